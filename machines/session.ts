@@ -1,0 +1,576 @@
+import { and, assign, enqueueActions, fromPromise, setup, type AnyActorLogic, type DoneActorEvent } from 'xstate';
+import { assertToolPairing } from '../src/pairing.js';
+import { appendAssistantBlocks, appendUserBlocks, nonEmptyBlocks, text, textOf, toolUses } from '../src/history.js';
+import { renderInbox } from '../src/inbox.js';
+import { logLifetime, SessionRecorder } from '../src/log/recorder.js';
+import { describeError } from '../src/model/errors.js';
+import { streamModel } from '../src/model/streamModel.js';
+import { nudgeMessage, pickNudge, replyReminder, truncationReminder, type LatchCount, type NudgeLatch, type NudgeView } from '../src/nudges.js';
+import { resolveOptions, type ResolvedOptions, type SessionOptions } from '../src/options.js';
+import { defaultSystemPrompt } from '../src/prompts.js';
+import { clip, renderValue } from '../src/render.js';
+import { buildToolbox, errorResult, okResult, planBatch, toolAxes, type PlannedCall, type Toolbox } from '../src/tools/toolbox.js';
+import { runTools, type RunnableCall } from '../src/tools/runTools.js';
+import { addUsage, ZERO_USAGE } from '../src/usage.js';
+import type {
+  AgentIdentity,
+  AgentOutcome,
+  AgentResult,
+  Message,
+  ModelResponse,
+  StopReason,
+  ToolResultBlock,
+  UserBlock,
+  Usage,
+} from '../src/types.js';
+
+/**
+ * The session machine: one per agent, root and sub-agents alike (CONTRACT §1).
+ *
+ * It decides; `src/` does the I/O. The model request is the invoked `streamModel` actor in
+ * `streaming`, the tool batch the invoked `runTools` actor in `dispatchingBatch`, and each
+ * sub-agent a spawned copy of this machine. Per-delta traffic never passes through it.
+ *
+ * The history (`messages`) is one append-only array shared by every snapshot: actions append to
+ * it instead of copying it, so a session of n steps costs O(n), not O(n²).
+ */
+
+export interface SessionInput extends SessionOptions {
+  /** The first user message. Without one the session waits in `readyForUser` for `user.message`. */
+  readonly task?: string;
+  /** Earlier conversation to continue from; it must pass the pairing check. */
+  readonly history?: readonly Message[];
+  /** Set by a parent for the sub-agents it spawns. */
+  readonly agent?: AgentIdentity;
+}
+
+export type SessionEvent =
+  /** A user message for the root; queued until the session's next turn boundary. */
+  | { readonly type: 'user.message'; readonly text: string }
+  /** Cancels the session and its whole subtree. */
+  | { readonly type: 'cancel'; readonly reason?: string }
+  | { readonly type: 'tool.settled'; readonly result: ToolResultBlock }
+  | { readonly type: `xstate.done.actor.agent.${string}`; readonly output: AgentResult; readonly actorId: string }
+  | { readonly type: `xstate.error.actor.agent.${string}`; readonly error: unknown; readonly actorId: string };
+
+interface LiveChild {
+  readonly actorId: string;
+  readonly agent: AgentIdentity;
+}
+
+interface Batch {
+  readonly plan: readonly PlannedCall[];
+  /**
+   * Results by tool_use id. Mutated in place as calls settle (one Map per batch rather than a
+   * copy per result); committed to history in model order once every call has one.
+   */
+  readonly results: Map<string, ToolResultBlock>;
+  /** The first `reply` of the batch: it stands, later ones are refused. */
+  readonly reply: { readonly result: unknown } | null;
+  /** Why the step that produced the batch stopped (`max_tokens`: it was cut off). */
+  readonly stepEnd: StepEnd;
+  /** Mutable for the same reason as `results`: teardown must not answer a batch twice. */
+  committed: boolean;
+}
+
+export interface SessionContext {
+  readonly options: ResolvedOptions;
+  readonly agent: AgentIdentity;
+  readonly toolbox: Toolbox;
+  readonly system: string;
+  readonly latches: readonly NudgeLatch[];
+  /** Append-only; see the note at the top. */
+  readonly messages: Message[];
+  readonly recorder: SessionRecorder;
+  /** User messages waiting for the next turn. */
+  readonly pendingUser: readonly string[];
+  /** Results of finished children waiting for the next turn. */
+  readonly inbox: readonly AgentResult[];
+  /** Model requests made in the current turn. */
+  readonly steps: number;
+  readonly batch: Batch | null;
+  /** Live children by name. */
+  readonly children: Readonly<Record<string, LiveChild>>;
+  /** Children ever spawned, and per name (to give a reused name a fresh id). */
+  readonly spawned: number;
+  readonly nameUses: Readonly<Record<string, number>>;
+  readonly latchCounts: Readonly<Record<string, LatchCount>>;
+  /** This session's own tokens, and those delivered by finished children (their whole subtrees). */
+  readonly usage: Usage;
+  readonly childUsage: Usage;
+  /** Why the session is failing, set by the transition into `failed`. */
+  readonly failure: string | null;
+  /** Set on entering a final state; the machine's output. */
+  readonly result: AgentResult | null;
+}
+
+export const ROOT_AGENT: AgentIdentity = Object.freeze({ name: 'root', path: Object.freeze(['root']), depth: 0, id: 'root' });
+
+/** Stands in for the machine itself under the `session` key until the machine exists (see below). */
+const sessionPlaceholder = fromPromise<AgentResult, SessionInput>(() => {
+  throw new Error('exarch: the session actor key is bound when machines/session.ts loads');
+});
+
+type ModelDone = DoneActorEvent<ModelResponse, 'model'>;
+
+const REFUSAL_REASONS: Partial<Record<StopReason, string>> = {
+  refusal: 'the model refused to continue (stop reason: refusal)',
+  model_context_window_exceeded: 'the conversation exceeded the model context window',
+};
+
+function isSubAgent(context: SessionContext): boolean {
+  return context.agent.depth > 0;
+}
+
+function isQuiet(context: SessionContext): boolean {
+  return context.inbox.length === 0 && Object.keys(context.children).length === 0;
+}
+
+function capReached(context: SessionContext): boolean {
+  return context.steps >= context.options.maxSteps;
+}
+
+/** Why the last step stopped, as the nudge registry sees it. */
+interface StepEnd {
+  readonly stopReason: StopReason;
+  readonly stepText: string;
+}
+
+function stepEndOf(response: ModelResponse): StepEnd {
+  return { stopReason: response.stopReason, stepText: textOf(response.content) };
+}
+
+function nudgeView(context: SessionContext, step: StepEnd): Omit<NudgeView, 'firedThisTurn' | 'firedTotal'> {
+  return { agent: context.agent, isSubAgent: isSubAgent(context), quiet: isQuiet(context), steps: context.steps, ...step };
+}
+
+function latchFor(context: SessionContext, on: NudgeLatch['on'], step: StepEnd): NudgeLatch | undefined {
+  return pickNudge(context.latches, on, context.latchCounts, nudgeView(context, step));
+}
+
+/** The model's response, from the `streamModel` done event. */
+function responseOf(event: SessionEvent | ModelDone): ModelResponse {
+  if (event.type !== 'xstate.done.actor.model') throw new Error(`exarch: expected the model's response, got ${event.type}`);
+  return (event as ModelDone).output;
+}
+
+/** Why the last step stopped: from the model's done event, or from the batch it produced. */
+function stepEndFor(context: SessionContext, event: SessionEvent | ModelDone): StepEnd {
+  if (event.type === 'xstate.done.actor.model') return stepEndOf(responseOf(event));
+  if (context.batch) return context.batch.stepEnd;
+  throw new Error(`exarch: no step has ended (event ${event.type})`);
+}
+
+function batchDrained(batch: Batch | null): boolean {
+  return batch !== null && !batch.committed && batch.results.size === batch.plan.length;
+}
+
+/** Commits the batch's results in model order as one user message. */
+function commitBatchTo(context: SessionContext, fill?: string): void {
+  const batch = context.batch;
+  if (!batch || batch.committed) return;
+  const results: ToolResultBlock[] = batch.plan.map((call) => batch.results.get(call.id) ?? errorResult(call.id, fill ?? 'no result'));
+  batch.committed = true;
+  appendUserBlocks(context.messages, results);
+  context.recorder.record({ type: 'message', role: 'user', content: results });
+}
+
+/**
+ * Answers any `tool_use` of the last assistant message that has no result yet: a failure or a
+ * cancellation must still leave a history the API accepts.
+ */
+function closeOpenCalls(context: SessionContext, reason: string): void {
+  if (context.batch && !context.batch.committed) {
+    commitBatchTo(context, reason);
+    return;
+  }
+  const last = context.messages[context.messages.length - 1];
+  if (last?.role !== 'assistant') return;
+  const open = toolUses(last.content);
+  if (open.length === 0) return;
+  const results = open.map((call) => errorResult(call.id, reason));
+  appendUserBlocks(context.messages, results);
+  context.recorder.record({ type: 'message', role: 'user', content: results });
+}
+
+function settle(context: SessionContext, outcome: AgentOutcome, extra: { text?: string; reason?: string } = {}): AgentResult {
+  const totalUsage = addUsage(context.usage, context.childUsage);
+  const result: AgentResult = {
+    name: context.agent.name,
+    outcome,
+    text: extra.text ?? '',
+    ...(extra.reason === undefined ? {} : { reason: extra.reason }),
+    usage: totalUsage,
+  };
+  context.recorder.record({
+    type: 'outcome',
+    outcome,
+    text: result.text,
+    ...(extra.reason === undefined ? {} : { reason: extra.reason }),
+    usage: context.usage,
+    totalUsage,
+  });
+  context.recorder.flush();
+  return result;
+}
+
+function childIdentity(parent: AgentIdentity, name: string, use: number): AgentIdentity {
+  return {
+    name,
+    path: [...parent.path, name],
+    depth: parent.depth + 1,
+    id: `${parent.id}/${name}${use > 1 ? `#${use}` : ''}`,
+  };
+}
+
+function acceptChildResult(context: SessionContext, actorId: string, result: AgentResult): Partial<SessionContext> {
+  const children = { ...context.children };
+  const name = Object.keys(children).find((n) => children[n]?.actorId === actorId);
+  if (name !== undefined) delete children[name];
+  context.recorder.record({ type: 'inbox', result });
+  return { children, inbox: [...context.inbox, result], childUsage: addUsage(context.childUsage, result.usage) };
+}
+
+const machineSetup = setup({
+  types: {
+    context: {} as SessionContext,
+    input: {} as SessionInput,
+    events: {} as SessionEvent,
+    output: {} as AgentResult,
+  },
+  actors: {
+    streamModel,
+    runTools,
+    logLifetime,
+    session: sessionPlaceholder,
+  },
+  guards: {
+    hasTurnInput: ({ context }) => context.pendingUser.length > 0 || context.inbox.length > 0,
+    capReached: ({ context }) => capReached(context),
+    refused: ({ event }) => responseOf(event).stopReason in REFUSAL_REASONS,
+    hasToolCalls: ({ event }) => responseOf(event).content.some((b) => b.type === 'tool_use'),
+    truncated: ({ context, event }) => stepEndFor(context, event).stopReason === 'max_tokens',
+    paused: ({ event }) => responseOf(event).stopReason === 'pause_turn',
+    truncationReminderLeft: ({ context, event }) => latchFor(context, 'max_tokens', stepEndFor(context, event)) !== undefined,
+    endTurnLatchFires: ({ context, event }) => latchFor(context, 'end_turn', stepEndFor(context, event)) !== undefined,
+    quietSubAgent: ({ context }) => isSubAgent(context) && isQuiet(context),
+    batchDrained: ({ context }) => batchDrained(context.batch),
+    replyStaged: ({ context }) => context.batch?.reply != null,
+  },
+  actions: {
+    /** Delivers the inbox and queued user messages as one user turn, and restarts the turn's counts. */
+    startTurn: assign(({ context }) => {
+      const blocks: UserBlock[] = [];
+      if (context.inbox.length > 0) blocks.push(text(renderInbox(context.inbox)));
+      for (const message of context.pendingUser) if (message.length > 0) blocks.push(text(message));
+      appendUserBlocks(context.messages, blocks);
+      context.recorder.record({ type: 'message', role: 'user', content: blocks });
+      const latchCounts: Record<string, LatchCount> = {};
+      for (const [id, count] of Object.entries(context.latchCounts)) latchCounts[id] = { turn: 0, total: count.total };
+      return { inbox: [], pendingUser: [], steps: 0, latchCounts };
+    }),
+    countStep: assign({ steps: ({ context }) => context.steps + 1 }),
+    /** Commits a complete assistant message; nothing of a failed or aborted stream is ever committed. */
+    commitResponse: assign(({ context, event }) => {
+      const response = responseOf(event);
+      const blocks = nonEmptyBlocks(response.content);
+      appendAssistantBlocks(context.messages, blocks);
+      if (blocks.length > 0) context.recorder.record({ type: 'message', role: 'assistant', content: blocks });
+      const usage = addUsage(context.usage, response.usage);
+      context.recorder.record({ type: 'usage', request: response.usage, session: usage });
+      return { usage, batch: null };
+    }),
+    /**
+     * Plans the batch. Protocol calls are answered here, in model order: `agent` spawns a child,
+     * `cancel_agent` cancels one, the first `reply` is staged. Other tools run in `runTools`.
+     */
+    openBatch: enqueueActions(({ context, event, enqueue }) => {
+      const response = responseOf(event);
+      const plan = planBatch(response.content, context.toolbox, new Set(response.incompleteToolUseIds));
+      const results = new Map<string, ToolResultBlock>();
+      let reply: Batch['reply'] = null;
+      const children: Record<string, LiveChild> = { ...context.children };
+      const nameUses: Record<string, number> = { ...context.nameUses };
+      let spawned = context.spawned;
+      for (const call of plan) {
+        switch (call.kind) {
+          case 'answered':
+            results.set(call.id, call.result);
+            break;
+          case 'run':
+            break;
+          case 'agent': {
+            if (children[call.name]) {
+              results.set(call.id, errorResult(call.id, `a sub-agent named '${call.name}' is still running; pick another name or cancel it first`));
+              break;
+            }
+            spawned += 1;
+            const use = (nameUses[call.name] ?? 0) + 1;
+            nameUses[call.name] = use;
+            const agent = childIdentity(context.agent, call.name, use);
+            const actorId = `agent.${spawned}.${call.name}`;
+            children[call.name] = { actorId, agent };
+            enqueue.spawnChild('session', { id: actorId, input: { ...context.options, task: call.task, agent } });
+            context.recorder.record({ type: 'spawn', name: call.name, id: agent.id });
+            results.set(
+              call.id,
+              okResult(call.id, `Sub-agent '${call.name}' started. Its result will arrive later as a message beginning with [agent '${call.name}' …].`),
+            );
+            break;
+          }
+          case 'cancel_agent': {
+            const child = children[call.name];
+            if (!child) {
+              results.set(call.id, errorResult(call.id, `no running sub-agent named '${call.name}'`));
+              break;
+            }
+            enqueue.sendTo(child.actorId, { type: 'cancel', reason: `cancelled by ${context.agent.name}` });
+            results.set(call.id, okResult(call.id, `Sub-agent '${call.name}' is being cancelled; [agent '${call.name}' was cancelled] will arrive.`));
+            break;
+          }
+          case 'reply':
+            if (reply) {
+              results.set(call.id, errorResult(call.id, 'reply was already called in this response; the first reply stands'));
+              break;
+            }
+            reply = { result: call.result };
+            results.set(call.id, okResult(call.id, 'Reply recorded. Your session ends once the other calls of this response have run.'));
+            break;
+        }
+      }
+      enqueue.assign({
+        batch: { plan, results, reply, stepEnd: stepEndOf(response), committed: false },
+        children,
+        nameUses,
+        spawned,
+      });
+    }),
+    settleCall: ({ context, event }) => {
+      if (event.type !== 'tool.settled' || !context.batch || context.batch.committed) return;
+      context.batch.results.set(event.result.tool_use_id, event.result);
+    },
+    commitBatch: ({ context }) => commitBatchTo(context),
+    /** Appends the chosen latch's reminder to the history (merged into a trailing user message). */
+    applyNudge: assign(({ context, event }, params: { on: NudgeLatch['on'] }) => {
+      const view = nudgeView(context, stepEndFor(context, event));
+      const latch = pickNudge(context.latches, params.on, context.latchCounts, view);
+      if (!latch) throw new Error(`exarch: a ${params.on} nudge was chosen but no latch fires`);
+      const count = context.latchCounts[latch.id] ?? { turn: 0, total: 0 };
+      const message = nudgeMessage(latch, { ...view, firedThisTurn: count.turn, firedTotal: count.total });
+      appendUserBlocks(context.messages, [text(message)]);
+      context.recorder.record({ type: 'nudge', latch: latch.id, text: message });
+      return { latchCounts: { ...context.latchCounts, [latch.id]: { turn: count.turn + 1, total: count.total + 1 } } };
+    }),
+    queueUserMessage: assign({
+      pendingUser: ({ context, event }) => (event.type === 'user.message' ? [...context.pendingUser, event.text] : context.pendingUser),
+    }),
+    /** A child finished: its result goes to the inbox and its actor is dropped. */
+    receiveChildResult: enqueueActions(({ context, event, enqueue }) => {
+      if (!('output' in event) || !('actorId' in event)) return;
+      enqueue.assign(acceptChildResult(context, event.actorId, event.output as AgentResult));
+      enqueue.stopChild(event.actorId);
+    }),
+    /** A child actor crashed: it is delivered as failed, and the parent carries on. */
+    receiveChildError: enqueueActions(({ context, event, enqueue }) => {
+      if (!('error' in event) || !('actorId' in event)) return;
+      const name = Object.keys(context.children).find((n) => context.children[n]?.actorId === event.actorId) ?? event.actorId;
+      const result: AgentResult = { name, outcome: 'failed', text: '', reason: `sub-agent crashed: ${describeError(event.error)}`, usage: ZERO_USAGE };
+      enqueue.assign(acceptChildResult(context, event.actorId, result));
+      enqueue.stopChild(event.actorId);
+    }),
+    cancelChildren: enqueueActions(({ context, enqueue }, params: { reason: string }) => {
+      for (const child of Object.values(context.children)) enqueue.sendTo(child.actorId, { type: 'cancel', reason: params.reason });
+    }),
+    closeOpenCalls: ({ context }, params: { reason: string }) => closeOpenCalls(context, params.reason),
+    flushLog: ({ context }) => context.recorder.flush(),
+    fail: assign(({ event }, params: { reason?: string }) => {
+      if (params.reason) return { failure: params.reason };
+      const step = event as SessionEvent | ModelDone;
+      if (step.type === 'xstate.done.actor.model') return { failure: REFUSAL_REASONS[responseOf(step).stopReason] ?? 'model stopped' };
+      if ('error' in event) return { failure: describeError(event.error) };
+      return { failure: `failed on ${event.type}` };
+    }),
+    settleReplied: assign(({ context }) => {
+      const rendered = clip(renderValue(context.batch?.reply?.result), context.options.replyCap);
+      return { result: settle(context, rendered.length > 0 ? 'replied' : 'empty', { text: rendered }) };
+    }),
+    settleEmpty: assign(({ context }) => ({ result: settle(context, 'empty') })),
+    settleCapped: assign(({ context }) => ({ result: settle(context, 'capped', { reason: `step cap of ${context.options.maxSteps} reached` }) })),
+    settleFailed: assign(({ context }) => ({ result: settle(context, 'failed', { reason: context.failure ?? 'unknown failure' }) })),
+    settleCancelled: assign(({ context, event }) => ({
+      result: settle(context, 'cancelled', event.type === 'cancel' && event.reason ? { reason: event.reason } : {}),
+    })),
+  },
+});
+
+export const sessionMachine = machineSetup.createMachine({
+  id: 'session',
+  context: ({ input }) => {
+    const options = resolveOptions(input);
+    const agent = input.agent ?? ROOT_AGENT;
+    const axes = toolAxes(agent.depth, options.maxDepth);
+    const toolbox = buildToolbox(options.tools, axes);
+    if (input.history) assertToolPairing(input.history);
+    const recorder = new SessionRecorder(options.logs.open(agent));
+    recorder.record({ type: 'session', agent, ...(input.task === undefined ? {} : { task: input.task }) });
+    return {
+      options,
+      agent,
+      toolbox,
+      system: typeof options.system === 'string' ? options.system : (options.system ?? defaultSystemPrompt)(agent, axes.spawns),
+      latches: [...(agent.depth > 0 ? [replyReminder] : []), truncationReminder(options.truncationBudget), ...options.nudges],
+      messages: input.history ? [...input.history] : [],
+      recorder,
+      pendingUser: input.task === undefined ? [] : [input.task],
+      inbox: [],
+      steps: 0,
+      batch: null,
+      children: {},
+      spawned: 0,
+      nameUses: {},
+      latchCounts: {},
+      usage: ZERO_USAGE,
+      childUsage: ZERO_USAGE,
+      failure: null,
+      result: null,
+    };
+  },
+  invoke: { id: 'lifetime', src: 'logLifetime', input: ({ context, self }) => ({ recorder: context.recorder, session: self }) },
+  on: {
+    'user.message': { actions: 'queueUserMessage' },
+    cancel: {
+      target: '.cancelled',
+      actions: [
+        { type: 'cancelChildren', params: { reason: 'parent cancelled' } },
+        { type: 'closeOpenCalls', params: { reason: 'cancelled' } },
+      ],
+    },
+    'xstate.done.actor.agent.*': { actions: 'receiveChildResult' },
+    'xstate.error.actor.agent.*': { actions: 'receiveChildError' },
+  },
+  initial: 'readyForUser',
+  states: {
+    readyForUser: {
+      entry: 'flushLog',
+      always: { guard: 'hasTurnInput', target: 'streaming', actions: 'startTurn' },
+    },
+    streaming: {
+      entry: 'countStep',
+      invoke: {
+        id: 'model',
+        src: 'streamModel',
+        input: ({ context }) => ({
+          provider: context.options.provider,
+          request: { agent: context.agent, system: context.system, messages: context.messages, tools: context.toolbox.specs },
+          listener: context.options.listener,
+          retry: context.options.retry,
+          stallTimeoutMs: context.options.stallTimeoutMs,
+          onRetry: (info: { attempt: number; delayMs: number; reason: string }) => context.recorder.record({ type: 'retry', ...info }),
+        }),
+        onDone: [
+          { guard: 'refused', target: 'failed', actions: ['commitResponse', { type: 'fail', params: {} }] },
+          { guard: 'hasToolCalls', target: 'dispatchingBatch', actions: 'commitResponse' },
+          {
+            guard: and(['truncated', 'truncationReminderLeft', 'capReached']),
+            target: 'capped',
+            actions: 'commitResponse',
+          },
+          {
+            guard: and(['truncated', 'truncationReminderLeft']),
+            target: 'nudged',
+            actions: ['commitResponse', { type: 'applyNudge', params: { on: 'max_tokens' } }],
+          },
+          {
+            guard: 'truncated',
+            target: 'failed',
+            actions: ['commitResponse', { type: 'fail', params: { reason: 'output truncated repeatedly' } }],
+          },
+          { guard: and(['paused', 'capReached']), target: 'capped', actions: 'commitResponse' },
+          // pause_turn: the paused message goes back unchanged and the model continues it.
+          { guard: 'paused', target: 'streaming', reenter: true, actions: 'commitResponse' },
+          { guard: and(['endTurnLatchFires', 'capReached']), target: 'capped', actions: 'commitResponse' },
+          { guard: 'endTurnLatchFires', target: 'nudged', actions: ['commitResponse', { type: 'applyNudge', params: { on: 'end_turn' } }] },
+          { guard: 'quietSubAgent', target: 'finishedWithoutReply', actions: 'commitResponse' },
+          { target: 'readyForUser', actions: 'commitResponse' },
+        ],
+        // Only a complete message is ever committed: a failed stream leaves the history as it was.
+        onError: { target: 'failed', actions: { type: 'fail', params: {} } },
+      },
+    },
+    dispatchingBatch: {
+      entry: 'openBatch',
+      invoke: {
+        id: 'tools',
+        src: 'runTools',
+        input: ({ context }) => {
+          const calls: RunnableCall[] = [];
+          for (const call of context.batch?.plan ?? []) {
+            if (call.kind === 'run') calls.push({ id: call.id, name: call.name, run: call.run, timeoutMs: call.timeoutMs ?? context.options.toolTimeoutMs });
+          }
+          return {
+            agent: context.agent,
+            calls,
+            outputCap: context.options.toolOutputCap,
+            // Stopped mid-batch from outside: every call still gets its answer.
+            onAbandon: () => closeOpenCalls(context, 'cancelled'),
+          };
+        },
+      },
+      on: { 'tool.settled': { actions: 'settleCall' } },
+      always: [
+        { guard: and(['batchDrained', 'replyStaged']), target: 'replied', actions: 'commitBatch' },
+        { guard: and(['batchDrained', 'truncated', 'truncationReminderLeft', 'capReached']), target: 'capped', actions: 'commitBatch' },
+        {
+          guard: and(['batchDrained', 'truncated', 'truncationReminderLeft']),
+          target: 'nudged',
+          actions: ['commitBatch', { type: 'applyNudge', params: { on: 'max_tokens' } }],
+        },
+        {
+          guard: and(['batchDrained', 'truncated']),
+          target: 'failed',
+          actions: ['commitBatch', { type: 'fail', params: { reason: 'output truncated repeatedly' } }],
+        },
+        { guard: and(['batchDrained', 'capReached']), target: 'capped', actions: 'commitBatch' },
+        { guard: 'batchDrained', target: 'streaming', actions: 'commitBatch' },
+      ],
+    },
+    nudged: {
+      // A resting point rather than an eventless hop, so inspectors and subscribers observe it.
+      after: { 0: 'streaming' },
+    },
+    replied: {
+      type: 'final',
+      entry: [{ type: 'cancelChildren', params: { reason: 'parent replied' } }, 'settleReplied'],
+    },
+    finishedWithoutReply: {
+      type: 'final',
+      entry: 'settleEmpty',
+    },
+    capped: {
+      type: 'final',
+      entry: [{ type: 'cancelChildren', params: { reason: 'parent hit the step cap' } }, 'settleCapped'],
+    },
+    failed: {
+      type: 'final',
+      entry: [
+        { type: 'closeOpenCalls', params: { reason: 'not executed: the session failed' } },
+        { type: 'cancelChildren', params: { reason: 'parent failed' } },
+        'settleFailed',
+      ],
+    },
+    cancelled: {
+      type: 'final',
+      entry: 'settleCancelled',
+    },
+  },
+  output: ({ context }) => {
+    if (!context.result) throw new Error(`exarch: session ${context.agent.id} ended without a result`);
+    return context.result;
+  },
+});
+
+// A machine definition cannot name itself, yet every sub-agent is a copy of this machine spawned
+// by the string key `session` (so persisted snapshots can name it). Bind the key here.
+(sessionMachine.implementations.actors as Record<string, AnyActorLogic>)['session'] = sessionMachine;
+
+export type SessionMachine = typeof sessionMachine;

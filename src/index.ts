@@ -1,0 +1,16 @@
+/** exarch: agent sessions as explicit XState v5 machines. */
+export { sessionMachine, ROOT_AGENT, type SessionContext, type SessionEvent, type SessionInput, type SessionMachine } from '../machines/session.js';
+export { createSessionActor, isSettled, runAgent, waitForSettled, type RunResult, type SessionActor, type SessionSnapshot } from './runtime.js';
+export { defineTool, type Tool, type ToolContext, type ToolDefinition } from './tools/defineTool.js';
+export { toolAxes, type ToolAxes } from './tools/toolbox.js';
+export { renderValue, clip, elisionMarker } from './render.js';
+export { renderAgentResult, renderInbox } from './inbox.js';
+export { assertToolPairing, findPairingProblems, PairingError } from './pairing.js';
+export { replyReminder, truncationReminder, REPLY_REMINDER_ID, TRUNCATION_REMINDER_ID, type NudgeLatch, type NudgeView } from './nudges.js';
+export { ProviderError, StallError, describeError } from './model/errors.js';
+export type { RetryPolicy } from './model/streamModel.js';
+export { DEFAULTS, type SessionOptions } from './options.js';
+export { JsonlLogSink, MemoryLogSink, nullLogSink, type LogRecord, type LogSink, type SessionLog } from './log/sessionLog.js';
+export { finalAssistantText } from './history.js';
+export { addUsage, ZERO_USAGE } from './usage.js';
+export * from './types.js';

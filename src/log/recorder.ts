@@ -1,0 +1,63 @@
+import { fromCallback, type AnyActorRef, type EventObject } from 'xstate';
+import { describeError } from '../model/errors.js';
+import { addUsage, ZERO_USAGE } from '../usage.js';
+import type { Usage } from '../types.js';
+import type { LogRecord, SessionLog } from './sessionLog.js';
+
+/**
+ * A session's handle on its log. It remembers whether an outcome was written, so a session
+ * stopped from outside (no final state reached) still ends its log with one.
+ */
+export class SessionRecorder {
+  private ended = false;
+  private ownUsage: Usage = ZERO_USAGE;
+  private subtreeUsage: Usage = ZERO_USAGE;
+
+  constructor(private readonly log: SessionLog) {}
+
+  record(record: LogRecord): void {
+    if (record.type === 'outcome') this.ended = true;
+    else if (record.type === 'usage') this.ownUsage = record.session;
+    else if (record.type === 'inbox') this.subtreeUsage = addUsage(this.subtreeUsage, record.result.usage);
+    this.log.append(record);
+  }
+
+  get hasOutcome(): boolean {
+    return this.ended;
+  }
+
+  flush(): void {
+    this.log.flush();
+  }
+
+  /**
+   * The session actor stopped: close the log, ending it with an outcome if no final state did
+   * (`failed` when the actor crashed, else `cancelled`).
+   */
+  stopped(crash?: { error: unknown }): void {
+    if (!this.ended) {
+      this.record({
+        type: 'outcome',
+        outcome: crash ? 'failed' : 'cancelled',
+        text: '',
+        reason: crash ? `session crashed: ${describeError(crash.error)}` : 'session actor stopped',
+        usage: this.ownUsage,
+        totalUsage: addUsage(this.ownUsage, this.subtreeUsage),
+      });
+    }
+    this.log.close();
+  }
+}
+
+/**
+ * Invoked for a session's whole life: its teardown runs when the session ends or is stopped,
+ * and closes the log after the other teardowns of the same stop (an abandoned batch answers its
+ * calls first).
+ */
+export const logLifetime = fromCallback<EventObject, { readonly recorder: SessionRecorder; readonly session: AnyActorRef }>(({ input }) => {
+  return () =>
+    queueMicrotask(() => {
+      const snapshot = input.session.getSnapshot() as { status: string; error?: unknown };
+      input.recorder.stopped(snapshot.status === 'error' ? { error: snapshot.error } : undefined);
+    });
+});

@@ -1,0 +1,133 @@
+import { appendFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { AgentIdentity, AgentOutcome, AgentResult, Message, Usage } from '../types.js';
+
+/**
+ * One session's append-only log. Message records hold what was appended to the history, in
+ * order; consecutive records of the same role belong to one API message.
+ */
+export type LogRecord =
+  | { readonly type: 'session'; readonly agent: AgentIdentity; readonly task?: string }
+  | { readonly type: 'message'; readonly role: Message['role']; readonly content: Message['content'] }
+  | { readonly type: 'usage'; readonly request: Usage; readonly session: Usage }
+  | { readonly type: 'spawn'; readonly name: string; readonly id: string }
+  | { readonly type: 'inbox'; readonly result: AgentResult }
+  | { readonly type: 'nudge'; readonly latch: string; readonly text: string }
+  | { readonly type: 'retry'; readonly attempt: number; readonly delayMs: number; readonly reason: string }
+  | {
+      readonly type: 'outcome';
+      readonly outcome: AgentOutcome;
+      readonly text: string;
+      readonly reason?: string;
+      /** This session's own tokens. */
+      readonly usage: Usage;
+      /** Its own plus its whole subtree's. */
+      readonly totalUsage: Usage;
+    };
+
+export type TimedLogRecord = LogRecord & { readonly ts: number };
+
+export interface SessionLog {
+  append(record: LogRecord): void;
+  /** Writes buffered records out. */
+  flush(): void;
+  /** Flushes; later appends are written at once (a stopped session may still answer its calls). */
+  close(): void;
+}
+
+/** Opens one log per session. */
+export interface LogSink {
+  open(agent: AgentIdentity): SessionLog;
+}
+
+/** Keeps every record in memory, per agent id: for tests, and for hosts that ship logs elsewhere. */
+export class MemoryLogSink implements LogSink {
+  readonly logs = new Map<string, TimedLogRecord[]>();
+
+  open(agent: AgentIdentity): SessionLog {
+    const records: TimedLogRecord[] = [];
+    this.logs.set(agent.id, records);
+    return {
+      append: (record) => void records.push({ ts: Date.now(), ...record }),
+      flush: () => undefined,
+      close: () => undefined,
+    };
+  }
+
+  records(agentId: string): readonly TimedLogRecord[] {
+    return this.logs.get(agentId) ?? [];
+  }
+}
+
+export const nullLogSink: LogSink = {
+  open: () => ({ append: () => undefined, flush: () => undefined, close: () => undefined }),
+};
+
+const FLUSH_BYTES = 64 * 1024;
+
+/**
+ * Writes `<dir>/<agent id>.jsonl` per session (`root.jsonl`, `root.explorer.jsonl`,
+ * `root.explorer~2.jsonl` for a reused name). Records are buffered and written in batches, at
+ * the end of every turn and when the session ends, so logging stays off the hot path.
+ */
+export class JsonlLogSink implements LogSink {
+  private created = false;
+  private readonly open_ = new Set<JsonlSessionLog>();
+
+  constructor(readonly dir: string) {}
+
+  open(agent: AgentIdentity): SessionLog {
+    if (!this.created) {
+      mkdirSync(this.dir, { recursive: true });
+      this.created = true;
+    }
+    const log = new JsonlSessionLog(join(this.dir, logFileName(agent)), () => this.open_.delete(log));
+    this.open_.add(log);
+    return log;
+  }
+
+  /** Flushes every open session log (on SIGINT, before the process exits). */
+  flushAll(): void {
+    for (const log of this.open_) log.flush();
+  }
+}
+
+export function logFileName(agent: AgentIdentity): string {
+  return `${agent.id.replaceAll('/', '.').replaceAll('#', '~')}.jsonl`;
+}
+
+class JsonlSessionLog implements SessionLog {
+  private buffer: string[] = [];
+  private bytes = 0;
+  private closed = false;
+
+  constructor(
+    readonly file: string,
+    private readonly onClose: () => void,
+  ) {}
+
+  append(record: LogRecord): void {
+    const line = JSON.stringify({ ts: Date.now(), ...record }) + '\n';
+    this.buffer.push(line);
+    this.bytes += line.length;
+    if (this.closed || this.bytes >= FLUSH_BYTES) this.flush();
+  }
+
+  flush(): void {
+    if (this.buffer.length === 0) return;
+    const data = this.buffer.join('');
+    this.buffer = [];
+    this.bytes = 0;
+    try {
+      appendFileSync(this.file, data);
+    } catch (error) {
+      throw new Error(`cannot write session log ${this.file}: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+
+  close(): void {
+    this.flush();
+    if (!this.closed) this.onClose();
+    this.closed = true;
+  }
+}

@@ -1,0 +1,101 @@
+import { JsonlLogSink, nullLogSink, type LogSink } from './log/sessionLog.js';
+import type { RetryPolicy } from './model/streamModel.js';
+import type { NudgeLatch } from './nudges.js';
+import type { Tool } from './tools/defineTool.js';
+import type { AgentIdentity, Provider, SessionListener } from './types.js';
+
+/** Everything a session (and every sub-agent it spawns) runs with. */
+export interface SessionOptions {
+  readonly provider: Provider;
+  /** Tools every agent may call, besides the protocol tools. */
+  readonly tools?: readonly Tool[];
+  /** A system prompt, or one per agent; the default teaches the reply contract. */
+  readonly system?: string | ((agent: AgentIdentity, canSpawn: boolean) => string);
+  readonly listener?: SessionListener;
+  /** A log sink, or a directory for JSONL logs. No logs when absent. */
+  readonly logs?: LogSink | string;
+  /** Host latches, consulted after the built-in ones. */
+  readonly nudges?: readonly NudgeLatch[];
+  /** Model requests per turn (default 50). */
+  readonly maxSteps?: number;
+  /** Sessions at this depth cannot spawn (default 2: root → child → grandchild). */
+  readonly maxDepth?: number;
+  /** Characters of a rendered reply payload (default 16,000). */
+  readonly replyCap?: number;
+  /** Truncation reminders per turn before the session fails (default 3). */
+  readonly truncationBudget?: number;
+  /** Per tool call, unless the tool sets its own (default 120,000 ms). */
+  readonly toolTimeoutMs?: number;
+  /** Characters of a rendered tool output (default 50,000). */
+  readonly toolOutputCap?: number;
+  readonly retry?: Partial<RetryPolicy>;
+  /** Abort and retry a model stream that shows no sign of life for this long (default 120,000 ms). */
+  readonly stallTimeoutMs?: number;
+}
+
+export interface ResolvedOptions {
+  readonly provider: Provider;
+  readonly tools: readonly Tool[];
+  readonly system: SessionOptions['system'];
+  readonly listener: SessionListener | undefined;
+  readonly logs: LogSink;
+  readonly nudges: readonly NudgeLatch[];
+  readonly maxSteps: number;
+  readonly maxDepth: number;
+  readonly replyCap: number;
+  readonly truncationBudget: number;
+  readonly toolTimeoutMs: number;
+  readonly toolOutputCap: number;
+  readonly retry: RetryPolicy;
+  readonly stallTimeoutMs: number;
+}
+
+export const DEFAULTS = {
+  maxSteps: 50,
+  maxDepth: 2,
+  replyCap: 16_000,
+  truncationBudget: 3,
+  toolTimeoutMs: 120_000,
+  toolOutputCap: 50_000,
+  retry: { maxRetries: 4, baseDelayMs: 1_000, maxDelayMs: 30_000 },
+  stallTimeoutMs: 120_000,
+} as const;
+
+const resolved = new WeakSet<object>();
+
+/** Fills defaults and checks every number; a bad option throws one line naming it. */
+export function resolveOptions(options: SessionOptions): ResolvedOptions {
+  if (resolved.has(options)) return options as ResolvedOptions;
+  if (!options || typeof options.provider?.stream !== 'function') {
+    throw new TypeError('exarch: `provider` is required and must have a stream(request, sink) method');
+  }
+  const result: ResolvedOptions = {
+    provider: options.provider,
+    tools: options.tools ?? [],
+    system: options.system,
+    listener: options.listener,
+    logs: typeof options.logs === 'string' ? new JsonlLogSink(options.logs) : (options.logs ?? nullLogSink),
+    nudges: options.nudges ?? [],
+    maxSteps: count('maxSteps', options.maxSteps ?? DEFAULTS.maxSteps, 1),
+    maxDepth: count('maxDepth', options.maxDepth ?? DEFAULTS.maxDepth, 0),
+    replyCap: count('replyCap', options.replyCap ?? DEFAULTS.replyCap, 1),
+    truncationBudget: count('truncationBudget', options.truncationBudget ?? DEFAULTS.truncationBudget, 0),
+    toolTimeoutMs: count('toolTimeoutMs', options.toolTimeoutMs ?? DEFAULTS.toolTimeoutMs, 1),
+    toolOutputCap: count('toolOutputCap', options.toolOutputCap ?? DEFAULTS.toolOutputCap, 1),
+    retry: {
+      maxRetries: count('retry.maxRetries', options.retry?.maxRetries ?? DEFAULTS.retry.maxRetries, 0),
+      baseDelayMs: count('retry.baseDelayMs', options.retry?.baseDelayMs ?? DEFAULTS.retry.baseDelayMs, 0),
+      maxDelayMs: count('retry.maxDelayMs', options.retry?.maxDelayMs ?? DEFAULTS.retry.maxDelayMs, 0),
+    },
+    stallTimeoutMs: count('stallTimeoutMs', options.stallTimeoutMs ?? DEFAULTS.stallTimeoutMs, 1),
+  };
+  resolved.add(result);
+  return result;
+}
+
+function count(name: string, value: number, min: number): number {
+  if (!Number.isSafeInteger(value) || value < min) {
+    throw new RangeError(`exarch: option ${name} must be an integer ≥ ${min}, got ${String(value)}`);
+  }
+  return value;
+}

@@ -1,0 +1,62 @@
+/**
+ * The one value→text rule, used wherever a value becomes text for a model or a parent:
+ * the `reply` payload, tool outputs, inbox results (CONTRACT §3).
+ */
+
+/**
+ * A string passes through raw (a markdown report keeps real newlines); objects and arrays are
+ * pretty-printed with 2-space indentation; numbers and booleans as their JSON text; `undefined`,
+ * `null` and `''` render to nothing.
+ */
+export function renderValue(value: unknown): string {
+  if (value === undefined || value === null) return '';
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number' || typeof value === 'boolean') return JSON.stringify(value);
+  if (typeof value === 'bigint') return value.toString();
+  if (typeof value === 'object') return JSON.stringify(value, null, 2) ?? '';
+  return String(value);
+}
+
+/** The inline marker left where `clip` removed the middle of a text. */
+export function elisionMarker(elided: number): string {
+  return `\n\n[… ${elided} characters elided by exarch …]\n\n`;
+}
+
+/**
+ * Clips `text` to at most `cap` characters by middle elision: head and tail are kept and an inline
+ * marker says how much was removed. The result, marker included, is never longer than `cap`.
+ */
+export function clip(text: string, cap: number): string {
+  if (!Number.isInteger(cap) || cap < 0) throw new RangeError(`clip: cap must be a non-negative integer, got ${cap}`);
+  if (text.length <= cap) return text;
+  // The marker's length depends on the count it reports, which depends on the marker's length.
+  let marker = elisionMarker(text.length - cap);
+  for (let i = 0; i < 3; i++) {
+    const keep = Math.max(0, cap - marker.length);
+    const next = elisionMarker(text.length - keep);
+    if (next.length === marker.length) break;
+    marker = next;
+  }
+  const keep = cap - marker.length;
+  if (keep <= 0) return text.slice(0, cap);
+  let headEnd = Math.ceil(keep / 2);
+  let tailStart = text.length - (keep - headEnd);
+  for (;;) {
+    // Never split a surrogate pair: move the cut inwards, eliding one more unit.
+    if (headEnd > 0 && isHighSurrogate(text.charCodeAt(headEnd - 1))) headEnd -= 1;
+    if (tailStart < text.length && isLowSurrogate(text.charCodeAt(tailStart))) tailStart += 1;
+    const clipped = text.slice(0, headEnd) + elisionMarker(tailStart - headEnd) + text.slice(tailStart);
+    // Moving a cut can add a digit to the count; give that character back from the head.
+    if (clipped.length <= cap || headEnd === 0) return clipped.length <= cap ? clipped : text.slice(0, cap);
+    headEnd -= clipped.length - cap;
+    if (headEnd < 0) headEnd = 0;
+  }
+}
+
+function isHighSurrogate(code: number): boolean {
+  return code >= 0xd800 && code <= 0xdbff;
+}
+
+function isLowSurrogate(code: number): boolean {
+  return code >= 0xdc00 && code <= 0xdfff;
+}

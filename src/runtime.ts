@@ -1,0 +1,107 @@
+import { createActor, type ActorOptions, type SnapshotFrom } from 'xstate';
+import { sessionMachine, type SessionInput } from '../machines/session.js';
+import { finalAssistantText } from './history.js';
+import { addUsage } from './usage.js';
+import type { AgentOutcome, Usage } from './types.js';
+
+export type SessionSnapshot = SnapshotFrom<typeof sessionMachine>;
+export type SessionActor = ReturnType<typeof createSessionActor>;
+
+/** `createActor(sessionMachine, …)` with exarch's input type spelled out. */
+export function createSessionActor(input: SessionInput, options: Omit<ActorOptions<typeof sessionMachine>, 'input'> = {}) {
+  return createActor(sessionMachine, { ...options, input });
+}
+
+/**
+ * A session is settled when it reached a final state, or rests in `readyForUser` with nothing
+ * left to do: no live children, an empty inbox and no queued user message.
+ */
+export function isSettled(snapshot: SessionSnapshot): boolean {
+  if (snapshot.status !== 'active') return true;
+  const { context } = snapshot;
+  return (
+    snapshot.value === 'readyForUser' &&
+    Object.keys(context.children).length === 0 &&
+    context.inbox.length === 0 &&
+    context.pendingUser.length === 0
+  );
+}
+
+/** Resolves with the first settled snapshot; rejects if the actor crashes or `signal` aborts. */
+export function waitForSettled(actor: SessionActor, signal?: AbortSignal): Promise<SessionSnapshot> {
+  return new Promise((resolve, reject) => {
+    const check = (snapshot: SessionSnapshot): boolean => {
+      if (snapshot.status === 'error') {
+        reject(snapshot.error instanceof Error ? snapshot.error : new Error(String(snapshot.error)));
+        return true;
+      }
+      if (isSettled(snapshot)) {
+        resolve(snapshot);
+        return true;
+      }
+      return false;
+    };
+    if (check(actor.getSnapshot())) return;
+    const subscription = actor.subscribe({
+      next: (snapshot) => {
+        if (check(snapshot)) done();
+      },
+      error: (error) => {
+        reject(error instanceof Error ? error : new Error(String(error)));
+        done();
+      },
+    });
+    const onAbort = (): void => {
+      reject(signal?.reason ?? new Error('aborted'));
+      done();
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    function done(): void {
+      subscription.unsubscribe();
+      signal?.removeEventListener('abort', onAbort);
+    }
+  });
+}
+
+export interface RunResult {
+  /** The state the root settled in. */
+  readonly state: 'readyForUser' | AgentOutcome | 'finishedWithoutReply';
+  /** The root's last assistant text. */
+  readonly text: string;
+  /** Tokens of the whole tree. */
+  readonly usage: Usage;
+  /** One line, when the root failed or was capped. */
+  readonly reason?: string;
+  readonly snapshot: SessionSnapshot;
+}
+
+/**
+ * Runs a root agent on `task` until it settles, and returns its final text. The actor is
+ * stopped at the end (its children with it); pass `signal` to cancel the whole tree.
+ */
+export async function runAgent(
+  task: string,
+  input: Omit<SessionInput, 'task' | 'agent'>,
+  options: Omit<ActorOptions<typeof sessionMachine>, 'input'> & { signal?: AbortSignal } = {},
+): Promise<RunResult> {
+  const { signal, ...actorOptions } = options;
+  const actor = createSessionActor({ ...input, task }, actorOptions);
+  const onAbort = (): void => actor.send({ type: 'cancel', reason: 'interrupted' });
+  signal?.addEventListener('abort', onAbort, { once: true });
+  actor.start();
+  try {
+    const snapshot = await waitForSettled(actor);
+    const { context } = snapshot;
+    const result = snapshot.status === 'done' ? snapshot.output : undefined;
+    return {
+      state: snapshot.value === 'readyForUser' ? 'readyForUser' : (result?.outcome ?? 'failed'),
+      text: finalAssistantText(context.messages),
+      usage: result?.usage ?? addUsage(context.usage, context.childUsage),
+      ...(result?.reason === undefined ? {} : { reason: result.reason }),
+      snapshot,
+    };
+  } finally {
+    signal?.removeEventListener('abort', onAbort);
+    actor.stop();
+  }
+}

@@ -1,0 +1,14 @@
+/** exarch/testing: the scripted provider and checks for tests of agents built on exarch. */
+export {
+  ScriptedProvider,
+  scriptedProvider,
+  type RecordedRequest,
+  type Script,
+  type ScriptedBlock,
+  type ScriptedCall,
+  type ScriptedFault,
+  type ScriptedProviderOptions,
+  type ScriptedStep,
+} from './scriptedProvider.js';
+export { assertToolPairing, findPairingProblems, PairingError } from '../pairing.js';
+export { MemoryLogSink } from '../log/sessionLog.js';

@@ -1,0 +1,73 @@
+import { z } from 'zod';
+import type { AgentIdentity, ToolSpec } from '../types.js';
+
+const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** What a tool's `run` gets besides its input. */
+export interface ToolContext {
+  readonly agent: AgentIdentity;
+  readonly toolUseId: string;
+  /** Aborted when the call times out or the session is cancelled. */
+  readonly signal: AbortSignal;
+}
+
+/** A validated call, ready to run. */
+export type PreparedRun = (context: ToolContext) => Promise<unknown>;
+
+export type Validation<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: string };
+
+/** A tool the session can advertise and run. Build one with `defineTool`. */
+export interface Tool {
+  readonly name: string;
+  readonly spec: ToolSpec;
+  /** Per-call time limit; the session default applies when absent. */
+  readonly timeoutMs: number | undefined;
+  /** Validates raw model input; on success returns the call to run. */
+  prepare(input: unknown): Validation<PreparedRun>;
+}
+
+export interface ToolDefinition<S extends z.ZodType> {
+  readonly name: string;
+  readonly description: string;
+  readonly input: S;
+  readonly run: (input: z.output<S>, context: ToolContext) => unknown;
+  readonly timeoutMs?: number;
+}
+
+/**
+ * Defines a tool: the zod schema validates the model's input and becomes the JSON Schema the
+ * model is shown; `run`'s return value is rendered for the model by the shared renderer.
+ */
+export function defineTool<S extends z.ZodType>(definition: ToolDefinition<S>): Tool {
+  const validate = inputValidator(definition.name, definition.input);
+  return {
+    name: definition.name,
+    spec: toolSpec(definition.name, definition.description, definition.input),
+    timeoutMs: definition.timeoutMs,
+    prepare(input) {
+      const parsed = validate(input);
+      if (!parsed.ok) return parsed;
+      return { ok: true, value: async (context) => definition.run(parsed.value, context) };
+    },
+  };
+}
+
+export function toolSpec(name: string, description: string, schema: z.ZodType): ToolSpec {
+  if (!TOOL_NAME.test(name)) throw new Error(`tool name ${JSON.stringify(name)} must be 1–64 characters of A-Za-z0-9_-`);
+  const { $schema: _ignored, ...inputSchema } = z.toJSONSchema(schema, { io: 'input' }) as Record<string, unknown>;
+  if (inputSchema['type'] !== 'object') throw new Error(`tool '${name}': the input schema must be a zod object`);
+  return { name, description, input_schema: inputSchema };
+}
+
+/** Validates with zod; the error names each offending field. */
+export function inputValidator<S extends z.ZodType>(toolName: string, schema: S): (input: unknown) => Validation<z.output<S>> {
+  return (input) => {
+    const parsed = schema.safeParse(input);
+    if (parsed.success) return { ok: true, value: parsed.data };
+    const fields = parsed.error.issues.map((issue) => {
+      const field = issue.path.length > 0 ? issue.path.map(String).join('.') : '(input)';
+      return `${field}: ${issue.message}`;
+    });
+    return { ok: false, error: `invalid input for tool '${toolName}': ${fields.join('; ')}` };
+  };
+}

@@ -1,0 +1,108 @@
+import type { AssistantBlock, ToolResultBlock, ToolSpec } from '../types.js';
+import type { PreparedRun, Tool } from './defineTool.js';
+import { PROTOCOL_TOOL_NAMES, REPLY_TOOLS, SPAWN_TOOLS, validateAgent, validateCancelAgent, validateReply } from './protocolTools.js';
+
+/** The two independent axes of CONTRACT §2. */
+export interface ToolAxes {
+  /** `agent` and `cancel_agent`. */
+  readonly spawns: boolean;
+  /** `reply`. */
+  readonly replies: boolean;
+}
+
+/** Root: spawns, never replies. Sub-agent below the depth limit: both. At the limit: replies only. */
+export function toolAxes(depth: number, maxDepth: number): ToolAxes {
+  return { spawns: depth < maxDepth, replies: depth > 0 };
+}
+
+/** What one session is offered: the specs it advertises and the tools it may run. */
+export interface Toolbox {
+  readonly specs: readonly ToolSpec[];
+  readonly axes: ToolAxes;
+  readonly tools: ReadonlyMap<string, Tool>;
+}
+
+export function buildToolbox(tools: readonly Tool[], axes: ToolAxes): Toolbox {
+  const byName = new Map<string, Tool>();
+  for (const tool of tools) {
+    if (PROTOCOL_TOOL_NAMES.has(tool.name)) throw new Error(`tool name '${tool.name}' is reserved for the agent protocol`);
+    if (byName.has(tool.name)) throw new Error(`two tools are named '${tool.name}'`);
+    byName.set(tool.name, tool);
+  }
+  const specs = [...(axes.spawns ? SPAWN_TOOLS : []), ...(axes.replies ? REPLY_TOOLS : []), ...tools.map((t) => t.spec)];
+  return { specs, axes, tools: byName };
+}
+
+/** How one call of a batch will be answered. */
+export type PlannedCall =
+  | { readonly kind: 'answered'; readonly id: string; readonly result: ToolResultBlock }
+  | { readonly kind: 'run'; readonly id: string; readonly name: string; readonly run: PreparedRun; readonly timeoutMs: number | undefined }
+  | { readonly kind: 'agent'; readonly id: string; readonly name: string; readonly task: string }
+  | { readonly kind: 'cancel_agent'; readonly id: string; readonly name: string }
+  | { readonly kind: 'reply'; readonly id: string; readonly result: unknown };
+
+export function errorResult(id: string, content: string): ToolResultBlock {
+  return { type: 'tool_result', tool_use_id: id, content, is_error: true };
+}
+
+export function okResult(id: string, content: string): ToolResultBlock {
+  return { type: 'tool_result', tool_use_id: id, content };
+}
+
+/**
+ * Plans every `tool_use` of an assistant message, in model order: the allow-check (a tool that
+ * was not advertised is refused), input validation, and calls cut off at `max_tokens`, which are
+ * never executed.
+ */
+export function planBatch(content: readonly AssistantBlock[], toolbox: Toolbox, incompleteIds: ReadonlySet<string>): PlannedCall[] {
+  const plan: PlannedCall[] = [];
+  for (const block of content) {
+    if (block.type !== 'tool_use') continue;
+    const { id, name, input } = block;
+    if (incompleteIds.has(id)) {
+      plan.push({
+        kind: 'answered',
+        id,
+        result: errorResult(
+          id,
+          `tool call '${name}' was cut off at max_tokens before its input was complete, so it was not executed. Send it again, complete.`,
+        ),
+      });
+      continue;
+    }
+    const refusal = allowCheck(name, toolbox);
+    if (refusal) {
+      plan.push({ kind: 'answered', id, result: errorResult(id, refusal) });
+      continue;
+    }
+    if (name === 'agent') {
+      const parsed = validateAgent(input);
+      plan.push(parsed.ok ? { kind: 'agent', id, name: parsed.value.name, task: parsed.value.task } : invalid(id, parsed.error));
+    } else if (name === 'cancel_agent') {
+      const parsed = validateCancelAgent(input);
+      plan.push(parsed.ok ? { kind: 'cancel_agent', id, name: parsed.value.name } : invalid(id, parsed.error));
+    } else if (name === 'reply') {
+      const parsed = validateReply(input);
+      plan.push(parsed.ok ? { kind: 'reply', id, result: parsed.value.result } : invalid(id, parsed.error));
+    } else {
+      const tool = toolbox.tools.get(name);
+      if (!tool) throw new Error(`tool '${name}' passed the allow-check but is not in the toolbox`);
+      const prepared = tool.prepare(input);
+      plan.push(prepared.ok ? { kind: 'run', id, name, run: prepared.value, timeoutMs: tool.timeoutMs } : invalid(id, prepared.error));
+    }
+  }
+  return plan;
+}
+
+/** Why a call to `name` is refused, or undefined when the session was offered that tool. */
+export function allowCheck(name: string, toolbox: Toolbox): string | undefined {
+  const offered =
+    name === 'agent' || name === 'cancel_agent' ? toolbox.axes.spawns : name === 'reply' ? toolbox.axes.replies : toolbox.tools.has(name);
+  if (offered) return undefined;
+  if (PROTOCOL_TOOL_NAMES.has(name)) return `tool '${name}' is not available to this agent`;
+  return `unknown tool '${name}': this agent was not offered it`;
+}
+
+function invalid(id: string, error: string): PlannedCall {
+  return { kind: 'answered', id, result: errorResult(id, error) };
+}
