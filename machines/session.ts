@@ -1,5 +1,6 @@
 import { and, assign, enqueueActions, fromPromise, setup, type AnyActorLogic, type DoneActorEvent } from 'xstate';
 import { assertToolPairing } from '../src/pairing.js';
+import { ChildRegistry } from './childRegistry.js';
 import { appendAssistantBlocks, appendUserBlocks, nonEmptyBlocks, text, textOf, toolUses } from '../src/history.js';
 import { renderInbox } from '../src/inbox.js';
 import { logLifetime, SessionRecorder } from '../src/log/recorder.js';
@@ -10,7 +11,7 @@ import { resolveOptions, type ResolvedOptions, type SessionOptions } from '../sr
 import { defaultSystemPrompt } from '../src/prompts.js';
 import { clip, renderValue } from '../src/render.js';
 import { buildToolbox, errorResult, okResult, planBatch, toolAxes, type PlannedCall, type Toolbox } from '../src/tools/toolbox.js';
-import { runTools, type RunnableCall } from '../src/tools/runTools.js';
+import { runTools, type RunnableCall, type ToolBatchEvent } from '../src/tools/runTools.js';
 import { addUsage, ZERO_USAGE } from '../src/usage.js';
 import type {
   AgentIdentity,
@@ -49,14 +50,10 @@ export type SessionEvent =
   | { readonly type: 'user.message'; readonly text: string }
   /** Cancels the session and its whole subtree. */
   | { readonly type: 'cancel'; readonly reason?: string }
-  | { readonly type: 'tool.settled'; readonly result: ToolResultBlock }
-  | { readonly type: `xstate.done.actor.agent.${string}`; readonly output: AgentResult; readonly actorId: string }
-  | { readonly type: `xstate.error.actor.agent.${string}`; readonly error: unknown; readonly actorId: string };
-
-interface LiveChild {
-  readonly actorId: string;
-  readonly agent: AgentIdentity;
-}
+  | ToolBatchEvent
+  /** A spawned sub-agent finished (actor ids of sub-agents are decimal numbers). */
+  | { readonly type: `xstate.done.actor.${number}`; readonly output: AgentResult; readonly actorId: string }
+  | { readonly type: `xstate.error.actor.${number}`; readonly error: unknown; readonly actorId: string };
 
 interface Batch {
   readonly plan: readonly PlannedCall[];
@@ -84,13 +81,12 @@ export interface SessionContext {
   readonly recorder: SessionRecorder;
   /** User messages waiting for the next turn. */
   readonly pendingUser: readonly string[];
-  /** Results of finished children waiting for the next turn. */
-  readonly inbox: readonly AgentResult[];
+  /** Results of finished children waiting for the next turn; appended in place, replaced at a turn start. */
+  readonly inbox: AgentResult[];
   /** Model requests made in the current turn. */
   readonly steps: number;
   readonly batch: Batch | null;
-  /** Live children by name. */
-  readonly children: Readonly<Record<string, LiveChild>>;
+  readonly children: ChildRegistry;
   /** Children ever spawned, and per name (to give a reused name a fresh id). */
   readonly spawned: number;
   readonly nameUses: Readonly<Record<string, number>>;
@@ -123,7 +119,7 @@ function isSubAgent(context: SessionContext): boolean {
 }
 
 function isQuiet(context: SessionContext): boolean {
-  return context.inbox.length === 0 && Object.keys(context.children).length === 0;
+  return context.inbox.length === 0 && context.children.size === 0;
 }
 
 function capReached(context: SessionContext): boolean {
@@ -159,10 +155,6 @@ function stepEndFor(context: SessionContext, event: SessionEvent | ModelDone): S
   if (event.type === 'xstate.done.actor.model') return stepEndOf(responseOf(event));
   if (context.batch) return context.batch.stepEnd;
   throw new Error(`exarch: no step has ended (event ${event.type})`);
-}
-
-function batchDrained(batch: Batch | null): boolean {
-  return batch !== null && !batch.committed && batch.results.size === batch.plan.length;
 }
 
 /** Commits the batch's results in model order as one user message. */
@@ -224,11 +216,10 @@ function childIdentity(parent: AgentIdentity, name: string, use: number): AgentI
 }
 
 function acceptChildResult(context: SessionContext, actorId: string, result: AgentResult): Partial<SessionContext> {
-  const children = { ...context.children };
-  const name = Object.keys(children).find((n) => children[n]?.actorId === actorId);
-  if (name !== undefined) delete children[name];
+  context.children.remove(actorId);
+  context.inbox.push(result);
   context.recorder.record({ type: 'inbox', result });
-  return { children, inbox: [...context.inbox, result], childUsage: addUsage(context.childUsage, result.usage) };
+  return { childUsage: addUsage(context.childUsage, result.usage) };
 }
 
 const machineSetup = setup({
@@ -245,6 +236,7 @@ const machineSetup = setup({
     session: sessionPlaceholder,
   },
   guards: {
+    fromSubAgent: ({ event }) => 'actorId' in event && /^\d+$/.test(event.actorId),
     hasTurnInput: ({ context }) => context.pendingUser.length > 0 || context.inbox.length > 0,
     capReached: ({ context }) => capReached(context),
     refused: ({ event }) => responseOf(event).stopReason in REFUSAL_REASONS,
@@ -254,7 +246,6 @@ const machineSetup = setup({
     truncationReminderLeft: ({ context, event }) => latchFor(context, 'max_tokens', stepEndFor(context, event)) !== undefined,
     endTurnLatchFires: ({ context, event }) => latchFor(context, 'end_turn', stepEndFor(context, event)) !== undefined,
     quietSubAgent: ({ context }) => isSubAgent(context) && isQuiet(context),
-    batchDrained: ({ context }) => batchDrained(context.batch),
     replyStaged: ({ context }) => context.batch?.reply != null,
   },
   actions: {
@@ -289,7 +280,7 @@ const machineSetup = setup({
       const plan = planBatch(response.content, context.toolbox, new Set(response.incompleteToolUseIds));
       const results = new Map<string, ToolResultBlock>();
       let reply: Batch['reply'] = null;
-      const children: Record<string, LiveChild> = { ...context.children };
+      const children = context.children;
       const nameUses: Record<string, number> = { ...context.nameUses };
       let spawned = context.spawned;
       for (const call of plan) {
@@ -300,7 +291,7 @@ const machineSetup = setup({
           case 'run':
             break;
           case 'agent': {
-            if (children[call.name]) {
+            if (children.byNameOf(call.name)) {
               results.set(call.id, errorResult(call.id, `a sub-agent named '${call.name}' is still running; pick another name or cancel it first`));
               break;
             }
@@ -308,8 +299,10 @@ const machineSetup = setup({
             const use = (nameUses[call.name] ?? 0) + 1;
             nameUses[call.name] = use;
             const agent = childIdentity(context.agent, call.name, use);
-            const actorId = `agent.${spawned}.${call.name}`;
-            children[call.name] = { actorId, agent };
+            // A decimal id: XState copies its children record on every spawn and stop, and V8
+            // copies integer-like keys by the fast path (named keys past ~1,000 are slow).
+            const actorId = String(spawned);
+            children.add({ actorId, agent });
             enqueue.spawnChild('session', { id: actorId, input: { ...context.options, task: call.task, agent } });
             context.recorder.record({ type: 'spawn', name: call.name, id: agent.id });
             results.set(
@@ -319,7 +312,7 @@ const machineSetup = setup({
             break;
           }
           case 'cancel_agent': {
-            const child = children[call.name];
+            const child = children.byNameOf(call.name);
             if (!child) {
               results.set(call.id, errorResult(call.id, `no running sub-agent named '${call.name}'`));
               break;
@@ -340,7 +333,6 @@ const machineSetup = setup({
       }
       enqueue.assign({
         batch: { plan, results, reply, stepEnd: stepEndOf(response), committed: false },
-        children,
         nameUses,
         spawned,
       });
@@ -373,13 +365,13 @@ const machineSetup = setup({
     /** A child actor crashed: it is delivered as failed, and the parent carries on. */
     receiveChildError: enqueueActions(({ context, event, enqueue }) => {
       if (!('error' in event) || !('actorId' in event)) return;
-      const name = Object.keys(context.children).find((n) => context.children[n]?.actorId === event.actorId) ?? event.actorId;
+      const name = context.children.byActorId(event.actorId)?.agent.name ?? event.actorId;
       const result: AgentResult = { name, outcome: 'failed', text: '', reason: `sub-agent crashed: ${describeError(event.error)}`, usage: ZERO_USAGE };
       enqueue.assign(acceptChildResult(context, event.actorId, result));
       enqueue.stopChild(event.actorId);
     }),
     cancelChildren: enqueueActions(({ context, enqueue }, params: { reason: string }) => {
-      for (const child of Object.values(context.children)) enqueue.sendTo(child.actorId, { type: 'cancel', reason: params.reason });
+      for (const child of context.children.values()) enqueue.sendTo(child.actorId, { type: 'cancel', reason: params.reason });
     }),
     closeOpenCalls: ({ context }, params: { reason: string }) => closeOpenCalls(context, params.reason),
     flushLog: ({ context }) => context.recorder.flush(),
@@ -425,7 +417,7 @@ export const sessionMachine = machineSetup.createMachine({
       inbox: [],
       steps: 0,
       batch: null,
-      children: {},
+      children: new ChildRegistry(),
       spawned: 0,
       nameUses: {},
       latchCounts: {},
@@ -445,8 +437,8 @@ export const sessionMachine = machineSetup.createMachine({
         { type: 'closeOpenCalls', params: { reason: 'cancelled' } },
       ],
     },
-    'xstate.done.actor.agent.*': { actions: 'receiveChildResult' },
-    'xstate.error.actor.agent.*': { actions: 'receiveChildError' },
+    'xstate.done.actor.*': { guard: 'fromSubAgent', actions: 'receiveChildResult' },
+    'xstate.error.actor.*': { guard: 'fromSubAgent', actions: 'receiveChildError' },
   },
   initial: 'readyForUser',
   states: {
@@ -516,23 +508,21 @@ export const sessionMachine = machineSetup.createMachine({
           };
         },
       },
-      on: { 'tool.settled': { actions: 'settleCall' } },
-      always: [
-        { guard: and(['batchDrained', 'replyStaged']), target: 'replied', actions: 'commitBatch' },
-        { guard: and(['batchDrained', 'truncated', 'truncationReminderLeft', 'capReached']), target: 'capped', actions: 'commitBatch' },
-        {
-          guard: and(['batchDrained', 'truncated', 'truncationReminderLeft']),
-          target: 'nudged',
-          actions: ['commitBatch', { type: 'applyNudge', params: { on: 'max_tokens' } }],
-        },
-        {
-          guard: and(['batchDrained', 'truncated']),
-          target: 'failed',
-          actions: ['commitBatch', { type: 'fail', params: { reason: 'output truncated repeatedly' } }],
-        },
-        { guard: and(['batchDrained', 'capReached']), target: 'capped', actions: 'commitBatch' },
-        { guard: 'batchDrained', target: 'streaming', actions: 'commitBatch' },
-      ],
+      on: {
+        'tool.settled': { actions: 'settleCall' },
+        'batch.drained': [
+          { guard: 'replyStaged', target: 'replied', actions: 'commitBatch' },
+          { guard: and(['truncated', 'truncationReminderLeft', 'capReached']), target: 'capped', actions: 'commitBatch' },
+          {
+            guard: and(['truncated', 'truncationReminderLeft']),
+            target: 'nudged',
+            actions: ['commitBatch', { type: 'applyNudge', params: { on: 'max_tokens' } }],
+          },
+          { guard: 'truncated', target: 'failed', actions: ['commitBatch', { type: 'fail', params: { reason: 'output truncated repeatedly' } }] },
+          { guard: 'capReached', target: 'capped', actions: 'commitBatch' },
+          { target: 'streaming', actions: 'commitBatch' },
+        ],
+      },
     },
     nudged: {
       // A resting point rather than an eventless hop, so inspectors and subscribers observe it.

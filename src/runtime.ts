@@ -21,7 +21,7 @@ export function isSettled(snapshot: SessionSnapshot): boolean {
   const { context } = snapshot;
   return (
     snapshot.value === 'readyForUser' &&
-    Object.keys(context.children).length === 0 &&
+    context.children.size === 0 &&
     context.inbox.length === 0 &&
     context.pendingUser.length === 0
   );

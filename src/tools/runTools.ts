@@ -20,20 +20,30 @@ export interface RunToolsInput {
   readonly onAbandon: (pendingIds: readonly string[]) => void;
 }
 
-export type ToolSettledEvent = { readonly type: 'tool.settled'; readonly result: ToolResultBlock };
+export type ToolBatchEvent =
+  | { readonly type: 'tool.settled'; readonly result: ToolResultBlock }
+  | { readonly type: 'batch.drained' };
 
 /**
- * Runs every call of a batch concurrently and reports each result as a `tool.settled` event.
- * A throw or a timeout becomes an `is_error` result; teardown aborts whatever still runs.
+ * Runs every call of a batch concurrently, reports each result as a `tool.settled` event and then
+ * `batch.drained` — always asynchronously, even for a batch with nothing to run, so the session
+ * rests in `dispatchingBatch` where inspectors see it. A throw or a timeout becomes an `is_error`
+ * result; teardown aborts whatever still runs.
  */
-export const runTools = fromCallback<EventObject, RunToolsInput, ToolSettledEvent>(({ input, sendBack }) => {
+export const runTools = fromCallback<EventObject, RunToolsInput, ToolBatchEvent>(({ input, sendBack }) => {
   const pending = new Set(input.calls.map((c) => c.id));
   const teardown = new AbortController();
+  if (pending.size === 0) {
+    queueMicrotask(() => {
+      if (!teardown.signal.aborted) sendBack({ type: 'batch.drained' });
+    });
+  }
   for (const call of input.calls) {
     void runOne(call, input, teardown.signal).then((result) => {
       if (teardown.signal.aborted) return;
       pending.delete(call.id);
       sendBack({ type: 'tool.settled', result });
+      if (pending.size === 0) sendBack({ type: 'batch.drained' });
     });
   }
   return () => {
