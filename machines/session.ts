@@ -1,4 +1,5 @@
 import { and, assign, enqueueActions, fromPromise, setup, type AnyActorLogic, type DoneActorEvent } from 'xstate';
+import { childIdentity, ROOT_AGENT } from '../src/identity.js';
 import { assertToolPairing } from '../src/pairing.js';
 import { ChildRegistry } from './childRegistry.js';
 import { appendAssistantBlocks, appendUserBlocks, nonEmptyBlocks, text, textOf, toolUses } from '../src/history.js';
@@ -100,7 +101,6 @@ export interface SessionContext {
   readonly result: AgentResult | null;
 }
 
-export const ROOT_AGENT: AgentIdentity = Object.freeze({ name: 'root', path: Object.freeze(['root']), depth: 0, id: 'root' });
 
 /** Stands in for the machine itself under the `session` key until the machine exists (see below). */
 const sessionPlaceholder = fromPromise<AgentResult, SessionInput>(() => {
@@ -206,20 +206,21 @@ function settle(context: SessionContext, outcome: AgentOutcome, extra: { text?: 
   return result;
 }
 
-function childIdentity(parent: AgentIdentity, name: string, use: number): AgentIdentity {
-  return {
-    name,
-    path: [...parent.path, name],
-    depth: parent.depth + 1,
-    id: `${parent.id}/${name}${use > 1 ? `#${use}` : ''}`,
-  };
-}
 
 function acceptChildResult(context: SessionContext, actorId: string, result: AgentResult): Partial<SessionContext> {
   context.children.remove(actorId);
   context.inbox.push(result);
   context.recorder.record({ type: 'inbox', result });
   return { childUsage: addUsage(context.childUsage, result.usage) };
+}
+
+/** Throws a one-line error for input a session cannot start with. */
+export function validateSessionInput(input: SessionInput): void {
+  const options = resolveOptions(input);
+  const agent = input.agent ?? ROOT_AGENT;
+  buildToolbox(options.tools, toolAxes(agent.depth, options.maxDepth));
+  if (input.history) assertToolPairing(input.history);
+  if (input.task !== undefined && typeof input.task !== 'string') throw new TypeError('exarch: `task` must be a string');
 }
 
 const machineSetup = setup({
@@ -427,7 +428,18 @@ export const sessionMachine = machineSetup.createMachine({
       result: null,
     };
   },
-  invoke: { id: 'lifetime', src: 'logLifetime', input: ({ context, self }) => ({ recorder: context.recorder, session: self }) },
+  invoke: {
+    id: 'lifetime',
+    src: 'logLifetime',
+    input: ({ context, self }) => ({
+      recorder: context.recorder,
+      session: self,
+      atRest: (snapshot: unknown) => {
+        const s = snapshot as { value?: unknown; context?: SessionContext };
+        return s.value === 'readyForUser' && s.context !== undefined && isQuiet(s.context) && s.context.pendingUser.length === 0;
+      },
+    }),
+  },
   on: {
     'user.message': { actions: 'queueUserMessage' },
     cancel: {
@@ -444,7 +456,14 @@ export const sessionMachine = machineSetup.createMachine({
   states: {
     readyForUser: {
       entry: 'flushLog',
-      always: { guard: 'hasTurnInput', target: 'streaming', actions: 'startTurn' },
+      // Input that is already waiting (a task, results that arrived during the turn) starts the next
+      // turn one tick later: the boundary stays observable, and results arriving meanwhile join it.
+      after: { 0: { guard: 'hasTurnInput', target: 'streaming', actions: 'startTurn' } },
+      on: {
+        'user.message': { target: 'streaming', actions: ['queueUserMessage', 'startTurn'] },
+        'xstate.done.actor.*': { guard: 'fromSubAgent', target: 'streaming', actions: ['receiveChildResult', 'startTurn'] },
+        'xstate.error.actor.*': { guard: 'fromSubAgent', target: 'streaming', actions: ['receiveChildError', 'startTurn'] },
+      },
     },
     streaming: {
       entry: 'countStep',

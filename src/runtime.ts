@@ -1,5 +1,5 @@
 import { createActor, type ActorOptions, type SnapshotFrom } from 'xstate';
-import { sessionMachine, type SessionInput } from '../machines/session.js';
+import { sessionMachine, validateSessionInput, type SessionInput } from '../machines/session.js';
 import { finalAssistantText } from './history.js';
 import { addUsage } from './usage.js';
 import type { AgentOutcome, Usage } from './types.js';
@@ -7,8 +7,13 @@ import type { AgentOutcome, Usage } from './types.js';
 export type SessionSnapshot = SnapshotFrom<typeof sessionMachine>;
 export type SessionActor = ReturnType<typeof createSessionActor>;
 
-/** `createActor(sessionMachine, …)` with exarch's input type spelled out. */
+/**
+ * `createActor(sessionMachine, …)`, but bad input (a missing provider, a bad number, clashing
+ * tool names, a history the API would refuse) throws here, at once, with a one-line message,
+ * instead of surfacing later as an actor error.
+ */
 export function createSessionActor(input: SessionInput, options: Omit<ActorOptions<typeof sessionMachine>, 'input'> = {}) {
+  validateSessionInput(input);
   return createActor(sessionMachine, { ...options, input });
 }
 

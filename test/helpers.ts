@@ -44,6 +44,10 @@ export function startTraced(script: ScriptedProviderOptions['agents'], input: Om
 export async function runTraced(script: ScriptedProviderOptions['agents'], input: Omit<SessionInput, 'provider'> = {}): Promise<Traced & { snapshot: SessionSnapshot }> {
   const traced = startTraced(script, input);
   const snapshot = await waitForSettled(traced.actor);
+  // Every request of every test goes through the one pairing check.
+  if (traced.provider.pairingViolations.length > 0) {
+    throw new Error(`requests broke the pairing rule: ${JSON.stringify(traced.provider.pairingViolations)}`);
+  }
   return { ...traced, snapshot };
 }
 

@@ -11,9 +11,9 @@ import { runTraced, startTraced, until, userTexts } from './helpers.js';
 const echo = defineTool({ name: 'echo', description: 'Echo', input: z.object({ text: z.string() }), run: ({ text }) => text });
 
 describe('readyForUser', () => {
-  it('starts streaming at once when the session is given a task', async () => {
+  it('a session given a task rests in readyForUser for one tick, then streams', async () => {
     const { trail } = await runTraced({ root: [{ text: 'hello' }] }, { task: 'hi' });
-    expect(trail.get('root')).toEqual(['streaming', 'readyForUser']);
+    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'readyForUser']);
   });
 
   it('waits without a task, and a user message starts a turn', async () => {
@@ -28,6 +28,7 @@ describe('readyForUser', () => {
 
   it('a user message sent while the root is busy is queued for the next turn, not lost', async () => {
     const { actor } = startTraced({ root: [{ text: 'first', delayMs: 20 }, { text: 'second' }] }, { task: 'one' });
+    await until(actor, (s) => s.value === 'streaming');
     actor.send({ type: 'user.message', text: 'two' });
     await until(actor, (s) => s.value === 'readyForUser' && s.context.pendingUser.length === 0 && s.context.steps === 1 && s.context.messages.length === 4);
     expect(userTexts(actor.getSnapshot().context.messages)).toEqual(['one', 'two']);
@@ -42,25 +43,25 @@ describe('readyForUser', () => {
       },
       { task: 'go' },
     );
-    expect(trail.get('root/lead')).toEqual(['streaming', 'dispatchingBatch', 'streaming', 'readyForUser', 'streaming', 'dispatchingBatch', 'replied']);
+    expect(trail.get('root/lead')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'streaming', 'readyForUser', 'streaming', 'dispatchingBatch', 'replied']);
   });
 });
 
 describe('streaming', () => {
   it('goes to dispatchingBatch when the message has tool calls', async () => {
     const { trail } = await runTraced({ root: [{ calls: [{ name: 'echo', input: { text: 'x' } }] }, { text: 'ok' }] }, { task: 't', tools: [echo] });
-    expect(trail.get('root')).toEqual(['streaming', 'dispatchingBatch', 'streaming', 'readyForUser']);
+    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'streaming', 'readyForUser']);
   });
 
   it('goes to readyForUser when the root ends its turn', async () => {
     const { trail, snapshot } = await runTraced({ root: [{ text: 'all done' }] }, { task: 't' });
-    expect(trail.get('root')).toEqual(['streaming', 'readyForUser']);
+    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'readyForUser']);
     expect(snapshot.status).toBe('active');
   });
 
   it('fails when the model refuses', async () => {
     const { trail, snapshot } = await runTraced({ root: [{ text: 'I cannot help with that.', stopReason: 'refusal' }] }, { task: 't' });
-    expect(trail.get('root')).toEqual(['streaming', 'failed']);
+    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'failed']);
     expect(snapshot.output?.reason).toMatch(/refus/);
   });
 
@@ -72,32 +73,32 @@ describe('streaming', () => {
 
   it('fails with a one-line reason when the provider reports a fatal error', async () => {
     const { trail, snapshot } = await runTraced({ root: [{ fault: { retryable: false, status: 401, message: 'authentication failed: invalid x-api-key' } }] }, { task: 't' });
-    expect(trail.get('root')).toEqual(['streaming', 'failed']);
+    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'failed']);
     expect(snapshot.output?.reason).toBe('authentication failed: invalid x-api-key');
     expect(snapshot.context.messages).toHaveLength(1);
   });
 
   it('is nudged after output truncated without tool calls, and continues', async () => {
     const { trail, snapshot } = await runTraced({ root: [{ text: 'long text cut', stopReason: 'max_tokens' }, { text: 'rest' }] }, { task: 't' });
-    expect(trail.get('root')).toEqual(['streaming', 'nudged', 'streaming', 'readyForUser']);
+    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'nudged', 'streaming', 'readyForUser']);
     expect(userTexts(snapshot.context.messages)[1]).toMatch(/cut off/);
   });
 
   it('fails after the truncation budget is spent', async () => {
     const cut = { text: 'cut', stopReason: 'max_tokens' as const };
     const { trail, snapshot } = await runTraced({ root: [cut, cut, cut] }, { task: 't', truncationBudget: 2 });
-    expect(trail.get('root')).toEqual(['streaming', 'nudged', 'streaming', 'nudged', 'streaming', 'failed']);
+    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'nudged', 'streaming', 'nudged', 'streaming', 'failed']);
     expect(snapshot.output?.reason).toBe('output truncated repeatedly');
   });
 
   it('is capped instead of nudged for truncation when the step cap is reached', async () => {
     const { trail } = await runTraced({ root: [{ text: 'cut', stopReason: 'max_tokens' }] }, { task: 't', maxSteps: 1 });
-    expect(trail.get('root')).toEqual(['streaming', 'capped']);
+    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'capped']);
   });
 
   it('continues the same message after pause_turn', async () => {
     const { trail, snapshot } = await runTraced({ root: [{ text: 'part one, ', stopReason: 'pause_turn' }, { text: 'part two' }] }, { task: 't' });
-    expect(trail.get('root')).toEqual(['streaming', 'readyForUser']);
+    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'readyForUser']);
     expect(snapshot.context.steps).toBe(2);
     expect(snapshot.context.messages).toHaveLength(2);
     expect(snapshot.context.messages[1]?.content).toEqual([
@@ -108,7 +109,7 @@ describe('streaming', () => {
 
   it('is capped at pause_turn when the step cap is reached', async () => {
     const { trail } = await runTraced({ root: [{ text: 'paused', stopReason: 'pause_turn' }] }, { task: 't', maxSteps: 1 });
-    expect(trail.get('root')).toEqual(['streaming', 'capped']);
+    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'capped']);
   });
 
   it('nudges a quiet sub-agent that ends a step without replying', async () => {
@@ -119,7 +120,7 @@ describe('streaming', () => {
       },
       { task: 'go' },
     );
-    expect(trail.get('root/c')).toEqual(['streaming', 'nudged', 'streaming', 'dispatchingBatch', 'replied']);
+    expect(trail.get('root/c')).toEqual(['readyForUser', 'streaming', 'nudged', 'streaming', 'dispatchingBatch', 'replied']);
   });
 
   it('is capped instead of nudged when the reminder would exceed the step cap', async () => {
@@ -131,7 +132,7 @@ describe('streaming', () => {
       },
       { task: 'go', maxSteps: 3, tools: [echo] },
     );
-    expect(trail.get('root/c')).toEqual(['streaming', 'dispatchingBatch', 'streaming', 'dispatchingBatch', 'streaming', 'capped']);
+    expect(trail.get('root/c')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'streaming', 'dispatchingBatch', 'streaming', 'capped']);
   });
 
   it('finishes a sub-agent with no output when it stays quiet without replying after the reminder', async () => {
@@ -142,7 +143,7 @@ describe('streaming', () => {
       },
       { task: 'go' },
     );
-    expect(trail.get('root/c')).toEqual(['streaming', 'nudged', 'streaming', 'finishedWithoutReply']);
+    expect(trail.get('root/c')).toEqual(['readyForUser', 'streaming', 'nudged', 'streaming', 'finishedWithoutReply']);
   });
 });
 
@@ -152,18 +153,18 @@ describe('dispatchingBatch', () => {
       { root: [{ calls: [{ name: 'agent', input: { name: 'c', task: 't' } }] }, { text: 'wait' }, { text: 'done' }], c: [{ calls: [{ name: 'reply', input: { result: 'r' } }] }] },
       { task: 'go' },
     );
-    expect(trail.get('root/c')).toEqual(['streaming', 'dispatchingBatch', 'replied']);
+    expect(trail.get('root/c')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'replied']);
   });
 
   it('streams again once every result is committed', async () => {
     const { trail, provider } = await runTraced({ root: [{ calls: [{ name: 'echo', input: { text: 'a' } }] }, { text: 'ok' }] }, { task: 't', tools: [echo] });
-    expect(trail.get('root')).toEqual(['streaming', 'dispatchingBatch', 'streaming', 'readyForUser']);
+    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'streaming', 'readyForUser']);
     expect(provider.requests[1]?.lastMessage?.content).toEqual([{ type: 'tool_result', tool_use_id: expect.any(String), content: 'a' }]);
   });
 
   it('is capped when the step cap is reached after a batch', async () => {
     const { trail, snapshot } = await runTraced({ root: [{ calls: [{ name: 'echo', input: { text: 'a' } }] }] }, { task: 't', tools: [echo], maxSteps: 1 });
-    expect(trail.get('root')).toEqual(['streaming', 'dispatchingBatch', 'capped']);
+    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'capped']);
     expect(snapshot.output?.outcome).toBe('capped');
   });
 
@@ -172,7 +173,7 @@ describe('dispatchingBatch', () => {
       { root: [{ calls: [{ name: 'echo', input: { text: 'a' } }, { name: 'echo', input: { text: 'b' }, cutOff: true }] }, { text: 'ok' }] },
       { task: 't', tools: [echo] },
     );
-    expect(trail.get('root')).toEqual(['streaming', 'dispatchingBatch', 'nudged', 'streaming', 'readyForUser']);
+    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'nudged', 'streaming', 'readyForUser']);
   });
 
   it('fails after a truncated batch when the truncation budget is spent', async () => {
@@ -180,13 +181,13 @@ describe('dispatchingBatch', () => {
       { root: [{ calls: [{ name: 'echo', input: { text: 'b' }, cutOff: true }] }] },
       { task: 't', tools: [echo], truncationBudget: 0 },
     );
-    expect(trail.get('root')).toEqual(['streaming', 'dispatchingBatch', 'failed']);
+    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'failed']);
     expect(snapshot.output?.reason).toBe('output truncated repeatedly');
   });
 
   it('is capped after a truncated batch when the step cap is reached', async () => {
     const { trail } = await runTraced({ root: [{ calls: [{ name: 'echo', input: { text: 'b' }, cutOff: true }] }] }, { task: 't', tools: [echo], maxSteps: 1 });
-    expect(trail.get('root')).toEqual(['streaming', 'dispatchingBatch', 'capped']);
+    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'capped']);
   });
 });
 
@@ -197,7 +198,7 @@ describe('cancel', () => {
     actor.send({ type: 'cancel', reason: 'user pressed stop' });
     expect(actor.getSnapshot().value).toBe('cancelled');
     expect(actor.getSnapshot().output).toMatchObject({ outcome: 'cancelled', reason: 'user pressed stop' });
-    expect(trail.get('root')).toEqual(['streaming', 'cancelled']);
+    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'cancelled']);
   });
 
   it('cancels a session waiting in readyForUser', async () => {

@@ -132,8 +132,16 @@ describe('delivery', () => {
         };
       },
     };
-    const provider = scriptedProvider({ agents: { root: [{ calls: [spawn('c')] }, { text: 'wait' }, { text: 'carried on' }], c: [reply('r')] } });
-    const result = await runAgent('go', { provider, logs });
+    // The child crashes after its first (slow) response, while its parent waits in readyForUser.
+    const provider = scriptedProvider({ agents: { root: [{ calls: [spawn('c')] }, { text: 'wait' }, { text: 'carried on' }], c: [{ ...reply('r'), delayMs: 20 }] } });
+    const states: unknown[] = [];
+    const result = await runAgent('go', { provider, logs }, {
+      inspect: (e) => {
+        const snapshot = e.type === '@xstate.snapshot' ? (e.snapshot as { value?: unknown; context?: { agent?: { id: string } } }) : undefined;
+        if (snapshot?.context?.agent?.id === 'root' && states.at(-1) !== snapshot.value) states.push(snapshot.value);
+      },
+    });
+    expect(states.slice(-3)).toEqual(['readyForUser', 'streaming', 'readyForUser']);
     expect(result.text).toBe('carried on');
     expect(userTexts(result.snapshot.context.messages)).toContain("[agent 'c' failed: sub-agent crashed: ENOSPC: no space left on device]");
   });
@@ -268,6 +276,7 @@ describe('cancellation', () => {
     const { createSessionActor } = await import('../src/index.js');
     const actor = createSessionActor({ provider, task: 'go' });
     actor.start();
+    await until(actor, (s) => s.value === 'streaming');
     expect(signalSeen?.aborted).toBe(false);
     actor.send({ type: 'cancel' });
     expect(signalSeen?.aborted).toBe(true);

@@ -31,11 +31,14 @@ export class SessionRecorder {
   }
 
   /**
-   * The session actor stopped: close the log, ending it with an outcome if no final state did
-   * (`failed` when the actor crashed, else `cancelled`).
+   * The session actor stopped: close the log. If no final state wrote an outcome, a session at
+   * rest records that it stopped there; one stopped mid-work was cancelled; one that crashed failed.
    */
-  stopped(crash?: { error: unknown }): void {
-    if (!this.ended) {
+  stopped(how: { state: string; atRest: boolean; crash?: { error: unknown } }): void {
+    const { crash } = how;
+    if (!this.ended && how.atRest && !crash) {
+      this.record({ type: 'stopped', state: how.state, usage: this.ownUsage, totalUsage: addUsage(this.ownUsage, this.subtreeUsage) });
+    } else if (!this.ended) {
       this.record({
         type: 'outcome',
         outcome: crash ? 'failed' : 'cancelled',
@@ -54,10 +57,17 @@ export class SessionRecorder {
  * and closes the log after the other teardowns of the same stop (an abandoned batch answers its
  * calls first).
  */
-export const logLifetime = fromCallback<EventObject, { readonly recorder: SessionRecorder; readonly session: AnyActorRef }>(({ input }) => {
+export const logLifetime = fromCallback<
+  EventObject,
+  { readonly recorder: SessionRecorder; readonly session: AnyActorRef; readonly atRest: (snapshot: unknown) => boolean }
+>(({ input }) => {
   return () =>
     queueMicrotask(() => {
-      const snapshot = input.session.getSnapshot() as { status: string; error?: unknown };
-      input.recorder.stopped(snapshot.status === 'error' ? { error: snapshot.error } : undefined);
+      const snapshot = input.session.getSnapshot() as { status: string; error?: unknown; value?: unknown };
+      input.recorder.stopped({
+        state: String(snapshot.value),
+        atRest: input.atRest(snapshot),
+        ...(snapshot.status === 'error' ? { crash: { error: snapshot.error } } : {}),
+      });
     });
 });

@@ -14,6 +14,8 @@ export type LogRecord =
   | { readonly type: 'inbox'; readonly result: AgentResult }
   | { readonly type: 'nudge'; readonly latch: string; readonly text: string }
   | { readonly type: 'retry'; readonly attempt: number; readonly delayMs: number; readonly reason: string }
+  /** The actor was stopped while at rest (a root in `readyForUser`): not a cancellation. */
+  | { readonly type: 'stopped'; readonly state: string; readonly usage: Usage; readonly totalUsage: Usage }
   | {
       readonly type: 'outcome';
       readonly outcome: AgentOutcome;

@@ -25,8 +25,8 @@ export interface Toolbox {
 export function buildToolbox(tools: readonly Tool[], axes: ToolAxes): Toolbox {
   const byName = new Map<string, Tool>();
   for (const tool of tools) {
-    if (PROTOCOL_TOOL_NAMES.has(tool.name)) throw new Error(`tool name '${tool.name}' is reserved for the agent protocol`);
-    if (byName.has(tool.name)) throw new Error(`two tools are named '${tool.name}'`);
+    if (PROTOCOL_TOOL_NAMES.has(tool.name)) throw new Error(`exarch: tool name '${tool.name}' is reserved for the agent protocol`);
+    if (byName.has(tool.name)) throw new Error(`exarch: two tools are named '${tool.name}'`);
     byName.set(tool.name, tool);
   }
   const specs = [...(axes.spawns ? SPAWN_TOOLS : []), ...(axes.replies ? REPLY_TOOLS : []), ...tools.map((t) => t.spec)];

@@ -1,0 +1,134 @@
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineTool } from '../src/index.js';
+import { runTraced, toolResults } from './helpers.js';
+
+/** CONTRACT §2: tools, validation, the allow-check, faults, concurrency and ordering. */
+
+describe('defineTool', () => {
+  it('turns the zod schema into the JSON Schema the model is shown', () => {
+    const tool = defineTool({
+      name: 'search',
+      description: 'Search files',
+      input: z.object({ pattern: z.string().describe('a regular expression'), limit: z.number().int().optional() }),
+      run: () => [],
+    });
+    expect(tool.spec).toEqual({
+      name: 'search',
+      description: 'Search files',
+      input_schema: {
+        type: 'object',
+        properties: { pattern: { type: 'string', description: 'a regular expression' }, limit: { type: 'integer', minimum: expect.any(Number), maximum: expect.any(Number) } },
+        required: ['pattern'],
+      },
+    });
+  });
+
+  it('refuses a tool name the API would refuse', () => {
+    expect(() => defineTool({ name: 'read file', description: '', input: z.object({}), run: () => 1 })).toThrow(/tool name "read file" must be 1–64 characters/);
+  });
+
+  it('refuses tools named like a protocol tool, and two tools of one name', async () => {
+    const reply = defineTool({ name: 'reply', description: '', input: z.object({}), run: () => 1 });
+    const echo = defineTool({ name: 'echo', description: '', input: z.object({}), run: () => 1 });
+    // Refused when the session is created, before anything runs.
+    await expect(runTraced({ root: [{ text: 'x' }] }, { task: 't', tools: [reply] })).rejects.toThrow("exarch: tool name 'reply' is reserved for the agent protocol");
+    await expect(runTraced({ root: [{ text: 'x' }] }, { task: 't', tools: [echo, echo] })).rejects.toThrow("exarch: two tools are named 'echo'");
+  });
+});
+
+describe('dispatch', () => {
+  it('an invalid input gets an error result that names each offending field, and the session carries on', async () => {
+    const ran: unknown[] = [];
+    const tool = defineTool({ name: 'write', description: '', input: z.object({ path: z.string(), mode: z.enum(['a', 'w']) }), run: (i) => void ran.push(i) });
+    const { snapshot, trail } = await runTraced({ root: [{ calls: [{ name: 'write', input: { path: 3 } }] }, { text: 'ok' }] }, { task: 't', tools: [tool] });
+    expect(ran).toEqual([]);
+    const result = toolResults(snapshot.context.messages)[0];
+    expect(result?.is_error).toBe(true);
+    expect(result?.content).toMatch(/^invalid input for tool 'write': path: .*expected string.*; mode: /);
+    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'streaming', 'readyForUser']);
+  });
+
+  it('a call to a tool that was never offered is refused by the allow-check', async () => {
+    const { snapshot } = await runTraced({ root: [{ calls: [{ name: 'rm_rf', input: {} }] }, { text: 'ok' }] }, { task: 't' });
+    expect(toolResults(snapshot.context.messages)[0]).toMatchObject({ is_error: true, content: "unknown tool 'rm_rf': this agent was not offered it" });
+  });
+
+  it('a tool that throws gets an error result with the message', async () => {
+    const tool = defineTool({ name: 'boom', description: '', input: z.object({}), run: () => { throw new Error('disk on fire'); } });
+    const { snapshot } = await runTraced({ root: [{ calls: [{ name: 'boom', input: {} }] }, { text: 'ok' }] }, { task: 't', tools: [tool] });
+    expect(toolResults(snapshot.context.messages)[0]).toMatchObject({ is_error: true, content: "tool 'boom' failed: disk on fire" });
+  });
+
+  it('a tool that times out gets an error result, and its signal is aborted', async () => {
+    let aborted = false;
+    const tool = defineTool({
+      name: 'hang',
+      description: '',
+      input: z.object({}),
+      timeoutMs: 20,
+      run: (_i, { signal }) => new Promise(() => signal.addEventListener('abort', () => (aborted = true))),
+    });
+    const { snapshot } = await runTraced({ root: [{ calls: [{ name: 'hang', input: {} }] }, { text: 'ok' }] }, { task: 't', tools: [tool] });
+    expect(toolResults(snapshot.context.messages)[0]).toMatchObject({ is_error: true, content: "tool 'hang' timed out after 20 ms" });
+    expect(aborted).toBe(true);
+  });
+
+  it('the session-wide tool timeout applies to tools without their own', async () => {
+    const tool = defineTool({ name: 'hang', description: '', input: z.object({}), run: () => new Promise(() => undefined) });
+    const { snapshot } = await runTraced({ root: [{ calls: [{ name: 'hang', input: {} }] }, { text: 'ok' }] }, { task: 't', tools: [tool], toolTimeoutMs: 15 });
+    expect(toolResults(snapshot.context.messages)[0]?.content).toBe("tool 'hang' timed out after 15 ms");
+  });
+
+  it('all calls of a batch run concurrently and results are committed in model order, one per id', async () => {
+    const started: string[] = [];
+    let running = 0;
+    let maxRunning = 0;
+    const tool = defineTool({
+      name: 'wait',
+      description: '',
+      input: z.object({ tag: z.string(), ms: z.number() }),
+      run: async ({ tag, ms }) => {
+        started.push(tag);
+        maxRunning = Math.max(maxRunning, ++running);
+        await new Promise((r) => setTimeout(r, ms));
+        running--;
+        return tag;
+      },
+    });
+    const { snapshot } = await runTraced(
+      { root: [{ calls: [{ name: 'wait', input: { tag: 'slow', ms: 30 } }, { name: 'wait', input: { tag: 'mid', ms: 15 } }, { name: 'wait', input: { tag: 'fast', ms: 1 } }] }, { text: 'ok' }] },
+      { task: 't', tools: [tool] },
+    );
+    expect(maxRunning).toBe(3);
+    const results = toolResults(snapshot.context.messages);
+    expect(results.map((r) => r.content)).toEqual(['slow', 'mid', 'fast']);
+    const ids = (snapshot.context.messages[1]?.content ?? []).flatMap((b) => (b.type === 'tool_use' ? [b.id] : []));
+    expect(results.map((r) => r.tool_use_id)).toEqual(ids);
+  });
+
+  it('tool output is rendered by the shared renderer and clipped', async () => {
+    const tool = defineTool({ name: 'stat', description: '', input: z.object({ big: z.boolean() }), run: ({ big }) => (big ? 'z'.repeat(500) : { size: 3, files: ['a'] }) });
+    const { snapshot } = await runTraced(
+      { root: [{ calls: [{ name: 'stat', input: { big: false } }, { name: 'stat', input: { big: true } }] }, { text: 'ok' }] },
+      { task: 't', tools: [tool], toolOutputCap: 200 },
+    );
+    const [small, big] = toolResults(snapshot.context.messages);
+    expect(small?.content).toBe('{\n  "size": 3,\n  "files": [\n    "a"\n  ]\n}');
+    expect(big?.content.length).toBeLessThanOrEqual(200);
+    expect(big?.content).toMatch(/characters elided by exarch/);
+  });
+
+  it('a tool sees which agent called it', async () => {
+    const seen: string[] = [];
+    const tool = defineTool({ name: 'who', description: '', input: z.object({}), run: (_i, { agent, toolUseId }) => void seen.push(`${agent.id} ${toolUseId.slice(0, 5)}`) });
+    await runTraced(
+      {
+        root: [{ calls: [{ name: 'agent', input: { name: 'c', task: 't' } }, { name: 'who', input: {} }] }, { text: 'wait' }, { text: 'done' }],
+        c: [{ calls: [{ name: 'who', input: {} }] }, { calls: [{ name: 'reply', input: { result: 'x' } }] }],
+      },
+      { task: 't', tools: [tool] },
+    );
+    expect(seen.sort()).toEqual(['root toolu', 'root/c toolu']);
+  });
+});
