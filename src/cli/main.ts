@@ -1,0 +1,128 @@
+#!/usr/bin/env node
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { runDemo } from './demo.js';
+
+/**
+ * The `exarch` command line (CONTRACT §7). Exit codes: 0 done, 1 fatal, 2 bad usage. Errors are
+ * one line on stderr, never a stack trace: a user of the CLI cannot act on our internals.
+ */
+
+const USAGE = `Usage:
+  exarch demo [--speed N]   offline demo, no API key: a sub-agent returns its report through
+                            the reply tool while the turn flow of every agent prints live
+  exarch help               show this help
+  exarch --version          print the version
+
+\`exarch run "<task>"\` comes with the Claude provider; this build has only the demo.`;
+
+const EXIT_OK = 0;
+const EXIT_FATAL = 1;
+const EXIT_USAGE = 2;
+
+/** A mistake in how exarch was called: one line, then the usage, exit 2. */
+class UsageError extends Error {}
+
+async function main(argv: readonly string[]): Promise<number> {
+  let parsed: ReturnType<typeof parse>;
+  try {
+    parsed = parse(argv);
+  } catch (error) {
+    // parseArgs explains how to pass a positional that starts with '-'; the first sentence is the error.
+    const message = error instanceof Error ? error.message : String(error);
+    return usageError(lowerFirst(message.split('. ', 1)[0] ?? message));
+  }
+  const { values, positionals } = parsed;
+  if (values.version) {
+    process.stdout.write(`${version()}\n`);
+    return EXIT_OK;
+  }
+  const [command, ...rest] = positionals;
+  if (values.help || command === 'help') {
+    process.stdout.write(`exarch — agent sessions as explicit XState machines\n\n${USAGE}\n`);
+    return EXIT_OK;
+  }
+  if (command === undefined) return usageError('missing command');
+  try {
+    if (command !== 'demo') throw new UsageError(`unknown command '${command}'`);
+    if (rest.length > 0) throw new UsageError(`demo takes no arguments, got '${rest.join(' ')}'`);
+    const result = await runDemo({ out: process.stdout, err: process.stderr, color: wantsColor(), speed: speedOf(values.speed) });
+    return result.ok ? EXIT_OK : EXIT_FATAL;
+  } catch (error) {
+    if (error instanceof UsageError) return usageError(error.message);
+    process.stderr.write(`exarch: ${oneLine(error)}\n`);
+    return EXIT_FATAL;
+  }
+}
+
+function parse(argv: readonly string[]) {
+  return parseArgs({
+    args: [...argv],
+    allowPositionals: true,
+    strict: true,
+    options: {
+      help: { type: 'boolean', short: 'h' },
+      version: { type: 'boolean', short: 'v' },
+      speed: { type: 'string' },
+    },
+  });
+}
+
+function speedOf(raw: string | undefined): number {
+  if (raw === undefined) return 1;
+  const speed = Number(raw);
+  if (!Number.isFinite(speed) || speed <= 0) throw new UsageError(`--speed must be a positive number, got '${raw}'`);
+  return speed;
+}
+
+function usageError(message: string): number {
+  process.stderr.write(`exarch: ${message.split('\n', 1)[0] ?? message}\n\n${USAGE}\n`);
+  return EXIT_USAGE;
+}
+
+/** Colour only for a person at a terminal (CONTRACT §7: plain when NO_COLOR or CI is set). */
+function wantsColor(): boolean {
+  return process.stdout.isTTY === true && !process.env['NO_COLOR'] && !process.env['CI'];
+}
+
+/** The version in package.json: two levels up from src/cli/ in the sources, three from dist/src/cli/. */
+function version(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 4; i++) {
+    try {
+      const pkg: unknown = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
+      if (typeof pkg === 'object' && pkg !== null && 'name' in pkg && pkg.name === 'exarch' && 'version' in pkg) return String(pkg.version);
+    } catch {
+      // not here: look one level up
+    }
+    dir = dirname(dir);
+  }
+  return 'unknown';
+}
+
+function lowerFirst(text: string): string {
+  return text.charAt(0).toLowerCase() + text.slice(1);
+}
+
+function oneLine(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  return message.replace(/\s+/g, ' ').trim() || 'unknown error';
+}
+
+// `exarch demo | head` closes the pipe early: that is the reader's choice, not an error.
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code !== 'EPIPE') process.stderr.write(`exarch: cannot write to stdout: ${oneLine(error)}\n`);
+  process.exit(error.code === 'EPIPE' ? EXIT_OK : EXIT_FATAL);
+});
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    process.stderr.write(`exarch: ${oneLine(error)}\n`);
+    process.exitCode = EXIT_FATAL;
+  },
+);
