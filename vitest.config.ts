@@ -1,6 +1,14 @@
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
+  resolve: {
+    // Tests and examples import the package by name, as users do, but run against the source.
+    alias: [
+      { find: /^exarch\/testing$/, replacement: fileURLToPath(new URL('./src/testing/index.ts', import.meta.url)) },
+      { find: /^exarch$/, replacement: fileURLToPath(new URL('./src/index.ts', import.meta.url)) },
+    ],
+  },
   test: {
     include: ['test/**/*.test.ts'],
     testTimeout: 30_000,

@@ -1,0 +1,29 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it, vi } from 'vitest';
+
+/** The README's embedding examples are these files, verbatim; running them here keeps both honest. */
+
+const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+
+function codeOf(file: string): string {
+  return readFileSync(new URL(`../examples/${file}`, import.meta.url), 'utf8').trim();
+}
+
+describe('README examples', () => {
+  it('a host machine invokes a session as its own sub-agent and gets its reply as the done output', async () => {
+    const log = vi.spyOn(console, 'log').mockImplementation(() => undefined);
+    const { report } = await import('../examples/host-machine.js');
+    log.mockRestore();
+    expect(report).toMatchObject({ name: 'researcher', outcome: 'replied', text: '{\n  "ticket": 42,\n  "cause": "session cookie not renewed"\n}' });
+    expect(readme).toContain(codeOf('host-machine.ts'));
+  });
+
+  it('a root session is a plain actor: it waits for a user message, fans out and settles', async () => {
+    const log = vi.spyOn(console, 'log').mockImplementation(() => undefined);
+    const { settled, states } = await import('../examples/root-session.js');
+    log.mockRestore();
+    expect(settled.value).toBe('readyForUser');
+    expect(states.join(' → ')).toBe('readyForUser → streaming → dispatchingBatch → streaming → readyForUser → streaming → readyForUser');
+    expect(readme).toContain(codeOf('root-session.ts'));
+  });
+});
