@@ -1,19 +1,30 @@
 import type { AgentIdentity } from '../src/types.js';
+import { CREW_SIZE } from './crew.js';
 
 export interface LiveChild {
-  /** The spawned actor's id: a decimal number, see `sessionMachine`'s spawn. */
+  /** The spawned actor's id: a decimal number, unique within its parent session. */
   readonly actorId: string;
   readonly agent: AgentIdentity;
+  /** The crew actor holding it (see machines/crew.ts). */
+  readonly crewId: string;
+}
+
+interface Crew {
+  spawned: number;
+  live: number;
 }
 
 /**
- * A session's live children, by name and by actor id. Mutated in place and shared by snapshots,
- * like the history: copying a record of 10,000 children on every spawn and every delivery made
- * a fan-out quadratic.
+ * A session's live children, by name and by actor id, and the crews that hold them. Mutated in
+ * place and shared by snapshots, like the history: copying a record of 10,000 children on every
+ * spawn and every delivery made a fan-out quadratic.
  */
 export class ChildRegistry {
   private readonly byName = new Map<string, LiveChild>();
   private readonly byActor = new Map<string, LiveChild>();
+  private readonly crews = new Map<string, Crew>();
+  private openCrew: string | undefined;
+  private crewsMade = 0;
 
   get size(): number {
     return this.byName.size;
@@ -27,17 +38,39 @@ export class ChildRegistry {
     return this.byActor.get(actorId);
   }
 
-  add(child: LiveChild): void {
-    this.byName.set(child.agent.name, child);
-    this.byActor.set(child.actorId, child);
+  /** Registers a child in the open crew; `newCrew` is set when a crew must be spawned for it. */
+  add(actorId: string, agent: AgentIdentity): { child: LiveChild; newCrew: boolean } {
+    let newCrew = false;
+    let crewId = this.openCrew;
+    if (crewId === undefined) {
+      crewId = `crew.${++this.crewsMade}`;
+      this.crews.set(crewId, { spawned: 0, live: 0 });
+      this.openCrew = crewId;
+      newCrew = true;
+    }
+    const crew = this.crews.get(crewId) as Crew;
+    crew.spawned += 1;
+    crew.live += 1;
+    if (crew.spawned >= CREW_SIZE) this.openCrew = undefined;
+    const child: LiveChild = { actorId, agent, crewId };
+    this.byName.set(agent.name, child);
+    this.byActor.set(actorId, child);
+    return { child, newCrew };
   }
 
-  remove(actorId: string): LiveChild | undefined {
+  /** Forgets a finished child; returns it, and the id of its crew when that crew is done with. */
+  remove(actorId: string): { child: LiveChild; emptyCrew: string | undefined } | undefined {
     const child = this.byActor.get(actorId);
     if (!child) return undefined;
     this.byActor.delete(actorId);
     this.byName.delete(child.agent.name);
-    return child;
+    const crew = this.crews.get(child.crewId) as Crew;
+    crew.live -= 1;
+    if (crew.live > 0) return { child, emptyCrew: undefined };
+    // A crew with no one left goes, so finished work leaves nothing behind in the actor tree.
+    this.crews.delete(child.crewId);
+    if (this.openCrew === child.crewId) this.openCrew = undefined;
+    return { child, emptyCrew: child.crewId };
   }
 
   values(): IterableIterator<LiveChild> {

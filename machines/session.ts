@@ -2,6 +2,7 @@ import { and, assign, enqueueActions, fromPromise, setup, type AnyActorLogic, ty
 import { childIdentity, ROOT_AGENT } from '../src/identity.js';
 import { assertToolPairing } from '../src/pairing.js';
 import { ChildRegistry } from './childRegistry.js';
+import { crewMachine } from './crew.js';
 import { appendAssistantBlocks, appendUserBlocks, nonEmptyBlocks, text, textOf, toolUses } from '../src/history.js';
 import { renderInbox } from '../src/inbox.js';
 import { logLifetime, SessionRecorder } from '../src/log/recorder.js';
@@ -13,6 +14,7 @@ import { defaultSystemPrompt } from '../src/prompts.js';
 import { clip, renderValue } from '../src/render.js';
 import { buildToolbox, errorResult, okResult, planBatch, toolAxes, type PlannedCall, type Toolbox } from '../src/tools/toolbox.js';
 import { runTools, type RunnableCall, type ToolBatchEvent } from '../src/tools/runTools.js';
+import { nextTick, type TickEvent } from '../src/nextTick.js';
 import { addUsage, ZERO_USAGE } from '../src/usage.js';
 import type {
   AgentIdentity,
@@ -52,6 +54,7 @@ export type SessionEvent =
   /** Cancels the session and its whole subtree. */
   | { readonly type: 'cancel'; readonly reason?: string }
   | ToolBatchEvent
+  | TickEvent
   /** A spawned sub-agent finished (actor ids of sub-agents are decimal numbers). */
   | { readonly type: `xstate.done.actor.${number}`; readonly output: AgentResult; readonly actorId: string }
   | { readonly type: `xstate.error.actor.${number}`; readonly error: unknown; readonly actorId: string };
@@ -207,11 +210,12 @@ function settle(context: SessionContext, outcome: AgentOutcome, extra: { text?: 
 }
 
 
-function acceptChildResult(context: SessionContext, actorId: string, result: AgentResult): Partial<SessionContext> {
-  context.children.remove(actorId);
+/** A child's result enters the inbox; returns the crew to stop, if the child was its last. */
+function acceptChildResult(context: SessionContext, actorId: string, result: AgentResult): { update: Partial<SessionContext>; emptyCrew: string | undefined } {
+  const removed = context.children.remove(actorId);
   context.inbox.push(result);
   context.recorder.record({ type: 'inbox', result });
-  return { childUsage: addUsage(context.childUsage, result.usage) };
+  return { update: { childUsage: addUsage(context.childUsage, result.usage) }, emptyCrew: removed?.emptyCrew };
 }
 
 /** Throws a one-line error for input a session cannot start with. */
@@ -233,7 +237,9 @@ const machineSetup = setup({
   actors: {
     streamModel,
     runTools,
+    nextTick,
     logLifetime,
+    crew: crewMachine,
     session: sessionPlaceholder,
   },
   guards: {
@@ -284,6 +290,9 @@ const machineSetup = setup({
       const children = context.children;
       const nameUses: Record<string, number> = { ...context.nameUses };
       let spawned = context.spawned;
+      const newCrews: string[] = [];
+      const spawns = new Map<string, { readonly actorId: string; readonly input: SessionInput }[]>();
+      const cancels: { readonly crewId: string; readonly actorId: string }[] = [];
       for (const call of plan) {
         switch (call.kind) {
           case 'answered':
@@ -303,8 +312,11 @@ const machineSetup = setup({
             // A decimal id: XState copies its children record on every spawn and stop, and V8
             // copies integer-like keys by the fast path (named keys past ~1,000 are slow).
             const actorId = String(spawned);
-            children.add({ actorId, agent });
-            enqueue.spawnChild('session', { id: actorId, input: { ...context.options, task: call.task, agent } });
+            const { child, newCrew } = children.add(actorId, agent);
+            if (newCrew) newCrews.push(child.crewId);
+            const crewSpawns = spawns.get(child.crewId) ?? [];
+            crewSpawns.push({ actorId, input: { ...context.options, task: call.task, agent } });
+            spawns.set(child.crewId, crewSpawns);
             context.recorder.record({ type: 'spawn', name: call.name, id: agent.id });
             results.set(
               call.id,
@@ -318,7 +330,7 @@ const machineSetup = setup({
               results.set(call.id, errorResult(call.id, `no running sub-agent named '${call.name}'`));
               break;
             }
-            enqueue.sendTo(child.actorId, { type: 'cancel', reason: `cancelled by ${context.agent.name}` });
+            cancels.push(child);
             results.set(call.id, okResult(call.id, `Sub-agent '${call.name}' is being cancelled; [agent '${call.name}' was cancelled] will arrive.`));
             break;
           }
@@ -332,11 +344,16 @@ const machineSetup = setup({
             break;
         }
       }
-      enqueue.assign({
-        batch: { plan, results, reply, stepEnd: stepEndOf(response), committed: false },
-        nameUses,
-        spawned,
+      // Sub-agents live in crews (machines/crew.ts). New crews are spawned in one assign (one copy
+      // of snapshot.children per batch); each crew then spawns its share in one go. Cancels go
+      // last, so they reach children spawned by this very batch.
+      enqueue.assign(({ spawn }) => {
+        for (const crewId of newCrews) spawn('crew', { id: crewId });
+        return { batch: { plan, results, reply, stepEnd: stepEndOf(response), committed: false }, nameUses, spawned };
       });
+      for (const [crewId, crewSpawns] of spawns) enqueue.sendTo(crewId, { type: 'crew.spawn', children: crewSpawns });
+      const reason = `cancelled by ${context.agent.name}`;
+      for (const { crewId, actorId } of cancels) enqueue.sendTo(crewId, { type: 'crew.cancel', actorId, reason });
     }),
     settleCall: ({ context, event }) => {
       if (event.type !== 'tool.settled' || !context.batch || context.batch.committed) return;
@@ -360,19 +377,22 @@ const machineSetup = setup({
     /** A child finished: its result goes to the inbox and its actor is dropped. */
     receiveChildResult: enqueueActions(({ context, event, enqueue }) => {
       if (!('output' in event) || !('actorId' in event)) return;
-      enqueue.assign(acceptChildResult(context, event.actorId, event.output as AgentResult));
-      enqueue.stopChild(event.actorId);
+      const { update, emptyCrew } = acceptChildResult(context, event.actorId, event.output as AgentResult);
+      enqueue.assign(update);
+      // The crew already stopped the child; a crew that held its last child goes too.
+      if (emptyCrew) enqueue.stopChild(emptyCrew);
     }),
     /** A child actor crashed: it is delivered as failed, and the parent carries on. */
     receiveChildError: enqueueActions(({ context, event, enqueue }) => {
       if (!('error' in event) || !('actorId' in event)) return;
       const name = context.children.byActorId(event.actorId)?.agent.name ?? event.actorId;
       const result: AgentResult = { name, outcome: 'failed', text: '', reason: `sub-agent crashed: ${describeError(event.error)}`, usage: ZERO_USAGE };
-      enqueue.assign(acceptChildResult(context, event.actorId, result));
-      enqueue.stopChild(event.actorId);
+      const { update, emptyCrew } = acceptChildResult(context, event.actorId, result);
+      enqueue.assign(update);
+      if (emptyCrew) enqueue.stopChild(emptyCrew);
     }),
     cancelChildren: enqueueActions(({ context, enqueue }, params: { reason: string }) => {
-      for (const child of context.children.values()) enqueue.sendTo(child.actorId, { type: 'cancel', reason: params.reason });
+      for (const child of context.children.values()) enqueue.sendTo(child.crewId, { type: 'crew.cancel', actorId: child.actorId, reason: params.reason });
     }),
     closeOpenCalls: ({ context }, params: { reason: string }) => closeOpenCalls(context, params.reason),
     flushLog: ({ context }) => context.recorder.flush(),
@@ -458,8 +478,9 @@ export const sessionMachine = machineSetup.createMachine({
       entry: 'flushLog',
       // Input that is already waiting (a task, results that arrived during the turn) starts the next
       // turn one tick later: the boundary stays observable, and results arriving meanwhile join it.
-      after: { 0: { guard: 'hasTurnInput', target: 'streaming', actions: 'startTurn' } },
+      invoke: { id: 'boundary', src: 'nextTick' },
       on: {
+        tick: { guard: 'hasTurnInput', target: 'streaming', actions: 'startTurn' },
         'user.message': { target: 'streaming', actions: ['queueUserMessage', 'startTurn'] },
         'xstate.done.actor.*': { guard: 'fromSubAgent', target: 'streaming', actions: ['receiveChildResult', 'startTurn'] },
         'xstate.error.actor.*': { guard: 'fromSubAgent', target: 'streaming', actions: ['receiveChildError', 'startTurn'] },
@@ -545,7 +566,8 @@ export const sessionMachine = machineSetup.createMachine({
     },
     nudged: {
       // A resting point rather than an eventless hop, so inspectors and subscribers observe it.
-      after: { 0: 'streaming' },
+      invoke: { id: 'pause', src: 'nextTick' },
+      on: { tick: 'streaming' },
     },
     replied: {
       type: 'final',
@@ -581,5 +603,6 @@ export const sessionMachine = machineSetup.createMachine({
 // A machine definition cannot name itself, yet every sub-agent is a copy of this machine spawned
 // by the string key `session` (so persisted snapshots can name it). Bind the key here.
 (sessionMachine.implementations.actors as Record<string, AnyActorLogic>)['session'] = sessionMachine;
+(crewMachine.implementations.actors as Record<string, AnyActorLogic>)['session'] = sessionMachine;
 
 export type SessionMachine = typeof sessionMachine;

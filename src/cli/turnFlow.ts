@@ -98,15 +98,15 @@ export class TurnFlow {
   }
 
   /**
-   * A child's result arriving at its parent: the `done` event of a child actor that is a session
-   * (the model request and the tool batch end with `done` events too).
+   * A child's result arriving at its parent: the `done` event of a child session, which its crew
+   * (machines/crew.ts) receives first and forwards to the parent unchanged. The model request and
+   * the tool batch end with `done` events too; only an `AgentResult` output counts.
    */
   private onEvent(targetSessionId: string, event: AnyEventObject, source: ActorRefLike | undefined): void {
-    if (!event.type.startsWith('xstate.done.actor.') || !source) return;
-    const child: unknown = source.getSnapshot();
-    if (!isSessionSnapshot(child)) return;
+    if (!event.type.startsWith('xstate.done.actor.')) return;
+    const child: unknown = source?.getSnapshot();
     // The child has settled already; show that before its parent reacts.
-    this.onSnapshot(source.sessionId, child);
+    if (source && isSessionSnapshot(child)) this.onSnapshot(source.sessionId, child);
     const parent = this.bySessionId.get(targetSessionId);
     const output: unknown = 'output' in event ? event.output : undefined;
     if (!parent || !isAgentResult(output)) return;

@@ -1,0 +1,63 @@
+// Scale check for the session machine (issue 2): time and retained heap of a long loop session and
+// of a wide fan-out, at growing sizes, with the zero-latency scripted model. Linear cost shows as a
+// flat per-step / per-child column. Run with `npm run bench` (it builds dist/ first).
+import { runAgent, defineTool } from '../dist/src/index.js';
+import { scriptedProvider } from '../dist/src/testing/index.js';
+import { z } from 'zod';
+
+const echo = defineTool({ name: 'echo', description: 'echo', input: z.object({ text: z.string() }), run: ({ text }) => text });
+
+async function loop(steps) {
+  const provider = scriptedProvider({
+    checkPairing: false,
+    agents: { root: (_req, i) => (i < steps - 1 ? { calls: [{ name: 'echo', input: { text: `step ${i}` } }] } : { text: 'done' }) },
+  });
+  const result = await runAgent('loop', { provider, tools: [echo], maxSteps: steps + 1 });
+  if (provider.requests.length !== steps || result.text !== 'done') throw new Error(`loop ${steps}: ${provider.requests.length} requests, ${result.state}`);
+  return result;
+}
+
+async function fanOut(children) {
+  const names = Array.from({ length: children }, (_, i) => `w${i}`);
+  const provider = scriptedProvider({
+    checkPairing: false,
+    agents: {
+      root: (_req, i) => (i === 0 ? { calls: names.map((name) => ({ name: 'agent', input: { name, task: 'work' } })) } : { text: 'ok' }),
+      '*': (req) => ({ calls: [{ name: 'reply', input: { result: `done ${req.agent.name}` } }] }),
+    },
+  });
+  const result = await runAgent('fan out', { provider });
+  const delivered = result.snapshot.context.messages.reduce(
+    (n, m) => n + (m.role === 'user' ? m.content.reduce((k, b) => k + (b.type === 'text' ? (b.text.match(/\[agent 'w\d+' replied\]/g) ?? []).length : 0), 0) : 0),
+    0,
+  );
+  if (delivered !== children) throw new Error(`fan-out ${children}: ${delivered} delivered`);
+  return result;
+}
+
+async function measure(label, unit, sizes, run) {
+  console.log(`\n${label}`);
+  console.log(`${unit.padStart(8)}  ${'total ms'.padStart(9)}  ${`µs/${unit}`.padStart(12)}  ${'heap MB (retained)'.padStart(19)}`);
+  for (const n of sizes) {
+    const times = [];
+    let heap = 0;
+    for (let rep = 0; rep < 3; rep++) {
+      global.gc();
+      const before = process.memoryUsage().heapUsed;
+      const t0 = performance.now();
+      const result = await run(n);
+      times.push(performance.now() - t0);
+      global.gc();
+      heap = (process.memoryUsage().heapUsed - before) / 1e6;
+      void result;
+    }
+    const ms = times.sort((a, b) => a - b)[1];
+    console.log(`${String(n).padStart(8)}  ${ms.toFixed(0).padStart(9)}  ${((ms * 1000) / n).toFixed(1).padStart(12)}  ${heap.toFixed(1).padStart(19)}`);
+  }
+}
+
+if (!global.gc) throw new Error('run with node --expose-gc');
+await loop(50);
+await fanOut(50);
+await measure('loop: one agent, N model steps with one echo call each (median of 3)', 'step', [250, 500, 1000, 2000], loop);
+await measure('fan-out: one root, N sub-agents spawned in one batch, each replies (median of 3)', 'child', [250, 500, 1000, 2000], fanOut);

@@ -1,0 +1,60 @@
+import { assign, enqueueActions, fromPromise, sendParent, setup } from 'xstate';
+import type { AgentResult } from '../src/types.js';
+import type { SessionInput } from './session.js';
+
+/** The most sub-agents one crew ever holds. */
+export const CREW_SIZE = 64;
+
+export type CrewEvent =
+  | { readonly type: 'crew.spawn'; readonly children: readonly { readonly actorId: string; readonly input: SessionInput }[] }
+  | { readonly type: 'crew.cancel'; readonly actorId: string; readonly reason: string }
+  | { readonly type: `xstate.done.actor.${number}`; readonly output: AgentResult; readonly actorId: string }
+  | { readonly type: `xstate.error.actor.${number}`; readonly error: unknown; readonly actorId: string };
+
+const sessionPlaceholder = fromPromise<AgentResult, SessionInput>(() => {
+  throw new Error('exarch: the crew binds the session actor key when machines/session.ts loads');
+});
+
+/**
+ * Holds up to `CREW_SIZE` of a session's sub-agents and forwards each one's `done` or `error`
+ * event to the session unchanged, then stops it.
+ *
+ * Why a crew exists: XState copies an actor's `snapshot.children` on every spawn and stop, and a
+ * session spawns and stops its own invoked actors (the model request, the tool batch) on every
+ * step. With thousands of sub-agents among them, every step and every delivery would copy
+ * thousands of entries. Crews keep the session's own children few, and each crew's small.
+ */
+export const crewMachine = setup({
+  types: { context: {} as Record<string, never>, events: {} as CrewEvent },
+  actors: { session: sessionPlaceholder },
+}).createMachine({
+  id: 'crew',
+  context: {},
+  on: {
+    'crew.spawn': {
+      // One assign for the whole batch: one copy of the crew's children.
+      actions: assign(({ event, spawn }) => {
+        for (const child of event.children) spawn('session', { id: child.actorId, input: child.input });
+        return {};
+      }),
+    },
+    'crew.cancel': {
+      actions: enqueueActions(({ event, enqueue, self }) => {
+        // The child may have finished while the cancel was on its way; its result is already sent.
+        if (self.getSnapshot().children[event.actorId]) enqueue.sendTo(event.actorId, { type: 'cancel', reason: event.reason });
+      }),
+    },
+    'xstate.done.actor.*': {
+      actions: enqueueActions(({ event, enqueue }) => {
+        enqueue(sendParent(event));
+        enqueue.stopChild(event.actorId);
+      }),
+    },
+    'xstate.error.actor.*': {
+      actions: enqueueActions(({ event, enqueue }) => {
+        enqueue(sendParent(event));
+        enqueue.stopChild(event.actorId);
+      }),
+    },
+  },
+});
