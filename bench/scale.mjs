@@ -1,7 +1,7 @@
 // Scale check for the session machine (issue 2): time and retained heap of a long loop session and
 // of a wide fan-out, at growing sizes, with the zero-latency scripted model. Linear cost shows as a
 // flat per-step / per-child column. Run with `npm run bench` (it builds dist/ first).
-import { runAgent, defineTool } from '../dist/src/index.js';
+import { createSessionActor, defineTool, waitForSettled } from '../dist/src/index.js';
 import { scriptedProvider } from '../dist/src/testing/index.js';
 import { z } from 'zod';
 
@@ -12,9 +12,11 @@ async function loop(steps) {
     checkPairing: false,
     agents: { root: (_req, i) => (i < steps - 1 ? { calls: [{ name: 'echo', input: { text: `step ${i}` } }] } : { text: 'done' }) },
   });
-  const result = await runAgent('loop', { provider, tools: [echo], maxSteps: steps + 1 });
-  if (provider.requests.length !== steps || result.text !== 'done') throw new Error(`loop ${steps}: ${provider.requests.length} requests, ${result.state}`);
-  return result;
+  const actor = createSessionActor({ provider, tools: [echo], maxSteps: steps + 1, task: 'loop' });
+  actor.start();
+  const snapshot = await waitForSettled(actor);
+  if (provider.requests.length !== steps || snapshot.value !== 'readyForUser') throw new Error(`loop ${steps}: ${provider.requests.length} requests, ${snapshot.value}`);
+  return actor;
 }
 
 async function fanOut(children) {
@@ -26,33 +28,45 @@ async function fanOut(children) {
       '*': (req) => ({ calls: [{ name: 'reply', input: { result: `done ${req.agent.name}` } }] }),
     },
   });
-  const result = await runAgent('fan out', { provider });
-  const delivered = result.snapshot.context.messages.reduce(
+  const actor = createSessionActor({ provider, task: 'fan out' });
+  actor.start();
+  const snapshot = await waitForSettled(actor);
+  const delivered = snapshot.context.messages.reduce(
     (n, m) => n + (m.role === 'user' ? m.content.reduce((k, b) => k + (b.type === 'text' ? (b.text.match(/\[agent 'w\d+' replied\]/g) ?? []).length : 0), 0) : 0),
     0,
   );
   if (delivered !== children) throw new Error(`fan-out ${children}: ${delivered} delivered`);
-  return result;
+  return actor;
 }
 
 async function measure(label, unit, sizes, run) {
   console.log(`\n${label}`);
-  console.log(`${unit.padStart(8)}  ${'total ms'.padStart(9)}  ${`µs/${unit}`.padStart(12)}  ${'heap MB (retained)'.padStart(19)}`);
+  console.log(`${unit.padStart(8)}  ${'total ms'.padStart(9)}  ${`µs/${unit}`.padStart(12)}  ${'live heap MB'.padStart(13)}  ${`KB/${unit}`.padStart(9)}  ${'after stop MB'.padStart(14)}`);
   for (const n of sizes) {
     const times = [];
-    let heap = 0;
+    let live = 0;
+    let after = 0;
     for (let rep = 0; rep < 3; rep++) {
       global.gc();
       const before = process.memoryUsage().heapUsed;
       const t0 = performance.now();
-      const result = await run(n);
+      let actor = await run(n);
       times.push(performance.now() - t0);
+      // Live: the settled session with its history (what a host keeps); after stop: what leaks.
       global.gc();
-      heap = (process.memoryUsage().heapUsed - before) / 1e6;
-      void result;
+      live = (process.memoryUsage().heapUsed - before) / 1e6;
+      actor.stop();
+      // An async function keeps its locals in slots a later iteration reuses: drop the actor
+      // explicitly, or the next "before" still holds this one.
+      actor = undefined;
+      await new Promise((r) => setImmediate(r));
+      global.gc();
+      after = (process.memoryUsage().heapUsed - before) / 1e6;
     }
     const ms = times.sort((a, b) => a - b)[1];
-    console.log(`${String(n).padStart(8)}  ${ms.toFixed(0).padStart(9)}  ${((ms * 1000) / n).toFixed(1).padStart(12)}  ${heap.toFixed(1).padStart(19)}`);
+    console.log(
+      `${String(n).padStart(8)}  ${ms.toFixed(0).padStart(9)}  ${((ms * 1000) / n).toFixed(1).padStart(12)}  ${live.toFixed(2).padStart(13)}  ${((live * 1000) / n).toFixed(2).padStart(9)}  ${after.toFixed(2).padStart(14)}`,
+    );
   }
 }
 
