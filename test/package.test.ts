@@ -1,7 +1,7 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 /**
  * The package as users get it: `npm install` compiles dist/ (prepare), after which plain Node can
@@ -10,9 +10,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
-beforeAll(() => {
-  execFileSync('npx', ['tsc', '-p', 'tsconfig.build.json'], { cwd: root, stdio: 'pipe' });
-}, 120_000);
+// dist/ is built once for all tests by test/globalSetup.ts, as `npm install` builds it for users.
 
 describe('the published package', () => {
   it('plain Node imports exarch and exarch/testing by name from the project root', () => {
