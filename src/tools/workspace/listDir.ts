@@ -1,0 +1,89 @@
+import { readlink, stat } from 'node:fs/promises';
+import { z } from 'zod';
+import { defineTool, type Tool } from '../defineTool.js';
+import { fsError, joinDisplay, quote, resolveInside, WorkspaceError } from './paths.js';
+import { SKIPPED_DIRS, walk, type WalkEntry } from './walk.js';
+
+/** Entries one call lists at most. */
+export const LIST_MAX_ENTRIES = 1_000;
+/** Skipped or unreadable directories named in the closing note at most. */
+const MAX_NAMED = 10;
+
+const input = z.object({
+  path: z.string().optional().describe("Directory relative to the working directory. Default '.'."),
+  recursive: z.boolean().optional().describe('List the whole tree below the directory. Default false.'),
+  depth: z.number().int().min(1).optional().describe('Levels to list when recursive (1 = only the directory itself). Default: no limit.'),
+});
+
+export function listDirTool(root: string): Tool {
+  return defineTool({
+    name: 'list_dir',
+    description:
+      'List a directory in the working directory: one path per line (relative to the working directory), sorted, ' +
+      "directories end with '/', symlinks show 'name -> target' and are not followed. recursive/depth list the tree below; " +
+      `${[...SKIPPED_DIRS].join(' and ')} are then listed but not expanded. At most ${LIST_MAX_ENTRIES} entries per call.`,
+    input,
+    run: ({ path, recursive, depth }, { signal }) => {
+      const maxDepth = recursive === false ? 1 : (depth ?? (recursive === true ? Number.POSITIVE_INFINITY : 1));
+      return listDir(root, path ?? '.', maxDepth, signal);
+    },
+  });
+}
+
+async function listDir(root: string, shown: string, maxDepth: number, signal: AbortSignal): Promise<string> {
+  signal.throwIfAborted();
+  const target = await resolveInside(root, shown);
+  const stats = await stat(target.real).catch((error: unknown) => {
+    throw errorForDir(error, shown);
+  });
+  if (!stats.isDirectory()) throw new WorkspaceError(`${quote(shown)} is a file, not a directory; use read_file to read it`);
+
+  const lines: string[] = [];
+  const skipped: string[] = [];
+  const unreadable: string[] = [];
+  let cut = false;
+  try {
+    for await (const entry of walk(target.real, { maxDepth, signal })) {
+      if (lines.length === LIST_MAX_ENTRIES) {
+        cut = true;
+        break;
+      }
+      const name = joinDisplay(target.display, entry.rel);
+      lines.push(await describeEntry(entry, name));
+      if (entry.notDescended === 'skipped') skipped.push(`${name}/`);
+      if (entry.notDescended === 'unreadable') unreadable.push(`${name}/`);
+    }
+  } catch (error) {
+    throw errorForDir(error, shown);
+  }
+
+  const display = target.display === '.' ? '.' : `${target.display}/`;
+  if (lines.length === 0) return `(${display} is empty)`;
+  if (skipped.length > 0) lines.push(`[not expanded: ${named(skipped)} — list one explicitly to see inside]`);
+  if (unreadable.length > 0) lines.push(`[could not read: ${named(unreadable)}]`);
+  if (cut) lines.push(`[listing cut at ${LIST_MAX_ENTRIES} entries: list a subdirectory, or use a smaller depth]`);
+  return lines.join('\n');
+}
+
+async function describeEntry(entry: WalkEntry, name: string): Promise<string> {
+  switch (entry.kind) {
+    case 'dir':
+      return `${name}/`;
+    case 'symlink': {
+      const target = await readlink(entry.abs).catch(() => '?');
+      return `${name} -> ${target}`;
+    }
+    default:
+      return name;
+  }
+}
+
+function named(paths: readonly string[]): string {
+  const shown = paths.slice(0, MAX_NAMED).join(', ');
+  return paths.length > MAX_NAMED ? `${shown} and ${paths.length - MAX_NAMED} more` : shown;
+}
+
+function errorForDir(error: unknown, shown: string): Error {
+  const wrapped = fsError(error, shown);
+  return wrapped.message.startsWith('no such file: ') ? new WorkspaceError(wrapped.message.replace('no such file: ', 'no such directory: ')) : wrapped;
+}

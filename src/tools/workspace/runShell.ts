@@ -1,0 +1,187 @@
+import { spawn } from 'node:child_process';
+import { realpath } from 'node:fs/promises';
+import { z } from 'zod';
+import { defineTool, type Tool } from '../defineTool.js';
+import { WorkspaceError } from './paths.js';
+
+/** Default time a command may run before its process group is killed. */
+export const SHELL_DEFAULT_TIMEOUT_MS = 120_000;
+/** The last characters of stdout / stderr returned. */
+export const SHELL_STDOUT_CHARS = 20_000;
+export const SHELL_STDERR_CHARS = 10_000;
+/** Between SIGTERM and SIGKILL. */
+const KILL_GRACE_MS = 2_000;
+/** After the shell exits, how long to wait for background processes to let go of its output. */
+const DRAIN_MS = 1_000;
+/** Over the command's own timeout, so the command's timeout (with its partial output) wins over the session's. */
+const TOOL_TIMEOUT_MARGIN_MS = 10_000;
+
+const input = z.object({
+  command: z.string().min(1).describe('A shell command line, run by /bin/sh -c in the working directory.'),
+});
+
+export function runShellTool(root: string, timeoutMs: number = SHELL_DEFAULT_TIMEOUT_MS): Tool {
+  if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1) {
+    throw new RangeError(`exarch: shellTimeoutMs must be a positive integer, got ${String(timeoutMs)}`);
+  }
+  return defineTool({
+    name: 'run_shell',
+    description:
+      'Run a shell command (/bin/sh -c) in the working directory, without a terminal or stdin. Returns the exit code, ' +
+      `then the last ${SHELL_STDOUT_CHARS / 1000}k characters of stdout and ${SHELL_STDERR_CHARS / 1000}k of stderr. ` +
+      `Killed (with everything it started) after ${formatMs(timeoutMs)}. Not interactive: pass flags like --yes, avoid pagers and watchers.`,
+    input,
+    timeoutMs: timeoutMs + TOOL_TIMEOUT_MARGIN_MS,
+    run: ({ command }, { signal }) => runShell(root, command, timeoutMs, signal),
+  });
+}
+
+async function runShell(root: string, command: string, timeoutMs: number, signal: AbortSignal): Promise<string> {
+  signal.throwIfAborted();
+  const cwd = await realpath(root).catch(() => {
+    throw new WorkspaceError(`the working directory ${root} is not accessible`);
+  });
+  return new Promise<string>((resolve, reject) => {
+    // detached: the shell leads a new process group, so a kill reaches everything it started.
+    const child = spawn('/bin/sh', ['-c', command], { cwd, env: shellEnvironment(process.env), detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    const stdout = new Tail(SHELL_STDOUT_CHARS);
+    const stderr = new Tail(SHELL_STDERR_CHARS);
+    child.stdout.on('data', (chunk: Buffer) => stdout.push(chunk));
+    child.stderr.on('data', (chunk: Buffer) => stderr.push(chunk));
+
+    let settled = false;
+    let timedOut = false;
+    let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+    let killTimer: NodeJS.Timeout | undefined;
+    let drainTimer: NodeJS.Timeout | undefined;
+
+    const killGroup = (): void => {
+      const pid = child.pid;
+      if (pid === undefined) return;
+      const send = (sig: NodeJS.Signals): void => {
+        try {
+          process.kill(-pid, sig);
+        } catch {
+          // The group is gone already.
+        }
+      };
+      send('SIGTERM');
+      killTimer ??= setTimeout(() => send('SIGKILL'), KILL_GRACE_MS);
+    };
+    const cleanup = (): void => {
+      clearTimeout(timeout);
+      clearTimeout(drainTimer);
+      signal.removeEventListener('abort', onAbort);
+    };
+    const finish = (note?: string): void => {
+      if (settled) return;
+      settled = true;
+      cleanup();
+      resolve(report(exit, timedOut ? timeoutMs : undefined, stdout, stderr, note));
+    };
+    const onAbort = (): void => {
+      killGroup();
+      if (settled) return;
+      settled = true;
+      cleanup();
+      reject(signal.reason instanceof Error ? signal.reason : new Error('run_shell was cancelled'));
+    };
+
+    const timeout = setTimeout(() => {
+      timedOut = true;
+      killGroup();
+    }, timeoutMs);
+    signal.addEventListener('abort', onAbort, { once: true });
+
+    child.on('error', (error) => {
+      if (settled) return;
+      settled = true;
+      cleanup();
+      clearTimeout(killTimer);
+      reject(new WorkspaceError(`could not start /bin/sh: ${error.message}`));
+    });
+    child.on('exit', (code, sig) => {
+      exit = { code, signal: sig };
+      // Background processes may hold the pipes open; do not wait for them forever.
+      drainTimer = setTimeout(() => {
+        child.stdout.destroy();
+        child.stderr.destroy();
+        finish('(processes it left running in the background still hold its output; their output is not shown)');
+      }, DRAIN_MS);
+    });
+    child.on('close', () => {
+      clearTimeout(killTimer);
+      finish();
+    });
+  });
+}
+
+function report(
+  exit: { code: number | null; signal: NodeJS.Signals | null } | undefined,
+  timedOutAfterMs: number | undefined,
+  stdout: Tail,
+  stderr: Tail,
+  note: string | undefined,
+): string {
+  const lines: string[] = [];
+  if (timedOutAfterMs !== undefined) {
+    lines.push(`timed out after ${formatMs(timedOutAfterMs)}: the command and everything it started were killed`);
+  } else if (exit?.code !== null && exit?.code !== undefined) {
+    lines.push(`exit code: ${exit.code}`);
+  } else {
+    lines.push(`killed by ${exit?.signal ?? 'a signal'}`);
+  }
+  const out = stdout.text('stdout');
+  const err = stderr.text('stderr');
+  if (out === '' && err === '') lines.push('(no output)');
+  if (out !== '') lines.push('--- stdout ---', out);
+  if (err !== '') lines.push('--- stderr ---', err);
+  if (note !== undefined) lines.push(note);
+  return lines.join('\n');
+}
+
+/** Keeps the last `chars` characters of a stream (bytes bounded too), counting what it drops. */
+class Tail {
+  private chunks: Buffer[] = [];
+  private kept = 0;
+  private total = 0;
+  private readonly maxBytes: number;
+
+  constructor(private readonly chars: number) {
+    // Enough bytes for `chars` characters of any UTF-8.
+    this.maxBytes = chars * 4;
+  }
+
+  push(chunk: Buffer): void {
+    this.total += chunk.length;
+    this.chunks.push(chunk);
+    this.kept += chunk.length;
+    while (this.chunks.length > 1 && this.kept - (this.chunks[0]?.length ?? 0) >= this.maxBytes) {
+      this.kept -= this.chunks.shift()?.length ?? 0;
+    }
+  }
+
+  text(label: string): string {
+    let bytes = Buffer.concat(this.chunks, this.kept);
+    if (bytes.length > this.maxBytes) bytes = bytes.subarray(bytes.length - this.maxBytes);
+    let text = bytes.toString('utf8');
+    if (bytes.length < this.total) text = text.replace(/^\uFFFD+/, '');
+    if (text.length > this.chars) {
+      const code = text.charCodeAt(text.length - this.chars);
+      text = text.slice(text.length - this.chars + (code >= 0xdc00 && code <= 0xdfff ? 1 : 0));
+    }
+    const dropped = this.total - Buffer.byteLength(text, 'utf8');
+    text = text.replace(/\n$/, '');
+    return dropped > 0 ? `[… first ${dropped} bytes of ${label} omitted]\n${text}` : text;
+  }
+}
+
+function formatMs(ms: number): string {
+  return ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`;
+}
+
+/** The agent's shell gets the user's environment without the API key the run itself uses. */
+export function shellEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const { ANTHROPIC_API_KEY: _key, ANTHROPIC_AUTH_TOKEN: _token, ...rest } = env;
+  return rest;
+}
