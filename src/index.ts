@@ -16,3 +16,5 @@ export { JsonlLogSink, MemoryLogSink, nullLogSink, type LogRecord, type LogSink,
 export { finalAssistantText } from './history.js';
 export { addUsage, ZERO_USAGE } from './usage.js';
 export * from './types.js';
+export { workspaceTools, WorkspaceError, type WorkspaceToolsOptions } from './tools/workspace/index.js';
+export { AnthropicProvider, DEFAULT_MODEL, type AnthropicProviderOptions } from './providers/anthropic.js';

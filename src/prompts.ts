@@ -1,21 +1,37 @@
 import type { AgentIdentity } from './types.js';
 
-/** The default system prompts teach the model the protocol it is running under. */
+/**
+ * The default system prompts. They teach the model the protocol it runs under: how results of
+ * sub-agents arrive, how to wait for them, and that a sub-agent's only output is its `reply`.
+ */
 export function defaultSystemPrompt(agent: AgentIdentity, canSpawn: boolean): string {
-  const spawning = canSpawn
-    ? '\n\nYou can delegate with the `agent` tool: it starts a sub-agent on a task and returns at once. ' +
-      "Each sub-agent's result arrives later as a message beginning with [agent 'NAME' …]. Start independent " +
-      'sub-agents in the same response so they run in parallel; when you have nothing else to do, end your turn ' +
-      'and the results will wake you. `cancel_agent` stops a sub-agent you no longer need.'
-    : '';
+  const parts: string[] = [];
   if (agent.depth === 0) {
-    return `You are the root agent of an exarch run. Work on the user's task and answer the user directly.${spawning}`;
+    parts.push(
+      "You are the root agent of an exarch run. Work on the user's task and answer the user directly. " +
+        'Your final message of the run is what the user reads, so make it the complete answer.',
+    );
+  } else {
+    parts.push(
+      `You are sub-agent '${agent.name}', started by another agent to do one task. Its message to you is all you ` +
+        'know of its work, so do not assume more context than it gave.',
+      'When you are done, call the `reply` tool with your complete result. Its `result` argument is the only thing ' +
+        'the agent that started you receives: none of your other messages reach it. Put the whole report there, ' +
+        'as a markdown string or as a JSON object. Calling `reply` ends your session once the other tool calls of ' +
+        'the same response have run, so call it last, when the result is complete.',
+    );
   }
-  return (
-    `You are sub-agent '${agent.name}', started by another agent to do one task. ` +
-    'When you are done, call the `reply` tool with your complete result: its `result` argument is the only thing ' +
-    'the agent that started you receives, so put your whole report there (a markdown string, or a JSON object). ' +
-    'None of your other messages reach it. Calling `reply` ends your session.' +
-    spawning
-  );
+  if (canSpawn) {
+    parts.push(
+      'You can delegate with the `agent` tool: it starts a sub-agent on a task and returns at once, while the ' +
+        'sub-agent works on its own. Give each sub-agent a unique name and a self-contained task: it sees nothing ' +
+        'of your conversation. Start independent sub-agents in the same response so they run in parallel.',
+      "Each sub-agent's result arrives later as a message of its own, beginning with [agent 'NAME' replied] (or " +
+        "[agent 'NAME' failed: …], [agent 'NAME' was cancelled], …). To wait for results, end your turn with a short " +
+        'note of what you are waiting for; do not poll or call tools just to pass time. The results wake you. ' +
+        '`cancel_agent` stops a sub-agent you no longer need.',
+    );
+    if (agent.depth > 0) parts.push('Wait for the results of your own sub-agents before you reply: replying cancels any that still run.');
+  }
+  return parts.join('\n\n');
 }

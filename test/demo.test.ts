@@ -109,10 +109,7 @@ describe('exarch demo (in process)', () => {
 });
 
 describe('exarch command line', () => {
-  beforeAll(() => {
-    const build = spawnSync('npx', ['tsc', '-p', 'tsconfig.build.json'], { cwd: ROOT, encoding: 'utf8' });
-    if (build.status !== 0) throw new Error(`build failed:\n${build.stdout}${build.stderr}`);
-  }, 120_000);
+  // dist/ is built once for all tests by test/globalSetup.ts.
 
   const exarch = (...args: string[]) =>
     spawnSync(process.execPath, [join(ROOT, 'dist/src/cli/main.js'), ...args], {
@@ -142,10 +139,10 @@ describe('exarch command line', () => {
     expect(run.stderr).not.toMatch(/^\s+at /m);
   });
 
-  it('`run` is not available yet and is refused as an unknown command', () => {
-    const run = exarch('run', 'do something');
+  it('a run flag given to demo is refused with exit 2', () => {
+    const run = exarch('demo', '--max-steps', '3');
     expect(run.status).toBe(2);
-    expect(run.stderr.split('\n')[0]).toBe("exarch: unknown command 'run'");
+    expect(run.stderr.split('\n')[0]).toBe('exarch: --max-steps is an option of run, not demo');
   });
 
   it('a bad flag exits 2 with a one-line error', () => {
@@ -155,11 +152,14 @@ describe('exarch command line', () => {
     expect(run.stderr).not.toMatch(/^\s+at /m);
   });
 
-  it('help lists demo and says `run` comes with the Claude provider', () => {
+  it('help lists run with its options, demo, the environment and the exit codes', () => {
     const run = exarch('--help');
     expect(run.status).toBe(0);
     expect(run.stdout).toContain('exarch demo');
-    expect(run.stdout).toMatch(/run .*comes with the Claude provider/);
+    expect(run.stdout).toContain('exarch run [options] "<task>"');
+    for (const flag of ['--model', '--max-steps', '--max-depth', '--reply-cap', '--log-dir', '--allow-write', '--allow-shell']) expect(run.stdout).toContain(flag);
+    expect(run.stdout).toMatch(/ANTHROPIC_API_KEY.*ANTHROPIC_BASE_URL.*EXARCH_MODEL/);
+    expect(run.stdout).toContain('3 root capped, 130 interrupted');
   });
 
   it('--version prints the package version', () => {

@@ -4,6 +4,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { runDemo } from './demo.js';
+import { EXIT, runCommand, UsageError } from './run.js';
+import { DEFAULT_MODEL } from '../providers/anthropic.js';
 
 /**
  * The `exarch` command line (CONTRACT §7). Exit codes: 0 done, 1 fatal, 2 bad usage. Errors are
@@ -11,19 +13,26 @@ import { runDemo } from './demo.js';
  */
 
 const USAGE = `Usage:
-  exarch demo [--speed N]   offline demo, no API key: a sub-agent returns its report through
-                            the reply tool while the turn flow of every agent prints live
-  exarch help               show this help
-  exarch --version          print the version
+  exarch run [options] "<task>"   a root agent works on the task with Claude; sub-agents report
+                                  back through reply. stdout: the final answer; stderr: progress
+      --model ID          model (default: $EXARCH_MODEL, else ${DEFAULT_MODEL})
+      --max-steps N       model requests per turn before an agent is capped (default 50)
+      --max-depth N       how deep sub-agents may nest (default 2: root → child → grandchild)
+      --reply-cap CHARS   longest reply a sub-agent hands up (default 16000)
+      --log-dir DIR       where each agent's JSONL log goes (default .exarch/runs/<time>/)
+      --allow-write       let agents write files in the working directory
+      --allow-shell       let agents run shell commands in the working directory
+  exarch demo [--speed N]         offline demo, no API key: a sub-agent returns its report through
+                                  the reply tool while the turn flow of every agent prints live
+  exarch help                     show this help
+  exarch --version                print the version
 
-\`exarch run "<task>"\` comes with the Claude provider; this build has only the demo.`;
+Environment: ANTHROPIC_API_KEY (required by run), ANTHROPIC_BASE_URL, EXARCH_MODEL.
+Exit codes: 0 done, 1 fatal, 2 bad usage, 3 root capped, 130 interrupted.`;
 
-const EXIT_OK = 0;
-const EXIT_FATAL = 1;
-const EXIT_USAGE = 2;
-
-/** A mistake in how exarch was called: one line, then the usage, exit 2. */
-class UsageError extends Error {}
+const EXIT_OK = EXIT.ok;
+const EXIT_FATAL = EXIT.fatal;
+const EXIT_USAGE = EXIT.usage;
 
 async function main(argv: readonly string[]): Promise<number> {
   let parsed: ReturnType<typeof parse>;
@@ -46,8 +55,11 @@ async function main(argv: readonly string[]): Promise<number> {
   }
   if (command === undefined) return usageError('missing command');
   try {
+    if (command === 'run') return await run(rest, values);
     if (command !== 'demo') throw new UsageError(`unknown command '${command}'`);
     if (rest.length > 0) throw new UsageError(`demo takes no arguments, got '${rest.join(' ')}'`);
+    const runOnly = RUN_FLAGS.filter((flag) => values[flag] !== undefined);
+    if (runOnly.length > 0) throw new UsageError(`--${runOnly[0] ?? ''} is an option of run, not demo`);
     const result = await runDemo({ out: process.stdout, err: process.stderr, color: wantsColor(), speed: speedOf(values.speed) });
     return result.ok ? EXIT_OK : EXIT_FATAL;
   } catch (error) {
@@ -66,8 +78,42 @@ function parse(argv: readonly string[]) {
       help: { type: 'boolean', short: 'h' },
       version: { type: 'boolean', short: 'v' },
       speed: { type: 'string' },
+      model: { type: 'string' },
+      'max-steps': { type: 'string' },
+      'max-depth': { type: 'string' },
+      'reply-cap': { type: 'string' },
+      'log-dir': { type: 'string' },
+      'allow-write': { type: 'boolean' },
+      'allow-shell': { type: 'boolean' },
     },
   });
+}
+
+const RUN_FLAGS = ['model', 'max-steps', 'max-depth', 'reply-cap', 'log-dir', 'allow-write', 'allow-shell'] as const;
+
+async function run(positionals: readonly string[], values: ReturnType<typeof parse>['values']): Promise<number> {
+  if (positionals.length === 0) throw new UsageError('run needs a task: exarch run "<task>"');
+  if (positionals.length > 1) throw new UsageError(`run takes one task; quote it: exarch run "${positionals.join(' ')}"`);
+  if (values.speed !== undefined) throw new UsageError('--speed is an option of demo, not run');
+  // The first Ctrl-C cancels the tree and lets it answer its calls and write its logs; a second one quits at once.
+  const interrupt = new AbortController();
+  process.once('SIGINT', () => {
+    interrupt.abort();
+    process.once('SIGINT', () => process.exit(EXIT.interrupted));
+  });
+  return runCommand(
+    positionals[0] ?? '',
+    {
+      ...(values.model === undefined ? {} : { model: values.model }),
+      ...(values['max-steps'] === undefined ? {} : { maxSteps: values['max-steps'] }),
+      ...(values['max-depth'] === undefined ? {} : { maxDepth: values['max-depth'] }),
+      ...(values['reply-cap'] === undefined ? {} : { replyCap: values['reply-cap'] }),
+      ...(values['log-dir'] === undefined ? {} : { logDir: values['log-dir'] }),
+      allowWrite: values['allow-write'] === true,
+      allowShell: values['allow-shell'] === true,
+    },
+    { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), interrupt: interrupt.signal },
+  );
 }
 
 function speedOf(raw: string | undefined): number {
