@@ -168,6 +168,33 @@ describe('exarch run', () => {
     expect(server.requests).toHaveLength(3);
   });
 
+  it('a connection dropped mid-stream and a stalled stream are both retried', async () => {
+    const server = await serve({
+      root: [stream({ text: 'dropped halfway' }, { dropAfter: 4 }), stream({ text: 'stalls' }, { stallAfter: 2 }), stream({ text: 'third time lucky' })],
+    });
+    const run = await exarch(['run', 'go'], { server, env: { EXARCH_STALL_TIMEOUT_MS: '300' } });
+    expect(run.code).toBe(0);
+    expect(run.stdout).toBe('third time lucky\n');
+    expect(server.requests).toHaveLength(3);
+  });
+
+  it('pause_turn: the paused message goes back unchanged and the answer is the whole message', async () => {
+    const server = await serve({ root: [stream({ text: 'Part one. ', stopReason: 'pause_turn' }), stream({ text: 'Part two.' })] });
+    const run = await exarch(['run', 'go'], { server });
+    expect(run.code).toBe(0);
+    expect(run.stdout).toBe('Part one. Part two.\n');
+    expect(server.requests[1]?.body.messages.at(-1)).toMatchObject({ role: 'assistant' });
+  });
+
+  it('a refusal or an exceeded context window fails the root: exit 1 with the reason', async () => {
+    for (const stopReason of ['refusal', 'model_context_window_exceeded']) {
+      const server = await serve({ root: [stream({ text: 'no', stopReason })] });
+      const run = await exarch(['run', 'go'], { server });
+      expect(run.code).toBe(1);
+      expect(run.stderr).toMatch(/exarch: the root agent failed: (the model refused|the conversation exceeded the model context window)/);
+    }
+  });
+
   it('the depth gate: with --max-depth 1 a child is not offered agent, and its call is refused', async () => {
     const server = await serve({
       root: [stream({ toolCalls: [call('agent', { name: 'c', task: 'x' })] }), stream({ text: 'Waiting.' }), echoInbox],

@@ -27,7 +27,8 @@ const USAGE = `Usage:
   exarch help                     show this help
   exarch --version                print the version
 
-Environment: ANTHROPIC_API_KEY (required by run), ANTHROPIC_BASE_URL, EXARCH_MODEL.
+Environment: ANTHROPIC_API_KEY (required by run), ANTHROPIC_BASE_URL, EXARCH_MODEL,
+EXARCH_STALL_TIMEOUT_MS (default 120000).
 Exit codes: 0 done, 1 fatal, 2 bad usage, 3 root capped, 130 interrupted.`;
 
 const EXIT_OK = EXIT.ok;

@@ -65,11 +65,13 @@ export class ProgressBoard {
       row = { agent, state: '', steps: 0, lastTurnSteps: 0, usage: ZERO_USAGE, startedAt: this.now(), endedAt: undefined };
       this.rows.set(agent.id, row);
     }
-    // `steps` counts the current turn: a drop means a new turn began.
-    row.steps += steps >= row.lastTurnSteps ? steps - row.lastTurnSteps : steps;
+    const state = String(snapshot.value);
+    // Each entry into `streaming` is one request; `steps` (the current turn's count) rising while
+    // the value stays `streaming` is a continuation after pause_turn.
+    if (state === 'streaming' && row.state !== 'streaming') row.steps += 1;
+    else if (state === 'streaming' && steps > row.lastTurnSteps) row.steps += steps - row.lastTurnSteps;
     row.lastTurnSteps = steps;
     row.usage = usage;
-    const state = String(snapshot.value);
     if (snapshot.status !== 'active' && row.endedAt === undefined) row.endedAt = this.now();
     if (state === row.state) return;
     row.state = state;

@@ -65,6 +65,12 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   const provider =
     io.provider ??
     new AnthropicProvider({ apiKey, model, ...(io.env['ANTHROPIC_BASE_URL'] ? { baseURL: io.env['ANTHROPIC_BASE_URL'] } : {}) });
+  const stallRaw = io.env['EXARCH_STALL_TIMEOUT_MS'];
+  const stallTimeoutMs = stallRaw === undefined || stallRaw === '' ? undefined : Number(stallRaw);
+  if (stallTimeoutMs !== undefined && (!Number.isSafeInteger(stallTimeoutMs) || stallTimeoutMs < 1)) {
+    io.stderr.write(`exarch: EXARCH_STALL_TIMEOUT_MS must be a positive integer (milliseconds), got '${stallRaw ?? ''}'\n`);
+    return EXIT.fatal;
+  }
   const logDir = flags.logDir ?? join(io.cwd, '.exarch', 'runs', timestamp(new Date()));
   const logs = new JsonlLogSink(logDir);
   const color = io.stderr.isTTY === true && !io.env['NO_COLOR'] && !io.env['CI'];
@@ -79,6 +85,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
       ...(maxSteps === undefined ? {} : { maxSteps }),
       ...(maxDepth === undefined ? {} : { maxDepth }),
       ...(replyCap === undefined ? {} : { replyCap }),
+      ...(stallTimeoutMs === undefined ? {} : { stallTimeoutMs }),
     },
     { inspect: board.inspect },
   );
