@@ -1,18 +1,22 @@
 // Scale check for the session machine (issue 2): time and retained heap of a long loop session and
 // of a wide fan-out, at growing sizes, with the zero-latency scripted model. Linear cost shows as a
 // flat per-step / per-child column. Run with `npm run bench` (it builds dist/ first).
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createSessionActor, defineTool, waitForSettled } from '../dist/src/index.js';
+import { TraceRecorder } from '../dist/src/trace/recorder.js';
 import { scriptedProvider } from '../dist/src/testing/index.js';
 import { z } from 'zod';
 
 const echo = defineTool({ name: 'echo', description: 'echo', input: z.object({ text: z.string() }), run: ({ text }) => text });
 
-async function loop(steps) {
+async function loop(steps, inspect) {
   const provider = scriptedProvider({
     checkPairing: false,
     agents: { root: (_req, i) => (i < steps - 1 ? { calls: [{ name: 'echo', input: { text: `step ${i}` } }] } : { text: 'done' }) },
   });
-  const actor = createSessionActor({ provider, tools: [echo], maxSteps: steps + 1, task: 'loop' });
+  const actor = createSessionActor({ provider, tools: [echo], maxSteps: steps + 1, task: 'loop' }, inspect ? { inspect } : {});
   actor.start();
   const snapshot = await waitForSettled(actor);
   if (provider.requests.length !== steps || snapshot.value !== 'readyForUser') throw new Error(`loop ${steps}: ${provider.requests.length} requests, ${snapshot.value}`);
@@ -75,3 +79,26 @@ await loop(50);
 await fanOut(50);
 await measure('loop: one agent, N model steps with one echo call each (median of 3)', 'step', [250, 500, 1000, 2000], loop);
 await measure('fan-out: one root, N sub-agents spawned in one batch, each replies (median of 3)', 'child', [250, 500, 1000, 2000], fanOut);
+
+// What recording a trace adds to a 1,000-step run (issue 4): interleaved, median of 7.
+{
+  const dir = mkdtempSync(join(tmpdir(), 'exarch-bench-trace-'));
+  const plain = [];
+  const traced = [];
+  let size = 0;
+  for (let rep = 0; rep < 7; rep++) {
+    let t0 = performance.now();
+    (await loop(1000)).stop();
+    plain.push(performance.now() - t0);
+    const recorder = new TraceRecorder({ file: join(dir, `trace-${rep}.jsonl`) });
+    t0 = performance.now();
+    (await loop(1000, recorder.inspect)).stop();
+    recorder.close();
+    traced.push(performance.now() - t0);
+    size = statSync(recorder.file).size;
+  }
+  const median = (xs) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const [p, t] = [median(plain), median(traced)];
+  console.log(`\ntracing: 1,000-step loop ${p.toFixed(0)} ms plain, ${t.toFixed(0)} ms traced (+${(t - p).toFixed(0)} ms, +${(((t - p) / p) * 100).toFixed(0)}%, ${((t - p) / 1000 * 1000).toFixed(1)} µs/step); trace ${(size / 1e6).toFixed(2)} MB`);
+  rmSync(dir, { recursive: true, force: true });
+}

@@ -1,6 +1,8 @@
 import { finalAssistantText } from '../history.js';
 import { renderAgentResult } from '../inbox.js';
+import type { InspectionEvent } from 'xstate';
 import { createSessionActor, waitForSettled, type SessionSnapshot } from '../runtime.js';
+import { TraceRecorder } from '../trace/recorder.js';
 import { scriptedProvider } from '../testing/scriptedProvider.js';
 import type { Message } from '../types.js';
 import { demoScripts, demoTools, EXPLORER_BRIEF, USER_TASK } from './demoScript.js';
@@ -21,6 +23,10 @@ export interface DemoOptions {
   readonly color: boolean;
   /** Divides every scripted delay: 1 is watchable (a few seconds), a large value is instant. */
   readonly speed?: number;
+  /** Record the run as a JSONL trace here (src/trace/format.ts). */
+  readonly trace?: string;
+  /** Another inspection observer (the live inspector). */
+  readonly inspect?: (event: InspectionEvent) => void;
 }
 
 export interface DemoResult {
@@ -56,9 +62,16 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
 
   const provider = scriptedProvider({ agents: demoScripts(speed) });
   const flow = new TurnFlow(write, style);
+  const recorder = options.trace === undefined ? undefined : new TraceRecorder({ file: options.trace, title: 'exarch demo' });
   const actor = createSessionActor(
     { provider, task: USER_TASK, tools: demoTools(Math.round(150 / speed)) },
-    { inspect: (event) => flow.observe(event) },
+    {
+      inspect: (event) => {
+        flow.observe(event);
+        recorder?.inspect(event);
+        options.inspect?.(event);
+      },
+    },
   );
   // A referenced timer, unlike AbortSignal.timeout's: it keeps the process alive to report.
   const watchdog = new AbortController();
@@ -74,6 +87,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
     clearTimeout(timer);
     actor.stop();
     flow.flush();
+    recorder?.close();
   }
 
   const finalAnswer = finalAssistantText(root.context.messages);

@@ -5,6 +5,8 @@ import { finalAssistantText } from '../history.js';
 import { createSessionActor, waitForSettled } from '../runtime.js';
 import { workspaceTools } from '../tools/workspace/index.js';
 import type { Provider } from '../types.js';
+import type { InspectionEvent } from 'xstate';
+import { TraceRecorder } from '../trace/recorder.js';
 import { estimateCost } from './pricing.js';
 import { formatCount, ProgressBoard } from './progress.js';
 
@@ -21,6 +23,7 @@ export interface RunFlags {
   readonly logDir?: string;
   readonly allowWrite?: boolean;
   readonly allowShell?: boolean;
+  readonly trace?: string;
 }
 
 export interface RunIo {
@@ -32,6 +35,8 @@ export interface RunIo {
   readonly interrupt: AbortSignal;
   /** For tests: a provider instead of Claude. */
   readonly provider?: Provider;
+  /** Another inspection observer (the live inspector). */
+  readonly inspect?: (event: InspectionEvent) => void;
 }
 
 function positiveInt(flag: string, raw: string | undefined, min = 1): number | undefined {
@@ -75,6 +80,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   const logs = new JsonlLogSink(logDir);
   const color = io.stderr.isTTY === true && !io.env['NO_COLOR'] && !io.env['CI'];
   const board = new ProgressBoard({ out: io.stderr, live: color, color });
+  const recorder = flags.trace === undefined ? undefined : new TraceRecorder({ file: flags.trace, title: `exarch run: ${task.slice(0, 80)}` });
 
   const root = createSessionActor(
     {
@@ -87,7 +93,13 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
       ...(replyCap === undefined ? {} : { replyCap }),
       ...(stallTimeoutMs === undefined ? {} : { stallTimeoutMs }),
     },
-    { inspect: board.inspect },
+    {
+      inspect: (event) => {
+        board.inspect(event);
+        recorder?.inspect(event);
+        io.inspect?.(event);
+      },
+    },
   );
   let interrupted = false;
   const onInterrupt = (): void => {
@@ -103,7 +115,10 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
     board.stop();
     const text = finalAssistantText(settled.context.messages);
     const state = String(settled.value);
-    const summary = (): void => writeSummary(io.stderr, board, model, logDir);
+    const summary = (): void => {
+      writeSummary(io.stderr, board, model, logDir);
+      if (recorder) io.stderr.write(`exarch: trace: ${recorder.file} (view it with: exarch view ${recorder.file})\n`);
+    };
     if (interrupted) {
       summary();
       io.stderr.write('exarch: interrupted: the agents were cancelled and their logs written\n');
@@ -127,6 +142,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
     root.stop();
     await new Promise((resolve) => setImmediate(resolve));
     logs.flushAll();
+    recorder?.close();
   }
 }
 
