@@ -142,7 +142,7 @@ describe('exarch command line', () => {
   it('a run flag given to demo is refused with exit 2', () => {
     const run = exarch('demo', '--max-steps', '3');
     expect(run.status).toBe(2);
-    expect(run.stderr.split('\n')[0]).toBe('exarch: --max-steps is an option of run, not demo');
+    expect(run.stderr.split('\n')[0]).toBe('exarch: --max-steps is not an option of demo');
   });
 
   it('a bad flag exits 2 with a one-line error', () => {

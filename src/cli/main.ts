@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { writeViewer } from '../viewer/index.js';
 import { runDemo } from './demo.js';
 import { EXIT, runCommand, UsageError } from './run.js';
 import { DEFAULT_MODEL } from '../providers/anthropic.js';
@@ -22,8 +23,14 @@ const USAGE = `Usage:
       --log-dir DIR       where each agent's JSONL log goes (default .exarch/runs/<time>/)
       --allow-write       let agents write files in the working directory
       --allow-shell       let agents run shell commands in the working directory
-  exarch demo [--speed N]         offline demo, no API key: a sub-agent returns its report through
-                                  the reply tool while the turn flow of every agent prints live
+      --trace FILE        record the run as a JSONL trace (view it with exarch view)
+  exarch demo [--speed N] [--trace FILE]
+                                  offline demo, no API key: a sub-agent returns its report through
+                                  the reply tool while the turn flow of every agent prints live;
+                                  writes a trace (default .exarch/demo/trace.jsonl) and its viewer
+  exarch view TRACE [--out FILE.html]
+                                  write the turn-flow viewer for a trace: one self-contained HTML
+                                  file (default: next to the trace, .html instead of .jsonl)
   exarch help                     show this help
   exarch --version                print the version
 
@@ -57,11 +64,14 @@ async function main(argv: readonly string[]): Promise<number> {
   if (command === undefined) return usageError('missing command');
   try {
     if (command === 'run') return await run(rest, values);
+    if (command === 'view') return view(rest, values);
     if (command !== 'demo') throw new UsageError(`unknown command '${command}'`);
     if (rest.length > 0) throw new UsageError(`demo takes no arguments, got '${rest.join(' ')}'`);
-    const runOnly = RUN_FLAGS.filter((flag) => values[flag] !== undefined);
-    if (runOnly.length > 0) throw new UsageError(`--${runOnly[0] ?? ''} is an option of run, not demo`);
-    const result = await runDemo({ out: process.stdout, err: process.stderr, color: wantsColor(), speed: speedOf(values.speed) });
+    refuseFlags('demo', values, [...RUN_FLAGS, 'out']);
+    const trace = values.trace ?? join('.exarch', 'demo', 'trace.jsonl');
+    const result = await runDemo({ out: process.stdout, err: process.stderr, color: wantsColor(), speed: speedOf(values.speed), trace });
+    const viewer = writeViewer(trace, htmlFor(trace));
+    process.stdout.write(`\nTurn flow recorded: ${trace}\nOpen it in a browser: ${viewer.outFile}\n`);
     return result.ok ? EXIT_OK : EXIT_FATAL;
   } catch (error) {
     if (error instanceof UsageError) return usageError(error.message);
@@ -86,8 +96,33 @@ function parse(argv: readonly string[]) {
       'log-dir': { type: 'string' },
       'allow-write': { type: 'boolean' },
       'allow-shell': { type: 'boolean' },
+      trace: { type: 'string' },
+      out: { type: 'string' },
     },
   });
+}
+
+type Values = ReturnType<typeof parse>['values'];
+
+/** A flag given to a command that has no use for it is a mistake worth one line, not silence. */
+function refuseFlags(command: string, values: Values, flags: readonly (keyof Values)[]): void {
+  const given = flags.find((flag) => values[flag] !== undefined);
+  if (given !== undefined) throw new UsageError(`--${String(given)} is not an option of ${command}`);
+}
+
+/** `trace.jsonl` → `trace.html`, next to it. */
+function htmlFor(trace: string): string {
+  return trace.endsWith('.jsonl') ? `${trace.slice(0, -'.jsonl'.length)}.html` : `${trace}.html`;
+}
+
+function view(positionals: readonly string[], values: Values): number {
+  if (positionals.length !== 1) throw new UsageError('view takes one trace file: exarch view TRACE [--out FILE.html]');
+  refuseFlags('view', values, [...RUN_FLAGS, 'trace', 'speed']);
+  const trace = positionals[0] ?? '';
+  const written = writeViewer(trace, values.out ?? htmlFor(trace));
+  process.stdout.write(`${written.outFile}\n`);
+  process.stderr.write(`exarch: wrote the turn-flow viewer for ${written.agents} agent${written.agents === 1 ? '' : 's'} (${written.records} trace records)\n`);
+  return EXIT_OK;
 }
 
 const RUN_FLAGS = ['model', 'max-steps', 'max-depth', 'reply-cap', 'log-dir', 'allow-write', 'allow-shell'] as const;
@@ -95,7 +130,7 @@ const RUN_FLAGS = ['model', 'max-steps', 'max-depth', 'reply-cap', 'log-dir', 'a
 async function run(positionals: readonly string[], values: ReturnType<typeof parse>['values']): Promise<number> {
   if (positionals.length === 0) throw new UsageError('run needs a task: exarch run "<task>"');
   if (positionals.length > 1) throw new UsageError(`run takes one task; quote it: exarch run "${positionals.join(' ')}"`);
-  if (values.speed !== undefined) throw new UsageError('--speed is an option of demo, not run');
+  refuseFlags('run', values, ['speed', 'out']);
   // The first Ctrl-C cancels the tree and lets it answer its calls and write its logs; a second one quits at once.
   const interrupt = new AbortController();
   process.once('SIGINT', () => {
@@ -112,6 +147,7 @@ async function run(positionals: readonly string[], values: ReturnType<typeof par
       ...(values['log-dir'] === undefined ? {} : { logDir: values['log-dir'] }),
       allowWrite: values['allow-write'] === true,
       allowShell: values['allow-shell'] === true,
+      ...(values.trace === undefined ? {} : { trace: values.trace }),
     },
     { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), interrupt: interrupt.signal },
   );

@@ -1,0 +1,272 @@
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Writable } from 'node:stream';
+import { runDemo } from '../src/cli/demo.js';
+import { EXPLORER_BRIEF } from '../src/cli/demoScript.js';
+import { parseTrace } from '../src/trace/format.js';
+import { writeViewer } from '../src/viewer/index.js';
+import { syntheticReply, syntheticTrace, traceText } from './support/traceFactory.js';
+
+/**
+ * The viewer in a real browser: headless Chromium (the Debian `chromium` package, which CI
+ * installs) opens the generated page from a file:// URL — no server, no network.
+ */
+const CHROMIUM = process.env['CHROMIUM_PATH'] ?? '/usr/bin/chromium';
+
+// The few DOM names the callbacks run in the page use: the project compiles without the DOM lib.
+interface PageNode {
+  readonly innerText: string;
+  readonly textContent: string | null;
+  getAttribute(name: string): string | null;
+  getBoundingClientRect(): { readonly left: number; readonly height: number };
+  dispatchEvent(event: unknown): boolean;
+  querySelector(selector: string): PageNode | null;
+  click(): void;
+}
+interface ViewerHandle {
+  readonly parseMs: number;
+  readonly renderMs: number;
+  readonly readyAt: number;
+  lastRenderMs(): number;
+}
+declare const document: { querySelector(selector: string): PageNode | null; getElementById(id: string): PageNode | null };
+declare const window: { readonly exarchViewer: ViewerHandle };
+declare const MouseEvent: new (type: string, init: { bubbles: boolean; clientX?: number }) => unknown;
+declare function getComputedStyle(node: PageNode): { readonly whiteSpace: string };
+declare function requestAnimationFrame(callback: () => void): number;
+const RESULTS = join(process.cwd(), 'test-results');
+
+let browser: BrowserContext;
+let dir: string;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'exarch-viewer-browser-'));
+  try {
+    // A fresh profile per run (Playwright takes the --user-data-dir as this argument).
+    browser = await chromium.launchPersistentContext(join(dir, 'profile'), {
+      executablePath: CHROMIUM,
+      headless: true,
+      viewport: { width: 1440, height: 960 },
+      args: [
+        '--no-sandbox',
+        '--headless',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
+    });
+  } catch (error) {
+    throw new Error(
+      `Chromium could not be launched from ${CHROMIUM} (install it with \`apt-get install -y chromium\`, or set CHROMIUM_PATH): ${
+        error instanceof Error ? error.message.split('\n')[0] : String(error)
+      }`,
+    );
+  }
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+/** Opens a page on the viewer for these trace lines; fails on any page error or request leaving the file. */
+async function open(traceFile: string, name: string, viewport = { width: 1440, height: 960 }): Promise<{ page: Page; errors: string[]; requests: string[] }> {
+  const out = join(dir, `${name}.html`);
+  writeViewer(traceFile, out);
+  const page = await browser.newPage();
+  await page.setViewportSize(viewport);
+  const errors: string[] = [];
+  const requests: string[] = [];
+  page.on('pageerror', (error) => errors.push(error.message));
+  page.on('console', (message) => {
+    if (message.type() === 'error') errors.push(message.text());
+  });
+  page.on('request', (request) => {
+    if (!request.url().startsWith('file://')) requests.push(request.url());
+  });
+  await page.goto(pathToFileURL(out).href);
+  await page.waitForSelector('body[data-ready="true"]', { timeout: 15_000 });
+  return { page, errors, requests };
+}
+
+/** The offline demo's run (the design record's incident), recorded by `runDemo`'s TraceRecorder. */
+async function recordDemo(file: string): Promise<void> {
+  const sink = new Writable({ write: (_chunk, _encoding, done) => done() });
+  const result = await runDemo({ out: sink, color: false, speed: 50, trace: file });
+  expect(result.problems).toEqual([]);
+}
+
+describe('the viewer on a recorded demo run', () => {
+  let page: Page;
+  let errors: string[];
+  let requests: string[];
+
+  beforeAll(async () => {
+    const file = join(dir, 'demo.trace.jsonl');
+    await recordDemo(file);
+    expect(parseTrace(readFileSync(file, 'utf8')).length).toBeGreaterThan(20);
+    ({ page, errors, requests } = await open(file, 'demo'));
+  }, 60_000);
+
+  it('lists the agents as a tree with their outcomes', async () => {
+    const rows = await page.$$eval('#tree [data-agent]', (nodes) => nodes.map((n) => [n.getAttribute('data-agent'), (n as unknown as PageNode).innerText.replace(/\s+/g, ' ')]));
+    expect(rows.map(([id]) => id)).toEqual(['root', 'root/explorer', 'root/reviewer']);
+    expect(rows[1]?.[1]).toContain('replied');
+    expect(rows[2]?.[1]).toContain('replied');
+  });
+
+  it('draws a lane per agent with bars for the states it went through', async () => {
+    const statesOf = (agent: string): Promise<string[]> =>
+      page.$$eval(`#lanes .lane[data-agent="${agent}"] [data-state]`, (nodes) => nodes.map((n) => n.getAttribute('data-state') ?? ''));
+    expect(await statesOf('root')).toEqual(expect.arrayContaining(['readyForUser', 'streaming', 'dispatchingBatch']));
+    const explorer = await statesOf('root/explorer');
+    expect(explorer).toEqual(expect.arrayContaining(['streaming', 'dispatchingBatch']));
+    expect(explorer.at(-1)).toBe('replied');
+    const reviewer = await statesOf('root/reviewer');
+    expect(reviewer).toContain('nudged');
+    expect(reviewer.at(-1)).toBe('replied');
+    expect(await page.locator('#lanes [data-kind="spawn"]').count()).toBe(2);
+    expect(await page.locator('#lanes [data-kind="delivery"]').count()).toBe(2);
+  });
+
+  it('shows the reply text with its real newlines when a delivery arrow is clicked', async () => {
+    await page.locator('#lanes [data-kind="delivery"][data-child="root/explorer"]').click();
+    const details = page.locator('#details');
+    await expect.poll(() => details.innerText()).toContain("[agent 'explorer' replied]");
+    const reply = details.locator('pre.reply');
+    expect(await reply.evaluate((n) => getComputedStyle(n as unknown as PageNode).whiteSpace)).toBe('pre-wrap');
+    const text = await reply.evaluate((n) => n.textContent ?? '');
+    expect(text).toBe(EXPLORER_BRIEF);
+    expect(text).toContain('# Testing setup: tidepool\n\n## Summary\n');
+    // Rendered as lines, not one run-on paragraph.
+    const height = await reply.evaluate((n) => n.getBoundingClientRect().height);
+    expect(height).toBeGreaterThan(EXPLORER_BRIEF.split('\n').length * 10);
+    // A delivery happens at the parent: the statechart shows the root at that moment.
+    await expect.poll(() => page.locator('#chart-caption').innerText()).toContain('root');
+  });
+
+  it('shows the messages of a state bar and highlights that state in the statechart', async () => {
+    const bar = page.locator('#lanes .lane[data-agent="root/explorer"] [data-state="streaming"]').first();
+    await bar.click();
+    const details = await page.locator('#details').innerText();
+    expect(details).toContain('streaming');
+    expect(details).toContain("Map this project's testing setup"); // the task that opened the first request
+    expect(details).toContain('Let me look at the layout first.'); // what the model said in it
+    expect(details).toContain('list_files'); // the calls it made
+    expect(details).toMatch(/stop: tool_use/); // the response summary
+    const active = await page.$$eval('[data-statechart-state].active', (nodes) => nodes.map((n) => n.getAttribute('data-statechart-state')));
+    expect(active).toEqual(['streaming']);
+
+    await page.locator('#lanes .lane[data-agent="root/explorer"] [data-state="dispatchingBatch"]').first().click();
+    const batch = await page.locator('#details').innerText();
+    expect(batch).toContain('tool results');
+    expect(batch).toMatch(/tool result\s+list_files/);
+    expect(await page.$$eval('[data-statechart-state].active', (nodes) => nodes.map((n) => n.getAttribute('data-statechart-state')))).toEqual(['dispatchingBatch']);
+    expect(await page.locator('.sc-edge.taken[data-from="streaming"][data-to="dispatchingBatch"]').count()).toBe(1);
+
+    await page.locator('#lanes .lane[data-agent="root/reviewer"] [data-state="nudged"]').click();
+    expect(await page.locator('#details').innerText()).toContain('reply');
+    expect(await page.$$eval('[data-statechart-state].active', (nodes) => nodes.map((n) => n.getAttribute('data-statechart-state')))).toEqual(['nudged']);
+  });
+
+  it('shows the task of a spawn and an agent summary from the tree', async () => {
+    await page.locator('#lanes [data-kind="spawn"][data-child="root/reviewer"]').click();
+    expect(await page.locator('#details').innerText()).toContain('Review .github/workflows/ci.yml against package.json');
+    await page.locator('#tree [data-agent="root/reviewer"]').click();
+    const summary = await page.locator('#details').innerText();
+    expect(summary).toContain('root/reviewer');
+    expect(summary).toContain('"verdict"');
+    expect(await page.locator('#tree [data-agent="root/reviewer"].sel').count()).toBe(1);
+  });
+
+  it('zooms and still finds its bars', async () => {
+    await page.locator('#zoom-in').click();
+    await page.locator('#zoom-in').click();
+    await page.waitForTimeout(50);
+    const range = await page.locator('#range').innerText();
+    await page.locator('#zoom-fit').click();
+    await page.waitForTimeout(50);
+    expect(await page.locator('#range').innerText()).not.toBe(range);
+    expect(await page.locator('#lanes [data-state="replied"]').count()).toBe(2);
+  });
+
+  it('renders legibly (screenshot in test-results/viewer.png) with no errors and no network', async () => {
+    await page.locator('#lanes .lane[data-agent="root/explorer"] [data-state="dispatchingBatch"]').last().click();
+    mkdirSync(RESULTS, { recursive: true });
+    await page.mouse.move(1, 1);
+    await page.screenshot({ path: join(RESULTS, 'viewer.png') });
+    await page.locator('#lanes [data-kind="delivery"][data-child="root/reviewer"]').click();
+    await page.mouse.move(1, 1);
+    await page.screenshot({ path: join(RESULTS, 'viewer-delivery.png') });
+    expect(errors).toEqual([]);
+    expect(requests).toEqual([]);
+  });
+});
+
+describe('the viewer on a synthetic 200-agent trace', () => {
+  it('renders in under 3 s and answers a click at once', async () => {
+    const trace = syntheticTrace({ shape: [10, 19], steps: 12 });
+    const file = join(dir, 'wide.trace.jsonl');
+    writeFileSync(file, traceText(trace.records));
+    const started = performance.now();
+    const { page, errors, requests } = await open(file, 'wide');
+    const loadMs = performance.now() - started;
+    const timing = await page.evaluate(() => {
+      const viewer = window.exarchViewer;
+      return { parseMs: viewer.parseMs, renderMs: viewer.renderMs, readyAt: viewer.readyAt, drawMs: viewer.lastRenderMs() };
+    });
+    expect(await page.locator('#tree [data-agent]').count()).toBe(201);
+    expect(await page.locator('#lanes .lane').count()).toBe(201);
+
+    const target = trace.agents.find((id) => trace.outcomes.get(id) === 'replied' && id.split('/').length === 3) ?? '';
+    const click = await page.evaluate((child) => {
+      const arrow = document.querySelector(`#lanes [data-kind="delivery"][data-child="${child}"] .hit`);
+      if (!arrow) throw new Error(`no delivery arrow for ${child}`);
+      const t0 = performance.now();
+      arrow.dispatchEvent(new MouseEvent('click', { bubbles: true }));
+      const handled = performance.now() - t0;
+      return new Promise<{ handled: number; painted: number; text: string }>((resolve) =>
+        requestAnimationFrame(() => setTimeout(() => resolve({ handled, painted: performance.now() - t0, text: document.getElementById('details')?.innerText ?? '' }), 0)),
+      );
+    }, target);
+    expect(click.text).toContain(syntheticReply(target).split('\n')[0]);
+
+    const bar = page.locator(`#lanes .lane[data-agent="${trace.agents[1] ?? ''}"] [data-state="streaming"]`).first();
+    const barClick = await bar.evaluate((node) => {
+      const t0 = performance.now();
+      node.dispatchEvent(new MouseEvent('click', { bubbles: true, clientX: node.getBoundingClientRect().left + 1 }));
+      return performance.now() - t0;
+    });
+    const zoom = await page.evaluate(() => {
+      const t0 = performance.now();
+      document.getElementById('zoom-in')?.click();
+      const viewer = window.exarchViewer;
+      return new Promise<{ total: number; draw: number }>((resolve) =>
+        requestAnimationFrame(() => setTimeout(() => resolve({ total: performance.now() - t0, draw: viewer.lastRenderMs() }), 0)),
+      );
+    });
+    mkdirSync(RESULTS, { recursive: true });
+    await page.mouse.move(1, 1);
+    await page.screenshot({ path: join(RESULTS, 'viewer-200.png') });
+
+    console.log(
+      `viewer, ${trace.agents.length} agents / ${trace.records.length} records: ready ${timing.readyAt.toFixed(0)} ms after navigation ` +
+        `(JSON ${timing.parseMs.toFixed(0)} ms, first render ${timing.renderMs.toFixed(0)} ms, lanes ${timing.drawMs.toFixed(0)} ms; ${loadMs.toFixed(0)} ms wall incl. writing the page), ` +
+        `delivery click ${click.handled.toFixed(1)} ms (${click.painted.toFixed(1)} ms to paint), bar click ${barClick.toFixed(1)} ms, ` +
+        `zoom ${zoom.total.toFixed(0)} ms (lanes ${zoom.draw.toFixed(0)} ms)`,
+    );
+    expect(trace.records.length).toBeGreaterThan(15_000);
+    expect(timing.readyAt).toBeLessThan(3000);
+    expect(click.painted).toBeLessThan(500);
+    expect(barClick).toBeLessThan(500);
+    expect(errors).toEqual([]);
+    expect(requests).toEqual([]);
+  }, 60_000);
+});

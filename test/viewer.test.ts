@@ -1,0 +1,220 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { sessionStatechart } from '../src/statechart/extract.js';
+import { TRACE_VERSION, type TraceRecord } from '../src/trace/format.js';
+import { VIEWER_SCRIPT } from '../src/viewer/client.js';
+import { jsonForScript } from '../src/viewer/escape.js';
+import { renderViewerHtml, writeViewer } from '../src/viewer/index.js';
+import { buildViewerModel } from '../src/viewer/model.js';
+import { drawStatechart } from '../src/viewer/statechartSvg.js';
+import { syntheticTrace, traceText } from './support/traceFactory.js';
+
+const usage = { inputTokens: 0, outputTokens: 0, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 };
+
+/** A small hand-written trace: a root spawns `explorer`, which replies with text that tries to break out of the page. */
+function tinyTrace(replyText: string): TraceRecord[] {
+  return [
+    { t: 0, kind: 'trace.start', version: TRACE_VERSION, startedAt: '2025-01-01T00:00:00.000Z', title: 'tiny', statechart: sessionStatechart() },
+    { t: 1, kind: 'agent.start', agent: 'root', name: 'root', depth: 0, parent: null, task: 'look', taskChars: 4 },
+    { t: 1, kind: 'state', agent: 'root', state: 'readyForUser', steps: 0, usage },
+    { t: 2, kind: 'message', agent: 'root', index: 0, message: { role: 'user', content: [{ type: 'text', text: 'look' }] } },
+    { t: 2, kind: 'state', agent: 'root', state: 'streaming', steps: 1, usage },
+    { t: 5, kind: 'response', agent: 'root', stopReason: 'tool_use', textChars: 0, toolCalls: [{ id: 'tu1', name: 'agent', complete: true }], usage },
+    { t: 6, kind: 'agent.start', agent: 'root/explorer', name: 'explorer', depth: 1, parent: 'root', task: 'explore', taskChars: 7 },
+    { t: 6, kind: 'state', agent: 'root/explorer', state: 'readyForUser', steps: 0, usage },
+    { t: 6.5, kind: 'message', agent: 'root', index: 1, message: { role: 'assistant', content: [{ type: 'tool_use', id: 'tu1', name: 'agent', input: { name: 'explorer', task: 'explore' } }] } },
+    { t: 6.5, kind: 'state', agent: 'root', state: 'dispatchingBatch', steps: 1, usage },
+    { t: 7, kind: 'message', agent: 'root/explorer', index: 0, message: { role: 'user', content: [{ type: 'text', text: 'explore' }] } },
+    { t: 7, kind: 'state', agent: 'root/explorer', state: 'streaming', steps: 1, usage },
+    { t: 8, kind: 'message', agent: 'root', index: 2, message: { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'tu1', content: 'started' }] } },
+    { t: 8, kind: 'state', agent: 'root', state: 'readyForUser', steps: 1, usage },
+    { t: 9, kind: 'message', agent: 'root/explorer', index: 1, message: { role: 'assistant', content: [{ type: 'text', text: 'draft' }] } },
+    // A later append merged into message 1: the newer record replaces the older.
+    { t: 9.5, kind: 'message', agent: 'root/explorer', index: 1, message: { role: 'assistant', content: [{ type: 'text', text: 'final words' }] } },
+    { t: 10, kind: 'delivery', parent: 'root', child: 'root/explorer', name: 'explorer', outcome: 'replied', text: replyText },
+    { t: 10.2, kind: 'state', agent: 'root/explorer', state: 'replied', steps: 1, usage },
+    { t: 10.2, kind: 'agent.end', agent: 'root/explorer', status: 'done', outcome: 'replied' },
+    { t: 11, kind: 'agent.end', agent: 'root', status: 'stopped' },
+    { t: 11, kind: 'trace.end' },
+  ];
+}
+
+/** The page without its embedded data: what the browser runs and styles. */
+function pageCode(html: string): string {
+  return html.replace(/<script type="application\/json" id="exarch-trace">[\s\S]*?<\/script>/, '');
+}
+
+function embedded(html: string): unknown {
+  const match = /<script type="application\/json" id="exarch-trace">([\s\S]*?)<\/script>/.exec(html);
+  if (!match?.[1]) throw new Error('no embedded trace data');
+  return JSON.parse(match[1]);
+}
+
+describe('renderViewerHtml', () => {
+  const hostile = 'line one\n</script><script>alert(1)</script>\n<!-- comment --> & "quotes" \u2028 done';
+  const records = tinyTrace(hostile);
+  const html = renderViewerHtml(records);
+
+  it('is one self-contained file: no external scripts, styles, fonts, or network calls', () => {
+    const code = pageCode(html);
+    expect(html).not.toMatch(/(?:src|href)\s*=\s*["']?\s*(?:https?:)?\/\//i);
+    expect(html).not.toMatch(/<link\b/i);
+    expect(html).not.toMatch(/@import|@font-face|url\(\s*["']?https?:/i);
+    expect(code).not.toMatch(/\bfetch\b|XMLHttpRequest|WebSocket|EventSource|sendBeacon|importScripts/);
+    expect(code).not.toMatch(/https?:\/\//);
+    // One inline stylesheet, one data block, one inline script; none with a src.
+    expect(html.match(/<script\b/g)).toHaveLength(2);
+    expect(html).not.toMatch(/<script[^>]*\ssrc=/i);
+    expect(html).toContain(`Content-Security-Policy" content="default-src 'none'`);
+  });
+
+  it('embeds every record, and escapes </script> and <!-- in the data', () => {
+    // Only the two real closing tags: the data cannot end its element early.
+    expect(html.match(/<\/script>/gi)).toHaveLength(2);
+    expect(html).not.toContain('alert(1)</script>');
+    expect(html.indexOf('<!--')).toBe(-1);
+    const data = embedded(html) as { records: TraceRecord[] };
+    expect(data.records).toEqual(records);
+    const delivery = data.records.find((r) => r.kind === 'delivery');
+    expect(delivery && delivery.kind === 'delivery' ? delivery.text : '').toBe(hostile);
+  });
+
+  it('renders the tree, the legend and the statechart on the server side, with stable attributes', () => {
+    expect(html).toContain('data-agent="root"');
+    expect(html).toContain('data-agent="root/explorer"');
+    for (const state of ['readyForUser', 'streaming', 'dispatchingBatch', 'nudged', 'replied', 'finishedWithoutReply', 'capped', 'failed', 'cancelled']) {
+      expect(html).toContain(`data-statechart-state="${state}"`);
+    }
+    expect(html).toContain('id="details"');
+    expect(html).toContain('<title>tiny · exarch turn flow</title>');
+    expect(renderViewerHtml(records, { title: 'Other <b>' })).toContain('<title>Other &#60;b&#62; · exarch turn flow</title>');
+  });
+
+  it('ships a browser script that parses and is free of template holes', () => {
+    expect(() => new Function(VIEWER_SCRIPT)).not.toThrow();
+    expect(VIEWER_SCRIPT).not.toContain('${');
+  });
+
+  it('escapes JSON for a script element losslessly', () => {
+    const value = { s: '</script><!--&\u2028\u2029>' };
+    const text = jsonForScript(value);
+    expect(text).not.toMatch(/[<>&\u2028\u2029]/);
+    expect(JSON.parse(text)).toEqual(value);
+  });
+});
+
+describe('buildViewerModel', () => {
+  it('lays the tree out depth first and closes bars at the next state, agent.end or trace end', () => {
+    const model = buildViewerModel(tinyTrace('ok'));
+    expect(model.agents.map((a) => [a.id, a.depth, a.parent])).toEqual([
+      ['root', 0, -1],
+      ['root/explorer', 1, 0],
+    ]);
+    const explorer = model.agents[1];
+    expect(explorer?.bars.map((b) => [b.state, b.t0, b.t1, b.final])).toEqual([
+      ['readyForUser', 6, 7],
+      ['streaming', 7, 10.2],
+      ['replied', 10.2, 10.2],
+    ].map(([s, a, b]) => [s, a, b, s === 'replied']));
+    expect(explorer?.outcome).toBe('replied');
+    const root = model.agents[0];
+    expect(root?.bars.at(-1)).toMatchObject({ state: 'readyForUser', t0: 8, t1: 11 });
+    expect(root?.status).toBe('stopped');
+    expect(model.arrows.map((a) => [a.kind, a.from, a.to, a.t])).toEqual([
+      ['spawn', 0, 1, 6],
+      ['delivery', 1, 0, 10],
+    ]);
+    expect(model.arrows[1]?.tag).toBe("[agent 'explorer' replied]");
+  });
+
+  it('puts the records of an interval in its bar: the opening user message with the state it opened, the latest version of a merged message', () => {
+    const records = tinyTrace('ok');
+    const model = buildViewerModel(records);
+    const [ready, streaming] = model.agents[1]?.bars ?? [];
+    const kinds = (items: readonly number[] | undefined): string[] =>
+      (items ?? []).map((i) => {
+        const r = records[i];
+        return r?.kind === 'message' ? `message ${r.index} ${JSON.stringify(r.message.content[0])}` : (r?.kind ?? '?');
+      });
+    expect(kinds(ready?.items)).toEqual([]);
+    expect(kinds(streaming?.items)).toEqual(['message 0 {"type":"text","text":"explore"}', 'message 1 {"type":"text","text":"final words"}']);
+    const rootBars = model.agents[0]?.bars ?? [];
+    // root: the task opens streaming; the response, the spawn and the assistant message belong to it; the tool results to the batch.
+    expect(rootBars.map((b) => [b.state, b.items.map((i) => records[i]?.kind)])).toEqual([
+      ['readyForUser', []],
+      ['streaming', ['message', 'response', 'agent.start', 'message']],
+      ['dispatchingBatch', ['message']],
+      ['readyForUser', ['delivery']],
+    ]);
+  });
+
+  it('handles a 200-agent synthetic trace', () => {
+    const trace = syntheticTrace({ shape: [10, 19], steps: 12 });
+    const model = buildViewerModel(trace.records);
+    expect(model.agents).toHaveLength(201);
+    expect(trace.records.length).toBeGreaterThan(15_000);
+    // Every sub-agent has a spawn and a delivery arrow.
+    expect(model.arrows.filter((a) => a.kind === 'spawn')).toHaveLength(200);
+    expect(model.arrows.filter((a) => a.kind === 'delivery')).toHaveLength(200);
+    for (const agent of model.agents.slice(1)) {
+      expect(agent.bars.at(-1)?.final).toBe(true);
+      expect(agent.outcome).toBe(trace.outcomes.get(agent.id));
+    }
+  });
+});
+
+describe('drawStatechart', () => {
+  it('draws every state once, working states before the final column, and lists any-state transitions', () => {
+    const chart = sessionStatechart();
+    const drawing = drawStatechart(chart);
+    for (const state of chart.states) expect(drawing.svg.match(new RegExp(`data-statechart-state="${state.id}"`, 'g'))).toHaveLength(1);
+    expect(drawing.svg).toContain('data-from="streaming" data-to="dispatchingBatch"');
+    expect(drawing.anyState.some((line) => line.includes('cancel') && line.includes('cancelled'))).toBe(true);
+  });
+});
+
+describe('writeViewer', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'exarch-viewer-'));
+
+  it('writes the page for a trace file and counts agents and records', () => {
+    const { records } = syntheticTrace({ shape: [3] });
+    const file = join(dir, 'run.trace.jsonl');
+    writeFileSync(file, traceText(records));
+    const out = join(dir, 'nested', 'run.html');
+    expect(writeViewer(file, out)).toEqual({ outFile: out, agents: 4, records: records.length });
+    const html = readFileSync(out, 'utf8');
+    expect(html).toContain('data-agent="root/worker3"');
+    expect((embedded(html) as { records: unknown[] }).records).toHaveLength(records.length);
+  });
+
+  it('rejects a file that is not a trace with a one-line error naming it', () => {
+    const cases: [string, RegExp][] = [
+      ['{"hello": 1}\n', /not a trace record/],
+      ['not json at all\n{}\n', /line 1 is not JSON/],
+      [`{"t":0,"kind":"state"}\n`, /not an exarch trace/],
+      ['', /not an exarch trace/],
+    ];
+    for (const [text, pattern] of cases) {
+      const file = join(dir, 'bad.jsonl');
+      writeFileSync(file, text);
+      let message = '';
+      try {
+        writeViewer(file, join(dir, 'bad.html'));
+      } catch (error) {
+        message = error instanceof Error ? error.message : String(error);
+      }
+      expect(message).toMatch(pattern);
+      expect(message).toContain(file);
+      expect(message).not.toContain('\n');
+    }
+    let missing = '';
+    try {
+      writeViewer(join(dir, 'nope.jsonl'), join(dir, 'x.html'));
+    } catch (error) {
+      missing = error instanceof Error ? error.message : String(error);
+    }
+    expect(missing).toBe(`${join(dir, 'nope.jsonl')}: no such file`);
+  });
+});
