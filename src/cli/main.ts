@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import type { LiveInspector } from '../inspect/liveInspector.js';
 import { writeViewer } from '../viewer/index.js';
 import { runDemo } from './demo.js';
 import { EXIT, runCommand, UsageError } from './run.js';
@@ -24,7 +25,9 @@ const USAGE = `Usage:
       --allow-write       let agents write files in the working directory
       --allow-shell       let agents run shell commands in the working directory
       --trace FILE        record the run as a JSONL trace (view it with exarch view)
-  exarch demo [--speed N] [--trace FILE]
+      --inspect           stream every agent to the live Stately inspector (--inspect-port N,
+                          default 8080 on 127.0.0.1)
+  exarch demo [--speed N] [--trace FILE] [--inspect]
                                   offline demo, no API key: a sub-agent returns its report through
                                   the reply tool while the turn flow of every agent prints live;
                                   writes a trace (default .exarch/demo/trace.jsonl) and its viewer
@@ -69,10 +72,20 @@ async function main(argv: readonly string[]): Promise<number> {
     if (rest.length > 0) throw new UsageError(`demo takes no arguments, got '${rest.join(' ')}'`);
     refuseFlags('demo', values, [...RUN_FLAGS, 'out']);
     const trace = values.trace ?? join('.exarch', 'demo', 'trace.jsonl');
-    const result = await runDemo({ out: process.stdout, err: process.stderr, color: wantsColor(), speed: speedOf(values.speed), trace });
-    const viewer = writeViewer(trace, htmlFor(trace));
-    process.stdout.write(`\nTurn flow recorded: ${trace}\nOpen it in a browser: ${viewer.outFile}\n`);
-    return result.ok ? EXIT_OK : EXIT_FATAL;
+    const live = await liveInspector(values);
+    try {
+      const result = await runDemo({ out: process.stdout, err: process.stderr, color: wantsColor(), speed: speedOf(values.speed), trace, ...(live ? { inspect: live.inspect } : {}) });
+      const viewer = writeViewer(trace, htmlFor(trace));
+      process.stdout.write(`\nTurn flow recorded: ${trace}\nOpen it in a browser: ${viewer.outFile}\n`);
+      if (live && process.stdout.isTTY) {
+        // The demo ends in seconds: keep serving so a browser opened late still sees the whole run.
+        process.stderr.write(`exarch: still serving the live inspector at ${live.url}; press Ctrl-C to quit\n`);
+        await new Promise<void>((resolve) => process.once('SIGINT', () => resolve()));
+      }
+      return result.ok ? EXIT_OK : EXIT_FATAL;
+    } finally {
+      await live?.stop();
+    }
   } catch (error) {
     if (error instanceof UsageError) return usageError(error.message);
     process.stderr.write(`exarch: ${oneLine(error)}\n`);
@@ -98,6 +111,8 @@ function parse(argv: readonly string[]) {
       'allow-shell': { type: 'boolean' },
       trace: { type: 'string' },
       out: { type: 'string' },
+      inspect: { type: 'boolean' },
+      'inspect-port': { type: 'string' },
     },
   });
 }
@@ -115,9 +130,22 @@ function htmlFor(trace: string): string {
   return trace.endsWith('.jsonl') ? `${trace.slice(0, -'.jsonl'.length)}.html` : `${trace}.html`;
 }
 
+/** `--inspect`: the live inspector, loaded only when asked for. Its one-line instructions go to stderr. */
+async function liveInspector(values: Values): Promise<LiveInspector | undefined> {
+  if (values['inspect-port'] !== undefined && !values.inspect) throw new UsageError('--inspect-port needs --inspect');
+  if (!values.inspect) return undefined;
+  const raw = values['inspect-port'];
+  const port = raw === undefined ? undefined : Number(raw);
+  if (port !== undefined && (!/^\d+$/.test(raw ?? '') || port < 1 || port > 65535)) throw new UsageError(`--inspect-port must be a port number, got '${raw ?? ''}'`);
+  const { startLiveInspector } = await import('../inspect/liveInspector.js');
+  const live = await startLiveInspector(port === undefined ? {} : { port });
+  process.stderr.write(`exarch: ${live.instructions}\n`);
+  return live;
+}
+
 function view(positionals: readonly string[], values: Values): number {
   if (positionals.length !== 1) throw new UsageError('view takes one trace file: exarch view TRACE [--out FILE.html]');
-  refuseFlags('view', values, [...RUN_FLAGS, 'trace', 'speed']);
+  refuseFlags('view', values, [...RUN_FLAGS, 'trace', 'speed', 'inspect', 'inspect-port']);
   const trace = positionals[0] ?? '';
   const written = writeViewer(trace, values.out ?? htmlFor(trace));
   process.stdout.write(`${written.outFile}\n`);
@@ -137,6 +165,15 @@ async function run(positionals: readonly string[], values: ReturnType<typeof par
     interrupt.abort();
     process.once('SIGINT', () => process.exit(EXIT.interrupted));
   });
+  const live = await liveInspector(values);
+  try {
+    return await runLive(positionals, values, interrupt.signal, live);
+  } finally {
+    await live?.stop();
+  }
+}
+
+async function runLive(positionals: readonly string[], values: Values, interrupt: AbortSignal, live: LiveInspector | undefined): Promise<number> {
   return runCommand(
     positionals[0] ?? '',
     {
@@ -149,7 +186,7 @@ async function run(positionals: readonly string[], values: ReturnType<typeof par
       allowShell: values['allow-shell'] === true,
       ...(values.trace === undefined ? {} : { trace: values.trace }),
     },
-    { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), interrupt: interrupt.signal },
+    { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), interrupt, ...(live ? { inspect: live.inspect } : {}) },
   );
 }
 

@@ -1,0 +1,76 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+
+/** exarch view, demo's trace and viewer, and --inspect, through the compiled command (dist/ from test/globalSetup.ts). */
+
+const MAIN = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
+const dirs: string[] = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+function workdir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'exarch-view-'));
+  dirs.push(dir);
+  return dir;
+}
+
+function exarch(args: readonly string[], cwd: string) {
+  return spawnSync(process.execPath, [MAIN, ...args], { cwd, encoding: 'utf8', env: { PATH: process.env['PATH'], CI: 'true' }, timeout: 60_000 });
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+describe('exarch demo and exarch view', () => {
+  it('the demo records a trace, writes its viewer and says where both are', () => {
+    const cwd = workdir();
+    const run = exarch(['demo', '--speed', '100'], cwd);
+    expect(run.status).toBe(0);
+    expect(run.stdout).toContain('Turn flow recorded: .exarch/demo/trace.jsonl');
+    expect(run.stdout).toContain('Open it in a browser: .exarch/demo/trace.html');
+    const html = readFileSync(join(cwd, '.exarch/demo/trace.html'), 'utf8');
+    expect(html).toContain('root/explorer');
+  });
+
+  it('view writes the HTML for a trace to --out and prints its path', () => {
+    const cwd = workdir();
+    expect(exarch(['demo', '--speed', '100', '--trace', 'run.jsonl'], cwd).status).toBe(0);
+    const run = exarch(['view', 'run.jsonl', '--out', 'flow/page.html'], cwd);
+    expect(run.status).toBe(0);
+    expect(run.stdout.trim()).toBe('flow/page.html');
+    expect(run.stderr).toMatch(/wrote the turn-flow viewer for 3 agents/);
+    expect(existsSync(join(cwd, 'flow/page.html'))).toBe(true);
+  });
+
+  it('view of a file that is not a trace fails with one line', () => {
+    const cwd = workdir();
+    writeFileSync(join(cwd, 'notes.txt'), 'hello\n');
+    const run = exarch(['view', 'notes.txt'], cwd);
+    expect(run.status).toBe(1);
+    expect(run.stderr.trim()).toMatch(/^exarch: notes\.txt: trace line 1 is not JSON/);
+    expect(run.stderr.trim().split('\n')).toHaveLength(1);
+    expect(exarch(['view'], cwd).status).toBe(2);
+  });
+
+  it('--inspect starts the live inspector on loopback and tells the user where to look', async () => {
+    const cwd = workdir();
+    const port = await freePort();
+    const run = exarch(['demo', '--speed', '100', '--inspect', '--inspect-port', String(port)], cwd);
+    expect(run.status).toBe(0);
+    expect(run.stderr).toContain(`Live inspector: open http://127.0.0.1:${port}/`);
+    expect(exarch(['demo', '--inspect-port', '9'], cwd).status).toBe(2);
+  });
+});
