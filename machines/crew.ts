@@ -1,4 +1,4 @@
-import { assign, enqueueActions, fromPromise, sendParent, setup } from 'xstate';
+import { assign, enqueueActions, fromPromise, sendParent, setup, type AnyActorRef } from 'xstate';
 import type { AgentResult } from '../src/types.js';
 import type { SessionInput } from './session.js';
 
@@ -10,6 +10,20 @@ export type CrewEvent =
   | { readonly type: 'crew.cancel'; readonly actorId: string; readonly reason: string }
   | { readonly type: `xstate.done.actor.${number}`; readonly output: AgentResult; readonly actorId: string }
   | { readonly type: `xstate.error.actor.${number}`; readonly error: unknown; readonly actorId: string };
+
+/**
+ * Stops what an actor that crashed left running. XState stops an actor's children as part of the
+ * actor's own stop, inside its transition; an actor whose transition throws never gets there (and
+ * `stopChild` on it is a no-op), so without this a crashed sub-agent's in-flight model request,
+ * its tool calls, its log's lifetime and its crews — its whole subtree of sub-agents, still making
+ * requests — would run on with no one to answer to. Does nothing for an actor that did not crash.
+ */
+export function stopOrphansOf(actor: AnyActorRef | undefined): void {
+  const snapshot = actor?.getSnapshot() as { status?: string; children?: Record<string, AnyActorRef> } | undefined;
+  if (snapshot?.status !== 'error') return;
+  // `_stop` is what XState's own `stopChild` calls; `stop()` refuses actors that have a parent.
+  for (const child of Object.values(snapshot.children ?? {})) (child as AnyActorRef & { _stop?: () => void })._stop?.();
+}
 
 const sessionPlaceholder = fromPromise<AgentResult, SessionInput>(() => {
   throw new Error('exarch: the crew binds the session actor key when machines/session.ts loads');
@@ -51,7 +65,9 @@ export const crewMachine = setup({
       }),
     },
     'xstate.error.actor.*': {
-      actions: enqueueActions(({ event, enqueue }) => {
+      actions: enqueueActions(({ event, enqueue, self }) => {
+        const crashed: AnyActorRef | undefined = self.getSnapshot().children[event.actorId];
+        enqueue(() => stopOrphansOf(crashed));
         enqueue(sendParent(event));
         enqueue.stopChild(event.actorId);
       }),

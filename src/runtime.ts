@@ -1,5 +1,6 @@
 import { createActor, type ActorOptions, type SnapshotFrom } from 'xstate';
 import { sessionMachine, validateSessionInput, type SessionInput } from '../machines/session.js';
+import { stopOrphansOf } from '../machines/crew.js';
 import { finalAssistantText } from './history.js';
 import { addUsage } from './usage.js';
 import type { AgentOutcome, Usage } from './types.js';
@@ -108,5 +109,7 @@ export async function runAgent(
   } finally {
     signal?.removeEventListener('abort', onAbort);
     actor.stop();
+    // A root that crashed is not stopped by stop(): end what it had started (see stopOrphansOf).
+    stopOrphansOf(actor);
   }
 }

@@ -16,7 +16,7 @@ export interface RunToolsInput {
   readonly calls: readonly RunnableCall[];
   /** Tool output is rendered by the shared renderer and clipped to this many characters. */
   readonly outputCap: number;
-  /** Called on teardown with the ids still running, when the batch was abandoned (cancelled or stopped). */
+  /** Called on teardown, with the ids still running, when the batch was abandoned (cancelled or stopped) before it drained. */
   readonly onAbandon: (pendingIds: readonly string[]) => void;
 }
 
@@ -33,9 +33,14 @@ export type ToolBatchEvent =
 export const runTools = fromCallback<EventObject, RunToolsInput, ToolBatchEvent>(({ input, sendBack }) => {
   const pending = new Set(input.calls.map((c) => c.id));
   const teardown = new AbortController();
+  let drained = false;
+  const drain = (): void => {
+    drained = true;
+    sendBack({ type: 'batch.drained' });
+  };
   if (pending.size === 0) {
     queueMicrotask(() => {
-      if (!teardown.signal.aborted) sendBack({ type: 'batch.drained' });
+      if (!teardown.signal.aborted) drain();
     });
   }
   for (const call of input.calls) {
@@ -43,12 +48,14 @@ export const runTools = fromCallback<EventObject, RunToolsInput, ToolBatchEvent>
       if (teardown.signal.aborted) return;
       pending.delete(call.id);
       sendBack({ type: 'tool.settled', result });
-      if (pending.size === 0) sendBack({ type: 'batch.drained' });
+      if (pending.size === 0) drain();
     });
   }
   return () => {
     teardown.abort(new Error('tool batch cancelled'));
-    if (pending.size > 0) input.onAbandon([...pending]);
+    // Abandoned before it drained, even with nothing left to run: a batch of protocol calls only
+    // (answered as it opened) is stopped before its drain too, and its results are not committed.
+    if (!drained) input.onAbandon([...pending]);
   };
 });
 
