@@ -3,7 +3,7 @@ import { sessionMachine } from '../../machines/session.js';
 import type { TraceStatechart } from '../trace/format.js';
 
 /** A guard as the machine definition spells it: a name, or `a && b` for `and([...])`. */
-function guardText(guard: unknown): string | undefined {
+export function guardText(guard: unknown): string | undefined {
   if (guard === undefined || guard === null) return undefined;
   if (typeof guard === 'string') return guard;
   if (typeof guard === 'object' && 'type' in guard && typeof guard.type === 'string') return guard.type;

@@ -8,6 +8,7 @@ import { renderValue } from '../../src/render.js';
 import { ZERO_USAGE } from '../../src/usage.js';
 import type { SessionSnapshot } from '../../src/runtime.js';
 import type { AgentResult, AssistantBlock, ModelResponse, Provider, StopReason, ToolResultBlock } from '../../src/types.js';
+import { guardText } from '../../src/statechart/extract.js';
 
 /**
  * The session machine as a model for `xstate/graph`.
@@ -92,17 +93,6 @@ export function machineEdges(): MachineEdge[] {
 
 export function machineStates(): string[] {
   return Object.keys(sessionMachine.root.states);
-}
-
-function guardText(guard: unknown): string | undefined {
-  if (guard === undefined || guard === null) return undefined;
-  if (typeof guard === 'string') return guard;
-  if (typeof guard === 'object' && 'type' in guard && typeof guard.type === 'string') return guard.type;
-  if (typeof guard === 'function') {
-    const parts = (guard as { guards?: unknown[] }).guards;
-    if (Array.isArray(parts)) return parts.map((g) => guardText(g) ?? '?').join(' && ');
-  }
-  return 'guard';
 }
 
 // ---------------------------------------------------------------------------------------------
