@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineTool, runAgent, type AgentIdentity } from '../src/index.js';
 import { scriptedProvider } from '../src/testing/index.js';
-import { runTraced, toolResults } from './helpers.js';
+import { runTraced, toolResults, until } from './helpers.js';
 
 /** CONTRACT §5: stop reasons and provider faults the scripted provider can produce. */
 
@@ -46,8 +46,7 @@ describe('stop reasons', () => {
     const { actor, snapshot } = await runTraced({ root: [cut, { text: 'turn one done' }, cut, { text: 'turn two done' }] }, { task: 't', truncationBudget: 1 });
     expect(snapshot.value).toBe('readyForUser');
     actor.send({ type: 'user.message', text: 'again' });
-    await new Promise((r) => setTimeout(r, 20));
-    expect(actor.getSnapshot().value).toBe('readyForUser');
+    await until(actor, (s) => s.value === 'readyForUser' && s.context.messages.length === 8);
     expect(actor.getSnapshot().context.messages.at(-1)?.content).toEqual([{ type: 'text', text: 'turn two done' }]);
   });
 });

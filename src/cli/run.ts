@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { AnthropicProvider, DEFAULT_MODEL } from '../providers/anthropic.js';
 import { JsonlLogSink } from '../log/sessionLog.js';
+import { DEFAULTS } from '../options.js';
 import { finalAssistantText } from '../history.js';
 import { createSessionActor, waitForSettled } from '../runtime.js';
 import { workspaceTools } from '../tools/workspace/index.js';
@@ -132,7 +133,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
     if (text) io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
     summary();
     if (state === 'capped') {
-      io.stderr.write(`exarch: the root agent stopped at its step cap (${maxSteps ?? 50} model requests in one turn)\n`);
+      io.stderr.write(`exarch: the root agent stopped at its step cap (${maxSteps ?? DEFAULTS.maxSteps} model requests in one turn)\n`);
       return EXIT.capped;
     }
     return EXIT.ok;
