@@ -2,7 +2,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createSessionActor, waitForSettled } from '../src/index.js';
+import { z } from 'zod';
+import { createSessionActor, defineTool, waitForSettled, type Tool } from '../src/index.js';
 import { AnthropicProvider } from '../src/providers/anthropic.js';
 import { scriptedProvider, type ScriptedProviderOptions } from '../src/testing/index.js';
 import { parseTrace, type TraceRecord } from '../src/trace/format.js';
@@ -22,10 +23,10 @@ function traceFile(): string {
   return join(dir, 'trace.jsonl');
 }
 
-async function record(agents: ScriptedProviderOptions['agents'], task = 'go'): Promise<TraceRecord[]> {
+async function record(agents: ScriptedProviderOptions['agents'], task = 'go', tools: readonly Tool[] = []): Promise<TraceRecord[]> {
   const file = traceFile();
   const recorder = new TraceRecorder({ file, title: 'test' });
-  const actor = createSessionActor({ provider: scriptedProvider({ agents }), task }, { inspect: recorder.inspect });
+  const actor = createSessionActor({ provider: scriptedProvider({ agents }), task, tools }, { inspect: recorder.inspect });
   actor.start();
   await waitForSettled(actor);
   actor.stop();
@@ -60,13 +61,27 @@ describe('trace recording', () => {
   });
 
   it('summarises events: responses with tool names and ids, tool results, and the delivered reply', async () => {
-    const records = await record({
-      root: [{ text: 'Delegating.', calls: [{ name: 'agent', input: { name: 'c', task: 't' } }] }, { text: 'wait' }, { text: 'done' }],
-      c: [{ calls: [{ name: 'reply', input: { result: { ok: true } } }] }],
-    });
+    const echo = defineTool({ name: 'echo', description: 'e', input: z.object({ text: z.string() }), run: ({ text }) => text });
+    const records = await record(
+      {
+        root: [{ text: 'Delegating.', calls: [{ name: 'agent', input: { name: 'c', task: 't' } }, { name: 'echo', input: { text: 'hello' } }] }, { text: 'wait' }, { text: 'done' }],
+        c: [{ calls: [{ name: 'reply', input: { result: { ok: true } } }] }],
+      },
+      'go',
+      [echo],
+    );
     const first = of(records, 'response')[0];
-    expect(first).toMatchObject({ agent: 'root', stopReason: 'tool_use', textChars: 11, toolCalls: [{ name: 'agent', complete: true, id: expect.stringMatching(/^toolu_/) }] });
-    expect(of(records, 'tool.result').length).toBe(0); // agent and reply are answered by the machine, not a tool batch
+    expect(first).toMatchObject({
+      agent: 'root',
+      stopReason: 'tool_use',
+      textChars: 11,
+      toolCalls: [
+        { name: 'agent', complete: true, id: expect.stringMatching(/^toolu_/) },
+        { name: 'echo', complete: true, id: expect.stringMatching(/^toolu_/) },
+      ],
+    });
+    // agent and reply are answered by the machine; only the tool batch reports results.
+    expect(of(records, 'tool.result')).toEqual([expect.objectContaining({ agent: 'root', toolUseId: first?.toolCalls[1]?.id, isError: false, chars: 5 })]);
     expect(of(records, 'delivery')).toEqual([expect.objectContaining({ parent: 'root', child: 'root/c', name: 'c', outcome: 'replied', text: '{\n  "ok": true\n}' })]);
   });
 

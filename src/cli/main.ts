@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { LiveInspector } from '../inspect/liveInspector.js';
 import { writeViewer } from '../viewer/index.js';
+import { describeError } from '../model/errors.js';
 import { runDemo } from './demo.js';
 import { EXIT, runCommand, UsageError } from './run.js';
 import { DEFAULT_MODEL } from '../providers/anthropic.js';
@@ -88,7 +89,7 @@ async function main(argv: readonly string[]): Promise<number> {
     }
   } catch (error) {
     if (error instanceof UsageError) return usageError(error.message);
-    process.stderr.write(`exarch: ${oneLine(error)}\n`);
+    process.stderr.write(`exarch: ${describeError(error)}\n`);
     return EXIT_FATAL;
   }
 }
@@ -226,14 +227,10 @@ function lowerFirst(text: string): string {
   return text.charAt(0).toLowerCase() + text.slice(1);
 }
 
-function oneLine(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error);
-  return message.replace(/\s+/g, ' ').trim() || 'unknown error';
-}
 
 // `exarch demo | head` closes the pipe early: that is the reader's choice, not an error.
 process.stdout.on('error', (error: NodeJS.ErrnoException) => {
-  if (error.code !== 'EPIPE') process.stderr.write(`exarch: cannot write to stdout: ${oneLine(error)}\n`);
+  if (error.code !== 'EPIPE') process.stderr.write(`exarch: cannot write to stdout: ${describeError(error)}\n`);
   process.exit(error.code === 'EPIPE' ? EXIT_OK : EXIT_FATAL);
 });
 
@@ -242,7 +239,7 @@ main(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (error: unknown) => {
-    process.stderr.write(`exarch: ${oneLine(error)}\n`);
+    process.stderr.write(`exarch: ${describeError(error)}\n`);
     process.exitCode = EXIT_FATAL;
   },
 );

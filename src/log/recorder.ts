@@ -22,10 +22,6 @@ export class SessionRecorder {
     this.log.append(record);
   }
 
-  get hasOutcome(): boolean {
-    return this.ended;
-  }
-
   flush(): void {
     this.log.flush();
   }

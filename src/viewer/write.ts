@@ -1,5 +1,6 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, dirname } from 'node:path';
+import { describeError } from '../model/errors.js';
 import { parseTrace } from '../trace/format.js';
 import { renderViewerHtml } from './html.js';
 
@@ -10,9 +11,6 @@ export interface WrittenViewer {
   readonly records: number;
 }
 
-function oneLine(text: string): string {
-  return text.replace(/\s+/g, ' ').trim();
-}
 
 /**
  * `exarch view TRACE --out FILE.html`: reads a JSONL trace and writes the turn-flow viewer for it.
@@ -25,14 +23,14 @@ export function writeViewer(traceFile: string, outFile: string): WrittenViewer {
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     throw new Error(
-      code === 'ENOENT' ? `${traceFile}: no such file` : `${traceFile}: cannot read it: ${oneLine(error instanceof Error ? error.message : String(error))}`,
+      code === 'ENOENT' ? `${traceFile}: no such file` : `${traceFile}: cannot read it: ${describeError(error)}`,
     );
   }
   let records;
   try {
     records = parseTrace(text);
   } catch (error) {
-    throw new Error(`${traceFile}: ${oneLine(error instanceof Error ? error.message : String(error))}`);
+    throw new Error(`${traceFile}: ${describeError(error)}`);
   }
   const html = renderViewerHtml(records, { title: titleOf(records[0], traceFile) });
   mkdirSync(dirname(outFile), { recursive: true });
