@@ -1,20 +1,19 @@
-import { and, assign, enqueueActions, fromPromise, setup, type AnyActorLogic, type DoneActorEvent } from 'xstate';
+import { and, assign, enqueueActions, fromPromise, sendTo, setup, type AnyActorLogic } from 'xstate';
 import { childIdentity, ROOT_AGENT } from '../src/identity.js';
 import { assertToolPairing } from '../src/pairing.js';
 import { ChildRegistry } from './childRegistry.js';
 import { crewMachine } from './crew.js';
 import { appendAssistantBlocks, appendUserBlocks, nonEmptyBlocks, text, textOf, toolUses } from '../src/history.js';
 import { renderInbox } from '../src/inbox.js';
-import { logLifetime, SessionRecorder } from '../src/log/recorder.js';
+import { SessionRecorder } from '../src/log/recorder.js';
 import { describeError } from '../src/model/errors.js';
-import { streamModel } from '../src/model/streamModel.js';
 import { nudgeMessage, pickNudge, replyReminder, truncationReminder, type LatchCount, type NudgeLatch, type NudgeView } from '../src/nudges.js';
 import { resolveOptions, type ResolvedOptions, type SessionOptions } from '../src/options.js';
 import { defaultSystemPrompt } from '../src/prompts.js';
 import { clip, renderValue } from '../src/render.js';
 import { buildToolbox, errorResult, okResult, planBatch, toolAxes, type PlannedCall, type Toolbox } from '../src/tools/toolbox.js';
-import { runTools, type RunnableCall, type ToolBatchEvent } from '../src/tools/runTools.js';
-import { nextTick, type TickEvent } from '../src/nextTick.js';
+import type { RunnableCall } from '../src/tools/runTools.js';
+import { sessionEffects, type EffectEvent } from '../src/sessionEffects.js';
 import { addUsage, ZERO_USAGE } from '../src/usage.js';
 import type {
   AgentIdentity,
@@ -31,9 +30,10 @@ import type {
 /**
  * The session machine: one per agent, root and sub-agents alike (CONTRACT §1).
  *
- * It decides; `src/` does the I/O. The model request is the invoked `streamModel` actor in
- * `streaming`, the tool batch the invoked `runTools` actor in `dispatchingBatch`, and each
- * sub-agent a spawned copy of this machine. Per-delta traffic never passes through it.
+ * It decides; `src/` does the I/O. One invoked actor per session, `effects`
+ * (src/sessionEffects.ts), runs the model request `streaming` asks for and the tool batch
+ * `dispatchingBatch` starts, and answers with events; each sub-agent is a spawned copy of this
+ * machine. Per-delta traffic never passes through it.
  *
  * The history (`messages`) is one append-only array shared by every snapshot: actions append to
  * it instead of copying it, so a session of n steps costs O(n), not O(n²).
@@ -53,8 +53,8 @@ export type SessionEvent =
   | { readonly type: 'user.message'; readonly text: string }
   /** Cancels the session and its whole subtree. */
   | { readonly type: 'cancel'; readonly reason?: string }
-  | ToolBatchEvent
-  | TickEvent
+  /** From the session's effects actor: the model's response or failure, tool results. */
+  | EffectEvent
   /** A spawned sub-agent finished (actor ids of sub-agents are decimal numbers). */
   | { readonly type: `xstate.done.actor.${number}`; readonly output: AgentResult; readonly actorId: string }
   | { readonly type: `xstate.error.actor.${number}`; readonly error: unknown; readonly actorId: string };
@@ -110,7 +110,6 @@ const sessionPlaceholder = fromPromise<AgentResult, SessionInput>(() => {
   throw new Error('exarch: the session actor key is bound when machines/session.ts loads');
 });
 
-type ModelDone = DoneActorEvent<ModelResponse, 'model'>;
 
 const REFUSAL_REASONS: Partial<Record<StopReason, string>> = {
   refusal: 'the model refused to continue (stop reason: refusal)',
@@ -147,17 +146,23 @@ function latchFor(context: SessionContext, on: NudgeLatch['on'], step: StepEnd):
   return pickNudge(context.latches, on, context.latchCounts, nudgeView(context, step));
 }
 
-/** The model's response, from the `streamModel` done event. */
-function responseOf(event: SessionEvent | ModelDone): ModelResponse {
-  if (event.type !== 'xstate.done.actor.model') throw new Error(`exarch: expected the model's response, got ${event.type}`);
-  return (event as ModelDone).output;
+/** The model's response, from the `model.done` event. */
+function responseOf(event: SessionEvent): ModelResponse {
+  if (event.type !== 'model.done') throw new Error(`exarch: expected the model's response, got ${event.type}`);
+  return event.output;
 }
 
 /** Why the last step stopped: from the model's done event, or from the batch it produced. */
-function stepEndFor(context: SessionContext, event: SessionEvent | ModelDone): StepEnd {
-  if (event.type === 'xstate.done.actor.model') return stepEndOf(responseOf(event));
+function stepEndFor(context: SessionContext, event: SessionEvent): StepEnd {
+  if (event.type === 'model.done') return stepEndOf(responseOf(event));
   if (context.batch) return context.batch.stepEnd;
   throw new Error(`exarch: no step has ended (event ${event.type})`);
+}
+
+/** Files a tool result (from `tool.settled`, or the last one, with `batch.drained`) with the open batch. */
+function settleCallIn(context: SessionContext, event: SessionEvent): void {
+  if ((event.type !== 'tool.settled' && event.type !== 'batch.drained') || !event.result || !context.batch || context.batch.committed) return;
+  context.batch.results.set(event.result.tool_use_id, event.result);
 }
 
 /** Commits the batch's results in model order as one user message. */
@@ -235,10 +240,7 @@ const machineSetup = setup({
     output: {} as AgentResult,
   },
   actors: {
-    streamModel,
-    runTools,
-    nextTick,
-    logLifetime,
+    sessionEffects,
     crew: crewMachine,
     session: sessionPlaceholder,
   },
@@ -268,6 +270,40 @@ const machineSetup = setup({
       return { inbox: [], pendingUser: [], steps: 0, latchCounts };
     }),
     countStep: assign({ steps: ({ context }) => context.steps + 1 }),
+    requestModel: sendTo('effects', ({ context }) => ({
+      type: 'model.request',
+      input: {
+        provider: context.options.provider,
+        request: { agent: context.agent, system: context.system, messages: context.messages, tools: context.toolbox.specs },
+        listener: context.options.listener,
+        retry: context.options.retry,
+        stallTimeoutMs: context.options.stallTimeoutMs,
+        onRetry: (info: { attempt: number; delayMs: number; reason: string }) => context.recorder.record({ type: 'retry', ...info }),
+      },
+    })),
+    runBatch: sendTo('effects', ({ context }) => {
+      const calls: RunnableCall[] = [];
+      for (const call of context.batch?.plan ?? []) {
+        if (call.kind === 'run') calls.push({ id: call.id, name: call.name, run: call.run, timeoutMs: call.timeoutMs ?? context.options.toolTimeoutMs });
+      }
+      return {
+        type: 'tools.run',
+        input: {
+          agent: context.agent,
+          calls,
+          outputCap: context.options.toolOutputCap,
+          // Stopped mid-batch from outside: every call still gets its answer.
+          onAbandon: () => closeOpenCalls(context, 'cancelled'),
+        },
+      };
+    }),
+    /** Aborts the model request and abandons the tool batch, whichever runs. */
+    abortEffects: sendTo('effects', { type: 'abort' }),
+    /**
+     * Rest until the next turn of the event loop. In `readyForUser` it is armed again by each result
+     * that arrives, so the turn starts with everything that arrived by then.
+     */
+    armTick: sendTo('effects', { type: 'tick.arm' }),
     /** Commits a complete assistant message; nothing of a failed or aborted stream is ever committed. */
     commitResponse: assign(({ context, event }) => {
       const response = responseOf(event);
@@ -280,7 +316,7 @@ const machineSetup = setup({
     }),
     /**
      * Plans the batch. Protocol calls are answered here, in model order: `agent` spawns a child,
-     * `cancel_agent` cancels one, the first `reply` is staged. Other tools run in `runTools`.
+     * `cancel_agent` cancels one, the first `reply` is staged. Other tools run in the effects actor.
      */
     openBatch: enqueueActions(({ context, event, enqueue }) => {
       const response = responseOf(event);
@@ -355,11 +391,12 @@ const machineSetup = setup({
       const reason = `cancelled by ${context.agent.name}`;
       for (const { crewId, actorId } of cancels) enqueue.sendTo(crewId, { type: 'crew.cancel', actorId, reason });
     }),
-    settleCall: ({ context, event }) => {
-      if (event.type !== 'tool.settled' || !context.batch || context.batch.committed) return;
-      context.batch.results.set(event.result.tool_use_id, event.result);
+    settleCall: ({ context, event }) => settleCallIn(context, event),
+    /** Takes the last result (it comes with `batch.drained`) and commits the batch. */
+    commitBatch: ({ context, event }) => {
+      settleCallIn(context, event);
+      commitBatchTo(context);
     },
-    commitBatch: ({ context }) => commitBatchTo(context),
     /** Appends the chosen latch's reminder to the history (merged into a trailing user message). */
     applyNudge: assign(({ context, event }, params: { on: NudgeLatch['on'] }) => {
       const view = nudgeView(context, stepEndFor(context, event));
@@ -398,8 +435,7 @@ const machineSetup = setup({
     flushLog: ({ context }) => context.recorder.flush(),
     fail: assign(({ event }, params: { reason?: string }) => {
       if (params.reason) return { failure: params.reason };
-      const step = event as SessionEvent | ModelDone;
-      if (step.type === 'xstate.done.actor.model') return { failure: REFUSAL_REASONS[responseOf(step).stopReason] ?? 'model stopped' };
+      if (event.type === 'model.done') return { failure: REFUSAL_REASONS[responseOf(event).stopReason] ?? 'model stopped' };
       if ('error' in event) return { failure: describeError(event.error) };
       return { failure: `failed on ${event.type}` };
     }),
@@ -449,8 +485,8 @@ export const sessionMachine = machineSetup.createMachine({
     };
   },
   invoke: {
-    id: 'lifetime',
-    src: 'logLifetime',
+    id: 'effects',
+    src: 'sessionEffects',
     input: ({ context, self }) => ({
       recorder: context.recorder,
       session: self,
@@ -467,6 +503,7 @@ export const sessionMachine = machineSetup.createMachine({
       actions: [
         { type: 'cancelChildren', params: { reason: 'parent cancelled' } },
         { type: 'closeOpenCalls', params: { reason: 'cancelled' } },
+        'abortEffects',
       ],
     },
     'xstate.done.actor.*': { guard: 'fromSubAgent', actions: 'receiveChildResult' },
@@ -475,31 +512,24 @@ export const sessionMachine = machineSetup.createMachine({
   initial: 'readyForUser',
   states: {
     readyForUser: {
-      entry: 'flushLog',
       // Input that is already waiting (a task, results that arrived during the turn) starts the next
       // turn one tick later: the boundary stays observable, and results arriving meanwhile join it.
-      invoke: { id: 'boundary', src: 'nextTick' },
+      entry: ['flushLog', 'armTick'],
       on: {
         tick: { guard: 'hasTurnInput', target: 'streaming', actions: 'startTurn' },
         'user.message': { target: 'streaming', actions: ['queueUserMessage', 'startTurn'] },
-        'xstate.done.actor.*': { guard: 'fromSubAgent', target: 'streaming', actions: ['receiveChildResult', 'startTurn'] },
-        'xstate.error.actor.*': { guard: 'fromSubAgent', target: 'streaming', actions: ['receiveChildError', 'startTurn'] },
+        // A result wakes the session at the next tick, with every result that arrived by then: a
+        // wave of sub-agents finishing together is one turn, not one turn (and request) each.
+        'xstate.done.actor.*': { guard: 'fromSubAgent', actions: ['receiveChildResult', 'armTick'] },
+        'xstate.error.actor.*': { guard: 'fromSubAgent', actions: ['receiveChildError', 'armTick'] },
       },
     },
     streaming: {
-      entry: 'countStep',
-      invoke: {
-        id: 'model',
-        src: 'streamModel',
-        input: ({ context }) => ({
-          provider: context.options.provider,
-          request: { agent: context.agent, system: context.system, messages: context.messages, tools: context.toolbox.specs },
-          listener: context.options.listener,
-          retry: context.options.retry,
-          stallTimeoutMs: context.options.stallTimeoutMs,
-          onRetry: (info: { attempt: number; delayMs: number; reason: string }) => context.recorder.record({ type: 'retry', ...info }),
-        }),
-        onDone: [
+      // The request is a command to the effects actor. Only `cancel` leaves this state before its
+      // answer (and aborts it); a stop or a final state stops the effects actor, which aborts it too.
+      entry: ['countStep', 'requestModel'],
+      on: {
+        'model.done': [
           { guard: 'refused', target: 'failed', actions: ['commitResponse', { type: 'fail', params: {} }] },
           { guard: 'hasToolCalls', target: 'dispatchingBatch', actions: 'commitResponse' },
           {
@@ -526,28 +556,12 @@ export const sessionMachine = machineSetup.createMachine({
           { target: 'readyForUser', actions: 'commitResponse' },
         ],
         // Only a complete message is ever committed: a failed stream leaves the history as it was.
-        onError: { target: 'failed', actions: { type: 'fail', params: {} } },
+        'model.error': { target: 'failed', actions: { type: 'fail', params: {} } },
       },
     },
     dispatchingBatch: {
-      entry: 'openBatch',
-      invoke: {
-        id: 'tools',
-        src: 'runTools',
-        input: ({ context }) => {
-          const calls: RunnableCall[] = [];
-          for (const call of context.batch?.plan ?? []) {
-            if (call.kind === 'run') calls.push({ id: call.id, name: call.name, run: call.run, timeoutMs: call.timeoutMs ?? context.options.toolTimeoutMs });
-          }
-          return {
-            agent: context.agent,
-            calls,
-            outputCap: context.options.toolOutputCap,
-            // Stopped mid-batch from outside: every call still gets its answer.
-            onAbandon: () => closeOpenCalls(context, 'cancelled'),
-          };
-        },
-      },
+      // As in `streaming`: `cancel` abandons the batch (every call is answered), a stop does too.
+      entry: ['openBatch', 'runBatch'],
       on: {
         'tool.settled': { actions: 'settleCall' },
         'batch.drained': [
@@ -566,7 +580,7 @@ export const sessionMachine = machineSetup.createMachine({
     },
     nudged: {
       // A resting point rather than an eventless hop, so inspectors and subscribers observe it.
-      invoke: { id: 'pause', src: 'nextTick' },
+      entry: 'armTick',
       on: { tick: 'streaming' },
     },
     replied: {

@@ -123,7 +123,7 @@ describe('startLiveInspector', () => {
 
     // Events: what each session received, with its sender.
     const eventsTo = (sessionId: string | undefined) => client.messages.filter((m): m is Extract<Wire, { type: '@xstate.event' }> => m.type === '@xstate.event' && m.sessionId === sessionId);
-    expect(eventsTo(root.sessionId).map((m) => m.event.type)).toEqual(expect.arrayContaining(['xstate.init', 'user.message', 'xstate.done.actor.model', 'batch.drained', 'xstate.done.actor.1']));
+    expect(eventsTo(root.sessionId).map((m) => m.event.type)).toEqual(expect.arrayContaining(['xstate.init', 'user.message', 'model.done', 'batch.drained', 'xstate.done.actor.1']));
     const delivery = eventsTo(root.sessionId).find((m) => m.event.type === 'xstate.done.actor.1');
     expect(delivery?.sourceId).toBe(crew?.sessionId);
     expect(delivery?.event).toMatchObject({ output: { name: 'reader', outcome: 'replied' } });

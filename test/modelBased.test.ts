@@ -102,7 +102,7 @@ describe('model-based: every transition of the session machine, driven against r
     const all = eventsFor('sub');
     const variants = new Set(['text', 'empty', 'truncatedText', 'pause', 'work', 'cutOffCall', 'reply:string']);
     const events = (snapshot: SessionSnapshot): ModelEvent[] =>
-      all(snapshot).filter((e) => e.type === 'tick' || e.type === 'batch.drained' || e.type === 'tool.settled' || (e.type === 'xstate.done.actor.model' && variants.has(e.variant)));
+      all(snapshot).filter((e) => e.type === 'tick' || e.type === 'batch.drained' || e.type === 'tool.settled' || (e.type === 'model.done' && variants.has(e.variant)));
     const { session, model } = buildModel('sub', events);
     const paths = model.getSimplePaths({ toState: (snapshot) => snapshot.status !== 'active' });
     expect(paths.length).toBeGreaterThan(100);

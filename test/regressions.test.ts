@@ -63,7 +63,7 @@ describe('regressions', () => {
     await sleep(60);
     expect(provider.requestsOf('root/c/g').length).toBe(requestsOfG);
     // Everything the crashed child had started is stopped; its log ends with the crash.
-    const active = [...actors].filter((a) => a !== actor && a.getSnapshot().status === 'active' && !['boundary', 'lifetime'].includes(a.id) ? isUnder(a, 'root/c') : false);
+    const active = [...actors].filter((a) => a !== actor && a.getSnapshot().status === 'active' ? isUnder(a, 'root/c') : false);
     expect(active.map((a) => a.id)).toEqual([]);
     expect(inner.records('root/c').at(-1)).toMatchObject({ type: 'outcome', outcome: 'failed', reason: 'session crashed: ENOSPC: no space left on device' });
     expect(inner.records('root/c/g').at(-1)).toMatchObject({ type: 'outcome', outcome: 'cancelled' });

@@ -62,7 +62,7 @@ describe('toMermaid', () => {
   });
 
   it('shows an unguarded transition after guarded ones on its event as [else]', () => {
-    expect(mermaid).toContain('streaming --> readyForUser : xstate.done.actor.model [else] / commitResponse');
+    expect(mermaid).toContain('streaming --> readyForUser : model.done [else] / commitResponse');
     expect(mermaid).toContain('nudged --> streaming : tick\n');
   });
 

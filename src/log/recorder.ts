@@ -1,4 +1,3 @@
-import { fromCallback, type AnyActorRef, type EventObject } from 'xstate';
 import { describeError } from '../model/errors.js';
 import { addUsage, ZERO_USAGE } from '../usage.js';
 import type { Usage } from '../types.js';
@@ -47,23 +46,3 @@ export class SessionRecorder {
     this.log.close();
   }
 }
-
-/**
- * Invoked for a session's whole life: its teardown runs when the session ends or is stopped,
- * and closes the log after the other teardowns of the same stop (an abandoned batch answers its
- * calls first).
- */
-export const logLifetime = fromCallback<
-  EventObject,
-  { readonly recorder: SessionRecorder; readonly session: AnyActorRef; readonly atRest: (snapshot: unknown) => boolean }
->(({ input }) => {
-  return () =>
-    queueMicrotask(() => {
-      const snapshot = input.session.getSnapshot() as { status: string; error?: unknown; value?: unknown };
-      input.recorder.stopped({
-        state: String(snapshot.value),
-        atRest: input.atRest(snapshot),
-        ...(snapshot.status === 'error' ? { crash: { error: snapshot.error } } : {}),
-      });
-    });
-});

@@ -1,4 +1,3 @@
-import { fromPromise } from 'xstate';
 import type { ModelRequest, ModelResponse, Provider, SessionListener, StopReason, StreamSink } from '../types.js';
 import { STOP_REASONS } from '../types.js';
 import { ProviderError, StallError, describeError } from './errors.js';
@@ -21,18 +20,50 @@ export interface StreamModelInput {
 }
 
 /**
- * One model step: a streamed request with bounded retries for retryable faults and a stall
- * watchdog. Deltas go straight to the listener and never become machine events. Stopping the
- * actor aborts the request through its `AbortSignal`.
+ * The cancellation of one model step. Each attempt (and each backoff wait) gets its own
+ * `AbortController`, which `abort` reaches directly: no outer signal and listener per request,
+ * since a session makes one request per step and this is its hot path.
  */
-export const streamModel = fromPromise<ModelResponse, StreamModelInput>(({ input, signal }) => runModelStep(input, signal));
+export class StepCancellation {
+  private aborted = false;
+  private reason: unknown;
+  private current: AbortController | undefined;
 
-export async function runModelStep(input: StreamModelInput, signal: AbortSignal): Promise<ModelResponse> {
+  get isAborted(): boolean {
+    return this.aborted;
+  }
+
+  abort(reason: unknown): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = reason;
+    this.current?.abort(reason);
+  }
+
+  /** A controller for the next attempt or wait; already aborted if the step was. */
+  next(): AbortController {
+    const controller = new AbortController();
+    if (this.aborted) controller.abort(this.reason);
+    this.current = controller;
+    return controller;
+  }
+
+  /** Why the step was aborted. */
+  get abortReason(): unknown {
+    return this.reason;
+  }
+}
+
+/**
+ * One model step: a streamed request with bounded retries for retryable faults and a stall
+ * watchdog. Deltas go straight to the listener and never become machine events.
+ */
+export async function runModelStep(input: StreamModelInput, cancellation: StepCancellation): Promise<ModelResponse> {
   for (let attempt = 0; ; attempt++) {
     try {
-      return validateResponse(await attemptOnce(input, signal));
+      return validateResponse(await attemptOnce(input, cancellation.next()));
     } catch (error) {
-      if (signal.aborted) throw signal.reason ?? error;
+      if (cancellation.isAborted) throw cancellation.abortReason ?? error;
       const retryable = error instanceof ProviderError && error.retryable;
       if (!retryable) throw error;
       if (attempt >= input.retry.maxRetries) {
@@ -46,7 +77,7 @@ export async function runModelStep(input: StreamModelInput, signal: AbortSignal)
       const info = { attempt: attempt + 1, delayMs, reason: describeError(error) };
       input.onRetry?.(info);
       input.listener?.onRetry?.(input.request.agent, info);
-      await sleep(delayMs, signal);
+      await sleep(delayMs, cancellation.next().signal);
     }
   }
 }
@@ -57,10 +88,7 @@ export function backoffDelay(policy: RetryPolicy, attempt: number): number {
   return Math.round(ceiling / 2 + (Math.random() * ceiling) / 2);
 }
 
-async function attemptOnce(input: StreamModelInput, outer: AbortSignal): Promise<ModelResponse> {
-  const controller = new AbortController();
-  const abortFromOuter = (): void => controller.abort(outer.reason);
-  outer.addEventListener('abort', abortFromOuter, { once: true });
+async function attemptOnce(input: StreamModelInput, controller: AbortController): Promise<ModelResponse> {
   let lastActivity = Date.now();
   // One timer per attempt, re-armed only when it fires: deltas just stamp a time.
   let watchdog: NodeJS.Timeout | undefined;
@@ -103,7 +131,6 @@ async function attemptOnce(input: StreamModelInput, outer: AbortSignal): Promise
     throw error;
   } finally {
     clearTimeout(watchdog);
-    outer.removeEventListener('abort', abortFromOuter);
   }
 }
 

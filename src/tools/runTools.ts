@@ -1,8 +1,7 @@
-import { fromCallback, type EventObject } from 'xstate';
 import { describeError } from '../model/errors.js';
 import { clip, renderValue } from '../render.js';
 import type { AgentIdentity, ToolResultBlock } from '../types.js';
-import type { PreparedRun } from './defineTool.js';
+import type { PreparedRun, ToolContext } from './defineTool.js';
 
 export interface RunnableCall {
   readonly id: string;
@@ -16,70 +15,113 @@ export interface RunToolsInput {
   readonly calls: readonly RunnableCall[];
   /** Tool output is rendered by the shared renderer and clipped to this many characters. */
   readonly outputCap: number;
-  /** Called on teardown, with the ids still running, when the batch was abandoned (cancelled or stopped) before it drained. */
+  /** Called with the ids still running when the batch is abandoned (cancelled or stopped) before it drained. */
   readonly onAbandon: (pendingIds: readonly string[]) => void;
 }
 
 export type ToolBatchEvent =
   | { readonly type: 'tool.settled'; readonly result: ToolResultBlock }
-  | { readonly type: 'batch.drained' };
+  /** The batch is over. `result` is the call whose result ended it; a batch with nothing to run has none. */
+  | { readonly type: 'batch.drained'; readonly result?: ToolResultBlock };
+
+/** A running batch. */
+export interface ToolBatch {
+  /** Aborts what still runs; if the batch had not drained, reports it through `onAbandon`. */
+  abandon(reason: unknown): void;
+}
 
 /**
- * Runs every call of a batch concurrently, reports each result as a `tool.settled` event and then
- * `batch.drained` — always asynchronously, even for a batch with nothing to run, so the session
- * rests in `dispatchingBatch` where inspectors see it. A throw or a timeout becomes an `is_error`
- * result; teardown aborts whatever still runs.
+ * Runs every call of a batch concurrently and reports each result as a `tool.settled` event, except
+ * the last, which comes with `batch.drained` (one event rather than two: for the usual batch of
+ * one call, that is a third of a step's transitions). Always asynchronously, even for a batch with
+ * nothing to run, so the session rests in `dispatchingBatch` where inspectors see it. A throw or a
+ * timeout becomes an `is_error` result; `abandon` aborts whatever still runs and silences the rest.
  */
-export const runTools = fromCallback<EventObject, RunToolsInput, ToolBatchEvent>(({ input, sendBack }) => {
+export function startToolBatch(input: RunToolsInput, send: (event: ToolBatchEvent) => void): ToolBatch {
   const pending = new Set(input.calls.map((c) => c.id));
-  const teardown = new AbortController();
   let drained = false;
-  const drain = (): void => {
-    drained = true;
-    sendBack({ type: 'batch.drained' });
-  };
+  let abandoned = false;
+  // Per-call controllers exist only for tools that read `signal` (see runOne).
+  const controllers: AbortController[] = [];
   if (pending.size === 0) {
     queueMicrotask(() => {
-      if (!teardown.signal.aborted) drain();
+      if (abandoned) return;
+      drained = true;
+      send({ type: 'batch.drained' });
     });
   }
+  const batch = { controllers, isAbandoned: () => abandoned };
   for (const call of input.calls) {
-    void runOne(call, input, teardown.signal).then((result) => {
-      if (teardown.signal.aborted) return;
+    void runOne(call, input, batch).then((result) => {
+      if (abandoned) return;
       pending.delete(call.id);
-      sendBack({ type: 'tool.settled', result });
-      if (pending.size === 0) drain();
+      if (pending.size > 0) return send({ type: 'tool.settled', result });
+      drained = true;
+      send({ type: 'batch.drained', result });
     });
   }
-  return () => {
-    teardown.abort(new Error('tool batch cancelled'));
-    // Abandoned before it drained, even with nothing left to run: a batch of protocol calls only
-    // (answered as it opened) is stopped before its drain too, and its results are not committed.
-    if (!drained) input.onAbandon([...pending]);
+  return {
+    abandon(reason) {
+      if (abandoned) return;
+      abandoned = true;
+      for (const controller of controllers) controller.abort(reason);
+      // Abandoned before it drained, even with nothing left to run: a batch of protocol calls only
+      // (answered as it opened) is stopped before its drain too, and its results are not committed.
+      if (!drained) input.onAbandon([...pending]);
+    },
   };
-});
+}
 
-export async function runOne(call: RunnableCall, input: Pick<RunToolsInput, 'agent' | 'outputCap'>, outer: AbortSignal): Promise<ToolResultBlock> {
-  const controller = new AbortController();
-  const onOuterAbort = (): void => controller.abort(outer.reason);
-  outer.addEventListener('abort', onOuterAbort, { once: true });
-  let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
+interface BatchHandle {
+  readonly controllers: AbortController[];
+  isAbandoned(): boolean;
+}
+
+/**
+ * Runs one call with its time limit. The call's `AbortSignal` is made on first use: most tools
+ * never read it, and a controller per call is a measurable share of a short step.
+ */
+export function runOne(call: RunnableCall, input: Pick<RunToolsInput, 'agent' | 'outputCap'>, batch: BatchHandle): Promise<ToolResultBlock> {
+  return new Promise((resolve) => {
+    let controller: AbortController | undefined;
+    let settled = false;
+    const context: ToolContext = {
+      agent: input.agent,
+      toolUseId: call.id,
+      get signal() {
+        if (!controller) {
+          controller = new AbortController();
+          if (batch.isAbandoned()) controller.abort(new Error('tool batch cancelled'));
+          batch.controllers.push(controller);
+        }
+        return controller.signal;
+      },
+    };
+    const finish = (result: ToolResultBlock): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      resolve(result);
+    };
+    const fail = (error: unknown): void => {
+      const message = describeError(error);
+      const content = message.startsWith(`tool '${call.name}'`) ? message : `tool '${call.name}' failed: ${message}`;
+      finish({ type: 'tool_result', tool_use_id: call.id, content: clip(content, input.outputCap), is_error: true });
+    };
+    const timer = setTimeout(() => {
       const error = new Error(`tool '${call.name}' timed out after ${call.timeoutMs} ms`);
-      controller.abort(error);
-      reject(error);
+      controller?.abort(error);
+      fail(error);
     }, call.timeoutMs);
+    let running: Promise<unknown>;
+    try {
+      running = call.run(context);
+    } catch (error) {
+      running = Promise.reject(error);
+    }
+    running.then(
+      (value) => finish({ type: 'tool_result', tool_use_id: call.id, content: clip(renderValue(value), input.outputCap) || '(no output)' }),
+      fail,
+    );
   });
-  try {
-    const value = await Promise.race([call.run({ agent: input.agent, toolUseId: call.id, signal: controller.signal }), timedOut]);
-    return { type: 'tool_result', tool_use_id: call.id, content: clip(renderValue(value), input.outputCap) || '(no output)' };
-  } catch (error) {
-    const message = describeError(error);
-    const content = message.startsWith(`tool '${call.name}'`) ? message : `tool '${call.name}' failed: ${message}`;
-    return { type: 'tool_result', tool_use_id: call.id, content: clip(content, input.outputCap), is_error: true };
-  } finally {
-    clearTimeout(timer);
-    outer.removeEventListener('abort', onOuterAbort);
-  }
 }

@@ -153,7 +153,7 @@ export class TraceRecorder {
     const agent = this.bySession.get(actor.sessionId);
     if (agent === undefined) return;
     const { type } = event;
-    if (type === 'xstate.done.actor.model') {
+    if (type === 'model.done') {
       const response = event['output'] as ModelResponse;
       const incomplete = new Set(response.incompleteToolUseIds);
       this.write({
@@ -164,7 +164,7 @@ export class TraceRecorder {
         toolCalls: response.content.flatMap((b) => (b.type === 'tool_use' ? [{ id: b.id, name: b.name, complete: !incomplete.has(b.id) }] : [])),
         usage: response.usage,
       });
-    } else if (type === 'tool.settled') {
+    } else if ((type === 'tool.settled' || type === 'batch.drained') && event['result'] !== undefined) {
       const result = event['result'] as ToolResultBlock;
       this.write({ kind: 'tool.result', agent, toolUseId: result.tool_use_id, isError: result.is_error === true, chars: result.content.length });
     } else if (/^xstate\.(done|error)\.actor\.\d+$/.test(type)) {
@@ -181,7 +181,7 @@ export class TraceRecorder {
       this.write({ kind: 'event', agent, type, detail: `${String(event['text'] ?? '').length} characters` });
     } else if (type === 'cancel') {
       this.write({ kind: 'event', agent, type, ...(typeof event['reason'] === 'string' ? { detail: event['reason'] } : {}) });
-    } else if (type === 'xstate.error.actor.model') {
+    } else if (type === 'model.error') {
       const error = event['error'];
       this.write({ kind: 'event', agent, type: 'model.error', detail: error instanceof Error ? error.message : String(error) });
     }

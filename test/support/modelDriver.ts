@@ -271,15 +271,17 @@ export class PathDriver {
         this.actor.send(event);
         return;
       case 'tick':
+        return; // it follows by itself
       case 'batch.drained':
-        return; // they follow by themselves
+        // With the last call's result, the drain is that call settling; without, it follows by itself.
+        return event.result ? this.tools.release(this.sutId, 'done') : undefined;
       case 'tool.settled':
         return this.tools.release(this.sutId, 'done');
-      case 'xstate.done.actor.model':
+      case 'model.done':
         await this.provider.gate.waitFor(this.sutId);
         this.said.push(...event.output.content.filter((b) => b.type !== 'text' || b.text.length > 0).map(blockText));
         return this.provider.gate.release(this.sutId, scriptedStepOf(event.output));
-      case 'xstate.error.actor.model':
+      case 'model.error':
         return this.provider.gate.release(this.sutId, { fault: { retryable: false, message: MODEL_ERROR } });
       default: {
         const child = this.actor.getSnapshot().context.children.byActorId(event.actorId);

@@ -36,9 +36,9 @@ export type ModelEvent =
   | { readonly type: 'cancel'; readonly reason?: string }
   | { readonly type: 'tick' }
   | { readonly type: 'tool.settled'; readonly result: ToolResultBlock }
-  | { readonly type: 'batch.drained' }
-  | { readonly type: 'xstate.done.actor.model'; readonly actorId: 'model'; readonly output: ModelResponse; readonly variant: string }
-  | { readonly type: 'xstate.error.actor.model'; readonly actorId: 'model'; readonly error: { readonly message: string } }
+  | { readonly type: 'batch.drained'; readonly result?: ToolResultBlock }
+  | { readonly type: 'model.done'; readonly output: ModelResponse; readonly variant: string }
+  | { readonly type: 'model.error'; readonly error: { readonly message: string } }
   | { readonly type: `xstate.done.actor.${number}`; readonly actorId: string; readonly output: AgentResult }
   | { readonly type: `xstate.error.actor.${number}`; readonly actorId: string; readonly error: { readonly message: string } };
 
@@ -211,7 +211,7 @@ let nextToolId = 0;
 const call = (name: string, input: Record<string, unknown>): AssistantBlock => ({ type: 'tool_use', id: `toolu_model_${++nextToolId}`, name, input });
 
 function response(variant: string, content: AssistantBlock[], stopReason: StopReason, incomplete: string[] = []): ModelEvent {
-  return { type: 'xstate.done.actor.model', actorId: 'model', variant, output: { content, stopReason, usage: ZERO_USAGE, incompleteToolUseIds: incomplete } };
+  return { type: 'model.done', variant, output: { content, stopReason, usage: ZERO_USAGE, incompleteToolUseIds: incomplete } };
 }
 
 function cutOff(name: string): { block: AssistantBlock; id: string } {
@@ -290,12 +290,14 @@ export function eventsFor(kind: ModelKind): (snapshot: SessionSnapshot) => Model
         if (c.pendingUser.length > 0 || c.inbox.length > 0) return [{ type: 'tick' }, cancel, ...user];
         return [...user, cancel, ...childEvents(snapshot)];
       case 'streaming':
-        return [...responses(snapshot, kind), { type: 'xstate.error.actor.model', actorId: 'model', error: { message: MODEL_ERROR } }, cancel, ...user, ...childEvents(snapshot)];
+        return [...responses(snapshot, kind), { type: 'model.error', error: { message: MODEL_ERROR } }, cancel, ...user, ...childEvents(snapshot)];
       case 'dispatchingBatch': {
         const pending = pendingRuns(snapshot);
         // With nothing left to run, the batch drains at once: nothing can come between.
         if (pending.length === 0) return [{ type: 'batch.drained' }];
-        const settled: ModelEvent = { type: 'tool.settled', result: { type: 'tool_result', tool_use_id: pending[0] as string, content: 'done' } };
+        // The last call's result comes with the drain.
+        const result: ToolResultBlock = { type: 'tool_result', tool_use_id: pending[0] as string, content: 'done' };
+        const settled: ModelEvent = pending.length === 1 ? { type: 'batch.drained', result } : { type: 'tool.settled', result };
         return [settled, cancel, ...user, ...childEvents(snapshot)];
       }
       case 'nudged':
@@ -310,6 +312,7 @@ export function describeEvent(event: EventObject): string {
   if ('variant' in event && typeof event.variant === 'string') return `model:${event.variant}`;
   const actorId = 'actorId' in event ? String(event.actorId) : '?';
   if (event.type.startsWith('xstate.done.actor.')) return `child ${actorId} done`;
-  if (event.type.startsWith('xstate.error.actor.')) return event.type === 'xstate.error.actor.model' ? 'model error' : `child ${actorId} crashed`;
+  if (event.type.startsWith('xstate.error.actor.')) return `child ${actorId} crashed`;
+  if (event.type === 'model.error') return 'model error';
   return event.type;
 }
