@@ -1,4 +1,4 @@
-import { and, assign, enqueueActions, fromPromise, sendTo, setup, type AnyActorLogic } from 'xstate';
+import { and, assign, enqueueActions, fromPromise, setup, type AnyActorLogic } from 'xstate';
 import { childIdentity, ROOT_AGENT } from '../src/identity.js';
 import { assertToolPairing } from '../src/pairing.js';
 import { ChildRegistry } from './childRegistry.js';
@@ -13,7 +13,7 @@ import { defaultSystemPrompt } from '../src/prompts.js';
 import { clip, renderValue } from '../src/render.js';
 import { buildToolbox, errorResult, okResult, planBatch, toolAxes, type PlannedCall, type Toolbox } from '../src/tools/toolbox.js';
 import type { RunnableCall } from '../src/tools/runTools.js';
-import { sessionEffects, type EffectEvent } from '../src/sessionEffects.js';
+import { effectsOf, sessionEffects, type EffectEvent } from '../src/sessionEffects.js';
 import { addUsage, ZERO_USAGE } from '../src/usage.js';
 import type {
   AgentIdentity,
@@ -30,10 +30,11 @@ import type {
 /**
  * The session machine: one per agent, root and sub-agents alike (CONTRACT §1).
  *
- * It decides; `src/` does the I/O. One invoked actor per session, `effects`
- * (src/sessionEffects.ts), runs the model request `streaming` asks for and the tool batch
- * `dispatchingBatch` starts, and answers with events; each sub-agent is a spawned copy of this
- * machine. Per-delta traffic never passes through it.
+ * It decides; `src/` does the I/O. Entry actions start the model request of `streaming`, the tool
+ * batch of `dispatchingBatch` and the rests of `readyForUser` and `nudged` on the session's
+ * effects (src/sessionEffects.ts), owned by the one actor invoked for the session's life,
+ * `effects`, and they answer with events. Each sub-agent is a spawned copy of this machine.
+ * Per-delta traffic never passes through it.
  *
  * The history (`messages`) is one append-only array shared by every snapshot: actions append to
  * it instead of copying it, so a session of n steps costs O(n), not O(n²).
@@ -270,40 +271,37 @@ const machineSetup = setup({
       return { inbox: [], pendingUser: [], steps: 0, latchCounts };
     }),
     countStep: assign({ steps: ({ context }) => context.steps + 1 }),
-    requestModel: sendTo('effects', ({ context }) => ({
-      type: 'model.request',
-      input: {
+    /** Starts the model request (see src/sessionEffects.ts); it answers with `model.done` or `model.error`. */
+    requestModel: ({ context, self }) =>
+      effectsOf(self)?.requestModel({
         provider: context.options.provider,
         request: { agent: context.agent, system: context.system, messages: context.messages, tools: context.toolbox.specs },
         listener: context.options.listener,
         retry: context.options.retry,
         stallTimeoutMs: context.options.stallTimeoutMs,
-        onRetry: (info: { attempt: number; delayMs: number; reason: string }) => context.recorder.record({ type: 'retry', ...info }),
-      },
-    })),
-    runBatch: sendTo('effects', ({ context }) => {
+        onRetry: (info) => context.recorder.record({ type: 'retry', ...info }),
+      }),
+    /** Starts the batch's runnable calls; they answer with `tool.settled` and, last, `batch.drained`. */
+    runBatch: ({ context, self }) => {
       const calls: RunnableCall[] = [];
       for (const call of context.batch?.plan ?? []) {
         if (call.kind === 'run') calls.push({ id: call.id, name: call.name, run: call.run, timeoutMs: call.timeoutMs ?? context.options.toolTimeoutMs });
       }
-      return {
-        type: 'tools.run',
-        input: {
-          agent: context.agent,
-          calls,
-          outputCap: context.options.toolOutputCap,
-          // Stopped mid-batch from outside: every call still gets its answer.
-          onAbandon: () => closeOpenCalls(context, 'cancelled'),
-        },
-      };
-    }),
+      effectsOf(self)?.runTools({
+        agent: context.agent,
+        calls,
+        outputCap: context.options.toolOutputCap,
+        // Stopped mid-batch from outside: every call still gets its answer.
+        onAbandon: () => closeOpenCalls(context, 'cancelled'),
+      });
+    },
     /** Aborts the model request and abandons the tool batch, whichever runs. */
-    abortEffects: sendTo('effects', { type: 'abort' }),
+    abortEffects: ({ self }) => effectsOf(self)?.abort('cancelled'),
     /**
      * Rest until the next turn of the event loop. In `readyForUser` it is armed again by each result
      * that arrives, so the turn starts with everything that arrived by then.
      */
-    armTick: sendTo('effects', { type: 'tick.arm' }),
+    armTick: ({ self }) => effectsOf(self)?.armTick(),
     /** Commits a complete assistant message; nothing of a failed or aborted stream is ever committed. */
     commitResponse: assign(({ context, event }) => {
       const response = responseOf(event);
@@ -525,8 +523,8 @@ export const sessionMachine = machineSetup.createMachine({
       },
     },
     streaming: {
-      // The request is a command to the effects actor. Only `cancel` leaves this state before its
-      // answer (and aborts it); a stop or a final state stops the effects actor, which aborts it too.
+      // Only `cancel` leaves this state before the request's answer (and aborts it); a stop or a
+      // final state stops the `effects` actor, which aborts it too.
       entry: ['countStep', 'requestModel'],
       on: {
         'model.done': [

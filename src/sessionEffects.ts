@@ -1,17 +1,8 @@
-import { fromCallback, type AnyActorRef } from 'xstate';
+import { fromCallback, type AnyActorRef, type EventObject } from 'xstate';
 import type { SessionRecorder } from './log/recorder.js';
 import { runModelStep, StepCancellation, type StreamModelInput } from './model/streamModel.js';
 import { startToolBatch, type RunToolsInput, type ToolBatch, type ToolBatchEvent } from './tools/runTools.js';
 import type { ModelResponse } from './types.js';
-
-/** What a session asks of its effects. */
-export type EffectCommand =
-  | { readonly type: 'model.request'; readonly input: StreamModelInput }
-  | { readonly type: 'tools.run'; readonly input: RunToolsInput }
-  /** Send `tick` on the next turn of the event loop (arms while one is pending change nothing). */
-  | { readonly type: 'tick.arm' }
-  /** Aborts the model request and abandons the tool batch, whichever runs. */
-  | { readonly type: 'abort' };
 
 /** What the effects report back to the session. */
 export type EffectEvent =
@@ -28,73 +19,100 @@ export interface SessionEffectsInput {
 }
 
 /**
- * A session's I/O, as one actor invoked for the session's whole life: the model request of
- * `streaming`, the tool batch of `dispatchingBatch` and the tick `readyForUser` and `nudged` rest
- * on are commands sent on entry, answered with events, and aborted by `abort` (on cancel) or by
- * the actor's teardown. One long-lived actor rather than an invoked actor per step: creating,
- * starting and stopping two or three actors per step was most of a step's cost.
+ * A session's I/O: the model request of `streaming`, the tool batch of `dispatchingBatch`, and the
+ * tick `readyForUser` and `nudged` rest on. The machine's entry actions start them (through
+ * `effectsOf(self)`), `abort` ends them on cancel, and they answer with events to the session.
+ *
+ * Started by actions rather than by an invoked actor per step, or by events to a long-lived one:
+ * creating, starting and stopping two or three actors per step was most of a step's cost, and an
+ * event to an actor is a macrostep of its own. Where no effects run (a transition computed as pure
+ * logic, as the model-based tests do), `effectsOf` finds none and the actions do nothing.
  *
  * The tick is a `setImmediate` rather than a delayed transition: XState scans every pending
  * delayed event of the system whenever any actor stops, so one timer per sub-agent made a wide
- * fan-out quadratic.
- *
- * Its teardown (the session ended, was stopped, or crashed and was cleaned up) aborts what still
- * runs — an abandoned batch answers its calls — and then closes the log, last.
+ * fan-out quadratic. Arming it while one is pending changes nothing.
  */
-export const sessionEffects = fromCallback<EffectCommand, SessionEffectsInput, EffectEvent>(({ input, receive, sendBack }) => {
-  let model: StepCancellation | undefined;
-  let tools: ToolBatch | undefined;
-  let tick: NodeJS.Immediate | undefined;
-  let closed = false;
-  const sendTick = (): void => {
-    tick = undefined;
-    sendBack({ type: 'tick' });
+export class SessionEffects {
+  private model: StepCancellation | undefined;
+  private tools: ToolBatch | undefined;
+  private tick: NodeJS.Immediate | undefined;
+  private closed = false;
+
+  constructor(private readonly send: (event: EffectEvent) => void) {}
+
+  private readonly sendTick = (): void => {
+    this.tick = undefined;
+    this.send({ type: 'tick' });
   };
 
-  receive((command) => {
-    if (closed) return;
-    switch (command.type) {
-      case 'tick.arm':
-        tick ??= setImmediate(sendTick);
-        return;
-      case 'model.request': {
-        model?.abort(new Error('superseded by a new request'));
-        const cancellation = new StepCancellation();
-        model = cancellation;
-        runModelStep(command.input, cancellation).then(
-          (output) => {
-            if (cancellation.isAborted) return;
-            model = undefined;
-            sendBack({ type: 'model.done', output });
-          },
-          (error: unknown) => {
-            if (cancellation.isAborted) return;
-            model = undefined;
-            sendBack({ type: 'model.error', error });
-          },
-        );
-        return;
-      }
-      case 'tools.run':
-        tools?.abandon(new Error('tool batch superseded'));
-        tools = startToolBatch(command.input, (event) => {
-          if (!closed) sendBack(event);
-        });
-        return;
-      case 'abort':
-        model?.abort(new Error('model request cancelled'));
-        model = undefined;
-        tools?.abandon(new Error('tool batch cancelled'));
-        tools = undefined;
-        return;
-    }
-  });
+  armTick(): void {
+    if (this.closed) return;
+    this.tick ??= setImmediate(this.sendTick);
+  }
 
+  requestModel(input: StreamModelInput): void {
+    if (this.closed) return;
+    this.model?.abort(new Error('superseded by a new request'));
+    const cancellation = new StepCancellation();
+    this.model = cancellation;
+    runModelStep(input, cancellation).then(
+      (output) => {
+        if (cancellation.isAborted) return;
+        this.model = undefined;
+        this.send({ type: 'model.done', output });
+      },
+      (error: unknown) => {
+        if (cancellation.isAborted) return;
+        this.model = undefined;
+        this.send({ type: 'model.error', error });
+      },
+    );
+  }
+
+  runTools(input: RunToolsInput): void {
+    if (this.closed) return;
+    this.tools?.abandon(new Error('tool batch superseded'));
+    this.tools = startToolBatch(input, (event) => {
+      if (!this.closed) this.send(event);
+    });
+  }
+
+  /** Aborts the model request and abandons the tool batch (every call is answered), whichever runs. */
+  abort(reason: string): void {
+    this.model?.abort(new Error(reason));
+    this.model = undefined;
+    this.tools?.abandon(new Error(reason));
+    this.tools = undefined;
+  }
+
+  close(): void {
+    this.closed = true;
+    if (this.tick) clearImmediate(this.tick);
+    this.tick = undefined;
+    this.abort('session stopped');
+  }
+}
+
+const running = new WeakMap<AnyActorRef, SessionEffects>();
+
+/** The effects of a running session (none before its `effects` actor started, or after it stopped). */
+export function effectsOf(session: AnyActorRef): SessionEffects | undefined {
+  return running.get(session);
+}
+
+/**
+ * Invoked for a session's whole life: it owns the session's `SessionEffects`, starts with a tick
+ * armed (the session's first rest in `readyForUser`), and its teardown (the session ended, was
+ * stopped, or crashed and was cleaned up) aborts what still runs — an abandoned batch answers its
+ * calls — and then closes the log, last.
+ */
+export const sessionEffects = fromCallback<EventObject, SessionEffectsInput, EffectEvent>(({ input, sendBack }) => {
+  const effects = new SessionEffects(sendBack);
+  running.set(input.session, effects);
+  effects.armTick();
   return () => {
-    closed = true;
-    if (tick) clearImmediate(tick);
-    model?.abort(new Error('session stopped'));
-    tools?.abandon(new Error('tool batch cancelled'));
+    effects.close();
+    running.delete(input.session);
     // After the other teardowns of the same stop, which may still record (an abandoned batch's answers).
     queueMicrotask(() => {
       const snapshot = input.session.getSnapshot() as { status: string; error?: unknown; value?: unknown };

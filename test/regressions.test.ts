@@ -88,18 +88,16 @@ describe('regressions', () => {
   it('fuzz #2: stopped right after a batch of only agent calls opened, the log answers each call with its result', async () => {
     const logs = new MemoryLogSink();
     const provider = scriptedProvider({ agents: { root: [{ calls: [{ name: 'agent', input: { name: 'a', task: 't' } }, { name: 'cancel_agent', input: { name: 'ghost' } }] }], a: [{ text: 'slow', delayMs: 60_000 }] } });
-    // Stopped as the batch's child starts, before the batch drains (its results are staged, not committed).
-    let stopping = false;
-    const actor = createSessionActor(
-      { provider, logs, task: 'go' },
-      {
-        inspect: (e) => {
-          if (e.type !== '@xstate.snapshot' || stopping || (e.snapshot as { context?: { agent?: { id: string } } }).context?.agent?.id !== 'root/a') return;
-          stopping = true;
-          queueMicrotask(() => actor.stop());
-        },
-      },
-    );
+    // Stopped as the batch opens (its child already started), before the batch drains: its results
+    // are staged, not committed. Synchronously, from the first snapshot in dispatchingBatch: the
+    // drain of a batch with nothing to run is only a microtask away.
+    const actor = createSessionActor({ provider, logs, task: 'go' });
+    const subscription = actor.subscribe((snapshot) => {
+      if (snapshot.value !== 'dispatchingBatch') return;
+      subscription.unsubscribe();
+      expect(snapshot.context.children.size).toBe(1);
+      actor.stop();
+    });
     actor.start();
     await sleep(5);
     expect(actor.getSnapshot()).toMatchObject({ status: 'stopped', value: 'dispatchingBatch' });
