@@ -53,6 +53,7 @@ export class SessionEffects {
   requestModel(input: StreamModelInput): void {
     if (this.closed) return;
     this.model?.abort(new Error('superseded by a new request'));
+    this.model = undefined;
     const cancellation = new StepCancellation();
     this.model = cancellation;
     runModelStep(input, cancellation).then(
@@ -72,9 +73,14 @@ export class SessionEffects {
   runTools(input: RunToolsInput): void {
     if (this.closed) return;
     this.tools?.abandon(new Error('tool batch superseded'));
-    this.tools = startToolBatch(input, (event) => {
-      if (!this.closed) this.send(event);
+    const batch = startToolBatch(input, (event) => {
+      if (this.closed) return;
+      // A drained batch has nothing left to abandon. (Dropping it also spares the next step an
+      // Error, whose stack trace costs more than the rest of a short step.)
+      if (event.type === 'batch.drained' && this.tools === batch) this.tools = undefined;
+      this.send(event);
     });
+    this.tools = batch;
   }
 
   /** Aborts the model request and abandons the tool batch (every call is answered), whichever runs. */

@@ -1,5 +1,6 @@
 import type { ModelRequest, ModelResponse, Provider, SessionListener, StopReason, StreamSink } from '../types.js';
 import { STOP_REASONS } from '../types.js';
+import { deadlines, type Deadline } from '../deadlines.js';
 import { ProviderError, StallError, describeError } from './errors.js';
 
 export interface RetryPolicy {
@@ -20,17 +21,43 @@ export interface StreamModelInput {
 }
 
 /**
- * The cancellation of one model step. Each attempt (and each backoff wait) gets its own
- * `AbortController`, which `abort` reaches directly: no outer signal and listener per request,
- * since a session makes one request per step and this is its hot path.
+ * The abort signal of one attempt (or backoff wait), made on first use: a provider that never reads
+ * `request.signal` (a scripted model) costs no `AbortController`, and this is a session's hot path.
  */
+export class AttemptAbort {
+  private controller: AbortController | undefined;
+  private reason: unknown;
+  private aborted = false;
+
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.aborted) this.controller.abort(this.reason);
+    }
+    return this.controller.signal;
+  }
+
+  abort(reason: unknown): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = reason;
+    this.controller?.abort(reason);
+  }
+}
+
+/** The cancellation of one model step: `abort` reaches the current attempt directly. */
 export class StepCancellation {
   private aborted = false;
   private reason: unknown;
-  private current: AbortController | undefined;
+  private current: AttemptAbort | undefined;
 
   get isAborted(): boolean {
     return this.aborted;
+  }
+
+  /** Why the step was aborted. */
+  get abortReason(): unknown {
+    return this.reason;
   }
 
   abort(reason: unknown): void {
@@ -40,17 +67,12 @@ export class StepCancellation {
     this.current?.abort(reason);
   }
 
-  /** A controller for the next attempt or wait; already aborted if the step was. */
-  next(): AbortController {
-    const controller = new AbortController();
-    if (this.aborted) controller.abort(this.reason);
-    this.current = controller;
-    return controller;
-  }
-
-  /** Why the step was aborted. */
-  get abortReason(): unknown {
-    return this.reason;
+  /** The next attempt's (or wait's) abort; already aborted if the step was. */
+  next(): AttemptAbort {
+    const attempt = new AttemptAbort();
+    if (this.aborted) attempt.abort(this.reason);
+    this.current = attempt;
+    return attempt;
   }
 }
 
@@ -88,19 +110,19 @@ export function backoffDelay(policy: RetryPolicy, attempt: number): number {
   return Math.round(ceiling / 2 + (Math.random() * ceiling) / 2);
 }
 
-async function attemptOnce(input: StreamModelInput, controller: AbortController): Promise<ModelResponse> {
+async function attemptOnce(input: StreamModelInput, attempt: AttemptAbort): Promise<ModelResponse> {
   let lastActivity = Date.now();
-  // One timer per attempt, re-armed only when it fires: deltas just stamp a time.
-  let watchdog: NodeJS.Timeout | undefined;
+  // One deadline per attempt, re-armed only when it comes: deltas just stamp a time.
+  let watchdog: Deadline | undefined;
   let stalled: StallError | undefined;
   const arm = (delay: number): void => {
-    watchdog = setTimeout(() => {
+    watchdog = deadlines.add(delay, () => {
       const idle = Date.now() - lastActivity;
       if (idle >= input.stallTimeoutMs) {
         stalled = new StallError(input.stallTimeoutMs);
-        controller.abort(stalled);
+        attempt.abort(stalled);
       } else arm(input.stallTimeoutMs - idle);
-    }, delay);
+    });
   };
   arm(input.stallTimeoutMs);
   const { agent } = input.request;
@@ -123,14 +145,26 @@ async function attemptOnce(input: StreamModelInput, controller: AbortController)
     },
   };
   try {
-    const response = await input.provider.stream({ ...input.request, signal: controller.signal }, sink);
+    const { request } = input;
+    const response = await input.provider.stream(
+      {
+        agent: request.agent,
+        system: request.system,
+        messages: request.messages,
+        tools: request.tools,
+        get signal() {
+          return attempt.signal;
+        },
+      },
+      sink,
+    );
     if (stalled) throw stalled;
     return response;
   } catch (error) {
     if (stalled) throw stalled;
     throw error;
   } finally {
-    clearTimeout(watchdog);
+    watchdog?.cancel();
   }
 }
 

@@ -1,3 +1,4 @@
+import { deadlines } from '../deadlines.js';
 import { describeError } from '../model/errors.js';
 import { clip, renderValue } from '../render.js';
 import type { AgentIdentity, ToolResultBlock } from '../types.js';
@@ -100,7 +101,7 @@ export function runOne(call: RunnableCall, input: Pick<RunToolsInput, 'agent' | 
     const finish = (result: ToolResultBlock): void => {
       if (settled) return;
       settled = true;
-      clearTimeout(timer);
+      deadline.cancel();
       resolve(result);
     };
     const fail = (error: unknown): void => {
@@ -108,11 +109,11 @@ export function runOne(call: RunnableCall, input: Pick<RunToolsInput, 'agent' | 
       const content = message.startsWith(`tool '${call.name}'`) ? message : `tool '${call.name}' failed: ${message}`;
       finish({ type: 'tool_result', tool_use_id: call.id, content: clip(content, input.outputCap), is_error: true });
     };
-    const timer = setTimeout(() => {
+    const deadline = deadlines.add(call.timeoutMs, () => {
       const error = new Error(`tool '${call.name}' timed out after ${call.timeoutMs} ms`);
       controller?.abort(error);
       fail(error);
-    }, call.timeoutMs);
+    });
     let running: Promise<unknown>;
     try {
       running = call.run(context);

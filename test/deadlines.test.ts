@@ -1,0 +1,59 @@
+import { spawnSync } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { DeadlineQueue } from '../src/deadlines.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('DeadlineQueue (the time limits of tool calls and the stall watchdog)', () => {
+  it('fires deadlines in time order, each once, and never a cancelled one', async () => {
+    const queue = new DeadlineQueue();
+    const fired: string[] = [];
+    queue.add(40, () => fired.push('c'));
+    const b = queue.add(25, () => fired.push('b-cancelled'));
+    queue.add(10, () => fired.push('a'));
+    queue.add(25, () => fired.push('b'));
+    b.cancel();
+    b.cancel();
+    expect(queue.size).toBe(3);
+    await sleep(80);
+    expect(fired).toEqual(['a', 'b', 'c']);
+    expect(queue.size).toBe(0);
+  });
+
+  it('a deadline added while the timer waits for a later one still fires on time', async () => {
+    const queue = new DeadlineQueue();
+    const fired: number[] = [];
+    const t0 = performance.now();
+    queue.add(1_000, () => fired.push(1_000)).cancel();
+    queue.add(20, () => fired.push(Math.round(performance.now() - t0)));
+    await sleep(60);
+    expect(fired).toHaveLength(1);
+    expect(fired[0]).toBeGreaterThanOrEqual(19);
+  });
+
+  it('keeps many deadlines in order through random cancels', async () => {
+    const queue = new DeadlineQueue();
+    const fired: number[] = [];
+    const handles = Array.from({ length: 200 }, (_, i) => ({ delay: (i * 37) % 50, handle: queue.add((i * 37) % 50, () => fired.push((i * 37) % 50)) }));
+    const kept = handles.filter((_, i) => i % 3 !== 0);
+    handles.forEach((h, i) => i % 3 === 0 && h.handle.cancel());
+    await sleep(100);
+    expect(fired).toEqual(kept.map((h) => h.delay).sort((x, y) => x - y));
+  });
+
+  it('a pending deadline keeps the process alive; none pending, the queue does not', () => {
+    const script = (cancel: boolean) => `
+      import { deadlines } from ${JSON.stringify(new URL('../dist/src/deadlines.js', import.meta.url).pathname)};
+      const d = deadlines.add(300, () => console.log('fired'));
+      ${cancel ? 'd.cancel();' : ''}
+    `;
+    const run = (cancel: boolean) =>
+      spawnSync(process.execPath, ['--input-type=module', '-e', script(cancel)], { encoding: 'utf8', timeout: 10_000 });
+    // The built library (test/globalSetup.ts builds it).
+    const pending = run(false);
+    const cancelled = run(true);
+    expect(pending.stdout.trim()).toBe('fired');
+    expect(cancelled.stdout.trim()).toBe('');
+    expect(cancelled.status).toBe(0);
+  });
+});
