@@ -1,0 +1,79 @@
+// One cell of the benchmark in a fresh process: `node --expose-gc bench/cell.mjs <system> <workload> <size>`.
+// Warms up, runs the workload once under the clock, then once more to measure the heap it retains
+// (after GC, with the run's result still held); both runs check their counts. Prints a JSON line as
+// each run starts and one at the end; a run whose counts are wrong exits 1 instead of printing a number.
+import { expected } from './workloads.mjs';
+
+const WARM_UP_MS = 1_000;
+
+const [systemName, workload, sizeText] = process.argv.slice(2);
+const size = Number(sizeText);
+if (!systemName || !(workload in expected) || !Number.isInteger(size) || size <= 0) {
+  console.error('usage: node --expose-gc bench/cell.mjs <system> <loop|fanout|stream> <size>');
+  process.exit(2);
+}
+if (typeof global.gc !== 'function') {
+  console.error('bench/cell.mjs: run with node --expose-gc');
+  process.exit(2);
+}
+
+const system = await import(`./systems/${systemName}.mjs`);
+
+/** Lets go of a run's result (an exarch session is an actor: stop it). */
+function release(result) {
+  const keep = result?.keep;
+  if (keep && typeof keep.stop === 'function') keep.stop();
+}
+
+function check(counts) {
+  const want = expected[workload](size);
+  const wrong = Object.entries(want).filter(([key, value]) => counts[key] !== value);
+  if (wrong.length > 0) {
+    throw new Error(`${systemName} ${workload} ${size}: ${wrong.map(([key, value]) => `${key} = ${counts[key]}, expected ${value}`).join('; ')}`);
+  }
+}
+
+async function settleHeap() {
+  // Let finished actors' teardowns (microtasks, immediates) run before measuring.
+  await new Promise((resolve) => setImmediate(resolve));
+  global.gc();
+  global.gc();
+  return process.memoryUsage().heapUsed;
+}
+
+try {
+  // Warm-up: the same workload, as large as the measured run up to 1,000 units, at least twice and
+  // for at least a second, so the measured run sees optimised code rather than the JIT's first pass.
+  const warmSize = Math.min(size, workload === 'stream' ? size : 1_000);
+  const warmUntil = performance.now() + WARM_UP_MS;
+  for (let i = 0; i < 2 || performance.now() < warmUntil; i++) {
+    const warm = await system[workload](warmSize);
+    const { keep: _keep, ...warmCounts } = warm;
+    if (warmSize === size) check(warmCounts);
+    release(warm);
+  }
+
+  // The timed run follows the warm-up as it is: forcing a GC just before it would shrink the young
+  // generation and time the heap's regrowth instead of the system.
+  console.log(JSON.stringify({ phase: 'timed run' }));
+  const t0 = performance.now();
+  const timed = await system[workload](size);
+  const ms = performance.now() - t0;
+  const { keep: _timedKeep, ...counts } = timed;
+  check(counts);
+  release(timed);
+  console.log(JSON.stringify({ phase: 'memory run', system: systemName, workload, size, ms, counts }));
+
+  // The memory run: heap after GC with its result held, minus heap after GC before it.
+  const before = await settleHeap();
+  let result = await system[workload](size);
+  const { keep: _keep, ...memoryCounts } = result;
+  check(memoryCounts);
+  const retainedBytes = (await settleHeap()) - before;
+  release(result);
+  result = undefined;
+  console.log(JSON.stringify({ phase: 'done', retainedBytes }));
+} catch (error) {
+  console.error(error instanceof Error ? error.message : String(error));
+  process.exit(1);
+}
