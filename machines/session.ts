@@ -8,7 +8,7 @@ import { renderInbox } from '../src/inbox.js';
 import { SessionRecorder } from '../src/log/recorder.js';
 import { describeError } from '../src/model/errors.js';
 import { nudgeMessage, pickNudge, replyReminder, truncationReminder, type LatchCount, type NudgeLatch, type NudgeView } from '../src/nudges.js';
-import { resolveOptions, type ResolvedOptions, type SessionOptions } from '../src/options.js';
+import { inheritOptions, resolveOptions, type ResolvedOptions, type SessionOptions } from '../src/options.js';
 import { defaultSystemPrompt } from '../src/prompts.js';
 import { clip, renderValue } from '../src/render.js';
 import { buildToolbox, errorResult, okResult, planBatch, toolAxes, type PlannedCall, type Toolbox } from '../src/tools/toolbox.js';
@@ -92,9 +92,8 @@ export interface SessionContext {
   readonly steps: number;
   readonly batch: Batch | null;
   readonly children: ChildRegistry;
-  /** Children ever spawned, and per name (to give a reused name a fresh id). */
+  /** Children ever spawned (per name: see `children`). */
   readonly spawned: number;
-  readonly nameUses: Readonly<Record<string, number>>;
   readonly latchCounts: Readonly<Record<string, LatchCount>>;
   /** This session's own tokens, and those delivered by finished children (their whole subtrees). */
   readonly usage: Usage;
@@ -224,6 +223,16 @@ function acceptChildResult(context: SessionContext, actorId: string, result: Age
   return { update: { childUsage: addUsage(context.childUsage, result.usage) }, emptyCrew: removed?.emptyCrew };
 }
 
+const latchLists = new WeakMap<ResolvedOptions, { root?: readonly NudgeLatch[]; sub?: readonly NudgeLatch[] }>();
+
+/** The built-in latches and the host's, in order; one list per options object and kind of session. */
+function latchesFor(options: ResolvedOptions, subAgent: boolean): readonly NudgeLatch[] {
+  let lists = latchLists.get(options);
+  if (!lists) latchLists.set(options, (lists = {}));
+  const kind = subAgent ? 'sub' : 'root';
+  return (lists[kind] ??= [...(subAgent ? [replyReminder] : []), truncationReminder(options.truncationBudget), ...options.nudges]);
+}
+
 /** Throws a one-line error for input a session cannot start with. */
 export function validateSessionInput(input: SessionInput): void {
   const options = resolveOptions(input);
@@ -322,7 +331,6 @@ const machineSetup = setup({
       const results = new Map<string, ToolResultBlock>();
       let reply: Batch['reply'] = null;
       const children = context.children;
-      const nameUses: Record<string, number> = { ...context.nameUses };
       let spawned = context.spawned;
       const newCrews: string[] = [];
       const spawns = new Map<string, { readonly actorId: string; readonly input: SessionInput }[]>();
@@ -340,8 +348,7 @@ const machineSetup = setup({
               break;
             }
             spawned += 1;
-            const use = (nameUses[call.name] ?? 0) + 1;
-            nameUses[call.name] = use;
+            const use = children.nextUse(call.name);
             const agent = childIdentity(context.agent, call.name, use);
             // A decimal id: XState copies its children record on every spawn and stop, and V8
             // copies integer-like keys by the fast path (named keys past ~1,000 are slow).
@@ -349,7 +356,7 @@ const machineSetup = setup({
             const { child, newCrew } = children.add(actorId, agent);
             if (newCrew) newCrews.push(child.crewId);
             const crewSpawns = spawns.get(child.crewId) ?? [];
-            crewSpawns.push({ actorId, input: { ...context.options, task: call.task, agent } });
+            crewSpawns.push({ actorId, input: inheritOptions(context.options, { task: call.task, agent }) });
             spawns.set(child.crewId, crewSpawns);
             context.recorder.record({ type: 'spawn', name: call.name, id: agent.id });
             results.set(
@@ -383,7 +390,7 @@ const machineSetup = setup({
       // last, so they reach children spawned by this very batch.
       enqueue.assign(({ spawn }) => {
         for (const crewId of newCrews) spawn('crew', { id: crewId });
-        return { batch: { plan, results, reply, stepEnd: stepEndOf(response), committed: false }, nameUses, spawned };
+        return { batch: { plan, results, reply, stepEnd: stepEndOf(response), committed: false }, spawned };
       });
       for (const [crewId, crewSpawns] of spawns) enqueue.sendTo(crewId, { type: 'crew.spawn', children: crewSpawns });
       const reason = `cancelled by ${context.agent.name}`;
@@ -465,7 +472,7 @@ export const sessionMachine = machineSetup.createMachine({
       agent,
       toolbox,
       system: typeof options.system === 'string' ? options.system : (options.system ?? defaultSystemPrompt)(agent, axes.spawns),
-      latches: [...(agent.depth > 0 ? [replyReminder] : []), truncationReminder(options.truncationBudget), ...options.nudges],
+      latches: latchesFor(options, agent.depth > 0),
       messages: input.history ? [...input.history] : [],
       recorder,
       pendingUser: input.task === undefined ? [] : [input.task],
@@ -474,7 +481,6 @@ export const sessionMachine = machineSetup.createMachine({
       batch: null,
       children: new ChildRegistry(),
       spawned: 0,
-      nameUses: {},
       latchCounts: {},
       usage: ZERO_USAGE,
       childUsage: ZERO_USAGE,

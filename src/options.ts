@@ -62,10 +62,25 @@ export const DEFAULTS = {
 } as const;
 
 const resolved = new WeakSet<object>();
+const inherited = new WeakMap<object, ResolvedOptions>();
+
+/**
+ * The input of a sub-agent: its parent's resolved options plus `extra`. The sub-agent resolves to
+ * the very same options object, so thousands of sub-agents share one (and the caches keyed by it).
+ */
+export function inheritOptions<T extends object>(parent: ResolvedOptions, extra: T): SessionOptions & T {
+  // The parent's options are the prototype rather than copied in: a copy of ~16 properties per
+  // sub-agent came out as a dictionary-mode object with a hidden class of its own, each.
+  const input = Object.assign(Object.create(parent) as SessionOptions, extra);
+  inherited.set(input, parent);
+  return input;
+}
 
 /** Fills defaults and checks every number; a bad option throws one line naming it. */
 export function resolveOptions(options: SessionOptions): ResolvedOptions {
   if (resolved.has(options)) return options as ResolvedOptions;
+  const parent = inherited.get(options);
+  if (parent) return parent;
   if (!options || typeof options.provider?.stream !== 'function') {
     throw new TypeError('exarch: `provider` is required and must have a stream(request, sink) method');
   }

@@ -22,7 +22,24 @@ export interface Toolbox {
   readonly tools: ReadonlyMap<string, Tool>;
 }
 
+const toolboxes = new WeakMap<readonly Tool[], Map<string, Toolbox>>();
+
+/**
+ * The toolbox for `tools` on `axes`; the same object for every session with the same tool list
+ * (sub-agents share their parent's), so a wide fan-out builds it once, not once per sub-agent.
+ */
 export function buildToolbox(tools: readonly Tool[], axes: ToolAxes): Toolbox {
+  const key = `${axes.spawns ? 's' : ''}${axes.replies ? 'r' : ''}`;
+  let byAxes = toolboxes.get(tools);
+  const cached = byAxes?.get(key);
+  if (cached) return cached;
+  const toolbox = makeToolbox(tools, axes);
+  if (!byAxes) toolboxes.set(tools, (byAxes = new Map()));
+  byAxes.set(key, toolbox);
+  return toolbox;
+}
+
+function makeToolbox(tools: readonly Tool[], axes: ToolAxes): Toolbox {
   const byName = new Map<string, Tool>();
   for (const tool of tools) {
     if (PROTOCOL_TOOL_NAMES.has(tool.name)) throw new Error(`exarch: tool name '${tool.name}' is reserved for the agent protocol`);

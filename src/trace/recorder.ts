@@ -18,6 +18,8 @@ interface SessionView {
     readonly usage: Usage;
     readonly messages: readonly Message[];
     readonly pendingUser: readonly string[];
+    /** The live children, by the actor ids their deliveries carry. */
+    readonly children?: { byActorId(actorId: string): { readonly agent: AgentIdentity } | undefined };
   };
 }
 
@@ -61,7 +63,6 @@ export class TraceRecorder {
   private readonly agents = new Map<string, AgentTrack>();
   /** Session actors by system-wide id, and sub-agents by `parent agent id|actor id` (done events name the actor id). */
   private readonly bySession = new Map<string, string>();
-  private readonly children = new Map<string, string>();
   private buffer: string[] = [];
   private bytes = 0;
   private closed = false;
@@ -107,7 +108,6 @@ export class TraceRecorder {
     this.agents.set(id, track);
     this.bySession.set(actor.sessionId, id);
     const parent = agent.depth === 0 ? null : agent.id.slice(0, agent.id.lastIndexOf('/'));
-    if (parent !== null) this.children.set(`${parent}|${actor.id}`, id);
     const task = session.context.pendingUser[0] ?? '';
     this.write({ kind: 'agent.start', agent: id, name: agent.name, depth: agent.depth, parent, task: task.slice(0, TASK_EXCERPT), taskChars: task.length });
     return track;
@@ -168,7 +168,9 @@ export class TraceRecorder {
       const result = event['result'] as ToolResultBlock;
       this.write({ kind: 'tool.result', agent, toolUseId: result.tool_use_id, isError: result.is_error === true, chars: result.content.length });
     } else if (/^xstate\.(done|error)\.actor\.\d+$/.test(type)) {
-      const child = this.children.get(`${agent}|${String(event['actorId'])}`) ?? `${agent}/?`;
+      // Still registered with the parent: the event is observed before the parent processes it.
+      const registry = (actor.getSnapshot() as Partial<SessionView>).context?.children;
+      const child = registry?.byActorId(String(event['actorId']))?.agent.id ?? `${agent}/?`;
       const output = event['output'] as AgentResult | undefined;
       const name = this.agents.get(child)?.agent.name ?? child.slice(child.lastIndexOf('/') + 1);
       if (output) {
