@@ -1,4 +1,5 @@
 import { assign, enqueueActions, fromPromise, sendParent, setup, stopChild, type AnyActorRef } from 'xstate';
+import { closeEffects } from '../src/sessionEffects.js';
 import type { AgentResult } from '../src/types.js';
 import type { SessionInput } from './session.js';
 
@@ -15,12 +16,14 @@ export type CrewEvent =
  * Stops what an actor that crashed left running. XState stops an actor's children as part of the
  * actor's own stop, inside its transition; an actor whose transition throws never gets there (and
  * `stopChild` on it is a no-op), so without this a crashed sub-agent's in-flight model request,
- * its tool calls, its log's lifetime and its crews — its whole subtree of sub-agents, still making
+ * its tool calls, its open log and its crews — its whole subtree of sub-agents, still making
  * requests — would run on with no one to answer to. Does nothing for an actor that did not crash.
  */
 export function stopOrphansOf(actor: AnyActorRef | undefined): void {
   const snapshot = actor?.getSnapshot() as { status?: string; children?: Record<string, AnyActorRef> } | undefined;
-  if (snapshot?.status !== 'error') return;
+  if (!actor || snapshot?.status !== 'error') return;
+  // Its own model request and tool calls (which also closes its log, as failed).
+  closeEffects(actor);
   // `_stop` is what XState's own `stopChild` calls; `stop()` refuses actors that have a parent.
   for (const child of Object.values(snapshot.children ?? {})) (child as AnyActorRef & { _stop?: () => void })._stop?.();
 }

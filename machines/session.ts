@@ -1,4 +1,4 @@
-import { and, assign, enqueueActions, fromPromise, setup, type AnyActorLogic } from 'xstate';
+import { and, assign, enqueueActions, fromPromise, setup, type AnyActorLogic, type AnyActorRef } from 'xstate';
 import { childIdentity, ROOT_AGENT } from '../src/identity.js';
 import { assertToolPairing } from '../src/pairing.js';
 import { ChildRegistry } from './childRegistry.js';
@@ -13,7 +13,7 @@ import { defaultSystemPrompt } from '../src/prompts.js';
 import { clip, renderValue } from '../src/render.js';
 import { buildToolbox, errorResult, okResult, planBatch, toolAxes, type PlannedCall, type Toolbox } from '../src/tools/toolbox.js';
 import type { RunnableCall } from '../src/tools/runTools.js';
-import { effectsOf, sessionEffects, type EffectEvent } from '../src/sessionEffects.js';
+import { effectsOf, type EffectEvent, type SessionEffects } from '../src/sessionEffects.js';
 import { addUsage, ZERO_USAGE } from '../src/usage.js';
 import type {
   AgentIdentity,
@@ -32,9 +32,8 @@ import type {
  *
  * It decides; `src/` does the I/O. Entry actions start the model request of `streaming`, the tool
  * batch of `dispatchingBatch` and the rests of `readyForUser` and `nudged` on the session's
- * effects (src/sessionEffects.ts), owned by the one actor invoked for the session's life,
- * `effects`, and they answer with events. Each sub-agent is a spawned copy of this machine.
- * Per-delta traffic never passes through it.
+ * effects (src/sessionEffects.ts), which answer with events and end with the session. Each
+ * sub-agent is a spawned copy of this machine. Per-delta traffic never passes through it.
  *
  * The history (`messages`) is one append-only array shared by every snapshot: actions append to
  * it instead of copying it, so a session of n steps costs O(n), not O(n²).
@@ -54,7 +53,7 @@ export type SessionEvent =
   | { readonly type: 'user.message'; readonly text: string }
   /** Cancels the session and its whole subtree. */
   | { readonly type: 'cancel'; readonly reason?: string }
-  /** From the session's effects actor: the model's response or failure, tool results. */
+  /** From the session's effects: the model's response or failure, tool results, ticks. */
   | EffectEvent
   /** A spawned sub-agent finished (actor ids of sub-agents are decimal numbers). */
   | { readonly type: `xstate.done.actor.${number}`; readonly output: AgentResult; readonly actorId: string }
@@ -233,6 +232,17 @@ function latchesFor(options: ResolvedOptions, subAgent: boolean): readonly Nudge
   return (lists[kind] ??= [...(subAgent ? [replyReminder] : []), truncationReminder(options.truncationBudget), ...options.nudges]);
 }
 
+/** At rest: a log closed in this snapshot records that the session stopped there, not that it was cancelled. */
+function atRest(snapshot: unknown): boolean {
+  const s = snapshot as { value?: unknown; context?: SessionContext };
+  return s.value === 'readyForUser' && s.context !== undefined && isQuiet(s.context) && s.context.pendingUser.length === 0;
+}
+
+/** The session's effects, made as it first needs them (none for a stand-in computing pure transitions). */
+function effectsFor(self: AnyActorRef, context: SessionContext): SessionEffects | undefined {
+  return effectsOf(self, () => ({ recorder: context.recorder, atRest }));
+}
+
 /** Throws a one-line error for input a session cannot start with. */
 export function validateSessionInput(input: SessionInput): void {
   const options = resolveOptions(input);
@@ -250,7 +260,6 @@ const machineSetup = setup({
     output: {} as AgentResult,
   },
   actors: {
-    sessionEffects,
     crew: crewMachine,
     session: sessionPlaceholder,
   },
@@ -282,7 +291,7 @@ const machineSetup = setup({
     countStep: assign({ steps: ({ context }) => context.steps + 1 }),
     /** Starts the model request (see src/sessionEffects.ts); it answers with `model.done` or `model.error`. */
     requestModel: ({ context, self }) =>
-      effectsOf(self)?.requestModel({
+      effectsFor(self, context)?.requestModel({
         provider: context.options.provider,
         request: { agent: context.agent, system: context.system, messages: context.messages, tools: context.toolbox.specs },
         listener: context.options.listener,
@@ -296,7 +305,7 @@ const machineSetup = setup({
       for (const call of context.batch?.plan ?? []) {
         if (call.kind === 'run') calls.push({ id: call.id, name: call.name, run: call.run, timeoutMs: call.timeoutMs ?? context.options.toolTimeoutMs });
       }
-      effectsOf(self)?.runTools({
+      effectsFor(self, context)?.runTools({
         agent: context.agent,
         calls,
         outputCap: context.options.toolOutputCap,
@@ -305,12 +314,12 @@ const machineSetup = setup({
       });
     },
     /** Aborts the model request and abandons the tool batch, whichever runs. */
-    abortEffects: ({ self }) => effectsOf(self)?.abort('cancelled'),
+    abortEffects: ({ context, self }) => effectsFor(self, context)?.abort('cancelled'),
     /**
      * Rest until the next turn of the event loop. In `readyForUser` it is armed again by each result
      * that arrives, so the turn starts with everything that arrived by then.
      */
-    armTick: ({ self }) => effectsOf(self)?.armTick(),
+    armTick: ({ context, self }) => effectsFor(self, context)?.armTick(),
     /** Commits a complete assistant message; nothing of a failed or aborted stream is ever committed. */
     commitResponse: assign(({ context, event }) => {
       const response = responseOf(event);
@@ -323,7 +332,7 @@ const machineSetup = setup({
     }),
     /**
      * Plans the batch. Protocol calls are answered here, in model order: `agent` spawns a child,
-     * `cancel_agent` cancels one, the first `reply` is staged. Other tools run in the effects actor.
+     * `cancel_agent` cancels one, the first `reply` is staged. Other tools run on the session's effects.
      */
     openBatch: enqueueActions(({ context, event, enqueue }) => {
       const response = responseOf(event);
@@ -488,18 +497,6 @@ export const sessionMachine = machineSetup.createMachine({
       result: null,
     };
   },
-  invoke: {
-    id: 'effects',
-    src: 'sessionEffects',
-    input: ({ context, self }) => ({
-      recorder: context.recorder,
-      session: self,
-      atRest: (snapshot: unknown) => {
-        const s = snapshot as { value?: unknown; context?: SessionContext };
-        return s.value === 'readyForUser' && s.context !== undefined && isQuiet(s.context) && s.context.pendingUser.length === 0;
-      },
-    }),
-  },
   on: {
     'user.message': { actions: 'queueUserMessage' },
     cancel: {
@@ -530,7 +527,7 @@ export const sessionMachine = machineSetup.createMachine({
     },
     streaming: {
       // Only `cancel` leaves this state before the request's answer (and aborts it); a stop or a
-      // final state stops the `effects` actor, which aborts it too.
+      // final state ends the session's effects, which aborts it too.
       entry: ['countStep', 'requestModel'],
       on: {
         'model.done': [

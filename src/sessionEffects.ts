@@ -1,4 +1,4 @@
-import { fromCallback, type AnyActorRef, type EventObject } from 'xstate';
+import type { AnyActorRef } from 'xstate';
 import type { SessionRecorder } from './log/recorder.js';
 import { runModelStep, StepCancellation, type StreamModelInput } from './model/streamModel.js';
 import { startToolBatch, type RunToolsInput, type ToolBatch, type ToolBatchEvent } from './tools/runTools.js';
@@ -11,12 +11,6 @@ export type EffectEvent =
   | { readonly type: 'model.error'; readonly error: unknown }
   | ToolBatchEvent;
 
-export interface SessionEffectsInput {
-  readonly recorder: SessionRecorder;
-  readonly session: AnyActorRef;
-  /** Whether a snapshot of the session is at rest (a log closed there records `stopped`, not `cancelled`). */
-  readonly atRest: (snapshot: unknown) => boolean;
-}
 
 /**
  * A session's I/O: the model request of `streaming`, the tool batch of `dispatchingBatch`, and the
@@ -25,8 +19,10 @@ export interface SessionEffectsInput {
  *
  * Started by actions rather than by an invoked actor per step, or by events to a long-lived one:
  * creating, starting and stopping two or three actors per step was most of a step's cost, and an
- * event to an actor is a macrostep of its own. Where no effects run (a transition computed as pure
- * logic, as the model-based tests do), `effectsOf` finds none and the actions do nothing.
+ * event to an actor is a macrostep of its own. They are not an actor of their own either: an actor
+ * per sub-agent for them was a tenth of a wide fan-out's cost. Their lifetime is the session's:
+ * made on first use, closed when the session completes (ends or is stopped), or by `closeEffects`
+ * for a session that crashed.
  *
  * The tick is a `setImmediate` rather than a delayed transition: XState scans every pending
  * delayed event of the system whenever any actor stops, so one timer per sub-agent made a wide
@@ -42,7 +38,7 @@ export class SessionEffects {
 
   private readonly sendTick = (): void => {
     this.tick = undefined;
-    this.send({ type: 'tick' });
+    if (!this.closed) this.send({ type: 'tick' });
   };
 
   armTick(): void {
@@ -99,34 +95,83 @@ export class SessionEffects {
   }
 }
 
-const running = new WeakMap<AnyActorRef, SessionEffects>();
+interface Running {
+  readonly effects: SessionEffects;
+  readonly recorder: SessionRecorder;
+  readonly atRest: (snapshot: unknown) => boolean;
+  readonly subscription: { unsubscribe(): void };
+}
 
-/** The effects of a running session (none before its `effects` actor started, or after it stopped). */
-export function effectsOf(session: AnyActorRef): SessionEffects | undefined {
-  return running.get(session);
+const running = new WeakMap<AnyActorRef, Running>();
+const inert = new WeakSet<AnyActorRef>();
+
+/**
+ * Marks an actor that stands in as `self` while a session's transitions are computed as pure
+ * logic (as the model-based tests do): no effects are ever made for it.
+ */
+export function withoutEffects(actor: AnyActorRef): void {
+  inert.add(actor);
+}
+
+/** How a session's effects reach it, and what closes its log. */
+export interface SessionEffectsOwner {
+  readonly recorder: SessionRecorder;
+  /** Whether a snapshot of the session is at rest (a log closed there records `stopped`, not `cancelled`). */
+  readonly atRest: (snapshot: unknown) => boolean;
 }
 
 /**
- * Invoked for a session's whole life: it owns the session's `SessionEffects`, starts with a tick
- * armed (the session's first rest in `readyForUser`), and its teardown (the session ended, was
- * stopped, or crashed and was cleaned up) aborts what still runs — an abandoned batch answers its
- * calls — and then closes the log, last.
+ * The effects of a running session, made on its first use (an entry action of its first
+ * macrostep, which runs as the session starts); undefined for an inert stand-in.
  */
-export const sessionEffects = fromCallback<EventObject, SessionEffectsInput, EffectEvent>(({ input, sendBack }) => {
-  const effects = new SessionEffects(sendBack);
-  running.set(input.session, effects);
-  effects.armTick();
-  return () => {
-    effects.close();
-    running.delete(input.session);
-    // After the other teardowns of the same stop, which may still record (an abandoned batch's answers).
-    queueMicrotask(() => {
-      const snapshot = input.session.getSnapshot() as { status: string; error?: unknown; value?: unknown };
-      input.recorder.stopped({
-        state: String(snapshot.value),
-        atRest: input.atRest(snapshot),
-        ...(snapshot.status === 'error' ? { crash: { error: snapshot.error } } : {}),
-      });
+export function effectsOf(session: AnyActorRef, owner: () => SessionEffectsOwner): SessionEffects | undefined {
+  const found = running.get(session);
+  if (found) return found.effects;
+  if (inert.has(session)) return undefined;
+  const { recorder, atRest } = owner();
+  const effects = new SessionEffects((event) => session.send(event));
+  const subscription = session.subscribe({
+    // Completion is both ends of a session: its final state, and a stop from outside.
+    complete: () => closeEffects(session),
+    // A crash ends it too. XState reports a crash as unhandled when some observer has no error
+    // listener, or when a root has no observers at all; this listener must not change that, so it
+    // reports in the one case it would otherwise hide: a root whose only observer it is.
+    error: (error: unknown) => {
+      // Counted before closing, which unsubscribes this listener.
+      const internals = session as unknown as { _parent?: unknown; observers?: ReadonlySet<unknown> };
+      const onlyListener = internals._parent === undefined && internals.observers?.size === 1;
+      closeEffects(session);
+      if (onlyListener) reportUnhandled(error);
+    },
+  });
+  running.set(session, { effects, recorder, atRest, subscription });
+  return effects;
+}
+
+/** As XState reports an error no observer handles: thrown from a fresh task. */
+function reportUnhandled(error: unknown): void {
+  setTimeout(() => {
+    throw error;
+  });
+}
+
+/**
+ * Ends a session's effects: aborts what still runs (an abandoned batch answers its calls), then
+ * closes its log, after whatever else the same stop records. Called when the session completes
+ * or crashes.
+ */
+export function closeEffects(session: AnyActorRef): void {
+  const entry = running.get(session);
+  if (!entry) return;
+  running.delete(session);
+  entry.subscription.unsubscribe();
+  entry.effects.close();
+  queueMicrotask(() => {
+    const snapshot = session.getSnapshot() as { status: string; error?: unknown; value?: unknown };
+    entry.recorder.stopped({
+      state: String(snapshot.value),
+      atRest: entry.atRest(snapshot),
+      ...(snapshot.status === 'error' ? { crash: { error: snapshot.error } } : {}),
     });
-  };
-});
+  });
+}

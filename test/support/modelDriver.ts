@@ -249,7 +249,14 @@ export class PathDriver {
     if (this.keys[this.keys.length - 1] !== key) {
       this.keys.push(key);
       this.transitionCounts.push(this.transitions.length);
-      for (const v of stateViolations(snapshot, this.kind, MODEL_LIMITS)) this.violations.push(`after ${this.keys.length} states: ${v}`);
+      const at = this.keys.length;
+      const checkState = (): void => {
+        for (const v of stateViolations(snapshot, this.kind, MODEL_LIMITS)) this.violations.push(`after ${at} states: ${v}`);
+      };
+      // A session stopped from outside answers its open calls as the stop completes, just after
+      // this snapshot is announced to inspectors: check it once stop() has returned.
+      if (snapshot.status === 'stopped') queueMicrotask(checkState);
+      else checkState();
       // Everything the model said is in the history, in order, and nothing else (pause_turn included).
       const history = snapshot.context.messages.flatMap((m) => (m.role === 'assistant' ? m.content.map(blockText) : []));
       if (JSON.stringify(history) !== JSON.stringify(this.said)) {

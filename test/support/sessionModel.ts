@@ -9,6 +9,7 @@ import { ZERO_USAGE } from '../../src/usage.js';
 import type { SessionSnapshot } from '../../src/runtime.js';
 import type { AgentResult, AssistantBlock, ModelResponse, Provider, StopReason, ToolResultBlock } from '../../src/types.js';
 import { guardText } from '../../src/statechart/extract.js';
+import { withoutEffects } from '../../src/sessionEffects.js';
 
 /**
  * The session machine as a model for `xstate/graph`.
@@ -129,7 +130,9 @@ export function traversableSession(kind: ModelKind): TraversableSession {
     },
   });
   // The scope of an actor whose deferred effects never happen (sending to children, starting
-  // invoked actors): the machine's own actions run, so its context evolves as in a real session.
+  // invoked actors) and that has no session effects (model requests, tool batches, ticks): the
+  // machine's own actions run, so its context evolves as in a real session.
+  withoutEffects(probe);
   const scope = {
     self: probe,
     system: probe.system,
