@@ -183,6 +183,75 @@ class Replay {
   }
 }
 
+const PUBLISHED = new Set(['@xstate.actor', '@xstate.snapshot', '@xstate.event']);
+
+/** A machine snapshot with its session context summarised (its `toJSON` reads `this`, so the copy serialises). */
+function viewOf(snapshot: unknown): unknown {
+  const context = (snapshot as { context?: unknown }).context;
+  return isSessionContext(context) ? { ...(snapshot as object), context: sessionContextView(context) } : snapshot;
+}
+
+/**
+ * What an idle inspector keeps, unconverted, for the first viewer: the same selection as `Replay`
+ * (every actor, its latest snapshot, the last events). Holding an event is a Map update, so a
+ * session with an inspector no one watches runs at the speed of one without.
+ * An actor that finished is held as a small stand-in with its context summarised, so its history
+ * is not kept alive for a viewer who may never come.
+ */
+class Held {
+  private readonly actors = new Map<string, InspectionEvent>();
+  private readonly snapshots = new Map<string, InspectionEvent>();
+  /** The last REPLAY_EVENTS events, a ring. */
+  private readonly events: (InspectionEvent | undefined)[] = new Array<InspectionEvent | undefined>(REPLAY_EVENTS);
+  private next = 0;
+
+  hold(event: InspectionEvent): void {
+    if (event.type === '@xstate.event') {
+      this.events[this.next] = event;
+      this.next = (this.next + 1) % REPLAY_EVENTS;
+      return;
+    }
+    const id = event.actorRef.sessionId;
+    if (event.type === '@xstate.actor') {
+      this.actors.set(id, event);
+      return;
+    }
+    if (event.type !== '@xstate.snapshot') return;
+    if ((event.snapshot as { status?: unknown }).status === 'active') {
+      this.snapshots.set(id, event);
+      return;
+    }
+    const snapshot = viewOf(event.snapshot);
+    const actorRef = standIn(event.actorRef, snapshot);
+    const registration = this.actors.get(id);
+    if (registration) this.actors.set(id, { ...registration, actorRef } as InspectionEvent);
+    this.snapshots.set(id, { ...event, actorRef, snapshot } as InspectionEvent);
+  }
+
+  /** Everything held: registrations, latest snapshots, then the last events, each in order; forgets it. */
+  drain(): InspectionEvent[] {
+    const ring = [...this.events.slice(this.next), ...this.events.slice(0, this.next)].filter((e): e is InspectionEvent => e !== undefined);
+    const held = [...this.actors.values(), ...this.snapshots.values(), ...ring];
+    this.actors.clear();
+    this.snapshots.clear();
+    this.events.fill(undefined);
+    this.next = 0;
+    return held;
+  }
+}
+
+/** What the package reads of an actor ref, without the actor (and the history it holds). */
+function standIn(actorRef: InspectionEvent['actorRef'], snapshot: unknown): InspectionEvent['actorRef'] {
+  const ref = actorRef as unknown as { id: string; sessionId: string; logic?: unknown; _parent?: { sessionId: string } };
+  return {
+    id: ref.id,
+    sessionId: ref.sessionId,
+    logic: ref.logic,
+    _parent: ref._parent ? { sessionId: ref._parent.sessionId } : undefined,
+    getSnapshot: () => snapshot,
+  } as unknown as InspectionEvent['actorRef'];
+}
+
 function isInbound(value: unknown): value is Inbound {
   return isRecord(value) && typeof value.type === 'string' && value.type.startsWith('@xstate.') && typeof value._version === 'string' && typeof value.sessionId === 'string';
 }
@@ -260,6 +329,7 @@ export async function startLiveInspector(options: LiveInspectorOptions = {}): Pr
     },
   });
   const replay = new Replay();
+  const held = new Held();
   let stopped = false;
 
   const broadcast = (text: string, except?: WebSocket): void => {
@@ -269,6 +339,8 @@ export async function startLiveInspector(options: LiveInspectorOptions = {}): Pr
   wss.on('connection', (socket) => {
     socket.on('error', () => socket.terminate());
     for (const text of replay.messages()) socket.send(text);
+    // What happened while no one watched, converted now, in order, and sent to this viewer.
+    for (const event of held.drain()) publish(event);
     // Like the package's relay: what one client publishes (a createWebSocketInspector in another
     // process) goes to every other client.
     socket.on('message', (data, isBinary) => {
@@ -300,18 +372,23 @@ export async function startLiveInspector(options: LiveInspectorOptions = {}): Pr
     { sanitizeContext: (context) => sessionContextView(context) as typeof context },
   );
 
-  const inspect = (event: InspectionEvent): void => {
-    if (stopped) return;
+  const publish = (event: InspectionEvent): void => {
     // Summarise a session's context before the package serialises the whole snapshot.
     if (event.type === '@xstate.snapshot' && isSessionContext((event.snapshot as { context?: unknown }).context)) {
-      // A machine snapshot's toJSON reads `this`, so a spread copy with another context still serialises.
-      const snapshot = { ...event.snapshot, context: sessionContextView((event.snapshot as { context?: unknown }).context) };
-      inspector.inspect.next?.({ ...event, snapshot });
+      inspector.inspect.next?.({ ...event, snapshot: viewOf(event.snapshot) as typeof event.snapshot });
       return;
     }
     inspector.inspect.next?.(event);
   };
 
+  const inspect = (event: InspectionEvent): void => {
+    // The package converts actors, events and snapshots only (and defers each conversion to a
+    // timer of its own): microsteps and actions stop here.
+    if (stopped || !PUBLISHED.has(event.type)) return;
+    // No one watching: an idle inspector only remembers what a viewer would be shown on arrival.
+    if (wss.clients.size === 0) held.hold(event);
+    else publish(event);
+  };
   const stop = async (): Promise<void> => {
     if (stopped) return;
     stopped = true;
