@@ -85,7 +85,8 @@ try {
   const retainedBytes = (await settleHeap()) - before;
   release(result);
   result = undefined;
-  console.log(JSON.stringify({ phase: 'done', retainedBytes }));
+  // Exit rather than wait: a system may hold the process open (an inspector's server).
+  process.stdout.write(`${JSON.stringify({ phase: 'done', retainedBytes })}\n`, () => process.exit(0));
 } catch (error) {
   console.error(error instanceof Error ? error.message : String(error));
   process.exit(1);

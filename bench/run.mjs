@@ -17,7 +17,7 @@ import { parseArgs } from 'node:util';
 const here = dirname(fileURLToPath(import.meta.url));
 const root = dirname(here);
 
-const ALL_SYSTEMS = ['exarch', 'ai6', 'ai7', 'openai-agents', 'langgraph', 'handwritten'];
+const ALL_SYSTEMS = ['exarch', 'exarch-inspected', 'ai6', 'ai7', 'openai-agents', 'langgraph', 'handwritten'];
 const FLOOR = 'handwritten';
 const CELL_LIMIT_MS = 60_000;
 const WARM_UP_LIMIT_MS = 180_000;
@@ -224,6 +224,15 @@ const budget = ex && {
 };
 const mark = (b) => (b === undefined ? '' : `${b.text} ${b.ok ? '✓' : '✗ over budget'}`);
 
+// An idle inspector must cost nothing: exarch's loop with one attached, against exarch's own, in the same rounds.
+const inspected = summary['exarch-inspected'];
+const idleInspector =
+  ex && inspected
+    ? ['loop:200', 'loop:2000', 'fanout:10000']
+        .filter((key) => ex[key] && inspected[key])
+        .map((key) => `${key.replace(':', ' ')}: ${fmt(inspected[key].value)} µs with an idle inspector, ${fmt(ex[key].value)} without (${((inspected[key].value / ex[key].value - 1) * 100).toFixed(0)}%)`)
+    : [];
+
 const rows = [
   ['loop: µs per model step, 200 steps with one tool call each', (s) => timeCell(s, 'loop:200'), budget?.['loop:200']],
   ['loop: µs per step at 2,000 steps', (s) => timeCell(s, 'loop:2000'), budget?.['loop:2000']],
@@ -306,7 +315,7 @@ loop's run in the same round (how many times its cost). Lower is better, except 
   so a slow system gets one; the cell reports their median), then a separate run for the memory figure.
   Systems are interleaved within each round, and rounds repeat the whole grid.
 - A measured run that does not finish in ${CELL_LIMIT_MS / 1000} s is stopped and reported, and its cell is not retried in later rounds.
-${notes.length ? `\n## Cells that did not finish\n\n${notes.join('\n')}\n` : ''}
+${idleInspector.length ? `\n## An idle live inspector\n\nexarch with \`startLiveInspector()\` attached and no viewer connected (the \`exarch, idle live inspector\` column), against exarch alone:\n\n${idleInspector.map((l) => `- ${l}`).join('\n')}\n` : ''}${notes.length ? `\n## Cells that did not finish\n\n${notes.join('\n')}\n` : ''}
 ## Machine
 
 ${machine.join('\n')}
@@ -317,6 +326,7 @@ ${versions.join('\n')}
 `;
 
 console.log(`\n${table}\n`);
+if (idleInspector.length) console.log(`idle live inspector: ${idleInspector.join('; ')}\n`);
 if (notes.length) console.log(notes.join('\n'));
 if (!args['no-write']) {
   writeFileSync(join(here, 'RESULTS.md'), report);

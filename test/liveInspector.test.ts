@@ -1,5 +1,5 @@
 import { createWebSocketInspector, createWebSocketReceiver, type StatelyInspectionEvent } from '@statelyai/inspect';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
 import { createSessionActor, waitForSettled, type SessionInput } from '../src/index.js';
 import { redact, startLiveInspector, type LiveInspector } from '../src/inspect/liveInspector.js';
@@ -131,6 +131,45 @@ describe('startLiveInspector', () => {
     // The provider's key never leaves the process, however deep it sits (the init event's input, a model request's input, a crew.spawn event).
     expect(client.texts.join('\n')).not.toContain(SECRET);
     expect(client.texts.some((t) => t.includes('"apiKey"'))).toBe(false);
+    root.stop();
+  });
+
+  it('attach: inspects nothing while no viewer is connected; a viewer sees the system as it is, then everything live', async () => {
+    const live = await start();
+    const provider = new KeyedProvider({ agents: script });
+    const root = createSessionActor({ provider, logs: new MemoryLogSink() });
+    // XState builds inspection events only for a system someone inspects: none while idle.
+    const inspectSpy = vi.spyOn(root.system, 'inspect');
+    const detach = live.attach(root);
+    root.start();
+    root.send({ type: 'user.message', text: 'What does a.md say?' });
+    await waitForSettled(root);
+    expect(inspectSpy).not.toHaveBeenCalled();
+
+    const viewer = await collect(live.wsUrl);
+    await eventually(() => viewer.messages.some((m) => m.type === '@xstate.snapshot' && m.sessionId === root.sessionId), 'the current snapshot');
+    expect(inspectSpy).toHaveBeenCalledTimes(1);
+    const unsubscribe = vi.spyOn(inspectSpy.mock.results[0]?.value as { unsubscribe(): void }, 'unsubscribe');
+    const rootSnapshot = viewer.messages.find((m) => m.type === '@xstate.snapshot' && m.sessionId === root.sessionId);
+    expect(rootSnapshot?.snapshot?.value).toBe('readyForUser');
+    expect(viewer.messages.find((m) => m.type === '@xstate.actor' && m.sessionId === root.sessionId)).toMatchObject({ name: 'root' });
+    // The finished reader is gone from the system, so it is not shown; what happened while idle is not either.
+    expect(viewer.messages.some((m) => m.type === '@xstate.actor' && m.name === 'root/reader')).toBe(false);
+    expect(viewer.messages.some((m) => m.type === '@xstate.event')).toBe(false);
+
+    // Live from here: the next turn, with its sub-agent.
+    root.send({ type: 'user.message', text: 'And again?' });
+    await eventually(() => viewer.messages.some((m) => m.type === '@xstate.event' && m.event?.type === 'user.message'), 'a live event');
+    await waitForSettled(root);
+
+    // The last viewer leaves: the system is no longer inspected, and another turn is not either.
+    viewer.socket.close();
+    await viewer.closed;
+    await eventually(() => unsubscribe.mock.calls.length === 1, 'the unsubscription');
+    root.send({ type: 'user.message', text: 'Once more?' });
+    await waitForSettled(root);
+    expect(inspectSpy).toHaveBeenCalledTimes(1);
+    detach();
     root.stop();
   });
 

@@ -58,8 +58,12 @@ function toResponse(step) {
   return { content: [{ type: 'text', text: step.text }], stopReason: 'end_turn', usage: ZERO_USAGE, incompleteToolUseIds: [] };
 }
 
+/** Set by a variant (systems/exarch-inspected.mjs): called with every root session before it starts. */
+export const hooks = { created: undefined };
+
 async function settle(input) {
   const actor = createSessionActor(input);
+  hooks.created?.(actor);
   actor.start();
   const snapshot = await waitForSettled(actor);
   if (snapshot.value !== 'readyForUser') throw new Error(`exarch: root settled in ${JSON.stringify(snapshot.value)}`);

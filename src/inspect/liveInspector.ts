@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createInspector, type StatelyInspectionEvent } from '@statelyai/inspect';
-import type { InspectionEvent } from 'xstate';
+import type { AnyActorRef, InspectionEvent } from 'xstate';
 import { WebSocket, WebSocketServer } from 'ws';
 import { bridgePage } from './bridgePage.js';
 
@@ -35,8 +35,18 @@ export interface LiveInspectorOptions {
 }
 
 export interface LiveInspector {
-  /** The observer to pass to `createActor(machine, { inspect })` (`createSessionActor(input, { inspect })`). */
+  /**
+   * The observer to pass to `createActor(machine, { inspect })` (`createSessionActor(input, { inspect })`):
+   * it sees everything from the start, and keeps what a viewer who connects late is shown.
+   */
   readonly inspect: (event: InspectionEvent) => void;
+  /**
+   * Inspects a running actor's whole system only while a viewer is connected, and costs nothing
+   * while none is (XState does not even build its inspection events). A viewer that connects is
+   * shown every actor of the system as it is then, and everything from there on. Returns a
+   * function that detaches it.
+   */
+  attach(actor: AnyActorRef): () => void;
   /** The page to open in a browser: the Stately inspector, fed by this process (with a local view when offline). */
   readonly url: string;
   /** The WebSocket that streams the events (`@statelyai/inspect` wire format, one JSON message each). */
@@ -181,6 +191,12 @@ class Replay {
   messages(): IterableIterator<string> {
     return this.log.values();
   }
+
+  clear(): void {
+    this.log.clear();
+    this.machines.clear();
+    this.events.length = 0;
+  }
 }
 
 const PUBLISHED = new Set(['@xstate.actor', '@xstate.snapshot', '@xstate.event']);
@@ -238,6 +254,18 @@ class Held {
     this.next = 0;
     return held;
   }
+}
+
+/** An actor and everything under it, parents first. */
+function actorsOf(root: AnyActorRef): AnyActorRef[] {
+  const out: AnyActorRef[] = [];
+  const visit = (actor: AnyActorRef): void => {
+    out.push(actor);
+    const children = (actor.getSnapshot() as { children?: Record<string, AnyActorRef> } | undefined)?.children;
+    for (const child of Object.values(children ?? {})) visit(child);
+  };
+  visit(root);
+  return out;
 }
 
 /** What the package reads of an actor ref, without the actor (and the history it holds). */
@@ -341,6 +369,10 @@ export async function startLiveInspector(options: LiveInspectorOptions = {}): Pr
     for (const text of replay.messages()) socket.send(text);
     // What happened while no one watched, converted now, in order, and sent to this viewer.
     for (const event of held.drain()) publish(event);
+    for (const root of attached) watch(root);
+    socket.on('close', () => {
+      if (wss.clients.size === 0) unwatchAll();
+    });
     // Like the package's relay: what one client publishes (a createWebSocketInspector in another
     // process) goes to every other client.
     socket.on('message', (data, isBinary) => {
@@ -389,9 +421,41 @@ export async function startLiveInspector(options: LiveInspectorOptions = {}): Pr
     if (wss.clients.size === 0) held.hold(event);
     else publish(event);
   };
+  // Attached systems: subscribed only while someone watches.
+  const attached = new Set<AnyActorRef>();
+  const watching = new Map<AnyActorRef, { unsubscribe(): void }>();
+  const observer = { next: (event: InspectionEvent) => void (!stopped && PUBLISHED.has(event.type) && publish(event)) };
+  const watch = (root: AnyActorRef): void => {
+    if (watching.has(root) || stopped) return;
+    // The system as it is now, then everything live.
+    for (const actorRef of actorsOf(root)) {
+      publish({ type: '@xstate.actor', actorRef, rootId: root.sessionId } as InspectionEvent);
+      publish({ type: '@xstate.snapshot', actorRef, snapshot: actorRef.getSnapshot(), event: { type: 'xstate.init' }, rootId: root.sessionId } as InspectionEvent);
+    }
+    watching.set(root, root.system.inspect(observer));
+  };
+  const unwatchAll = (): void => {
+    if (watching.size === 0) return;
+    for (const subscription of watching.values()) subscription.unsubscribe();
+    watching.clear();
+    // Unobserved from now on: the next viewer is shown the systems as they will be then, not as
+    // they were last seen.
+    replay.clear();
+  };
+  const attach = (actor: AnyActorRef): (() => void) => {
+    attached.add(actor);
+    if (wss.clients.size > 0) watch(actor);
+    return () => {
+      attached.delete(actor);
+      watching.get(actor)?.unsubscribe();
+      watching.delete(actor);
+    };
+  };
+
   const stop = async (): Promise<void> => {
     if (stopped) return;
     stopped = true;
+    unwatchAll();
     for (const client of wss.clients) client.terminate();
     await new Promise<void>((resolve) => wss.close(() => resolve()));
     http.closeAllConnections();
@@ -399,7 +463,7 @@ export async function startLiveInspector(options: LiveInspectorOptions = {}): Pr
   };
 
   const instructions = `Live inspector: open ${url} to watch every session (the Stately inspector needs internet; offline the page shows a local view). Events stream on ${wsUrl}`;
-  return { inspect, url, wsUrl, instructions, stop };
+  return { inspect, attach, url, wsUrl, instructions, stop };
 }
 
 /** A session actor is named by its agent id (`root`, `root/explorer`) rather than its actor id (`1`, `2`). */
