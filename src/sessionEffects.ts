@@ -11,7 +11,6 @@ export type EffectEvent =
   | { readonly type: 'model.error'; readonly error: unknown }
   | ToolBatchEvent;
 
-
 /**
  * A session's I/O: the model request of `streaming`, the tool batch of `dispatchingBatch`, and the
  * tick `readyForUser` and `nudged` rest on. The machine's entry actions start them (through
@@ -21,8 +20,7 @@ export type EffectEvent =
  * creating, starting and stopping two or three actors per step was most of a step's cost, and an
  * event to an actor is a macrostep of its own. They are not an actor of their own either: an actor
  * per sub-agent for them was a tenth of a wide fan-out's cost. Their lifetime is the session's:
- * made on first use, closed when the session completes (ends or is stopped), or by `closeEffects`
- * for a session that crashed.
+ * made on first use, closed when the session completes (ends or is stopped) or crashes.
  *
  * The tick is a `setImmediate` rather than a delayed transition: XState scans every pending
  * delayed event of the system whenever any actor stops, so one timer per sub-agent made a wide
