@@ -109,7 +109,6 @@ const sessionPlaceholder = fromPromise<AgentResult, SessionInput>(() => {
   throw new Error('exarch: the session actor key is bound when machines/session.ts loads');
 });
 
-
 const REFUSAL_REASONS: Partial<Record<StopReason, string>> = {
   refusal: 'the model refused to continue (stop reason: refusal)',
   model_context_window_exceeded: 'the conversation exceeded the model context window',
@@ -359,8 +358,8 @@ const machineSetup = setup({
             spawned += 1;
             const use = children.nextUse(call.name);
             const agent = childIdentity(context.agent, call.name, use);
-            // A decimal id: XState copies its children record on every spawn and stop, and V8
-            // copies integer-like keys by the fast path (named keys past ~1,000 are slow).
+            // The child's id in this session (its deliveries carry it): its crew runs it under a
+            // small local id and renames its events to this one (see machines/crew.ts).
             const actorId = String(spawned);
             const { child, newCrew } = children.add(actorId, agent);
             if (newCrew) newCrews.push(child.crewId);
