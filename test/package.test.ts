@@ -24,7 +24,20 @@ describe('the published package', () => {
     expect(out.trim()).toBe('object function hi from dist');
   });
 
-  it('ships type declarations for both entry points', () => {
+  it('plain Node imports the live inspector and the trace recorder as exarch/inspect and exarch/trace', () => {
+    const script = `
+      const { startLiveInspector } = await import('exarch/inspect');
+      const { TraceRecorder } = await import('exarch/trace');
+      const live = await startLiveInspector({ port: 0 });
+      console.log(typeof live.attach, typeof live.inspect, typeof TraceRecorder);
+      await live.stop();`;
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: root, encoding: 'utf8' });
+    expect(out.trim()).toBe('function function function');
+  });
+
+  it('ships type declarations for every entry point', () => {
+    expect(existsSync(`${root}/dist/src/inspect/liveInspector.d.ts`)).toBe(true);
+    expect(existsSync(`${root}/dist/src/trace/recorder.d.ts`)).toBe(true);
     expect(existsSync(`${root}/dist/src/index.d.ts`)).toBe(true);
     expect(existsSync(`${root}/dist/src/testing/index.d.ts`)).toBe(true);
   });
