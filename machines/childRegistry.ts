@@ -47,7 +47,10 @@ export class ChildRegistry {
     return use;
   }
 
-  /** Registers a child in the open crew; `newCrew` is set when a crew must be spawned for it. */
+  /**
+   * Registers a child in the open crew; `newCrew` is set when a crew must be spawned for it. A crew
+   * is open only within one tool batch (see `closeCrew`).
+   */
   add(actorId: string, agent: AgentIdentity): { child: LiveChild; newCrew: boolean } {
     let newCrew = false;
     let crewId = this.openCrew;
@@ -65,6 +68,11 @@ export class ChildRegistry {
     this.byName.set(agent.name, child);
     this.byActor.set(actorId, child);
     return { child, newCrew };
+  }
+
+  /** Ends a batch's spawning: crews are spawned with all their members, so the next batch starts a new one. */
+  closeCrew(): void {
+    this.openCrew = undefined;
   }
 
   /** Forgets a finished child; returns it, and the id of its crew when that crew is done with. */

@@ -1,4 +1,4 @@
-import { assign, enqueueActions, fromPromise, sendParent, setup, stopChild, type AnyActorRef } from 'xstate';
+import { enqueueActions, fromPromise, sendParent, setup, stopChild, type AnyActorRef } from 'xstate';
 import { closeEffects } from '../src/sessionEffects.js';
 import type { AgentResult } from '../src/types.js';
 import type { SessionInput } from './session.js';
@@ -6,8 +6,17 @@ import type { SessionInput } from './session.js';
 /** The most sub-agents one crew ever holds. */
 export const CREW_SIZE = 64;
 
+/** A sub-agent for a crew to run: the session's actor id for it, and its session's input. */
+export interface CrewMember {
+  readonly actorId: string;
+  readonly input: SessionInput;
+}
+
+export interface CrewInput {
+  readonly members: readonly CrewMember[];
+}
+
 export type CrewEvent =
-  | { readonly type: 'crew.spawn'; readonly children: readonly { readonly actorId: string; readonly input: SessionInput }[] }
   | { readonly type: 'crew.cancel'; readonly actorId: string; readonly reason: string }
   | { readonly type: `xstate.done.actor.${number}`; readonly output: AgentResult; readonly actorId: string }
   | { readonly type: `xstate.error.actor.${number}`; readonly error: unknown; readonly actorId: string };
@@ -54,24 +63,24 @@ export interface CrewContext {
  * dictionary that cost about 12 µs per copy, that is per finished sub-agent.
  */
 export const crewMachine = setup({
-  types: { context: {} as CrewContext, events: {} as CrewEvent },
+  types: { context: {} as CrewContext, events: {} as CrewEvent, input: {} as CrewInput },
   actors: { session: sessionPlaceholder },
 }).createMachine({
   id: 'crew',
-  context: () => ({ sessionIds: [], localIds: new Map() }),
+  // A crew is made with all the members it will ever hold (those of one tool batch), and spawns
+  // them as it starts: the session's batch needs no event to each crew, and so no enqueued actions.
+  context: ({ input, spawn }) => {
+    const sessionIds: string[] = [];
+    const localIds = new Map<string, string>();
+    for (const member of input.members) {
+      const localId = String(sessionIds.length);
+      sessionIds.push(member.actorId);
+      localIds.set(member.actorId, localId);
+      spawn('session', { id: localId, input: member.input });
+    }
+    return { sessionIds, localIds };
+  },
   on: {
-    'crew.spawn': {
-      // One assign for the whole batch: one copy of the crew's children.
-      actions: assign(({ context, event, spawn }) => {
-        for (const child of event.children) {
-          const localId = String(context.sessionIds.length);
-          context.sessionIds.push(child.actorId);
-          context.localIds.set(child.actorId, localId);
-          spawn('session', { id: localId, input: child.input });
-        }
-        return {};
-      }),
-    },
     'crew.cancel': {
       actions: enqueueActions(({ context, event, enqueue, self }) => {
         // The child may have finished while the cancel was on its way; its result is already sent.

@@ -1,8 +1,8 @@
 import { and, assign, enqueueActions, fromPromise, setup, type AnyActorLogic, type AnyActorRef } from 'xstate';
 import { childIdentity, ROOT_AGENT } from '../src/identity.js';
 import { assertToolPairing } from '../src/pairing.js';
-import { ChildRegistry } from './childRegistry.js';
-import { crewMachine } from './crew.js';
+import { ChildRegistry, type LiveChild } from './childRegistry.js';
+import { crewMachine, type CrewMember } from './crew.js';
 import { appendAssistantBlocks, appendUserBlocks, nonEmptyBlocks, text, textOf, toolUses } from '../src/history.js';
 import { renderInbox } from '../src/inbox.js';
 import { SessionRecorder } from '../src/log/recorder.js';
@@ -68,6 +68,8 @@ interface Batch {
   readonly results: Map<string, ToolResultBlock>;
   /** The first `reply` of the batch: it stands, later ones are refused. */
   readonly reply: { readonly result: unknown } | null;
+  /** Children its `cancel_agent` calls cancel. */
+  readonly cancels: readonly LiveChild[];
   /** Why the step that produced the batch stopped (`max_tokens`: it was cut off). */
   readonly stepEnd: StepEnd;
   /** Mutable for the same reason as `results`: teardown must not answer a batch twice. */
@@ -161,6 +163,16 @@ function stepEndFor(context: SessionContext, event: SessionEvent): StepEnd {
 function settleCallIn(context: SessionContext, event: SessionEvent): void {
   if ((event.type !== 'tool.settled' && event.type !== 'batch.drained') || !event.result || !context.batch || context.batch.committed) return;
   context.batch.results.set(event.result.tool_use_id, event.result);
+}
+
+/** Appends a complete assistant message to the history; returns the session's usage with its tokens. */
+function commitResponseTo(context: SessionContext, response: ModelResponse): Usage {
+  const blocks = nonEmptyBlocks(response.content);
+  appendAssistantBlocks(context.messages, blocks);
+  if (blocks.length > 0) context.recorder.record({ type: 'message', role: 'assistant', content: blocks });
+  const usage = addUsage(context.usage, response.usage);
+  context.recorder.record({ type: 'usage', request: response.usage, session: usage });
+  return usage;
 }
 
 /** Commits the batch's results in model order as one user message. */
@@ -320,29 +332,23 @@ const machineSetup = setup({
      */
     armTick: ({ context, self }) => effectsFor(self, context)?.armTick(),
     /** Commits a complete assistant message; nothing of a failed or aborted stream is ever committed. */
-    commitResponse: assign(({ context, event }) => {
-      const response = responseOf(event);
-      const blocks = nonEmptyBlocks(response.content);
-      appendAssistantBlocks(context.messages, blocks);
-      if (blocks.length > 0) context.recorder.record({ type: 'message', role: 'assistant', content: blocks });
-      const usage = addUsage(context.usage, response.usage);
-      context.recorder.record({ type: 'usage', request: response.usage, session: usage });
-      return { usage, batch: null };
-    }),
+    commitResponse: assign(({ context, event }) => ({ usage: commitResponseTo(context, responseOf(event)), batch: null })),
     /**
-     * Plans the batch. Protocol calls are answered here, in model order: `agent` spawns a child,
-     * `cancel_agent` cancels one, the first `reply` is staged. Other tools run on the session's effects.
+     * Commits the response and plans its batch, in one assign (each assign makes a snapshot).
+     * Protocol calls are answered here, in model order: `agent` spawns a child, `cancel_agent`
+     * queues a cancel (see `sendCancels`), the first `reply` is staged. Other tools run on the
+     * session's effects.
      */
-    openBatch: enqueueActions(({ context, event, enqueue }) => {
+    openBatch: assign(({ context, event, spawn }) => {
       const response = responseOf(event);
+      const usage = commitResponseTo(context, response);
       const plan = planBatch(response.content, context.toolbox, new Set(response.incompleteToolUseIds));
       const results = new Map<string, ToolResultBlock>();
       let reply: Batch['reply'] = null;
       const children = context.children;
       let spawned = context.spawned;
-      const newCrews: string[] = [];
-      const spawns = new Map<string, { readonly actorId: string; readonly input: SessionInput }[]>();
-      const cancels: { readonly crewId: string; readonly actorId: string }[] = [];
+      const crews = new Map<string, CrewMember[]>();
+      const cancels: LiveChild[] = [];
       for (const call of plan) {
         switch (call.kind) {
           case 'answered':
@@ -361,11 +367,10 @@ const machineSetup = setup({
             // The child's id in this session (its deliveries carry it): its crew runs it under a
             // small local id and renames its events to this one (see machines/crew.ts).
             const actorId = String(spawned);
-            const { child, newCrew } = children.add(actorId, agent);
-            if (newCrew) newCrews.push(child.crewId);
-            const crewSpawns = spawns.get(child.crewId) ?? [];
-            crewSpawns.push({ actorId, input: inheritOptions(context.options, { task: call.task, agent }) });
-            spawns.set(child.crewId, crewSpawns);
+            const { child } = children.add(actorId, agent);
+            let members = crews.get(child.crewId);
+            if (!members) crews.set(child.crewId, (members = []));
+            members.push({ actorId, input: inheritOptions(context.options, { task: call.task, agent }) });
             context.recorder.record({ type: 'spawn', name: call.name, id: agent.id });
             results.set(
               call.id,
@@ -393,16 +398,15 @@ const machineSetup = setup({
             break;
         }
       }
-      // Sub-agents live in crews (machines/crew.ts). New crews are spawned in one assign (one copy
-      // of snapshot.children per batch); each crew then spawns its share in one go. Cancels go
-      // last, so they reach children spawned by this very batch.
-      enqueue.assign(({ spawn }) => {
-        for (const crewId of newCrews) spawn('crew', { id: crewId });
-        return { batch: { plan, results, reply, stepEnd: stepEndOf(response), committed: false }, spawned };
-      });
-      for (const [crewId, crewSpawns] of spawns) enqueue.sendTo(crewId, { type: 'crew.spawn', children: crewSpawns });
+      // Sub-agents live in crews (machines/crew.ts), each spawned with its share of this batch.
+      children.closeCrew();
+      for (const [crewId, members] of crews) spawn('crew', { id: crewId, input: { members } });
+      return { usage, batch: { plan, results, reply, cancels, stepEnd: stepEndOf(response), committed: false }, spawned };
+    }),
+    /** Sends the batch's `cancel_agent` calls to the children's crews; after `openBatch`, so they reach children it spawned. */
+    sendCancels: enqueueActions(({ context, enqueue }) => {
       const reason = `cancelled by ${context.agent.name}`;
-      for (const { crewId, actorId } of cancels) enqueue.sendTo(crewId, { type: 'crew.cancel', actorId, reason });
+      for (const { crewId, actorId } of context.batch?.cancels ?? []) enqueue.sendTo(crewId, { type: 'crew.cancel', actorId, reason });
     }),
     settleCall: ({ context, event }) => settleCallIn(context, event),
     /** Takes the last result (it comes with `batch.drained`) and commits the batch. */
@@ -531,7 +535,7 @@ export const sessionMachine = machineSetup.createMachine({
       on: {
         'model.done': [
           { guard: 'refused', target: 'failed', actions: ['commitResponse', { type: 'fail', params: {} }] },
-          { guard: 'hasToolCalls', target: 'dispatchingBatch', actions: 'commitResponse' },
+          { guard: 'hasToolCalls', target: 'dispatchingBatch', actions: 'openBatch' },
           {
             guard: and(['truncated', 'truncationReminderLeft', 'capReached']),
             target: 'capped',
@@ -561,7 +565,7 @@ export const sessionMachine = machineSetup.createMachine({
     },
     dispatchingBatch: {
       // As in `streaming`: `cancel` abandons the batch (every call is answered), a stop does too.
-      entry: ['openBatch', 'runBatch'],
+      entry: ['sendCancels', 'runBatch'],
       on: {
         'tool.settled': { actions: 'settleCall' },
         'batch.drained': [
