@@ -20,30 +20,30 @@ interface Crew {
  * spawn and every delivery made a fan-out quadratic.
  */
 export class ChildRegistry {
-  private readonly byName = new Map<string, LiveChild>();
-  private readonly byActor = new Map<string, LiveChild>();
-  private readonly crews = new Map<string, Crew>();
-  /** Spawns per name, ever (a reused name gets a fresh id). A Map: a record keyed by 10,000 names cost V8 a hidden class per name. */
-  private readonly uses = new Map<string, number>();
-  private openCrew: string | undefined;
-  private crewsMade = 0;
+  /** Made on the first spawn: most sessions (every leaf sub-agent) never spawn, and pay nothing. */
+  private state: RegistryState | undefined;
+
+  private get live(): RegistryState {
+    return (this.state ??= new RegistryState());
+  }
 
   get size(): number {
-    return this.byName.size;
+    return this.state?.byName.size ?? 0;
   }
 
   byNameOf(name: string): LiveChild | undefined {
-    return this.byName.get(name);
+    return this.state?.byName.get(name);
   }
 
   byActorId(actorId: string): LiveChild | undefined {
-    return this.byActor.get(actorId);
+    return this.state?.byActor.get(actorId);
   }
 
   /** Counts a spawn of `name` and returns its number (1 for the first). */
   nextUse(name: string): number {
-    const use = (this.uses.get(name) ?? 0) + 1;
-    this.uses.set(name, use);
+    const uses = this.live.uses;
+    const use = (uses.get(name) ?? 0) + 1;
+    uses.set(name, use);
     return use;
   }
 
@@ -52,50 +52,64 @@ export class ChildRegistry {
    * is open only within one tool batch (see `closeCrew`).
    */
   add(actorId: string, agent: AgentIdentity): { child: LiveChild; newCrew: boolean } {
+    const live = this.live;
     let newCrew = false;
-    let crewId = this.openCrew;
+    let crewId = live.openCrew;
     if (crewId === undefined) {
-      crewId = `crew.${++this.crewsMade}`;
-      this.crews.set(crewId, { spawned: 0, live: 0 });
-      this.openCrew = crewId;
+      crewId = `crew.${++live.crewsMade}`;
+      live.crews.set(crewId, { spawned: 0, live: 0 });
+      live.openCrew = crewId;
       newCrew = true;
     }
-    const crew = this.crews.get(crewId) as Crew;
+    const crew = live.crews.get(crewId) as Crew;
     crew.spawned += 1;
     crew.live += 1;
-    if (crew.spawned >= CREW_SIZE) this.openCrew = undefined;
+    if (crew.spawned >= CREW_SIZE) live.openCrew = undefined;
     const child: LiveChild = { actorId, agent, crewId };
-    this.byName.set(agent.name, child);
-    this.byActor.set(actorId, child);
+    live.byName.set(agent.name, child);
+    live.byActor.set(actorId, child);
     return { child, newCrew };
   }
 
   /** Ends a batch's spawning: crews are spawned with all their members, so the next batch starts a new one. */
   closeCrew(): void {
-    this.openCrew = undefined;
+    if (this.state) this.state.openCrew = undefined;
   }
 
   /** Forgets a finished child; returns it, and the id of its crew when that crew is done with. */
   remove(actorId: string): { child: LiveChild; emptyCrew: string | undefined } | undefined {
-    const child = this.byActor.get(actorId);
-    if (!child) return undefined;
-    this.byActor.delete(actorId);
-    this.byName.delete(child.agent.name);
-    const crew = this.crews.get(child.crewId) as Crew;
+    const live = this.state;
+    const child = live?.byActor.get(actorId);
+    if (!live || !child) return undefined;
+    live.byActor.delete(actorId);
+    live.byName.delete(child.agent.name);
+    const crew = live.crews.get(child.crewId) as Crew;
     crew.live -= 1;
     if (crew.live > 0) return { child, emptyCrew: undefined };
     // A crew with no one left goes, so finished work leaves nothing behind in the actor tree.
-    this.crews.delete(child.crewId);
-    if (this.openCrew === child.crewId) this.openCrew = undefined;
+    live.crews.delete(child.crewId);
+    if (live.openCrew === child.crewId) live.openCrew = undefined;
     return { child, emptyCrew: child.crewId };
   }
 
   values(): IterableIterator<LiveChild> {
-    return this.byName.values();
+    return (this.state?.byName ?? NO_CHILDREN).values();
   }
 
   /** Persisted snapshots hold the list. */
   toJSON(): LiveChild[] {
-    return [...this.byName.values()];
+    return [...this.values()];
   }
+}
+
+const NO_CHILDREN: ReadonlyMap<string, LiveChild> = new Map();
+
+class RegistryState {
+  readonly byName = new Map<string, LiveChild>();
+  readonly byActor = new Map<string, LiveChild>();
+  readonly crews = new Map<string, Crew>();
+  /** Spawns per name, ever (a reused name gets a fresh id). A Map: a record keyed by 10,000 names cost V8 a hidden class per name. */
+  readonly uses = new Map<string, number>();
+  openCrew: string | undefined;
+  crewsMade = 0;
 }

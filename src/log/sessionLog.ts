@@ -61,9 +61,10 @@ export class MemoryLogSink implements LogSink {
   }
 }
 
-export const nullLogSink: LogSink = {
-  open: () => ({ append: () => undefined, flush: () => undefined, close: () => undefined }),
-};
+/** Every session's log when there is no sink: stateless, so one serves them all. */
+const nullLog: SessionLog = { append: () => undefined, flush: () => undefined, close: () => undefined };
+
+export const nullLogSink: LogSink = { open: () => nullLog };
 
 const FLUSH_BYTES = 64 * 1024;
 

@@ -107,10 +107,19 @@ function detach(snapshot: SessionSnapshot): SessionSnapshot {
 }
 
 function cloneRegistry(registry: ChildRegistry): ChildRegistry {
-  const copy = Object.create(ChildRegistry.prototype) as ChildRegistry;
-  for (const [key, value] of Object.entries(registry)) {
-    (copy as unknown as Record<string, unknown>)[key] =
-      value instanceof Map ? new Map([...value].map(([k, v]: [unknown, unknown]) => [k, typeof v === 'object' && v !== null ? { ...v } : v])) : value;
+  return copyFields(registry) as ChildRegistry;
+}
+
+/** A copy of an object of the registry: its Maps copied entry by entry, nested objects (its lazily made state) copied alike. */
+function copyFields(source: object): object {
+  const copy = Object.create(Object.getPrototypeOf(source) as object) as Record<string, unknown>;
+  for (const [key, value] of Object.entries(source)) {
+    copy[key] =
+      value instanceof Map
+        ? new Map([...value].map(([k, v]: [unknown, unknown]) => [k, typeof v === 'object' && v !== null ? { ...v } : v]))
+        : typeof value === 'object' && value !== null
+          ? copyFields(value)
+          : value;
   }
   return copy;
 }
