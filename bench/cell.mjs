@@ -1,5 +1,5 @@
 // One cell of the benchmark in a fresh process: `node --expose-gc bench/cell.mjs <system> <workload> <size>`.
-// Warms up, times the workload (up to five samples of at least 200 ms each within two seconds; the median),
+// Warms up, times the workload (up to five samples of at least 200 ms each within four seconds; the median),
 // then once more to measure the heap it retains (after GC, with the run's result still held). Every
 // run checks its counts. Prints a JSON line as each phase starts and one at the end; a run whose
 // counts are wrong exits 1 instead of printing a number.
@@ -7,7 +7,7 @@ import { expected } from './workloads.mjs';
 
 const WARM_UP_MS = 1_000;
 const TIMED_RUNS = 5;
-const TIMED_BUDGET_MS = 2_000;
+const TIMED_BUDGET_MS = 4_000;
 const SAMPLE_MS = 200;
 
 const [systemName, workload, sizeText] = process.argv.slice(2);
@@ -59,8 +59,9 @@ try {
 
   // The timed run follows the warm-up as it is: forcing a GC just before it would shrink the young
   // generation and time the heap's regrowth instead of the system.
-  // Up to five timed samples while they take under two seconds in all (a slow system gets one);
-  // the median of them. A sample repeats a short workload until it has run for 200 ms, so the
+  // Up to five timed samples while they take under four seconds in all (a slow system gets one);
+  // the median of them (of an even count, the mean of the middle two: the upper one alone would
+  // report the slower of a large cell's two samples). A sample repeats a short workload until it has run for 200 ms, so the
   // garbage collection a run causes is paid within the sample, as it is by a long run, rather than
   // left to fall between samples. Each run checks its counts.
   console.log(JSON.stringify({ phase: 'timed run' }));
@@ -82,7 +83,9 @@ try {
     times.push(elapsed / runs);
     spent += elapsed;
   }
-  const ms = times.sort((a, b) => a - b)[Math.floor(times.length / 2)];
+  times.sort((a, b) => a - b);
+  const middle = Math.floor(times.length / 2);
+  const ms = times.length % 2 ? times[middle] : (times[middle - 1] + times[middle]) / 2;
   console.log(JSON.stringify({ phase: 'memory run', system: systemName, workload, size, ms, timedRuns: times.length, counts }));
 
   // The memory run: heap after GC with its result held, minus heap after GC before it.

@@ -311,7 +311,7 @@ loop's run in the same round (how many times its cost). Lower is better, except 
 - Every run checks its counts (model calls, tool executions, sub-agent reports seen by the root's last model
   call, deltas received) and fails rather than report a number for skipped work.
 - Each cell runs in a fresh process (\`bench/cell.mjs\`): a warm-up of the same workload (at most 1,000 units,
-  at least two runs and one second), then timed samples (up to five while they take under two seconds in
+  at least two runs and one second), then timed samples (up to five while they take under four seconds in
   all, so a slow system gets one; the cell reports their median), then a separate run for the memory figure.
   A sample repeats a short run until 200 ms have passed, so the garbage collection its runs cause is paid
   within it, as a long run pays its own, instead of falling between samples.

@@ -3,11 +3,23 @@ export interface Deadline {
   cancel(): void;
 }
 
-interface Entry {
-  readonly at: number;
-  readonly fire: () => void;
+/** A deadline in the heap; it is its own handle (no closure per deadline). */
+class Entry implements Deadline {
   /** Position in the heap; -1 once fired or cancelled. */
   index: number;
+
+  constructor(
+    private readonly queue: DeadlineQueue,
+    readonly at: number,
+    readonly fire: () => void,
+    index: number,
+  ) {
+    this.index = index;
+  }
+
+  cancel(): void {
+    this.queue.remove(this);
+  }
 }
 
 /**
@@ -28,12 +40,12 @@ export class DeadlineQueue {
 
   /** Calls `fire` once `delayMs` have passed, unless cancelled first. */
   add(delayMs: number, fire: () => void): Deadline {
-    const entry: Entry = { at: performance.now() + Math.max(0, delayMs), fire, index: this.heap.length };
+    const entry = new Entry(this, performance.now() + Math.max(0, delayMs), fire, this.heap.length);
     this.heap.push(entry);
     this.siftUp(entry.index);
     if (entry.at < this.timerAt) this.arm(entry.at);
     else if (this.heap.length === 1) this.timer?.ref();
-    return { cancel: () => this.remove(entry) };
+    return entry;
   }
 
   /** Deadlines pending (for tests). */
@@ -41,7 +53,8 @@ export class DeadlineQueue {
     return this.heap.length;
   }
 
-  private remove(entry: Entry): void {
+  /** Takes a deadline out of the heap (`Deadline.cancel`); nothing if it fired or was cancelled. */
+  remove(entry: Entry): void {
     const i = entry.index;
     if (i < 0) return;
     entry.index = -1;
