@@ -61,9 +61,9 @@ try {
   // generation and time the heap's regrowth instead of the system.
   // Up to five timed samples while they take under four seconds in all (a slow system gets one);
   // the median of them (of an even count, the mean of the middle two: the upper one alone would
-  // report the slower of a large cell's two samples). A sample repeats a short workload until it has run for 200 ms, so the
-  // garbage collection a run causes is paid within the sample, as it is by a long run, rather than
-  // left to fall between samples. Each run checks its counts.
+  // report the slower of a large cell's two samples). A sample repeats a short workload until it
+  // has run for 200 ms, so the garbage collection a run causes is paid within the sample, as it is
+  // by a long run, rather than left to fall between samples. Each run checks its counts.
   console.log(JSON.stringify({ phase: 'timed run' }));
   const times = [];
   let counts;

@@ -48,18 +48,16 @@ export class ChildRegistry {
   }
 
   /**
-   * Registers a child in the open crew; `newCrew` is set when a crew must be spawned for it. A crew
-   * is open only within one tool batch (see `closeCrew`).
+   * Registers a child in the open crew, or in a new one (the caller spawns each crew with its
+   * members). A crew is open only within one tool batch (see `closeCrew`).
    */
-  add(actorId: string, agent: AgentIdentity): { child: LiveChild; newCrew: boolean } {
+  add(actorId: string, agent: AgentIdentity): LiveChild {
     const live = this.live;
-    let newCrew = false;
     let crewId = live.openCrew;
     if (crewId === undefined) {
       crewId = `crew.${++live.crewsMade}`;
       live.crews.set(crewId, { spawned: 0, live: 0 });
       live.openCrew = crewId;
-      newCrew = true;
     }
     const crew = live.crews.get(crewId) as Crew;
     crew.spawned += 1;
@@ -68,7 +66,7 @@ export class ChildRegistry {
     const child: LiveChild = { actorId, agent, crewId };
     live.byName.set(agent.name, child);
     live.byActor.set(actorId, child);
-    return { child, newCrew };
+    return child;
   }
 
   /** Ends a batch's spawning: crews are spawned with all their members, so the next batch starts a new one. */

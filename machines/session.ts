@@ -367,7 +367,7 @@ const machineSetup = setup({
             // The child's id in this session (its deliveries carry it): its crew runs it under a
             // small local id and renames its events to this one (see machines/crew.ts).
             const actorId = String(spawned);
-            const { child } = children.add(actorId, agent);
+            const child = children.add(actorId, agent);
             let members = crews.get(child.crewId);
             if (!members) crews.set(child.crewId, (members = []));
             members.push({ actorId, input: inheritOptions(context.options, { task: call.task, agent }) });
