@@ -49,6 +49,16 @@ describe('dispatch', () => {
     expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'streaming', 'readyForUser']);
   });
 
+  it("a tool added to the host's array after a session is offered to the next session", async () => {
+    const tools = [defineTool({ name: 'one', description: '', input: z.object({}), run: () => 'one' })];
+    const first = await runTraced({ root: [{ text: 'ok' }] }, { task: 't', tools });
+    expect(first.provider.requestsOf('root')[0]?.tools).toEqual(['agent', 'cancel_agent', 'one']);
+    tools.push(defineTool({ name: 'two', description: '', input: z.object({}), run: () => 'two ran' }));
+    const second = await runTraced({ root: [{ calls: [{ name: 'two', input: {} }] }, { text: 'ok' }] }, { task: 't', tools });
+    expect(second.provider.requestsOf('root')[0]?.tools).toEqual(['agent', 'cancel_agent', 'one', 'two']);
+    expect(toolResults(second.snapshot.context.messages)[0]).toMatchObject({ content: 'two ran' });
+  });
+
   it('a call to a tool that was never offered is refused by the allow-check', async () => {
     const { snapshot } = await runTraced({ root: [{ calls: [{ name: 'rm_rf', input: {} }] }, { text: 'ok' }] }, { task: 't' });
     expect(toolResults(snapshot.context.messages)[0]).toMatchObject({ is_error: true, content: "unknown tool 'rm_rf': this agent was not offered it" });

@@ -27,16 +27,22 @@ const toolboxes = new WeakMap<readonly Tool[], Map<string, Toolbox>>();
 /**
  * The toolbox for `tools` on `axes`; the same object for every session with the same tool list
  * (sub-agents share their parent's), so a wide fan-out builds it once, not once per sub-agent.
+ * A host may change its array between sessions: a cached toolbox serves only while it still holds
+ * exactly the array's tools.
  */
 export function buildToolbox(tools: readonly Tool[], axes: ToolAxes): Toolbox {
   const key = `${axes.spawns ? 's' : ''}${axes.replies ? 'r' : ''}`;
   let byAxes = toolboxes.get(tools);
   const cached = byAxes?.get(key);
-  if (cached) return cached;
+  if (cached && holdsExactly(cached, tools)) return cached;
   const toolbox = makeToolbox(tools, axes);
   if (!byAxes) toolboxes.set(tools, (byAxes = new Map()));
   byAxes.set(key, toolbox);
   return toolbox;
+}
+
+function holdsExactly(toolbox: Toolbox, tools: readonly Tool[]): boolean {
+  return toolbox.tools.size === tools.length && tools.every((tool) => toolbox.tools.get(tool.name) === tool);
 }
 
 function makeToolbox(tools: readonly Tool[], axes: ToolAxes): Toolbox {
