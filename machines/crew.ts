@@ -52,10 +52,11 @@ export interface CrewContext {
  * Holds up to `CREW_SIZE` of a session's sub-agents and forwards each one's `done` or `error`
  * event to the session, then stops it.
  *
- * Why a crew exists: XState copies an actor's `snapshot.children` on every spawn and stop, and a
- * session spawns and stops its own invoked actors (the model request, the tool batch) on every
- * step. With thousands of sub-agents among them, every step and every delivery would copy
- * thousands of entries. Crews keep the session's own children few, and each crew's small.
+ * Why a crew exists: XState copies an actor's `snapshot.children` on every spawn and stop, and
+ * every delivery stops a finished child. Were thousands of sub-agents the session's own children,
+ * every delivery would copy thousands of entries. Crews keep the session's own children few (one
+ * per 64 sub-agents), and each crew's small. A crew is spawned with its members, those of one
+ * tool batch, and is stopped once the last of them has finished.
  *
  * Inside a crew, children have the local ids "0" to "63", and the crew renames their events to
  * the session's actor ids as it forwards them: a children record keyed by dense small integers is

@@ -128,7 +128,7 @@ describe('startLiveInspector', () => {
     expect(delivery?.sourceId).toBe(crew?.sessionId);
     expect(delivery?.event).toMatchObject({ output: { name: 'reader', outcome: 'replied' } });
 
-    // The provider's key never leaves the process, however deep it sits (the init event's input, a model request's input, a crew.spawn event).
+    // The provider's key never leaves the process, however deep it sits (the init event's input, a model request's input, a crew's input).
     expect(client.texts.join('\n')).not.toContain(SECRET);
     expect(client.texts.some((t) => t.includes('"apiKey"'))).toBe(false);
     root.stop();

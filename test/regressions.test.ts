@@ -127,7 +127,7 @@ describe('regressions', () => {
   });
 });
 
-/** Is `actor` (a session, crew or invoked actor) part of the subtree of the session `agentId`? */
+/** Is `actor` (a session or a crew) part of the subtree of the session `agentId`? */
 function isUnder(actor: AnyActorRef, agentId: string): boolean {
   let ref: AnyActorRef | undefined = actor;
   while (ref) {
