@@ -1,0 +1,20 @@
+import type { LogRecord } from '../log/sessionLog.js';
+import type { ToolResultBlock } from '../types.js';
+
+/**
+ * What a durable run's journal holds: every record of every session's log, plus what only a
+ * resume needs. Records are appended as the sessions make them and never rewritten; a resume
+ * replays them (see `restoreRun`).
+ */
+export type JournalRecord =
+  | LogRecord
+  /** One call of the open batch was answered (before the batch is committed as one message). */
+  | { readonly type: 'tool'; readonly result: ToolResultBlock }
+  /** A user message queued for the session's next turn. */
+  | { readonly type: 'queued'; readonly text: string }
+  /** Run-level (session ''): the process was interrupted (Ctrl-C); the cancellations that follow are undone by a resume. */
+  | { readonly type: 'interrupt' }
+  /** Run-level (session ''): a process took the run up again. */
+  | { readonly type: 'resume' };
+
+export type JournalRecordType = JournalRecord['type'];

@@ -1,0 +1,118 @@
+import type { JournalRecord } from './journalRecord.js';
+
+/**
+ * Where durable runs are kept: the embedded SQLite file by default (`SqliteRunStore`), any other
+ * backend behind the same interface. A store keeps, per run, one row describing it and one
+ * append-only journal of records (see `JournalRecord`); everything a resume needs is derived
+ * from the journal, so a store never rewrites what it wrote.
+ *
+ * `append` is on the hot path (once per burst of state changes, before any effect they start
+ * runs): an embedded store answers synchronously; a networked one may return a promise, and the
+ * session then starts its effects once it settles.
+ */
+export interface RunStore {
+  /** Records a new run. Throws if the id is taken. */
+  createRun(run: NewRun): void | Promise<void>;
+  /** One run, or undefined for an unknown id. */
+  getRun(id: string): RunRow | undefined | Promise<RunRow | undefined>;
+  /** Every run, newest first, with the totals `exarch runs` shows. */
+  listRuns(): RunSummary[] | Promise<RunSummary[]>;
+  /** Appends journal rows atomically: after a crash either all of them are there or none. */
+  append(rows: readonly JournalRow[]): void | Promise<void>;
+  /** The run's journal in `seq` order. */
+  journal(runId: string): JournalRow[] | Promise<JournalRow[]>;
+  /**
+   * Takes the run for `owner` if no live process holds it: the run has no owner, its lease has
+   * expired, or (on the same host) its owner's process is gone. Returns the live holder otherwise.
+   */
+  claim(runId: string, owner: RunOwner, leaseMs: number): ClaimResult | Promise<ClaimResult>;
+  /** Extends `owner`'s lease; false if it no longer holds the run. */
+  renew(runId: string, owner: RunOwner, leaseMs: number): boolean | Promise<boolean>;
+  /** Sets the status and lets go of the run (owner cleared). */
+  release(runId: string, owner: RunOwner, status: RunStatus): void | Promise<void>;
+  close(): void | Promise<void>;
+}
+
+/**
+ * `running` while a process works on it (or, after SIGKILL, until a resume takes it: `listRuns`
+ * reports a `running` run whose owner is dead as `interrupted`).
+ */
+export type RunStatus = 'running' | 'done' | 'capped' | 'failed' | 'interrupted';
+
+export const RUN_STATUSES: readonly RunStatus[] = ['running', 'done', 'capped', 'failed', 'interrupted'];
+
+/** Who is running a run: a process on a host. `token` tells two owners with the same pid apart. */
+export interface RunOwner {
+  readonly host: string;
+  readonly pid: number;
+  readonly token: string;
+}
+
+/**
+ * What a run needs to be rebuilt: never an API key or any other secret. `options` is the
+ * host's or CLI's own (model, caps, flags); exarch reads the fields it knows.
+ */
+export interface NewRun {
+  readonly id: string;
+  readonly task: string;
+  /** Absolute working directory: a run is resumed only there. */
+  readonly cwd: string;
+  readonly options: RunOptionsRecord;
+  /** Milliseconds since the epoch. */
+  readonly startedAt: number;
+  readonly owner: RunOwner;
+  readonly leaseMs: number;
+}
+
+/** The options a run is rebuilt with (JSON). */
+export interface RunOptionsRecord {
+  readonly model?: string;
+  readonly maxSteps?: number;
+  readonly maxDepth?: number;
+  readonly replyCap?: number;
+  readonly allowWrite?: boolean;
+  readonly allowShell?: boolean;
+  readonly logDir?: string;
+  /** Names of the host tools every agent was offered (protocol tools excluded). */
+  readonly tools: readonly string[];
+  readonly [key: string]: unknown;
+}
+
+export interface RunRow {
+  readonly id: string;
+  readonly task: string;
+  readonly cwd: string;
+  readonly options: RunOptionsRecord;
+  readonly startedAt: number;
+  readonly status: RunStatus;
+  readonly owner: RunOwner | null;
+  /** Milliseconds since the epoch; 0 without an owner. */
+  readonly leaseUntil: number;
+  readonly endedAt: number | null;
+}
+
+export interface RunSummary extends RunRow {
+  /** Sessions in the tree (the root included). */
+  readonly agents: number;
+  /** Model responses committed. */
+  readonly requests: number;
+  readonly usage: {
+    readonly inputTokens: number;
+    readonly outputTokens: number;
+    readonly cacheCreationInputTokens: number;
+    readonly cacheReadInputTokens: number;
+  };
+}
+
+/** One journal record of one session (`session` is the agent id; '' for run-level markers). */
+export interface JournalRow {
+  readonly runId: string;
+  /** 1, 2, 3, … per run, in the order the records were made. */
+  readonly seq: number;
+  readonly session: string;
+  /** Milliseconds since the epoch. */
+  readonly ts: number;
+  readonly record: JournalRecord;
+}
+
+export type ClaimResult = { readonly ok: true } | { readonly ok: false; readonly holder: RunOwner; readonly leaseUntil: number };

@@ -1,0 +1,352 @@
+import Database from 'better-sqlite3';
+import { closeSync, mkdirSync, openSync, readSync, statSync, type Stats } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { mayClaim, reportedStatus, type StoreOptions } from './memoryStore.js';
+import { StoreError } from './storeError.js';
+import { RUN_STATUSES, type ClaimResult, type JournalRow, type NewRun, type RunOwner, type RunRow, type RunStatus, type RunStore, type RunSummary } from './runStore.js';
+
+/** Where the CLI keeps its runs, relative to the working directory (callers resolve it). */
+export const DEFAULT_STORE_PATH = '.exarch/exarch.db';
+
+/** `PRAGMA application_id` of every exarch database ('EXAR'): tells ours from anyone else's SQLite file. */
+export const EXARCH_APPLICATION_ID = 0x45584152;
+
+/**
+ * Schema steps by the `user_version` they lead to, each run once, all pending ones in one
+ * transaction. Never edit a released step: add the next one.
+ *
+ * `journal` keeps its rowid: bodies (messages, tool results) are often over 1 KB, past what a
+ * WITHOUT ROWID row holds in its page before spilling. `type` has its own column so `listRuns`
+ * aggregates in SQL; the partial index covers only the rows it reads (sessions and usage), so
+ * the hot path pays for it once per model response, not per record.
+ */
+const MIGRATIONS: Readonly<Record<number, string>> = {
+  1: `
+    CREATE TABLE runs (
+      id TEXT PRIMARY KEY NOT NULL,
+      task TEXT NOT NULL,
+      cwd TEXT NOT NULL,
+      options TEXT NOT NULL,
+      started_at INTEGER NOT NULL,
+      status TEXT NOT NULL,
+      owner_host TEXT,
+      owner_pid INTEGER,
+      owner_token TEXT,
+      lease_until INTEGER NOT NULL DEFAULT 0,
+      ended_at INTEGER
+    );
+    CREATE TABLE journal (
+      run_id TEXT NOT NULL,
+      seq INTEGER NOT NULL,
+      session TEXT NOT NULL,
+      ts INTEGER NOT NULL,
+      type TEXT NOT NULL,
+      body TEXT NOT NULL,
+      PRIMARY KEY (run_id, seq)
+    );
+    CREATE INDEX journal_totals ON journal (run_id, type) WHERE type IN ('session', 'usage');
+  `,
+};
+
+/** The newest schema this exarch reads and writes. */
+export const SCHEMA_VERSION = Math.max(...Object.keys(MIGRATIONS).map(Number));
+
+/** How long a write waits for another process's transaction before SQLITE_BUSY. */
+const BUSY_TIMEOUT_MS = 5000;
+
+const SQLITE_MAGIC = Buffer.from('SQLite format 3\0', 'latin1');
+
+/** A `runs` row as SQLite returns it. */
+interface RunColumns {
+  readonly id: string;
+  readonly task: string;
+  readonly cwd: string;
+  readonly options: string;
+  readonly started_at: number;
+  readonly status: string;
+  readonly owner_host: string | null;
+  readonly owner_pid: number | null;
+  readonly owner_token: string | null;
+  readonly lease_until: number;
+  readonly ended_at: number | null;
+}
+
+interface SummaryColumns extends RunColumns {
+  readonly agents: number;
+  readonly requests: number;
+  readonly input_tokens: number;
+  readonly output_tokens: number;
+  readonly cache_creation_input_tokens: number;
+  readonly cache_read_input_tokens: number;
+}
+
+interface JournalColumns {
+  readonly run_id: string;
+  readonly seq: number;
+  readonly session: string;
+  readonly ts: number;
+  readonly body: string;
+}
+
+const LIST_RUNS = `
+  SELECT r.*,
+    coalesce(t.agents, 0) AS agents, coalesce(t.requests, 0) AS requests,
+    coalesce(t.input_tokens, 0) AS input_tokens, coalesce(t.output_tokens, 0) AS output_tokens,
+    coalesce(t.cache_creation_input_tokens, 0) AS cache_creation_input_tokens,
+    coalesce(t.cache_read_input_tokens, 0) AS cache_read_input_tokens
+  FROM runs r LEFT JOIN (
+    SELECT run_id,
+      count(*) FILTER (WHERE type = 'session') AS agents,
+      count(*) FILTER (WHERE type = 'usage') AS requests,
+      sum(json_extract(body, '$.request.inputTokens')) FILTER (WHERE type = 'usage') AS input_tokens,
+      sum(json_extract(body, '$.request.outputTokens')) FILTER (WHERE type = 'usage') AS output_tokens,
+      sum(json_extract(body, '$.request.cacheCreationInputTokens')) FILTER (WHERE type = 'usage') AS cache_creation_input_tokens,
+      sum(json_extract(body, '$.request.cacheReadInputTokens')) FILTER (WHERE type = 'usage') AS cache_read_input_tokens
+    FROM journal WHERE type IN ('session', 'usage') GROUP BY run_id
+  ) t ON t.run_id = r.id
+  ORDER BY r.started_at DESC, r.id DESC`;
+
+/**
+ * Runs in one SQLite file (WAL): the store the CLI uses. Every method answers synchronously.
+ * Opening refuses, without writing a byte, a file that is not an exarch database, is corrupt, or
+ * was written by a newer schema (see `StoreError`).
+ */
+export class SqliteRunStore implements RunStore {
+  /** The absolute path of the database. */
+  readonly file: string;
+  private readonly db: Database.Database;
+  private readonly now: () => number;
+  private readonly insertRun: Database.Statement<[Record<string, unknown>]>;
+  private readonly selectRun: Database.Statement<[string], RunColumns>;
+  private readonly selectSummaries: Database.Statement<[], SummaryColumns>;
+  private readonly selectJournal: Database.Statement<[string], JournalColumns>;
+  private readonly takeRun: Database.Statement<[Record<string, unknown>]>;
+  private readonly extendLease: Database.Statement<[Record<string, unknown>]>;
+  private readonly letGo: Database.Statement<[Record<string, unknown>]>;
+  private readonly appendAll: Database.Transaction<(rows: readonly JournalRow[]) => void>;
+  private readonly claimRun: Database.Transaction<(runId: string, owner: RunOwner, leaseMs: number) => ClaimResult>;
+
+  constructor(file: string, options: StoreOptions = {}) {
+    this.file = resolve(file);
+    this.now = options.now ?? Date.now;
+    this.db = openChecked(this.file);
+    const db = this.db;
+    this.insertRun = db.prepare(`INSERT INTO runs (id, task, cwd, options, started_at, status, owner_host, owner_pid, owner_token, lease_until, ended_at)
+      VALUES (@id, @task, @cwd, @options, @startedAt, 'running', @host, @pid, @token, @leaseUntil, NULL)`);
+    this.selectRun = db.prepare('SELECT * FROM runs WHERE id = ?');
+    this.selectSummaries = db.prepare(LIST_RUNS);
+    this.selectJournal = db.prepare('SELECT run_id, seq, session, ts, body FROM journal WHERE run_id = ? ORDER BY seq');
+    this.takeRun = db.prepare(`UPDATE runs SET status = 'running', owner_host = @host, owner_pid = @pid, owner_token = @token,
+      lease_until = @leaseUntil, ended_at = NULL WHERE id = @id`);
+    this.extendLease = db.prepare('UPDATE runs SET lease_until = @leaseUntil WHERE id = @id AND owner_token = @token');
+    this.letGo = db.prepare(`UPDATE runs SET status = @status, ended_at = @endedAt, owner_host = NULL, owner_pid = NULL,
+      owner_token = NULL, lease_until = 0 WHERE id = @id AND owner_token = @token`);
+    const insertRow = db.prepare<[string, number, string, number, string, string]>('INSERT INTO journal (run_id, seq, session, ts, type, body) VALUES (?, ?, ?, ?, ?, ?)');
+    this.appendAll = db.transaction((rows: readonly JournalRow[]) => {
+      for (const row of rows) insertRow.run(row.runId, row.seq, row.session, row.ts, row.record.type, JSON.stringify(row.record));
+    });
+    // IMMEDIATE: the write lock is taken before the holder is read, so two claimants never both win.
+    this.claimRun = db.transaction((runId: string, owner: RunOwner, leaseMs: number): ClaimResult => {
+      const run = this.selectRun.get(runId);
+      if (!run) throw new StoreError('unknown-run', this.file, runId);
+      const now = this.now();
+      const holder = ownerOf(run);
+      if (holder !== null && !mayClaim(holder, run.lease_until, owner, now)) return { ok: false, holder, leaseUntil: run.lease_until };
+      this.takeRun.run({ id: runId, ...ownerParams(owner), leaseUntil: now + leaseMs });
+      return { ok: true };
+    });
+  }
+
+  createRun(run: NewRun): void {
+    const { id, task, cwd, startedAt, owner } = run;
+    try {
+      this.insertRun.run({ id, task, cwd, options: JSON.stringify(run.options), startedAt, ...ownerParams(owner), leaseUntil: this.now() + run.leaseMs });
+    } catch (error) {
+      throw this.conflict(error, `run ${id}`);
+    }
+  }
+
+  getRun(id: string): RunRow | undefined {
+    const run = this.selectRun.get(id);
+    return run && this.toRunRow(run);
+  }
+
+  listRuns(): RunSummary[] {
+    const now = this.now();
+    return this.selectSummaries.all().map((r) => {
+      const run = this.toRunRow(r);
+      const usage = {
+        inputTokens: r.input_tokens,
+        outputTokens: r.output_tokens,
+        cacheCreationInputTokens: r.cache_creation_input_tokens,
+        cacheReadInputTokens: r.cache_read_input_tokens,
+      };
+      return { ...run, status: reportedStatus(run, now), agents: r.agents, requests: r.requests, usage };
+    });
+  }
+
+  /** One transaction for the batch: a taken (runId, seq) rolls all of it back. */
+  append(rows: readonly JournalRow[]): void {
+    try {
+      this.appendAll(rows);
+    } catch (error) {
+      throw this.conflict(error, 'a journal row of this batch (run and seq)');
+    }
+  }
+
+  journal(runId: string): JournalRow[] {
+    return this.selectJournal.all(runId).map((r) => ({ runId: r.run_id, seq: r.seq, session: r.session, ts: r.ts, record: JSON.parse(r.body) as JournalRow['record'] }));
+  }
+
+  claim(runId: string, owner: RunOwner, leaseMs: number): ClaimResult {
+    return this.claimRun.immediate(runId, owner, leaseMs);
+  }
+
+  renew(runId: string, owner: RunOwner, leaseMs: number): boolean {
+    return this.extendLease.run({ id: runId, token: owner.token, leaseUntil: this.now() + leaseMs }).changes === 1;
+  }
+
+  release(runId: string, owner: RunOwner, status: RunStatus): void {
+    this.letGo.run({ id: runId, token: owner.token, status, endedAt: status === 'running' ? null : this.now() });
+  }
+
+  close(): void {
+    if (this.db.open) this.db.close();
+  }
+
+  private toRunRow(r: RunColumns): RunRow {
+    if (!isRunStatus(r.status)) throw new StoreError('corrupt', this.file, `run ${r.id} has status ${JSON.stringify(r.status)}`);
+    const options = JSON.parse(r.options) as RunRow['options'];
+    return { id: r.id, task: r.task, cwd: r.cwd, options, startedAt: r.started_at, status: r.status, owner: ownerOf(r), leaseUntil: r.lease_until, endedAt: r.ended_at };
+  }
+
+  /** A primary key taken is the caller's conflict; a corrupt page, the file's; anything else, as SQLite said. */
+  private conflict(error: unknown, what: string): unknown {
+    if (!(error instanceof Database.SqliteError)) return error;
+    if (error.code === 'SQLITE_CONSTRAINT_PRIMARYKEY') return new StoreError('conflict', this.file, what, { cause: error });
+    if (error.code.startsWith('SQLITE_CORRUPT')) return new StoreError('corrupt', this.file, error.message, { cause: error });
+    return error;
+  }
+}
+
+/** Opens (or creates) the store at `file`; see `SqliteRunStore`. */
+export function openSqliteStore(file: string, options: StoreOptions = {}): SqliteRunStore {
+  return new SqliteRunStore(file, options);
+}
+
+/** Exactly the owner's three columns: a caller's owner object may carry more. */
+function ownerParams({ host, pid, token }: RunOwner): { host: string; pid: number; token: string } {
+  return { host, pid, token };
+}
+
+function ownerOf(r: RunColumns): RunOwner | null {
+  return r.owner_token === null ? null : { host: r.owner_host ?? '', pid: r.owner_pid ?? 0, token: r.owner_token };
+}
+
+function isRunStatus(status: string): status is RunStatus {
+  return (RUN_STATUSES as readonly string[]).includes(status);
+}
+
+/**
+ * Checks an existing file read-only, then opens it read-write and brings its schema up to date.
+ * Nothing is written to a file before it has been found to be an exarch database (or empty).
+ */
+function openChecked(file: string): Database.Database {
+  const stats = statOrMissing(file);
+  if (stats !== undefined && stats.size > 0) inspect(file);
+  let db: Database.Database;
+  try {
+    if (stats === undefined) mkdirSync(dirname(file), { recursive: true });
+    db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
+  } catch (error) {
+    throw openFailure(error, file);
+  }
+  try {
+    migrate(db, file);
+    // After the migration's commit: until then nothing but the checked transaction writes.
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = NORMAL');
+    return db;
+  } catch (error) {
+    db.close();
+    throw openFailure(error, file);
+  }
+}
+
+/** The file's stats; undefined if there is none (a new store). */
+function statOrMissing(file: string): Stats | undefined {
+  let stats: Stats;
+  try {
+    stats = statSync(file);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw openFailure(error, file);
+  }
+  if (!stats.isFile()) throw new StoreError('unreadable', file, stats.isDirectory() ? 'it is a directory' : 'it is not a regular file');
+  return stats;
+}
+
+/** The read-only checks: SQLite's header, our application id, a schema we know, pages intact. */
+function inspect(file: string): void {
+  const head = readHead(file);
+  if (!head.subarray(0, SQLITE_MAGIC.length).equals(SQLITE_MAGIC)) throw new StoreError('not-exarch', file, 'not a SQLite file');
+  if (head.length < 100) throw new StoreError('corrupt', file, 'truncated inside its header');
+  let db: Database.Database | undefined;
+  try {
+    db = new Database(file, { readonly: true, fileMustExist: true, timeout: BUSY_TIMEOUT_MS });
+    checkMarks(db, file);
+    const problems = (db.pragma('quick_check(1)') as { quick_check: string }[]).flatMap((row) => row.quick_check.split('\n'));
+    const problem = problems.find((line) => line !== 'ok' && !line.startsWith('***'));
+    if (problem !== undefined) throw new StoreError('corrupt', file, problem);
+  } catch (error) {
+    throw openFailure(error, file);
+  } finally {
+    db?.close();
+  }
+}
+
+/** Throws unless the database is ours at a schema we read, or is empty and unmarked (ours to set up). */
+function checkMarks(db: Database.Database, file: string): void {
+  const applicationId = db.pragma('application_id', { simple: true }) as number;
+  const version = db.pragma('user_version', { simple: true }) as number;
+  if (applicationId !== EXARCH_APPLICATION_ID) {
+    const empty = applicationId === 0 && version === 0 && db.prepare('SELECT 1 FROM sqlite_schema LIMIT 1').get() === undefined;
+    if (!empty) throw new StoreError('not-exarch', file);
+  }
+  if (version > SCHEMA_VERSION) throw new StoreError('newer-schema', file, `schema ${version}; this exarch reads ${SCHEMA_VERSION}`);
+}
+
+/** Checks again under the write lock (another process may have created it meanwhile), then runs the missing steps. */
+function migrate(db: Database.Database, file: string): void {
+  db.transaction(() => {
+    checkMarks(db, file);
+    const version = db.pragma('user_version', { simple: true }) as number;
+    if (version === SCHEMA_VERSION) return;
+    for (let step = version + 1; step <= SCHEMA_VERSION; step++) db.exec(MIGRATIONS[step] ?? '');
+    db.pragma(`application_id = ${EXARCH_APPLICATION_ID}`);
+    db.pragma(`user_version = ${SCHEMA_VERSION}`);
+  }).immediate();
+}
+
+/** The first 100 bytes (SQLite's header), or fewer for a shorter file. */
+function readHead(file: string): Buffer {
+  const head = Buffer.alloc(100);
+  let fd: number | undefined;
+  try {
+    fd = openSync(file, 'r');
+    return head.subarray(0, readSync(fd, head, 0, head.length, 0));
+  } catch (error) {
+    throw openFailure(error, file);
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+/** SQLite's and the file system's failures while opening, as the StoreError a user can act on. */
+function openFailure(error: unknown, file: string): unknown {
+  if (error instanceof StoreError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  if (error instanceof Database.SqliteError && /^SQLITE_(CORRUPT|NOTADB)/.test(error.code)) return new StoreError('corrupt', file, message, { cause: error });
+  if (error instanceof Database.SqliteError && !/^SQLITE_(CANTOPEN|IOERR|PERM|AUTH|READONLY)/.test(error.code)) return error;
+  return new StoreError('unreadable', file, message, { cause: error });
+}

@@ -1,0 +1,57 @@
+/**
+ * Why a run store refused: what a host or the CLI reports to the user, and what it branches on.
+ *
+ * - `not-exarch`: the file is not SQLite, or is another application's database.
+ * - `corrupt`: an exarch database that SQLite cannot read back intact.
+ * - `newer-schema`: written by a newer exarch; this one will not guess at it.
+ * - `unreadable`: the path is a directory, or cannot be opened or created.
+ * - `unknown-run`: no run with that id.
+ * - `conflict`: the id (or the journal row) is taken.
+ */
+export type StoreErrorReason = 'not-exarch' | 'corrupt' | 'newer-schema' | 'unreadable' | 'unknown-run' | 'conflict';
+
+/**
+ * A run store's refusal. The message is one line naming the file (the user sees it as is, e.g.
+ * `the run store /x/y.db is not an exarch database`); `reason` and `file` are for code.
+ */
+export class StoreError extends Error {
+  override readonly name = 'StoreError';
+
+  /**
+   * @param file the store's file; undefined for a store without one (memory).
+   * @param detail what the message adds in its reason's wording: SQLite's complaint for
+   *   `corrupt` and `unreadable`, `schema 7; this exarch reads 1` for `newer-schema`, the run id
+   *   for `unknown-run`, what is taken for `conflict`.
+   */
+  constructor(
+    readonly reason: StoreErrorReason,
+    readonly file: string | undefined,
+    detail?: string,
+    options?: { readonly cause?: unknown },
+  ) {
+    super(oneLine(describe(reason, file === undefined ? '(in memory)' : file, detail)), options);
+  }
+}
+
+function describe(reason: StoreErrorReason, where: string, detail: string | undefined): string {
+  const paren = detail === undefined || detail === '' ? '' : ` (${detail})`;
+  switch (reason) {
+    case 'not-exarch':
+      return `the run store ${where} is not an exarch database${paren}`;
+    case 'corrupt':
+      return `the run store ${where} is corrupt${paren}`;
+    case 'newer-schema':
+      return `the run store ${where} was written by a newer exarch${paren}`;
+    case 'unreadable':
+      return `the run store ${where} cannot be opened${paren}`;
+    case 'unknown-run':
+      return `the run store ${where} has no run ${detail ?? ''}`.trimEnd();
+    case 'conflict':
+      return `the run store ${where} already holds ${detail ?? 'that'}`;
+  }
+}
+
+/** Messages go to terminals and log lines: a newline in a path or in SQLite's text must not split them. */
+function oneLine(text: string): string {
+  return text.replace(/\s*[\r\n]+\s*/g, ' ');
+}

@@ -1,0 +1,478 @@
+import Database from 'better-sqlite3';
+import { spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { JournalRecord } from '../src/store/journalRecord.js';
+import { MemoryRunStore, type StoreOptions } from '../src/store/memoryStore.js';
+import type { ClaimResult, JournalRow, NewRun, RunOwner } from '../src/store/runStore.js';
+import { openSqliteStore, SqliteRunStore } from '../src/store/sqliteStore.js';
+import { StoreError, type StoreErrorReason } from '../src/store/storeError.js';
+
+/**
+ * The run stores: one contract both must keep (the memory store stands in for the SQLite one in
+ * tests, so they must not drift apart), then what only a file can get wrong. Real files, real
+ * processes; the oracles read the database with their own connection, never through the store.
+ */
+
+const HOST = hostname();
+const EXARCH_ID = 0x45584152;
+
+let dir: string;
+let clock: number;
+const opened: { close(): void }[] = [];
+const options: StoreOptions = { now: () => clock };
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'exarch-store-'));
+  clock = 1_000_000;
+});
+afterEach(() => {
+  for (const store of opened.splice(0)) store.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function track<T extends { close(): void }>(store: T): T {
+  opened.push(store);
+  return store;
+}
+
+const me = (token: string): RunOwner => ({ host: HOST, pid: process.pid, token });
+
+function newRun(id: string, overrides: Partial<NewRun> = {}): NewRun {
+  return { id, task: `task ${id}`, cwd: '/work', options: { model: 'm', maxSteps: 9, tools: ['read_file'] }, startedAt: 100, owner: me('first'), leaseMs: 60_000, ...overrides };
+}
+
+function row(runId: string, seq: number, record: JournalRecord, session = 'root'): JournalRow {
+  return { runId, seq, session, ts: 5000 + seq, record };
+}
+
+const usage = (inputTokens: number, outputTokens: number, cacheCreationInputTokens = 0, cacheReadInputTokens = 0): JournalRecord => {
+  const request = { inputTokens, outputTokens, cacheCreationInputTokens, cacheReadInputTokens };
+  return { type: 'usage', request, session: request, stopReason: 'end_turn' };
+};
+const session = (id: string): JournalRecord => ({ type: 'session', agent: { name: id, path: [id], depth: 0, id }, task: 'go' });
+const message = (text: string): JournalRecord => ({ type: 'message', role: 'assistant', content: [{ type: 'text', text }] });
+
+/** The pid of a process that has exited (and been reaped): a dead owner on this host. */
+function deadPid(): number {
+  const child = spawnSync(process.execPath, ['-e', '']);
+  expect(child.status).toBe(0);
+  return child.pid;
+}
+
+function errorOf(fn: () => unknown): StoreError {
+  try {
+    fn();
+  } catch (error) {
+    if (error instanceof StoreError) return error;
+    throw error;
+  }
+  throw new Error('expected a StoreError');
+}
+
+type AnyStore = MemoryRunStore | SqliteRunStore;
+const STORES: [string, () => AnyStore][] = [
+  ['memory', () => new MemoryRunStore(options)],
+  ['sqlite', () => openSqliteStore(join(dir, 'runs.db'), options)],
+];
+
+for (const [kind, make] of STORES) {
+  describe(`${kind} run store: the RunStore contract`, () => {
+    let store: AnyStore;
+    beforeEach(() => {
+      store = track(make());
+    });
+
+    it('keeps a run as created: running, owned, leased from now; a taken id is a conflict', () => {
+      const run = newRun('r1');
+      store.createRun(run);
+      expect(store.getRun('r1')).toEqual({
+        id: 'r1', task: 'task r1', cwd: '/work', options: run.options, startedAt: 100,
+        status: 'running', owner: me('first'), leaseUntil: clock + 60_000, endedAt: null,
+      });
+      expect(store.getRun('nope')).toBeUndefined();
+      expect(errorOf(() => store.createRun(newRun('r1', { task: 'other' }))).reason).toBe('conflict');
+      expect(store.getRun('r1')?.task).toBe('task r1');
+    });
+
+    it('gives the journal back in seq order, records intact, per run', () => {
+      store.createRun(newRun('a'));
+      store.createRun(newRun('b'));
+      const records: JournalRecord[] = [session('root'), message('héllo "quoted"\n'), usage(3, 4), { type: 'tool', result: { type: 'tool_result', tool_use_id: 't1', content: 'ok', is_error: true } }, { type: 'queued', text: 'more' }, { type: 'interrupt' }];
+      store.append([row('a', 3, records[2]!), row('a', 1, records[0]!)]);
+      store.append([row('b', 1, message('other run'), 'root/x')]);
+      store.append([row('a', 2, records[1]!), row('a', 5, records[4]!), row('a', 4, records[3]!), row('a', 6, records[5]!, '')]);
+      const journal = store.journal('a');
+      expect(journal.map((r) => r.seq)).toEqual([1, 2, 3, 4, 5, 6]);
+      expect(journal.map((r) => r.record)).toEqual(records);
+      expect(journal[5]).toEqual({ runId: 'a', seq: 6, session: '', ts: 5006, record: { type: 'interrupt' } });
+      expect(store.journal('b')).toEqual([row('b', 1, message('other run'), 'root/x')]);
+      expect(store.journal('none')).toEqual([]);
+    });
+
+    it('appends a batch atomically: one taken seq and none of the batch is kept', () => {
+      store.createRun(newRun('a'));
+      store.append([row('a', 1, message('one')), row('a', 2, message('two'))]);
+      expect(errorOf(() => store.append([row('a', 3, message('3')), row('a', 4, message('4')), row('a', 2, message('again'))])).reason).toBe('conflict');
+      expect(errorOf(() => store.append([row('a', 5, message('5')), row('a', 5, message('5 twice'))])).reason).toBe('conflict');
+      expect(store.journal('a').map((r) => r.record)).toEqual([message('one'), message('two')]);
+      store.append([row('a', 3, message('3'))]);
+      expect(store.journal('a').map((r) => r.seq)).toEqual([1, 2, 3]);
+    });
+
+    it('hands out copies: changing what was passed in or read back changes nothing stored', () => {
+      const run = newRun('a');
+      store.createRun(run);
+      const record = { type: 'queued', text: 'before' };
+      store.append([row('a', 1, record as JournalRecord)]);
+      record.text = 'after';
+      (store.journal('a')[0]!.record as { text: string }).text = 'mutated';
+      (store.getRun('a')!.options.tools as string[]).push('mutated');
+      expect(store.journal('a')[0]!.record).toEqual({ type: 'queued', text: 'before' });
+      expect(store.getRun('a')!.options.tools).toEqual(['read_file']);
+    });
+
+    it('lists runs newest first (started_at, then id) with agents, requests and usage summed from the journal', () => {
+      store.createRun(newRun('old', { startedAt: 100 }));
+      store.createRun(newRun('b-new', { startedAt: 300 }));
+      store.createRun(newRun('mid', { startedAt: 200 }));
+      store.createRun(newRun('a-new', { startedAt: 300 }));
+      store.createRun(newRun('c-new', { startedAt: 300 }));
+      store.append([row('mid', 1, session('root')), row('mid', 2, message('x')), row('mid', 3, usage(10, 20, 30, 40)), row('mid', 4, session('root/c'), 'root/c')]);
+      store.append([row('mid', 5, usage(1, 2, 3, 4), 'root/c'), row('old', 1, session('root')), row('old', 2, usage(7, 0))]);
+      const runs = store.listRuns();
+      expect(runs.map((r) => r.id)).toEqual(['c-new', 'b-new', 'a-new', 'mid', 'old']);
+      const byId = new Map(runs.map((r) => [r.id, r]));
+      expect(byId.get('mid')).toMatchObject({ task: 'task mid', agents: 2, requests: 2, usage: { inputTokens: 11, outputTokens: 22, cacheCreationInputTokens: 33, cacheReadInputTokens: 44 } });
+      expect(byId.get('old')).toMatchObject({ agents: 1, requests: 1, usage: { inputTokens: 7, outputTokens: 0, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 } });
+      expect(byId.get('a-new')).toMatchObject({ agents: 0, requests: 0, usage: { inputTokens: 0, outputTokens: 0, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 } });
+    });
+
+    it('lists a running run whose owner is dead, or whose lease ran out, as interrupted', () => {
+      store.createRun(newRun('live'));
+      store.createRun(newRun('dead', { owner: { host: HOST, pid: deadPid(), token: 'gone' } }));
+      store.createRun(newRun('remote', { owner: { host: `not-${HOST}`, pid: deadPid(), token: 'far' } }));
+      store.createRun(newRun('expired', { leaseMs: 10 }));
+      store.createRun(newRun('finished'));
+      store.release('finished', me('first'), 'done');
+      clock += 11;
+      const status = new Map(store.listRuns().map((r) => [r.id, r.status]));
+      expect(Object.fromEntries(status)).toEqual({ live: 'running', dead: 'interrupted', remote: 'running', expired: 'interrupted', finished: 'done' });
+    });
+
+    it('claims: refused while a live owner holds an unexpired lease, granted once it has expired', () => {
+      store.createRun(newRun('r', { owner: me('holder'), leaseMs: 1000 }));
+      const refused = store.claim('r', me('me'), 5000);
+      expect(refused).toEqual({ ok: false, holder: me('holder'), leaseUntil: clock + 1000 } satisfies ClaimResult);
+      const remote = { host: `not-${HOST}`, pid: deadPid(), token: 'remote' };
+      store.createRun(newRun('far', { owner: remote, leaseMs: 1000 }));
+      expect(store.claim('far', me('me'), 5000)).toEqual({ ok: false, holder: remote, leaseUntil: clock + 1000 });
+
+      clock += 1001;
+      expect(store.claim('r', me('me'), 5000)).toEqual({ ok: true });
+      expect(store.claim('far', me('me'), 5000)).toEqual({ ok: true });
+      expect(store.getRun('r')).toMatchObject({ status: 'running', owner: me('me'), leaseUntil: clock + 5000 });
+      expect(store.claim('r', me('holder'), 5000)).toEqual({ ok: false, holder: me('me'), leaseUntil: clock + 5000 });
+    });
+
+    it('claims over a dead owner on this host at once, whatever its lease', () => {
+      const dead = { host: HOST, pid: deadPid(), token: 'crashed' };
+      store.createRun(newRun('r', { owner: dead, leaseMs: 3_600_000 }));
+      expect(store.claim('r', me('me'), 5000)).toEqual({ ok: true });
+      expect(store.getRun('r')?.owner).toEqual(me('me'));
+    });
+
+    it('lets the holder claim again (same token), and refuses an unknown run', () => {
+      store.createRun(newRun('r', { owner: me('t'), leaseMs: 1000 }));
+      clock += 500;
+      expect(store.claim('r', me('t'), 2000)).toEqual({ ok: true });
+      expect(store.getRun('r')?.leaseUntil).toBe(clock + 2000);
+      const error = errorOf(() => store.claim('nope', me('t'), 1000));
+      expect(error.reason).toBe('unknown-run');
+      expect(error.message).toContain('nope');
+    });
+
+    it('renews only for the holder', () => {
+      store.createRun(newRun('r', { owner: me('t'), leaseMs: 1000 }));
+      clock += 800;
+      expect(store.renew('r', me('other'), 9000)).toBe(false);
+      expect(store.getRun('r')?.leaseUntil).toBe(1_001_000);
+      expect(store.renew('r', me('t'), 9000)).toBe(true);
+      expect(store.getRun('r')?.leaseUntil).toBe(clock + 9000);
+      expect(store.renew('nope', me('t'), 9000)).toBe(false);
+    });
+
+    it('releases only for the holder: status set, ended, owner and lease cleared; a later claim reopens it', () => {
+      store.createRun(newRun('r', { owner: me('t') }));
+      store.release('r', me('other'), 'failed');
+      expect(store.getRun('r')).toMatchObject({ status: 'running', owner: me('t'), endedAt: null });
+      clock += 42;
+      store.release('r', me('t'), 'capped');
+      expect(store.getRun('r')).toMatchObject({ status: 'capped', owner: null, leaseUntil: 0, endedAt: clock });
+      expect(store.renew('r', me('t'), 1000)).toBe(false);
+      store.release('nope', me('t'), 'done');
+      expect(store.claim('r', me('next'), 1000)).toEqual({ ok: true });
+      expect(store.getRun('r')).toMatchObject({ status: 'running', owner: me('next'), endedAt: null, leaseUntil: clock + 1000 });
+    });
+  });
+}
+
+describe('memory run store', () => {
+  it('clone freezes every row: later writes to either store do not reach the other', () => {
+    const store = new MemoryRunStore(options);
+    store.createRun(newRun('r'));
+    store.append([row('r', 1, message('one'))]);
+    const frozen = store.clone();
+    store.append([row('r', 2, message('two'))]);
+    store.release('r', me('first'), 'done');
+    frozen.append([row('r', 2, message('other two'))]);
+    expect(frozen.journal('r').map((r) => r.record)).toEqual([message('one'), message('other two')]);
+    expect(frozen.getRun('r')).toMatchObject({ status: 'running', owner: me('first') });
+    expect(store.journal('r').map((r) => r.record)).toEqual([message('one'), message('two')]);
+  });
+});
+
+const sha256 = (file: string): string => createHash('sha256').update(readFileSync(file)).digest('hex');
+
+/** The file's marks and journal mode, read with a connection of the test's own. */
+function marks(file: string): { applicationId: unknown; userVersion: unknown; journalMode: unknown; tables: unknown } {
+  const db = new Database(file, { readonly: true, fileMustExist: true });
+  try {
+    return {
+      applicationId: db.pragma('application_id', { simple: true }),
+      userVersion: db.pragma('user_version', { simple: true }),
+      journalMode: db.pragma('journal_mode', { simple: true }),
+      tables: db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").all().map((r) => (r as { name: string }).name),
+    };
+  } finally {
+    db.close();
+  }
+}
+
+/** A real exarch database, closed (checkpointed), a few dozen pages long. */
+function exarchFile(name: string): string {
+  const file = join(dir, name);
+  const store = openSqliteStore(file, options);
+  store.createRun(newRun('r'));
+  for (let seq = 1; seq <= 200; seq++) store.append([row('r', seq, message(`${seq} ${'x'.repeat(300)}`))]);
+  store.close();
+  expect(existsSync(`${file}-wal`)).toBe(false);
+  expect(statSync(file).size).toBeGreaterThan(20 * 4096);
+  return file;
+}
+
+function garble(bytes: Buffer, from: number, to: number): Buffer {
+  for (let i = from; i < Math.min(to, bytes.length); i++) bytes[i] = (i * 131 + 7) & 0xff;
+  return bytes;
+}
+
+describe('sqlite run store: the file', () => {
+  it('creates the file and its parent directories, in WAL mode, marked as exarch schema 1', () => {
+    const file = join(dir, 'a', 'b', 'exarch.db');
+    track(openSqliteStore(file, options)).close();
+    expect(marks(file)).toEqual({ applicationId: EXARCH_ID, userVersion: 1, journalMode: 'wal', tables: ['journal', 'runs'] });
+  });
+
+  it('keeps runs and journals across reopening', () => {
+    const file = join(dir, 'runs.db');
+    const first = openSqliteStore(file, options);
+    first.createRun(newRun('r'));
+    first.append([row('r', 1, session('root')), row('r', 2, usage(5, 6))]);
+    first.release('r', me('first'), 'done');
+    first.close();
+    first.close();
+    const again = track(openSqliteStore(file, options));
+    expect(again.getRun('r')).toMatchObject({ status: 'done', owner: null, endedAt: clock });
+    expect(again.journal('r').map((r) => r.record)).toEqual([session('root'), usage(5, 6)]);
+    expect(again.listRuns()[0]).toMatchObject({ agents: 1, requests: 1 });
+  });
+
+  it('two stores on one file see each other’s writes, and only one claim wins', () => {
+    const file = join(dir, 'shared.db');
+    const a = track(openSqliteStore(file, options));
+    const b = track(openSqliteStore(file, options));
+    a.createRun(newRun('r', { leaseMs: 10 }));
+    expect(b.getRun('r')?.task).toBe('task r');
+    b.append([row('r', 1, message('from b'))]);
+    expect(a.journal('r').map((r) => r.record)).toEqual([message('from b')]);
+    expect(errorOf(() => a.append([row('r', 1, message('from a'))])).reason).toBe('conflict');
+    clock += 11;
+    expect(a.claim('r', me('a'), 60_000)).toEqual({ ok: true });
+    expect(b.claim('r', me('b'), 60_000)).toEqual({ ok: false, holder: me('a'), leaseUntil: clock + 60_000 });
+  });
+
+  it('lets exactly one of several processes racing for each run take it', async () => {
+    const file = join(dir, 'race.db');
+    const ids = Array.from({ length: 40 }, (_, i) => `r${i}`);
+    const setup = openSqliteStore(file);
+    const crashed = { host: HOST, pid: deadPid(), token: 'crashed' };
+    for (const id of ids) setup.createRun(newRun(id, { owner: crashed }));
+    setup.close();
+    // The compiled store (vitest's global setup builds dist/ before any test file runs).
+    const module = fileURLToPath(new URL('../dist/src/store/sqliteStore.js', import.meta.url));
+    // Each claimant opens the store, says so, and claims every run once the test says go; it
+    // stays alive until all have answered (a winner that exited would be a dead owner).
+    const script = `
+      import { openSqliteStore } from ${JSON.stringify(module)};
+      import { hostname } from 'node:os';
+      const store = openSqliteStore(${JSON.stringify(file)});
+      const owner = { host: hostname(), pid: process.pid, token: 'child' + process.argv[1] };
+      console.log('ready');
+      process.stdin.once('data', () => {
+        const results = ${JSON.stringify(ids)}.map((id) => store.claim(id, owner, 60000));
+        console.log(JSON.stringify(results));
+        process.stdin.on('end', () => { store.close(); process.exit(0); });
+      });`;
+    const children = [0, 1, 2, 3].map((i) => spawn(process.execPath, ['--input-type=module', '-e', script, String(i)], { stdio: ['pipe', 'pipe', 'inherit'] }));
+    const lines = children.map((child) => {
+      const queue: string[] = [];
+      const waiting: ((line: string) => void)[] = [];
+      let out = '';
+      child.stdout.on('data', (chunk: Buffer) => {
+        out += chunk.toString();
+        for (let at = out.indexOf('\n'); at >= 0; at = out.indexOf('\n')) {
+          const line = out.slice(0, at);
+          out = out.slice(at + 1);
+          const next = waiting.shift();
+          if (next) next(line);
+          else queue.push(line);
+        }
+      });
+      return (): Promise<string> => new Promise((resolve, reject) => {
+        const line = queue.shift();
+        if (line !== undefined) return resolve(line);
+        waiting.push(resolve);
+        child.once('exit', (code) => reject(new Error(`claimant exited (${code}) before answering`)));
+      });
+    });
+    expect(await Promise.all(lines.map((next) => next()))).toEqual(['ready', 'ready', 'ready', 'ready']);
+    for (const child of children) child.stdin.write('go\n');
+    const answers = (await Promise.all(lines.map((next) => next()))).map((line) => JSON.parse(line) as ClaimResult[]);
+    await Promise.all(children.map((child) => new Promise((resolve) => { child.once('exit', resolve); child.stdin.end(); })));
+
+    const check = new Database(file, { readonly: true });
+    const tokens = new Map((check.prepare('SELECT id, owner_token AS token FROM runs').all() as { id: string; token: string }[]).map((r) => [r.id, r.token]));
+    check.close();
+    ids.forEach((id, i) => {
+      const results = answers.map((a) => a[i]!);
+      expect(results.filter((r) => r.ok), id).toHaveLength(1);
+      const winner = `child${results.findIndex((r) => r.ok)}`;
+      expect(tokens.get(id)).toBe(winner);
+      for (const r of results) if (!r.ok) expect(r.holder.token).toBe(winner);
+    });
+  });
+
+  it('keeps every append of a process killed mid-run (its WAL not checkpointed), and lists the run as interrupted', () => {
+    const file = join(dir, 'killed.db');
+    const module = fileURLToPath(new URL('../dist/src/store/sqliteStore.js', import.meta.url));
+    const script = `
+      import { openSqliteStore } from ${JSON.stringify(module)};
+      import { hostname } from 'node:os';
+      const store = openSqliteStore(${JSON.stringify(file)});
+      const owner = { host: hostname(), pid: process.pid, token: 'victim' };
+      store.createRun({ id: 'r', task: 't', cwd: '/', options: { tools: [] }, startedAt: 1, owner, leaseMs: 3600000 });
+      for (let seq = 1; seq <= 50; seq++) store.append([{ runId: 'r', seq, session: 'root', ts: seq, record: { type: 'queued', text: 'n' + seq } }]);
+      process.kill(process.pid, 'SIGKILL');`;
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+    expect(child.signal, child.stderr).toBe('SIGKILL');
+    expect(statSync(`${file}-wal`).size).toBeGreaterThan(0);
+    const store = track(openSqliteStore(file));
+    expect(store.journal('r').map((r) => r.record)).toEqual(Array.from({ length: 50 }, (_, i) => ({ type: 'queued', text: `n${i + 1}` })));
+    expect(store.listRuns()[0]?.status).toBe('interrupted');
+    expect(store.claim('r', me('resumer'), 1000)).toEqual({ ok: true });
+  });
+
+  it('takes a 0-byte file, and an empty unmarked SQLite file, as a new store', () => {
+    const empty = join(dir, 'empty.db');
+    writeFileSync(empty, '');
+    const store = track(openSqliteStore(empty, options));
+    store.createRun(newRun('r'));
+    expect(marks(empty)).toMatchObject({ applicationId: EXARCH_ID, userVersion: 1 });
+
+    const blank = join(dir, 'blank.db');
+    const raw = new Database(blank);
+    raw.pragma('journal_mode = WAL');
+    raw.close();
+    expect(statSync(blank).size).toBeGreaterThan(0);
+    track(openSqliteStore(blank, options)).close();
+    expect(marks(blank)).toMatchObject({ applicationId: EXARCH_ID, userVersion: 1, tables: ['journal', 'runs'] });
+  });
+
+  describe('refuses a bad file with a one-line StoreError naming it, and leaves its bytes alone', () => {
+    function refuse(file: string, reason: StoreErrorReason, exactly?: string): void {
+      const before = existsSync(file) && statSync(file).isFile() ? sha256(file) : undefined;
+      const error = errorOf(() => track(openSqliteStore(file, options)));
+      expect(error).toBeInstanceOf(Error);
+      expect(error.name).toBe('StoreError');
+      expect(error.reason).toBe(reason);
+      expect(error.file).toBe(file);
+      expect(error.message).toContain(file);
+      expect(error.message).not.toMatch(/[\r\n]/);
+      if (exactly !== undefined) expect(error.message).toBe(exactly);
+      if (before !== undefined) expect(sha256(file)).toBe(before);
+    }
+
+    it('a text file is not an exarch database', () => {
+      const file = join(dir, 'notes.db');
+      writeFileSync(file, 'SQLite? no: just some notes\n'.repeat(300));
+      refuse(file, 'not-exarch', `the run store ${file} is not an exarch database (not a SQLite file)`);
+    });
+
+    it('another application’s database (tables, or its own application id) is not an exarch database', () => {
+      const tables = join(dir, 'other.db');
+      const db = new Database(tables);
+      db.exec("CREATE TABLE notes (body TEXT); INSERT INTO notes VALUES ('mine')");
+      db.close();
+      refuse(tables, 'not-exarch', `the run store ${tables} is not an exarch database`);
+
+      const marked = join(dir, 'marked.db');
+      const other = new Database(marked);
+      other.pragma('application_id = 0x12345678');
+      other.close();
+      expect(statSync(marked).size).toBeGreaterThan(0);
+      refuse(marked, 'not-exarch');
+    });
+
+    it('an exarch database with garbage over its pages, or truncated, is corrupt', () => {
+      const original = readFileSync(exarchFile('good.db'));
+      const cases: [string, Buffer][] = [
+        ['pages.db', garble(Buffer.from(original), 4096, original.length)],
+        ['page1.db', garble(Buffer.from(original), 100, 4096)],
+        ['middle.db', garble(Buffer.from(original), 10 * 4096, 12 * 4096)],
+        ['truncated.db', Buffer.from(original).subarray(0, 3 * 4096)],
+        ['header.db', Buffer.from(original).subarray(0, 50)],
+      ];
+      for (const [name, bytes] of cases) {
+        const file = join(dir, name);
+        writeFileSync(file, bytes);
+        refuse(file, 'corrupt');
+        expect(errorOf(() => openSqliteStore(file)).message).toMatch(new RegExp(`^the run store ${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is corrupt \\(.+\\)$`));
+      }
+    });
+
+    it('a database of a newer schema is refused with both versions', () => {
+      const file = exarchFile('newer.db');
+      const db = new Database(file);
+      db.pragma('user_version = 7');
+      db.close();
+      refuse(file, 'newer-schema', `the run store ${file} was written by a newer exarch (schema 7; this exarch reads 1)`);
+      expect(marks(file).userVersion).toBe(7);
+    });
+
+    it('a directory, or a path through a file, cannot be opened', () => {
+      const folder = join(dir, 'folder.db');
+      mkdirSync(folder);
+      refuse(folder, 'unreadable');
+      const blocker = join(dir, 'blocker');
+      writeFileSync(blocker, 'a file where a directory should be');
+      const before = sha256(blocker);
+      refuse(join(blocker, 'exarch.db'), 'unreadable');
+      refuse(join(blocker, 'sub', 'exarch.db'), 'unreadable');
+      expect(sha256(blocker)).toBe(before);
+    });
+  });
+});
