@@ -47,6 +47,11 @@ export class ChildRegistry {
     return use;
   }
 
+  /** A resumed session's spawns per name, so a reused name still gets a fresh id. */
+  restoreUses(uses: Iterable<readonly [string, number]>): void {
+    for (const [name, count] of uses) this.live.uses.set(name, count);
+  }
+
   /**
    * Registers a child in the open crew, or in a new one (the caller spawns each crew with its
    * members). A crew is open only within one tool batch (see `closeCrew`).

@@ -15,6 +15,7 @@ import { buildToolbox, errorResult, okResult, planBatch, toolAxes, type PlannedC
 import type { RunnableCall } from '../src/tools/runTools.js';
 import { effectsOf, type EffectEvent, type SessionEffects } from '../src/sessionEffects.js';
 import { addUsage, ZERO_USAGE } from '../src/usage.js';
+import type { RestoredSession, ResumeState } from '../src/store/restoredSession.js';
 import type {
   AgentIdentity,
   AgentOutcome,
@@ -46,6 +47,11 @@ export interface SessionInput extends SessionOptions {
   readonly history?: readonly Message[];
   /** Set by a parent for the sub-agents it spawns. */
   readonly agent?: AgentIdentity;
+  /**
+   * A durable session taken up again (see `resumeRun`): it starts where its journal left it
+   * instead of afresh, and resumes its live children the same way.
+   */
+  readonly restore?: RestoredSession;
 }
 
 export type SessionEvent =
@@ -103,6 +109,8 @@ export interface SessionContext {
   readonly failure: string | null;
   /** Set on entering a final state; the machine's output. */
   readonly result: AgentResult | null;
+  /** Where a resumed session picks up (read once, by `resuming`); null for a new one. */
+  readonly resumeAt: ResumeState | null;
 }
 
 
@@ -163,6 +171,7 @@ function stepEndFor(context: SessionContext, event: SessionEvent): StepEnd {
 function settleCallIn(context: SessionContext, event: SessionEvent): void {
   if ((event.type !== 'tool.settled' && event.type !== 'batch.drained') || !event.result || !context.batch || context.batch.committed) return;
   context.batch.results.set(event.result.tool_use_id, event.result);
+  context.recorder.note({ type: 'tool', result: event.result });
 }
 
 /** Appends a complete assistant message to the history; returns the session's usage with its tokens. */
@@ -171,7 +180,13 @@ function commitResponseTo(context: SessionContext, response: ModelResponse): Usa
   appendAssistantBlocks(context.messages, blocks);
   if (blocks.length > 0) context.recorder.record({ type: 'message', role: 'assistant', content: blocks });
   const usage = addUsage(context.usage, response.usage);
-  context.recorder.record({ type: 'usage', request: response.usage, session: usage });
+  context.recorder.record({
+    type: 'usage',
+    request: response.usage,
+    session: usage,
+    stopReason: response.stopReason,
+    ...(response.incompleteToolUseIds.length > 0 ? { incomplete: response.incompleteToolUseIds } : {}),
+  });
   return usage;
 }
 
@@ -229,7 +244,7 @@ function settle(context: SessionContext, outcome: AgentOutcome, extra: { text?: 
 function acceptChildResult(context: SessionContext, actorId: string, result: AgentResult): { update: Partial<SessionContext>; emptyCrew: string | undefined } {
   const removed = context.children.remove(actorId);
   context.inbox.push(result);
-  context.recorder.record({ type: 'inbox', result });
+  context.recorder.record({ type: 'inbox', actorId, result });
   return { update: { childUsage: addUsage(context.childUsage, result.usage) }, emptyCrew: removed?.emptyCrew };
 }
 
@@ -251,7 +266,101 @@ function atRest(snapshot: unknown): boolean {
 
 /** The session's effects, made as it first needs them (none for a stand-in computing pure transitions). */
 function effectsFor(self: AnyActorRef, context: SessionContext): SessionEffects | undefined {
-  return effectsOf(self, () => ({ recorder: context.recorder, atRest }));
+  return effectsOf(self, () => {
+    const journal = context.options.journal;
+    return { recorder: context.recorder, atRest, ...(journal ? { barrier: () => journal.barrier() } : {}) };
+  });
+}
+
+/** What a tool call in flight at a crash is answered with, unless its tool is idempotent. */
+export function unknownEffectMessage(toolName: string): string {
+  return (
+    `tool '${toolName}' was running when the process stopped, so its effect is unknown: it may or may not have ` +
+    'taken effect, and it was not run again. Check before you repeat it.'
+  );
+}
+
+/** What every session's context has, new or resumed. */
+type MadeContext = Pick<SessionContext, 'options' | 'agent' | 'toolbox' | 'system' | 'latches' | 'recorder' | 'failure' | 'result'>;
+
+type Spawner = (src: 'crew', options: { id: string; input: { members: CrewMember[] } }) => unknown;
+
+/**
+ * The context of a resumed session (see `RestoredSession`). Why not XState's own persistence
+ * (`getPersistedSnapshot`, `createActor(logic, { snapshot })`): restoring a snapshot restarts
+ * nothing that was in flight and cannot say which tool calls had settled; `spawn` takes no
+ * snapshot, so sub-agents could not be restored that way at all; and the context holds live
+ * objects (provider, tools, log). The journal is the durable state instead, and a resumed session
+ * is made from it like a new one, through its input, at every depth.
+ */
+function resumedContext(made: MadeContext, restore: RestoredSession, spawn: Spawner): SessionContext {
+  const { options, recorder, toolbox } = made;
+  recorder.record({ type: 'resumed', state: restore.state });
+  const children = new ChildRegistry();
+  children.restoreUses(restore.uses);
+  const crews = new Map<string, CrewMember[]>();
+  for (const child of restore.children) {
+    const live = children.add(child.actorId, child.agent);
+    let members = crews.get(live.crewId);
+    if (!members) crews.set(live.crewId, (members = []));
+    const input = child.restore ? { agent: child.agent, restore: child.restore } : { agent: child.agent, task: child.task };
+    members.push({ actorId: child.actorId, input: inheritOptions(options, input) });
+  }
+  children.closeCrew();
+  for (const [crewId, members] of crews) spawn('crew', { id: crewId, input: { members } });
+  // Results of children that finished while their delivery was lost with the process: delivered now, once.
+  const inbox = [...restore.inbox];
+  let childUsage = restore.childUsage;
+  for (const { actorId, result } of restore.undelivered) {
+    inbox.push(result);
+    childUsage = addUsage(childUsage, result.usage);
+    recorder.record({ type: 'inbox', actorId, result });
+  }
+  return {
+    ...made,
+    messages: [...restore.messages],
+    pendingUser: [...restore.pendingUser],
+    inbox,
+    steps: restore.steps,
+    batch: restore.batch && resumedBatch(restore.batch, toolbox, children, recorder),
+    children,
+    spawned: restore.spawned,
+    latchCounts: { ...restore.latchCounts },
+    usage: restore.usage,
+    childUsage,
+    resumeAt: restore.state,
+  };
+}
+
+/**
+ * The open batch of a resumed session: the calls answered before the crash keep their answers;
+ * a call that was running is run again if its tool is idempotent, and answered as of unknown
+ * effect otherwise. That answer is journaled, so a second crash does not change it.
+ */
+function resumedBatch(restored: NonNullable<RestoredSession['batch']>, toolbox: Toolbox, children: ChildRegistry, recorder: SessionRecorder): Batch {
+  const plan = planBatch(restored.content, toolbox, new Set(restored.incomplete));
+  const results = new Map(restored.results.map((result) => [result.tool_use_id, result]));
+  let reply: Batch['reply'] = null;
+  const cancels: LiveChild[] = [];
+  const answer = (result: ToolResultBlock): void => {
+    results.set(result.tool_use_id, result);
+    recorder.note({ type: 'tool', result });
+  };
+  for (const call of plan) {
+    const settled = results.get(call.id);
+    if (call.kind === 'reply' && reply === null) reply = { result: call.result };
+    if (call.kind === 'cancel_agent' && settled && settled.is_error !== true) {
+      const child = children.byNameOf(call.name);
+      if (child) cancels.push(child);
+    }
+    if (settled) continue;
+    if (call.kind === 'run') {
+      if (!call.idempotent) answer(errorResult(call.id, unknownEffectMessage(call.name)));
+    } else {
+      answer(call.kind === 'answered' ? call.result : errorResult(call.id, 'not answered: the process stopped before this call was handled'));
+    }
+  }
+  return { plan, results, reply, cancels, stepEnd: { stopReason: restored.stopReason, stepText: textOf(restored.content) }, committed: false };
 }
 
 /** Throws a one-line error for input a session cannot start with. */
@@ -286,6 +395,7 @@ const machineSetup = setup({
     endTurnLatchFires: ({ context, event }) => latchFor(context, 'end_turn', stepEndFor(context, event)) !== undefined,
     quietSubAgent: ({ context }) => isSubAgent(context) && isQuiet(context),
     replyStaged: ({ context }) => context.batch?.reply != null,
+    resumesAt: ({ context }, params: { state: ResumeState }) => context.resumeAt === params.state,
   },
   actions: {
     /** Delivers the inbox and queued user messages as one user turn, and restarts the turn's counts. */
@@ -313,8 +423,10 @@ const machineSetup = setup({
     /** Starts the batch's runnable calls; they answer with `tool.settled` and, last, `batch.drained`. */
     runBatch: ({ context, self }) => {
       const calls: RunnableCall[] = [];
+      const results = context.batch?.results;
       for (const call of context.batch?.plan ?? []) {
-        if (call.kind === 'run') calls.push({ id: call.id, name: call.name, run: call.run, timeoutMs: call.timeoutMs ?? context.options.toolTimeoutMs });
+        // A resumed batch runs only the calls that have no result yet.
+        if (call.kind === 'run' && !results?.has(call.id)) calls.push({ id: call.id, name: call.name, run: call.run, timeoutMs: call.timeoutMs ?? context.options.toolTimeoutMs });
       }
       effectsFor(self, context)?.runTools({
         agent: context.agent,
@@ -371,7 +483,7 @@ const machineSetup = setup({
             let members = crews.get(child.crewId);
             if (!members) crews.set(child.crewId, (members = []));
             members.push({ actorId, input: inheritOptions(context.options, { task: call.task, agent }) });
-            context.recorder.record({ type: 'spawn', name: call.name, id: agent.id });
+            context.recorder.record({ type: 'spawn', name: call.name, id: agent.id, actorId, task: call.task });
             results.set(
               call.id,
               okResult(call.id, `Sub-agent '${call.name}' started. Its result will arrive later as a message beginning with [agent '${call.name}' …].`),
@@ -398,6 +510,9 @@ const machineSetup = setup({
             break;
         }
       }
+      // A durable run keeps every answer given as the batch opened: a resume cannot recompute
+      // those of `agent` and `cancel_agent`, which depended on the children live at the time.
+      if (context.recorder.durable) for (const result of results.values()) context.recorder.note({ type: 'tool', result });
       // Sub-agents live in crews (machines/crew.ts), each spawned with its share of this batch.
       children.closeCrew();
       for (const [crewId, members] of crews) spawn('crew', { id: crewId, input: { members } });
@@ -426,7 +541,11 @@ const machineSetup = setup({
       return { latchCounts: { ...context.latchCounts, [latch.id]: { turn: count.turn + 1, total: count.total + 1 } } };
     }),
     queueUserMessage: assign({
-      pendingUser: ({ context, event }) => (event.type === 'user.message' ? [...context.pendingUser, event.text] : context.pendingUser),
+      pendingUser: ({ context, event }) => {
+        if (event.type !== 'user.message') return context.pendingUser;
+        context.recorder.note({ type: 'queued', text: event.text });
+        return [...context.pendingUser, event.text];
+      },
     }),
     /** A child finished: its result goes to the inbox and its actor is dropped. */
     receiveChildResult: enqueueActions(({ context, event, enqueue }) => {
@@ -471,20 +590,26 @@ const machineSetup = setup({
 
 export const sessionMachine = machineSetup.createMachine({
   id: 'session',
-  context: ({ input }) => {
+  context: ({ input, spawn }) => {
     const options = resolveOptions(input);
-    const agent = input.agent ?? ROOT_AGENT;
+    const restore = input.restore;
+    const agent = restore?.agent ?? input.agent ?? ROOT_AGENT;
     const axes = toolAxes(agent.depth, options.maxDepth);
     const toolbox = buildToolbox(options.tools, axes);
     if (input.history) assertToolPairing(input.history);
-    const recorder = new SessionRecorder(options.logs.open(agent));
+    const journal = options.journal?.open(agent.id);
+    const recorder = new SessionRecorder(options.logs.open(agent), journal, restore && { own: restore.usage, subtree: restore.childUsage });
+    const system = typeof options.system === 'string' ? options.system : (options.system ?? defaultSystemPrompt)(agent, axes.spawns);
+    const latches = latchesFor(options, agent.depth > 0);
+    if (restore) return resumedContext({ options, agent, toolbox, system, latches, recorder, failure: null, result: null }, restore, spawn);
     recorder.record({ type: 'session', agent, ...(input.task === undefined ? {} : { task: input.task }) });
+    // A literal rather than a spread of the shared fields: this runs once per sub-agent.
     return {
       options,
       agent,
       toolbox,
-      system: typeof options.system === 'string' ? options.system : (options.system ?? defaultSystemPrompt)(agent, axes.spawns),
-      latches: latchesFor(options, agent.depth > 0),
+      system,
+      latches,
       messages: input.history ? [...input.history] : [],
       recorder,
       pendingUser: input.task === undefined ? [] : [input.task],
@@ -498,6 +623,7 @@ export const sessionMachine = machineSetup.createMachine({
       childUsage: ZERO_USAGE,
       failure: null,
       result: null,
+      resumeAt: null,
     };
   },
   on: {
@@ -513,8 +639,20 @@ export const sessionMachine = machineSetup.createMachine({
     'xstate.done.actor.*': { guard: 'fromSubAgent', actions: 'receiveChildResult' },
     'xstate.error.actor.*': { guard: 'fromSubAgent', actions: 'receiveChildError' },
   },
-  initial: 'readyForUser',
+  // Every session starts in `resuming`, which it leaves at once, in the same macrostep (observers
+  // never see it): a new session for `readyForUser`, a resumed one for the state its journal left it in.
+  initial: 'resuming',
   states: {
+    resuming: {
+      always: [
+        // Re-asks the model from the committed history: a stream in flight at the crash was never committed.
+        { guard: { type: 'resumesAt', params: { state: 'streaming' } }, target: 'streaming' },
+        // Runs the calls of the open batch that have no result (see `resumedContext`).
+        { guard: { type: 'resumesAt', params: { state: 'dispatchingBatch' } }, target: 'dispatchingBatch' },
+        { guard: { type: 'resumesAt', params: { state: 'nudged' } }, target: 'nudged' },
+        { target: 'readyForUser' },
+      ],
+    },
     readyForUser: {
       // Input that is already waiting (a task, results that arrived during the turn) starts the next
       // turn one tick later: the boundary stays observable, and results arriving meanwhile join it.

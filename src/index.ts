@@ -18,3 +18,24 @@ export { addUsage, ZERO_USAGE } from './usage.js';
 export * from './types.js';
 export { workspaceTools, WorkspaceError, type WorkspaceToolsOptions } from './tools/workspace/index.js';
 export { AnthropicProvider, DEFAULT_MODEL, type AnthropicProviderOptions } from './providers/anthropic.js';
+export {
+  listRuns,
+  newRunId,
+  resumeRun,
+  RunError,
+  startRun,
+  type DurableRun,
+  type DurableRunOptions,
+  type DurableRunResult,
+  type DurableSessionInput,
+  type FinishedRun,
+} from './store/durableRun.js';
+// The SQLite store is its own entry point (`exarch/sqlite`): a host that does not ask for
+// durability does not load a native module.
+export { MemoryRunStore } from './store/memoryStore.js';
+export { StoreError, type StoreErrorReason } from './store/storeError.js';
+export { RunJournal, type SessionJournal } from './store/runJournal.js';
+export { restoreRun, type RestoredRun } from './store/restoreRun.js';
+export type { RestoredSession, RestoredChild, RestoredBatch, ResumeState } from './store/restoredSession.js';
+export type { JournalRecord } from './store/journalRecord.js';
+export type { ClaimResult, JournalRow, NewRun, RunOptionsRecord, RunOwner, RunRow, RunStatus, RunStore, RunSummary } from './store/runStore.js';

@@ -1,6 +1,7 @@
 import { JsonlLogSink, nullLogSink, type LogSink } from './log/sessionLog.js';
 import type { RetryPolicy } from './model/streamModel.js';
 import type { NudgeLatch } from './nudges.js';
+import type { RunJournal } from './store/runJournal.js';
 import type { Tool } from './tools/defineTool.js';
 import type { AgentIdentity, Provider, SessionListener } from './types.js';
 
@@ -31,6 +32,11 @@ export interface SessionOptions {
   readonly retry?: Partial<RetryPolicy>;
   /** Abort and retry a model stream that shows no sign of life for this long (default 120,000 ms). */
   readonly stallTimeoutMs?: number;
+  /**
+   * The durable run's journal, which every session of the tree writes (set by `startRun` and
+   * `resumeRun`). Without one nothing is stored and nothing is paid for it.
+   */
+  readonly journal?: RunJournal;
 }
 
 export interface ResolvedOptions {
@@ -48,6 +54,7 @@ export interface ResolvedOptions {
   readonly toolOutputCap: number;
   readonly retry: RetryPolicy;
   readonly stallTimeoutMs: number;
+  readonly journal: RunJournal | undefined;
 }
 
 export const DEFAULTS = {
@@ -103,6 +110,7 @@ export function resolveOptions(options: SessionOptions): ResolvedOptions {
       maxDelayMs: count('retry.maxDelayMs', options.retry?.maxDelayMs ?? DEFAULTS.retry.maxDelayMs, 0),
     },
     stallTimeoutMs: count('stallTimeoutMs', options.stallTimeoutMs ?? DEFAULTS.stallTimeoutMs, 1),
+    journal: options.journal,
   };
   resolved.add(result);
   return result;

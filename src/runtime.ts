@@ -81,6 +81,20 @@ export interface RunResult {
   readonly snapshot: SessionSnapshot;
 }
 
+/** What a settled root amounts to: its state, last text, the tree's tokens and why it failed or was capped. */
+export function runResultOf(snapshot: SessionSnapshot, reason?: string): RunResult {
+  const { context } = snapshot;
+  const result = snapshot.status === 'done' ? snapshot.output : undefined;
+  const why = reason ?? result?.reason;
+  return {
+    state: snapshot.value === 'readyForUser' ? 'readyForUser' : (result?.outcome ?? 'failed'),
+    text: finalAssistantText(context.messages),
+    usage: result?.usage ?? addUsage(context.usage, context.childUsage),
+    ...(why === undefined ? {} : { reason: why }),
+    snapshot,
+  };
+}
+
 /**
  * Runs a root agent on `task` until it settles, and returns its final text. The actor is
  * stopped at the end (its children with it); pass `signal` to cancel the whole tree.
@@ -96,16 +110,7 @@ export async function runAgent(
   signal?.addEventListener('abort', onAbort, { once: true });
   actor.start();
   try {
-    const snapshot = await waitForSettled(actor);
-    const { context } = snapshot;
-    const result = snapshot.status === 'done' ? snapshot.output : undefined;
-    return {
-      state: snapshot.value === 'readyForUser' ? 'readyForUser' : (result?.outcome ?? 'failed'),
-      text: finalAssistantText(context.messages),
-      usage: result?.usage ?? addUsage(context.usage, context.childUsage),
-      ...(result?.reason === undefined ? {} : { reason: result.reason }),
-      snapshot,
-    };
+    return runResultOf(await waitForSettled(actor));
   } finally {
     signal?.removeEventListener('abort', onAbort);
     actor.stop();

@@ -32,7 +32,15 @@ export class SessionEffects {
   private tick: NodeJS.Immediate | undefined;
   private closed = false;
 
-  constructor(private readonly send: (event: EffectEvent) => void) {}
+  /**
+   * @param barrier called before a request or a batch starts: a durable run writes its journal
+   * there, so no effect ever runs before the records that planned it are stored. A promise
+   * (an asynchronous store) delays the start until it settles.
+   */
+  constructor(
+    private readonly send: (event: EffectEvent) => void,
+    private readonly barrier: () => Promise<void> | undefined = noBarrier,
+  ) {}
 
   private readonly sendTick = (): void => {
     this.tick = undefined;
@@ -50,6 +58,12 @@ export class SessionEffects {
     this.model = undefined;
     const cancellation = new StepCancellation();
     this.model = cancellation;
+    const gate = this.barrier();
+    if (gate) void gate.then(() => cancellation.isAborted || this.closed || this.startModel(input, cancellation));
+    else this.startModel(input, cancellation);
+  }
+
+  private startModel(input: StreamModelInput, cancellation: StepCancellation): void {
     runModelStep(input, cancellation).then(
       (output) => {
         if (cancellation.isAborted) return;
@@ -67,6 +81,28 @@ export class SessionEffects {
   runTools(input: RunToolsInput): void {
     if (this.closed) return;
     this.tools?.abandon(new Error('tool batch superseded'));
+    const gate = this.barrier();
+    if (!gate) {
+      this.startTools(input);
+      return;
+    }
+    // Until the journal is written, the batch is a placeholder that can still be abandoned.
+    let abandoned = false;
+    const waiting: ToolBatch = {
+      abandon: () => {
+        if (abandoned) return;
+        abandoned = true;
+        input.onAbandon(input.calls.map((call) => call.id));
+      },
+    };
+    this.tools = waiting;
+    void gate.then(() => {
+      if (abandoned || this.closed || this.tools !== waiting) return;
+      this.startTools(input);
+    });
+  }
+
+  private startTools(input: RunToolsInput): void {
     const batch = startToolBatch(input, (event) => {
       if (this.closed) return;
       // A drained batch has nothing left to abandon. (Dropping it also spares the next step an
@@ -93,6 +129,8 @@ export class SessionEffects {
   }
 }
 
+const noBarrier = (): undefined => undefined;
+
 interface Running {
   readonly effects: SessionEffects;
   readonly recorder: SessionRecorder;
@@ -116,6 +154,8 @@ export interface SessionEffectsOwner {
   readonly recorder: SessionRecorder;
   /** Whether a snapshot of the session is at rest (a log closed there records `stopped`, not `cancelled`). */
   readonly atRest: (snapshot: unknown) => boolean;
+  /** Before each effect starts (see `SessionEffects`). */
+  readonly barrier?: () => Promise<void> | undefined;
 }
 
 /**
@@ -126,8 +166,8 @@ export function effectsOf(session: AnyActorRef, owner: () => SessionEffectsOwner
   const found = running.get(session);
   if (found) return found.effects;
   if (inert.has(session)) return undefined;
-  const { recorder, atRest } = owner();
-  const effects = new SessionEffects((event) => session.send(event));
+  const { recorder, atRest, barrier } = owner();
+  const effects = new SessionEffects((event) => session.send(event), barrier);
   const subscription = session.subscribe({
     // Completion is both ends of a session: its final state, and a stop from outside.
     complete: () => closeEffects(session),

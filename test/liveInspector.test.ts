@@ -102,7 +102,7 @@ describe('startLiveInspector', () => {
     expect(rootActor?.sessionId).toBe(root.sessionId);
     const definition = JSON.parse((rootActor as { definition: string }).definition) as { id: string; initial: string; states: Record<string, unknown> };
     expect(definition.id).toBe('session');
-    expect(definition.initial).toBe('readyForUser');
+    expect(definition.initial).toBe('resuming');
     expect(Object.keys(definition.states)).toEqual(expect.arrayContaining(['streaming', 'dispatchingBatch', 'replied']));
     const reader = client.messages.find((m) => m.type === '@xstate.actor' && m.name === 'root/reader') as Extract<Wire, { type: '@xstate.actor' }> | undefined;
     expect(reader).toBeDefined();

@@ -42,7 +42,7 @@ describe('trace recording', () => {
       root: [{ calls: [{ name: 'agent', input: { name: 'explorer', task: 'Map the tests.' } }] }, { text: 'wait' }, { text: 'done' }],
       explorer: [{ calls: [{ name: 'reply', input: { result: '# Map\n- a' } }] }],
     });
-    expect(records[0]).toMatchObject({ kind: 'trace.start', version: 1, title: 'test', statechart: { initial: 'readyForUser' } });
+    expect(records[0]).toMatchObject({ kind: 'trace.start', version: 1, title: 'test', statechart: { initial: 'resuming' } });
     expect(records.at(-1)?.kind).toBe('trace.end');
     expect(of(records, 'agent.start')).toEqual([
       expect.objectContaining({ agent: 'root', parent: null, depth: 0, task: 'go' }),

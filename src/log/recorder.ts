@@ -1,24 +1,46 @@
 import { describeError } from '../model/errors.js';
 import { addUsage, ZERO_USAGE } from '../usage.js';
 import type { Usage } from '../types.js';
+import type { JournalRecord } from '../store/journalRecord.js';
+import type { SessionJournal } from '../store/runJournal.js';
 import type { LogRecord, SessionLog } from './sessionLog.js';
 
 /**
- * A session's handle on its log. It remembers whether an outcome was written, so a session
- * stopped from outside (no final state reached) still ends its log with one.
+ * A session's handle on its log, and on its run's journal when the run is durable. It remembers
+ * whether an outcome was written, so a session stopped from outside (no final state reached)
+ * still ends its log with one.
  */
 export class SessionRecorder {
   private ended = false;
-  private ownUsage: Usage = ZERO_USAGE;
-  private subtreeUsage: Usage = ZERO_USAGE;
+  private ownUsage: Usage;
+  private subtreeUsage: Usage;
 
-  constructor(private readonly log: SessionLog) {}
+  /** `usage`: what a resumed session had already spent (its own, and its finished children's). */
+  constructor(
+    private readonly log: SessionLog,
+    private readonly journal?: SessionJournal,
+    usage: { own: Usage; subtree: Usage } = { own: ZERO_USAGE, subtree: ZERO_USAGE },
+  ) {
+    this.ownUsage = usage.own;
+    this.subtreeUsage = usage.subtree;
+  }
 
   record(record: LogRecord): void {
     if (record.type === 'outcome') this.ended = true;
     else if (record.type === 'usage') this.ownUsage = record.session;
     else if (record.type === 'inbox') this.subtreeUsage = addUsage(this.subtreeUsage, record.result.usage);
     this.log.append(record);
+    this.journal?.append(record);
+  }
+
+  /** A record only a resume needs (a settled tool call, a queued user message): journal only. */
+  note(record: JournalRecord): void {
+    this.journal?.append(record);
+  }
+
+  /** Whether the session's records go to a durable journal. */
+  get durable(): boolean {
+    return this.journal !== undefined;
   }
 
   flush(): void {

@@ -1,6 +1,6 @@
 import { appendFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { AgentIdentity, AgentOutcome, AgentResult, Message, Usage } from '../types.js';
+import type { AgentIdentity, AgentOutcome, AgentResult, Message, StopReason, Usage } from '../types.js';
 
 /**
  * One session's append-only log. Message records hold what was appended to the history, in
@@ -9,9 +9,21 @@ import type { AgentIdentity, AgentOutcome, AgentResult, Message, Usage } from '.
 export type LogRecord =
   | { readonly type: 'session'; readonly agent: AgentIdentity; readonly task?: string }
   | { readonly type: 'message'; readonly role: Message['role']; readonly content: Message['content'] }
-  | { readonly type: 'usage'; readonly request: Usage; readonly session: Usage }
-  | { readonly type: 'spawn'; readonly name: string; readonly id: string }
-  | { readonly type: 'inbox'; readonly result: AgentResult }
+  /** A model response was committed: its tokens, the session's total, and why it stopped. */
+  | {
+      readonly type: 'usage';
+      readonly request: Usage;
+      readonly session: Usage;
+      readonly stopReason: StopReason;
+      /** Tool calls cut off at max_tokens (never executed); absent when none. */
+      readonly incomplete?: readonly string[];
+    }
+  /** A child was spawned: its name, agent id, the parent's actor id for it, and its task. */
+  | { readonly type: 'spawn'; readonly name: string; readonly id: string; readonly actorId: string; readonly task: string }
+  /** A finished child's result entered the inbox (`actorId`: which child it was). */
+  | { readonly type: 'inbox'; readonly actorId: string; readonly result: AgentResult }
+  /** A durable session was taken up again by a new process, in this state. */
+  | { readonly type: 'resumed'; readonly state: string }
   | { readonly type: 'nudge'; readonly latch: string; readonly text: string }
   | { readonly type: 'retry'; readonly attempt: number; readonly delayMs: number; readonly reason: string }
   /** The actor was stopped while at rest (a root in `readyForUser`): not a cancellation. */

@@ -22,6 +22,12 @@ export interface Tool {
   readonly spec: ToolSpec;
   /** Per-call time limit; the session default applies when absent. */
   readonly timeoutMs: number | undefined;
+  /**
+   * Running the same call twice has the same effect as running it once. A durable run that
+   * crashed while such a call ran runs it again on resume; any other call is answered with an
+   * error saying that its effect is unknown.
+   */
+  readonly idempotent: boolean;
   /** Validates raw model input; on success returns the call to run. */
   prepare(input: unknown): Validation<PreparedRun>;
 }
@@ -32,6 +38,8 @@ export interface ToolDefinition<S extends z.ZodType> {
   readonly input: S;
   readonly run: (input: z.output<S>, context: ToolContext) => unknown;
   readonly timeoutMs?: number;
+  /** See `Tool.idempotent` (default false: a call in flight at a crash is not run again). */
+  readonly idempotent?: boolean;
 }
 
 /**
@@ -44,6 +52,7 @@ export function defineTool<S extends z.ZodType>(definition: ToolDefinition<S>): 
     name: definition.name,
     spec: toolSpec(definition.name, definition.description, definition.input),
     timeoutMs: definition.timeoutMs,
+    idempotent: definition.idempotent ?? false,
     prepare(input) {
       const parsed = validate(input);
       if (!parsed.ok) return parsed;

@@ -18,6 +18,8 @@ const input = z.object({
 export function listDirTool(root: string): Tool {
   return defineTool({
     name: 'list_dir',
+    // Reads only: running it again after a crash is safe.
+    idempotent: true,
     description:
       'List a directory in the working directory: one path per line (relative to the working directory), sorted, ' +
       "directories end with '/', symlinks show 'name -> target' and are not followed. recursive/depth list the tree below; " +

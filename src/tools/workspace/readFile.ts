@@ -25,6 +25,8 @@ const input = z.object({
 export function readFileTool(root: string): Tool {
   return defineTool({
     name: 'read_file',
+    // Reads only: running it again after a crash is safe.
+    idempotent: true,
     description:
       'Read a text file in the working directory. Returns its text; when only part of the file is returned, a first line ' +
       `"PATH (lines A–B of N)" says which part. At most ${READ_MAX_LINES} lines (and about ${READ_MAX_CHARS / 1000}k characters) per call: ` +

@@ -26,6 +26,8 @@ export function runShellTool(root: string, timeoutMs: number = SHELL_DEFAULT_TIM
   }
   return defineTool({
     name: 'run_shell',
+    // A command can do anything (append, send, delete): never run again after a crash; the model is told its effect is unknown.
+    idempotent: false,
     description:
       'Run a shell command (/bin/sh -c) in the working directory, without a terminal or stdin. Returns the exit code, ' +
       `then the last ${SHELL_STDOUT_CHARS / 1000}k characters of stdout and ${SHELL_STDERR_CHARS / 1000}k of stderr. ` +

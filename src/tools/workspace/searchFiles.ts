@@ -23,6 +23,8 @@ const input = z.object({
 export function searchFilesTool(root: string): Tool {
   return defineTool({
     name: 'search_files',
+    // Reads only: running it again after a crash is safe.
+    idempotent: true,
     description:
       'Search file contents in the working directory with a regular expression (like grep -rn). Returns matching lines as ' +
       `"path:line: text", at most ${SEARCH_MAX_MATCHES} matches per call, long lines shortened. Skips binary files, files over ` +

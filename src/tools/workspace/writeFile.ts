@@ -15,6 +15,9 @@ const input = z.object({
 export function writeFileTool(root: string): Tool {
   return defineTool({
     name: 'write_file',
+    // Writes the whole file from its input (O_TRUNC, no append mode): a second run leaves the same bytes as
+    // the first, so a call in flight at a crash is run again rather than answered as unknown.
+    idempotent: true,
     description:
       'Create or overwrite a file in the working directory with `content` (the whole file). Missing parent directories are ' +
       'created. Paths outside the working directory are refused.',

@@ -1,0 +1,219 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import path from 'node:path';
+import { ulid } from 'ulid';
+import type { ActorOptions } from 'xstate';
+import type { SessionInput, SessionMachine } from '../../machines/session.js';
+import { finalAssistantText } from '../history.js';
+import { createSessionActor, isSettled, runResultOf, waitForSettled, type RunResult, type SessionActor, type SessionSnapshot } from '../runtime.js';
+import { stopOrphansOf } from '../../machines/crew.js';
+import type { Message } from '../types.js';
+import { restoreRun, type RestoredRun } from './restoreRun.js';
+import { RunJournal } from './runJournal.js';
+import type { JournalRow, RunOptionsRecord, RunOwner, RunRow, RunStatus, RunStore, RunSummary } from './runStore.js';
+
+/** Why a run could not be started or resumed (besides a store that cannot be read: `StoreError`). */
+export class RunError extends Error {
+  override readonly name = 'RunError';
+  constructor(
+    message: string,
+    /** `unknown-run`; `held`: another live process runs it; `wrong-directory`; `tools-differ`: resumed with other tools. */
+    readonly reason: 'unknown-run' | 'held' | 'wrong-directory' | 'tools-differ',
+    readonly runId: string,
+  ) {
+    super(message);
+  }
+}
+
+/** What a durable run's sessions run with: a session's input minus what the run itself provides. */
+export type DurableSessionInput = Omit<SessionInput, 'task' | 'agent' | 'restore' | 'journal' | 'history'>;
+
+export interface DurableRunOptions {
+  readonly store: RunStore;
+  /** The working directory the run belongs to (default `process.cwd()`); a resume elsewhere is refused. */
+  readonly cwd?: string;
+  /** What the host needs to rebuild the run besides tools (model, flags); stored as JSON. Never put a secret here. */
+  readonly record?: Omit<RunOptionsRecord, 'tools'>;
+  /** How long a lease lasts without renewal (default 30 s; renewed every third of it). */
+  readonly leaseMs?: number;
+  /** The new run's id (`startRun` only; default `newRunId()`): a caller that announces the id before the run starts makes it first. */
+  readonly id?: string;
+  /** Passed to the root actor (`inspect`, …). */
+  readonly actor?: Omit<ActorOptions<SessionMachine>, 'input' | 'snapshot'>;
+}
+
+/** A durable run in progress. */
+export interface DurableRun {
+  readonly id: string;
+  readonly actor: SessionActor;
+  /** Settles when the root does; the run's status is written by then and the tree stopped. */
+  readonly result: Promise<DurableRunResult>;
+  /**
+   * Stops the run so that it can be resumed (Ctrl-C): the tree is cancelled (pending calls are
+   * answered `cancelled` in the logs), and a resume undoes those cancellations.
+   */
+  interrupt(): void;
+}
+
+export interface DurableRunResult extends RunResult {
+  readonly status: RunStatus;
+  /** Set when the store could not be written: the run was cancelled and is `failed`. */
+  readonly storeError?: Error;
+}
+
+/** A resume of a run that has nothing left to do. */
+export interface FinishedRun {
+  readonly id: string;
+  readonly finished: true;
+  readonly status: RunStatus;
+  /** The root's last assistant text. */
+  readonly text: string;
+  /** Why the root failed or was capped, when it was. */
+  readonly reason?: string;
+}
+
+const DEFAULT_LEASE_MS = 30_000;
+
+/** A new run id: a ULID, so ids sort by the time the runs started. */
+export function newRunId(): string {
+  return ulid();
+}
+
+/**
+ * Starts a root agent on `task` as a durable run: every session of its tree is journaled to
+ * `store` as it goes, and `resumeRun` takes it up again after a crash.
+ *
+ * @example
+ * ```ts
+ * const store = openSqliteStore('.exarch/exarch.db');
+ * const run = await startRun('Summarise the README', { provider, tools }, { store });
+ * console.log(run.id); // resume it later with resumeRun(store, run.id, { provider, tools })
+ * const { text, status } = await run.result;
+ * ```
+ */
+export async function startRun(task: string, session: DurableSessionInput, options: DurableRunOptions): Promise<DurableRun> {
+  const { store } = options;
+  const id = options.id ?? newRunId();
+  const owner = newOwner();
+  const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
+  const cwd = path.resolve(options.cwd ?? process.cwd());
+  await store.createRun({ id, task, cwd, options: { ...options.record, tools: toolNames(session) }, startedAt: Date.now(), owner, leaseMs });
+  return launch(store, id, owner, leaseMs, 1, { ...session, task }, options, false);
+}
+
+/**
+ * Takes up a run that did not finish (its process crashed, was killed or interrupted), with the
+ * same tools it was started with; the provider and other live options are the host's again.
+ * Returns a `FinishedRun` when there is nothing left to do. Throws `RunError` for an unknown run,
+ * a run another live process holds, another working directory or other tools.
+ */
+export async function resumeRun(runId: string, session: DurableSessionInput, options: DurableRunOptions): Promise<DurableRun | FinishedRun> {
+  const { store } = options;
+  const row = await store.getRun(runId);
+  if (!row) throw new RunError(`no run with id ${runId}`, 'unknown-run', runId);
+  const cwd = path.resolve(options.cwd ?? process.cwd());
+  if (row.cwd !== cwd) throw new RunError(`run ${runId} belongs to ${row.cwd}: resume it from there`, 'wrong-directory', runId);
+  if (row.status !== 'running' && row.status !== 'interrupted') return finished(row, await store.journal(runId));
+  const tools = toolNames(session);
+  if (tools.join('\n') !== [...row.options.tools].sort().join('\n')) {
+    throw new RunError(`run ${runId} was started with the tools [${row.options.tools.join(', ')}], not [${tools.join(', ')}]`, 'tools-differ', runId);
+  }
+  const owner = newOwner();
+  const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
+  const claim = await store.claim(runId, owner, leaseMs);
+  if (!claim.ok) {
+    throw new RunError(`run ${runId} is being run by process ${claim.holder.pid} on ${claim.holder.host}; try again once it has stopped`, 'held', runId);
+  }
+  const rows = await store.journal(runId);
+  const restored = restoreRun(rows);
+  if (restored.kind === 'ended' || restored.kind === 'settled') {
+    // The last process died after the root settled but before it released the run.
+    const status = statusOf(restored);
+    await store.release(runId, owner, status);
+    const reason = restored.kind === 'ended' ? restored.result.reason : undefined;
+    return { id: runId, finished: true, status, text: finalAssistantText(restored.messages), ...(reason === undefined ? {} : { reason }) };
+  }
+  const nextSeq = (rows.at(-1)?.seq ?? 0) + 1;
+  const input: SessionInput = restored.kind === 'resumable' ? { ...session, restore: restored.root } : { ...session, task: row.task };
+  return launch(store, runId, owner, leaseMs, nextSeq, input, options, true);
+}
+
+/** Every run in the store, newest first (`exarch runs`). */
+export async function listRuns(store: RunStore): Promise<RunSummary[]> {
+  return store.listRuns();
+}
+
+function finished(row: RunRow, rows: readonly JournalRow[]): FinishedRun {
+  const restored = restoreRun(rows);
+  const messages: readonly Message[] = restored.kind === 'ended' || restored.kind === 'settled' ? restored.messages : restored.kind === 'resumable' ? restored.root.messages : [];
+  return { id: row.id, finished: true, status: row.status, text: finalAssistantText(messages) };
+}
+
+function statusOf(restored: Extract<RestoredRun, { kind: 'ended' | 'settled' }>): RunStatus {
+  if (restored.kind === 'settled') return 'done';
+  const outcome = restored.result.outcome;
+  return outcome === 'capped' ? 'capped' : outcome === 'cancelled' ? 'interrupted' : outcome === 'failed' ? 'failed' : 'done';
+}
+
+function newOwner(): RunOwner {
+  return { host: hostname(), pid: process.pid, token: randomUUID() };
+}
+
+/** The host tools' names, sorted: what a resume must offer again. */
+function toolNames(session: DurableSessionInput): string[] {
+  return (session.tools ?? []).map((tool) => tool.name).sort();
+}
+
+function launch(store: RunStore, id: string, owner: RunOwner, leaseMs: number, nextSeq: number, input: SessionInput, options: DurableRunOptions, resuming: boolean): DurableRun {
+  let storeFailure: Error | undefined;
+  let interrupted = false;
+  // Assigned below; the journal reports a failed write only from a later microtask or promise.
+  let actor: SessionActor | undefined;
+  const journal = new RunJournal(store, id, nextSeq, (error) => {
+    storeFailure = error;
+    actor?.send({ type: 'cancel', reason: `the run store could not be written: ${error.message}` });
+  });
+  if (resuming) journal.mark({ type: 'resume' });
+  actor = createSessionActor({ ...input, journal }, options.actor ?? {});
+  const root = actor;
+  const renew = setInterval(() => {
+    void Promise.resolve(store.renew(id, owner, leaseMs)).catch(() => undefined);
+  }, Math.max(1, Math.floor(leaseMs / 3)));
+  renew.unref();
+  root.start();
+  const result = (async (): Promise<DurableRunResult> => {
+    // A root that crashed rejects here: the run is failed.
+    let status: RunStatus = 'failed';
+    try {
+      const snapshot = await waitForSettled(root);
+      status = storeFailure ? 'failed' : interrupted ? 'interrupted' : statusOfSnapshot(snapshot);
+      return { ...runResultOf(snapshot, storeFailure && `the run store could not be written: ${storeFailure.message}`), status, ...(storeFailure ? { storeError: storeFailure } : {}) };
+    } finally {
+      clearInterval(renew);
+      root.stop();
+      stopOrphansOf(root);
+      // Sessions close their logs on the next microtasks; their last records go in the last burst.
+      await new Promise((resolve) => setImmediate(resolve));
+      await journal.flush();
+      if (!storeFailure) await store.release(id, owner, status);
+    }
+  })();
+  return {
+    id,
+    actor: root,
+    result,
+    interrupt() {
+      if (interrupted) return;
+      interrupted = true;
+      journal.mark({ type: 'interrupt' });
+      root.send({ type: 'cancel', reason: 'interrupted' });
+    },
+  };
+}
+
+function statusOfSnapshot(snapshot: SessionSnapshot): RunStatus {
+  if (snapshot.status === 'active') return isSettled(snapshot) ? 'done' : 'interrupted';
+  if (snapshot.status !== 'done') return 'failed';
+  const outcome = snapshot.output?.outcome;
+  return outcome === 'capped' ? 'capped' : outcome === 'failed' ? 'failed' : outcome === 'cancelled' ? 'interrupted' : 'done';
+}

@@ -1,0 +1,222 @@
+import { appendAssistantBlocks, appendUserBlocks, text } from '../history.js';
+import type { LatchCount } from '../nudges.js';
+import { addUsage, ZERO_USAGE } from '../usage.js';
+import { childIdentity } from '../identity.js';
+import type { AgentIdentity, AgentResult, AssistantBlock, Message, ToolResultBlock, Usage, UserBlock } from '../types.js';
+import type { JournalRecord } from './journalRecord.js';
+import type { RestoredBatch, RestoredChild, RestoredSession, ResumeState } from './restoredSession.js';
+import type { JournalRow } from './runStore.js';
+
+/** How the root of a run stands in its journal. */
+export type RestoredRun =
+  /** Work is left: resume the root (and, through it, every unfinished session of the tree). */
+  | { readonly kind: 'resumable'; readonly root: RestoredSession }
+  /** The root ended in a final state. */
+  | { readonly kind: 'ended'; readonly result: AgentResult; readonly messages: readonly Message[] }
+  /** The root is at rest with nothing left to do: the run is finished. */
+  | { readonly kind: 'settled'; readonly messages: readonly Message[] }
+  /** Nothing of the root was recorded. */
+  | { readonly kind: 'empty' };
+
+/** One session's journal, replayed. */
+interface Replayed {
+  agent: AgentIdentity | undefined;
+  state: ResumeState;
+  messages: Message[];
+  pendingUser: string[];
+  inbox: AgentResult[];
+  steps: number;
+  latchCounts: Record<string, LatchCount>;
+  usage: Usage;
+  childUsage: Usage;
+  spawned: number;
+  uses: Map<string, number>;
+  /** Spawned and not yet delivered, by actor id, in spawn order. */
+  live: Map<string, { agent: AgentIdentity; task: string }>;
+  batch: { content: readonly AssistantBlock[]; stopReason: RestoredBatch['stopReason']; incomplete: readonly string[]; results: Map<string, ToolResultBlock> } | null;
+  outcome: Extract<JournalRecord, { type: 'outcome' }> | null;
+}
+
+/**
+ * Rebuilds a run from its journal: for the root and, below it, every session still running, the
+ * state a resume starts from. Pure: it reads rows and writes nothing.
+ *
+ * Undone on the way: what an interrupt (Ctrl-C) cancelled. The records between an `interrupt`
+ * marker and the next `resume` marker that cancel a session (its `cancelled` outcome, a parent's
+ * delivery of it, a log closed at rest) are skipped, so the run picks up where it was interrupted,
+ * with the calls the interrupt answered `cancelled` kept in the history.
+ */
+export function restoreRun(rows: readonly JournalRow[]): RestoredRun {
+  const bySession = new Map<string, JournalRecord[]>();
+  let interrupted = false;
+  for (const { session, record } of rows) {
+    if (session === '') {
+      if (record.type === 'interrupt') interrupted = true;
+      else if (record.type === 'resume') interrupted = false;
+      continue;
+    }
+    if (interrupted && undoneByInterrupt(record)) continue;
+    let records = bySession.get(session);
+    if (!records) bySession.set(session, (records = []));
+    records.push(record);
+  }
+  const rootRecords = bySession.get('root');
+  if (!rootRecords) return { kind: 'empty' };
+  const root = replay(rootRecords);
+  if (root.outcome) return { kind: 'ended', result: resultOf(root, root.outcome), messages: root.messages };
+  const restored = restoreSession(root, bySession);
+  const atRest = restored.state === 'readyForUser' && restored.children.length === 0 && restored.inbox.length === 0 && restored.undelivered.length === 0 && restored.pendingUser.length === 0;
+  return atRest ? { kind: 'settled', messages: restored.messages } : { kind: 'resumable', root: restored };
+}
+
+function undoneByInterrupt(record: JournalRecord): boolean {
+  if (record.type === 'outcome') return record.outcome === 'cancelled';
+  if (record.type === 'inbox') return record.result.outcome === 'cancelled';
+  return record.type === 'stopped';
+}
+
+function restoreSession(session: Replayed, bySession: ReadonlyMap<string, readonly JournalRecord[]>): RestoredSession {
+  const children: RestoredChild[] = [];
+  const undelivered: { actorId: string; result: AgentResult }[] = [];
+  for (const [actorId, { agent, task }] of session.live) {
+    const records = bySession.get(agent.id);
+    if (!records) {
+      children.push({ actorId, agent, task, restore: undefined });
+      continue;
+    }
+    const child = replay(records, agent);
+    if (child.outcome) undelivered.push({ actorId, result: resultOf(child, child.outcome) });
+    else children.push({ actorId, agent, task, restore: restoreSession(child, bySession) });
+  }
+  const agent = session.agent;
+  if (!agent) throw new Error('exarch: a session journal without its session record');
+  const batch = session.batch;
+  return {
+    agent,
+    state: session.state,
+    messages: session.messages,
+    pendingUser: session.pendingUser,
+    inbox: session.inbox,
+    steps: session.steps,
+    latchCounts: session.latchCounts,
+    usage: session.usage,
+    childUsage: session.childUsage,
+    spawned: session.spawned,
+    uses: [...session.uses],
+    children,
+    undelivered,
+    batch: batch && { content: batch.content, stopReason: batch.stopReason, incomplete: batch.incomplete, results: [...batch.results.values()] },
+  };
+}
+
+function resultOf(session: Replayed, outcome: Extract<JournalRecord, { type: 'outcome' }>): AgentResult {
+  return {
+    name: session.agent?.name ?? 'unknown',
+    outcome: outcome.outcome,
+    text: outcome.text,
+    ...(outcome.reason === undefined ? {} : { reason: outcome.reason }),
+    usage: outcome.totalUsage,
+  };
+}
+
+/**
+ * Replays one session's records through the same history helpers the machine uses. Which state
+ * the session was in follows from its last records, as the machine's transitions wrote them:
+ * a turn's first message or a committed batch is followed by a request (`streaming`); a committed
+ * response with tool calls opens a batch; one without, paused, asks again; otherwise the turn
+ * ended (`readyForUser`) unless a nudge followed (`nudged`).
+ */
+function replay(records: readonly JournalRecord[], agent?: AgentIdentity): Replayed {
+  const session: Replayed = {
+    agent,
+    state: 'readyForUser',
+    messages: [],
+    pendingUser: [],
+    inbox: [],
+    steps: 0,
+    latchCounts: {},
+    usage: ZERO_USAGE,
+    childUsage: ZERO_USAGE,
+    spawned: 0,
+    uses: new Map(),
+    live: new Map(),
+    batch: null,
+    outcome: null,
+  };
+  // The content of the response being committed: its message record comes before its usage record.
+  let response: readonly AssistantBlock[] = [];
+  for (const record of records) {
+    switch (record.type) {
+      case 'session':
+        session.agent = record.agent;
+        if (record.task !== undefined) session.pendingUser.push(record.task);
+        break;
+      case 'queued':
+        session.pendingUser.push(record.text);
+        break;
+      case 'message':
+        if (record.role === 'assistant') {
+          appendAssistantBlocks(session.messages, record.content as readonly AssistantBlock[]);
+          response = record.content as readonly AssistantBlock[];
+          break;
+        }
+        appendUserBlocks(session.messages, record.content as readonly UserBlock[]);
+        if (!record.content.some((block) => block.type === 'tool_result')) {
+          // A turn starts: the inbox and queued messages were delivered, the turn's counts restart.
+          session.inbox = [];
+          session.pendingUser = [];
+          session.steps = 0;
+          for (const [id, count] of Object.entries(session.latchCounts)) session.latchCounts[id] = { turn: 0, total: count.total };
+        }
+        session.batch = null;
+        session.state = 'streaming';
+        break;
+      case 'usage': {
+        session.usage = record.session;
+        session.steps += 1;
+        const calls = response.some((block) => block.type === 'tool_use');
+        if (calls) {
+          session.batch = { content: response, stopReason: record.stopReason, incomplete: record.incomplete ?? [], results: new Map() };
+          session.state = 'dispatchingBatch';
+        } else {
+          session.state = record.stopReason === 'pause_turn' ? 'streaming' : 'readyForUser';
+        }
+        response = [];
+        break;
+      }
+      case 'tool':
+        session.batch?.results.set(record.result.tool_use_id, record.result);
+        break;
+      case 'nudge': {
+        const count = session.latchCounts[record.latch] ?? { turn: 0, total: 0 };
+        session.latchCounts[record.latch] = { turn: count.turn + 1, total: count.total + 1 };
+        appendUserBlocks(session.messages, [text(record.text)]);
+        session.state = 'nudged';
+        break;
+      }
+      case 'spawn': {
+        session.spawned += 1;
+        session.uses.set(record.name, (session.uses.get(record.name) ?? 0) + 1);
+        const parent = session.agent;
+        if (!parent) throw new Error('exarch: a spawn record before the session record');
+        session.live.set(record.actorId, { agent: { ...childIdentity(parent, record.name), id: record.id }, task: record.task });
+        break;
+      }
+      case 'inbox':
+        session.inbox.push(record.result);
+        session.childUsage = addUsage(session.childUsage, record.result.usage);
+        session.live.delete(record.actorId);
+        break;
+      case 'outcome':
+        session.outcome = record;
+        break;
+      case 'stopped':
+      case 'resumed':
+      case 'retry':
+      case 'interrupt':
+      case 'resume':
+        break;
+    }
+  }
+  return session;
+}

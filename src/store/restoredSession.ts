@@ -1,0 +1,49 @@
+import type { LatchCount } from '../nudges.js';
+import type { AgentIdentity, AgentResult, AssistantBlock, Message, StopReason, ToolResultBlock, Usage } from '../types.js';
+
+/** The states a resumed session picks up in (a final session is not resumed: its result is delivered). */
+export type ResumeState = 'readyForUser' | 'streaming' | 'dispatchingBatch' | 'nudged';
+
+/**
+ * A session as its journal left it, ready to be taken up again (the `restore` input of the session
+ * machine). Replayed from the journal by `restoreRun`; see machines/session.ts for how each part
+ * re-enters the machine.
+ */
+export interface RestoredSession {
+  readonly agent: AgentIdentity;
+  /** Where it stopped: `streaming` re-asks the model (a stream in flight was never committed). */
+  readonly state: ResumeState;
+  readonly messages: readonly Message[];
+  readonly pendingUser: readonly string[];
+  /** Results delivered but not yet seen by the session. */
+  readonly inbox: readonly AgentResult[];
+  /** Model responses committed in the current turn (a re-asked request counts as it starts). */
+  readonly steps: number;
+  readonly latchCounts: Readonly<Record<string, LatchCount>>;
+  readonly usage: Usage;
+  readonly childUsage: Usage;
+  /** Children ever spawned, and spawns per name (reused names get fresh ids). */
+  readonly spawned: number;
+  readonly uses: readonly (readonly [string, number])[];
+  /** Children still running: each is resumed too. */
+  readonly children: readonly RestoredChild[];
+  /** Children that finished but whose result never reached this session's inbox: delivered on resume, once. */
+  readonly undelivered: readonly { readonly actorId: string; readonly result: AgentResult }[];
+  /** The open batch of `dispatchingBatch`: the response that opened it and the calls answered so far. */
+  readonly batch: RestoredBatch | null;
+}
+
+export interface RestoredChild {
+  readonly actorId: string;
+  readonly agent: AgentIdentity;
+  readonly task: string;
+  /** Undefined when the child had not recorded anything yet: it starts afresh on its task. */
+  readonly restore: RestoredSession | undefined;
+}
+
+export interface RestoredBatch {
+  readonly content: readonly AssistantBlock[];
+  readonly stopReason: StopReason;
+  readonly incomplete: readonly string[];
+  readonly results: readonly ToolResultBlock[];
+}

@@ -1,0 +1,123 @@
+import type { JournalRecord } from './journalRecord.js';
+import type { JournalRow, RunStore } from './runStore.js';
+
+/** One session's way into its run's journal. */
+export interface SessionJournal {
+  append(record: JournalRecord): void;
+}
+
+/**
+ * The write side of a durable run: sessions append records as they make them, and the journal
+ * writes them to the store in bursts, each burst one atomic `append`.
+ *
+ * A burst is everything the sessions did synchronously since the last write: it is written in a
+ * microtask, once the macrosteps of one `send` or one effect's answer have all run. Effects wait
+ * for it (`barrier`): a session's model request and tool batch start only once the records that
+ * planned them are stored, so no tool runs before its call is on disk, and a crash leaves the store
+ * at the boundary between two bursts, never inside one. Sessions that act in the same tick (a wave
+ * of sub-agents) share one write. Records are a step's new content only (a committed message, a
+ * tool result, a delivery): the bytes written per step do not grow with the history.
+ */
+export class RunJournal {
+  private buffer: JournalRow[] = [];
+  /** Resolves once the buffered burst is written (made with the burst's first record). */
+  private burst: { readonly written: Promise<void>; readonly resolve: () => void } | undefined;
+  private pending: Promise<void> | undefined;
+  private failure: Error | undefined;
+
+  /**
+   * @param nextSeq the seq of the next record (1 for a new run; one past the last for a resume).
+   * @param onError called once if the store cannot be written; the run cannot stay durable then.
+   */
+  constructor(
+    readonly store: RunStore,
+    readonly runId: string,
+    private nextSeq: number,
+    private readonly onError: (error: Error) => void = (error) => {
+      throw error;
+    },
+  ) {}
+
+  /** The journal of one session (by agent id). */
+  open(agentId: string): SessionJournal {
+    return { append: (record) => this.push(agentId, record) };
+  }
+
+  /** A run-level record (interrupt, resume). */
+  mark(record: JournalRecord): void {
+    this.push('', record);
+  }
+
+  private push(session: string, record: JournalRecord): void {
+    if (this.failure) return;
+    this.buffer.push({ runId: this.runId, seq: this.nextSeq++, session, ts: Date.now(), record });
+    if (!this.burst) {
+      let resolve = (): void => undefined;
+      const written = new Promise<void>((done) => (resolve = done));
+      this.burst = { written, resolve };
+      queueMicrotask(this.flushBurst);
+    }
+  }
+
+  private readonly flushBurst = (): void => {
+    void this.flush();
+  };
+
+  /**
+   * Writes what is buffered now. For a synchronous store it is written when this returns; a
+   * store that answers with a promise is written in order, one burst after the other, and the
+   * promise returned settles when this burst is.
+   */
+  flush(): Promise<void> | undefined {
+    const burst = this.burst;
+    this.burst = undefined;
+    if (this.buffer.length === 0 || this.failure) {
+      burst?.resolve();
+      return this.pending;
+    }
+    const rows = this.buffer;
+    this.buffer = [];
+    const write = (): Promise<void> | undefined => {
+      try {
+        const written = this.store.append(rows);
+        if (written) return written.catch((error: unknown) => this.fail(error));
+      } catch (error) {
+        this.fail(error);
+      }
+      return undefined;
+    };
+    const after = this.pending;
+    const written = after ? after.then(write) : write();
+    if (!written) {
+      burst?.resolve();
+      return undefined;
+    }
+    const current = written.finally(() => {
+      if (this.pending === current) this.pending = undefined;
+      burst?.resolve();
+    });
+    this.pending = current;
+    return current;
+  }
+
+  /**
+   * What an effect waits for before it starts: the burst being made (written at the end of this
+   * tick), or a write still under way. Undefined when everything recorded is already written.
+   * It also settles if the write fails (the run is then being cancelled: see `onError`).
+   */
+  barrier(): Promise<void> | undefined {
+    return this.burst?.written ?? this.pending;
+  }
+
+  /** Set once the store could not be written. */
+  get error(): Error | undefined {
+    return this.failure;
+  }
+
+  private fail(error: unknown): void {
+    if (this.failure) return;
+    this.failure = error instanceof Error ? error : new Error(String(error));
+    this.buffer = [];
+    this.onError(this.failure);
+  }
+}
