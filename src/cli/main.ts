@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -7,7 +7,10 @@ import type { LiveInspector } from '../inspect/liveInspector.js';
 import { writeViewer } from '../viewer/index.js';
 import { describeError } from '../model/errors.js';
 import { runDemo } from './demo.js';
-import { EXIT, runCommand, UsageError } from './run.js';
+import { EXIT, openStore, resumeCommand, runCommand, UsageError } from './run.js';
+import { writeViewerForRun } from '../store/journalTrace.js';
+import type { WrittenViewer } from '../viewer/write.js';
+import { listRunsCommand } from './runs.js';
 import { DEFAULT_MODEL } from '../providers/anthropic.js';
 
 /**
@@ -28,19 +31,28 @@ const USAGE = `Usage:
       --trace FILE        record the run as a JSONL trace (view it with exarch view)
       --inspect           stream every agent to the live Stately inspector (--inspect-port N,
                           default 8080 on 127.0.0.1)
+      --store FILE        the run store (default .exarch/exarch.db under the working directory);
+                          the run's id is printed first, and exarch resume takes it up again
+      --no-store          run without recording it (it cannot be resumed)
+  exarch resume RUN_ID [--store FILE] [--trace FILE]
+                                  take up a run that was killed, crashed or interrupted, with the
+                                  options it was started with; ends as run would
+  exarch runs [--store FILE]      list the recorded runs: id, start, status, agents, requests,
+                                  estimated cost, task
   exarch demo [--speed N] [--trace FILE] [--inspect]
                                   offline demo, no API key: a sub-agent returns its report through
                                   the reply tool while the turn flow of every agent prints live;
                                   writes a trace (default .exarch/demo/trace.jsonl) and its viewer
-  exarch view TRACE [--out FILE.html]
-                                  write the turn-flow viewer for a trace: one self-contained HTML
-                                  file (default: next to the trace, .html instead of .jsonl)
+  exarch view TRACE|RUN_ID [--out FILE.html] [--store FILE]
+                                  write the turn-flow viewer for a trace or a recorded run: one
+                                  self-contained HTML file (default: next to the trace, .html
+                                  instead of .jsonl; for a run, .exarch/view/RUN_ID.html)
   exarch help                     show this help
   exarch --version                print the version
 
 Environment: ANTHROPIC_API_KEY (required by run), ANTHROPIC_BASE_URL, EXARCH_MODEL,
 EXARCH_STALL_TIMEOUT_MS (default 120000).
-Exit codes: 0 done, 1 fatal, 2 bad usage, 3 root capped, 130 interrupted.`;
+Exit codes: 0 done, 1 fatal, 2 bad usage, 3 root capped, 130 interrupted (resumable).`;
 
 const EXIT_OK = EXIT.ok;
 const EXIT_FATAL = EXIT.fatal;
@@ -68,10 +80,12 @@ async function main(argv: readonly string[]): Promise<number> {
   if (command === undefined) return usageError('missing command');
   try {
     if (command === 'run') return await run(rest, values);
-    if (command === 'view') return view(rest, values);
+    if (command === 'resume') return await resume(rest, values);
+    if (command === 'runs') return await runs(rest, values);
+    if (command === 'view') return await view(rest, values);
     if (command !== 'demo') throw new UsageError(`unknown command '${command}'`);
     if (rest.length > 0) throw new UsageError(`demo takes no arguments, got '${rest.join(' ')}'`);
-    refuseFlags('demo', values, [...RUN_FLAGS, 'out']);
+    refuseFlags('demo', values, [...RUN_FLAGS, 'out', 'store', 'no-store']);
     const trace = values.trace ?? join('.exarch', 'demo', 'trace.jsonl');
     const live = await liveInspector(values);
     try {
@@ -114,6 +128,8 @@ function parse(argv: readonly string[]) {
       out: { type: 'string' },
       inspect: { type: 'boolean' },
       'inspect-port': { type: 'string' },
+      store: { type: 'string' },
+      'no-store': { type: 'boolean' },
     },
   });
 }
@@ -144,11 +160,25 @@ async function liveInspector(values: Values): Promise<LiveInspector | undefined>
   return live;
 }
 
-function view(positionals: readonly string[], values: Values): number {
-  if (positionals.length !== 1) throw new UsageError('view takes one trace file: exarch view TRACE [--out FILE.html]');
-  refuseFlags('view', values, [...RUN_FLAGS, 'trace', 'speed', 'inspect', 'inspect-port']);
-  const trace = positionals[0] ?? '';
-  const written = writeViewer(trace, values.out ?? htmlFor(trace));
+/** A run id as `exarch run` prints it (a ULID); anything else names a trace file. */
+const RUN_ID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
+
+async function view(positionals: readonly string[], values: Values): Promise<number> {
+  if (positionals.length !== 1) throw new UsageError('view takes one trace file or run id: exarch view TRACE|RUN_ID [--out FILE.html]');
+  refuseFlags('view', values, [...RUN_FLAGS, 'trace', 'speed', 'inspect', 'inspect-port', 'no-store']);
+  const target = positionals[0] ?? '';
+  let written: WrittenViewer;
+  if (RUN_ID.test(target) && !existsSync(target)) {
+    const store = openStore(process.cwd(), values.store);
+    try {
+      written = await writeViewerForRun(store, target, values.out ?? join('.exarch', 'view', `${target}.html`));
+    } finally {
+      store.close();
+    }
+  } else {
+    if (values.store !== undefined) throw new UsageError('--store goes with a run id, not a trace file');
+    written = writeViewer(target, values.out ?? htmlFor(target));
+  }
   process.stdout.write(`${written.outFile}\n`);
   process.stderr.write(`exarch: wrote the turn-flow viewer for ${written.agents} agent${written.agents === 1 ? '' : 's'} (${written.records} trace records)\n`);
   return EXIT_OK;
@@ -160,15 +190,10 @@ async function run(positionals: readonly string[], values: ReturnType<typeof par
   if (positionals.length === 0) throw new UsageError('run needs a task: exarch run "<task>"');
   if (positionals.length > 1) throw new UsageError(`run takes one task; quote it: exarch run "${positionals.join(' ')}"`);
   refuseFlags('run', values, ['speed', 'out']);
-  // The first Ctrl-C cancels the tree and lets it answer its calls and write its logs; a second one quits at once.
-  const interrupt = new AbortController();
-  process.once('SIGINT', () => {
-    interrupt.abort();
-    process.once('SIGINT', () => process.exit(EXIT.interrupted));
-  });
+  const interrupt = interruptSignal();
   const live = await liveInspector(values);
   try {
-    return await runLive(positionals, values, interrupt.signal, live);
+    return await runLive(positionals, values, interrupt, live);
   } finally {
     await live?.stop();
   }
@@ -186,9 +211,38 @@ async function runLive(positionals: readonly string[], values: Values, interrupt
       allowWrite: values['allow-write'] === true,
       allowShell: values['allow-shell'] === true,
       ...(values.trace === undefined ? {} : { trace: values.trace }),
+      ...(values.store === undefined ? {} : { store: values.store }),
+      noStore: values['no-store'] === true,
     },
     { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), interrupt, ...(live ? { inspect: live.inspect } : {}) },
   );
+}
+
+async function resume(positionals: readonly string[], values: Values): Promise<number> {
+  if (positionals.length !== 1) throw new UsageError('resume takes one run id: exarch resume RUN_ID (exarch runs lists them)');
+  refuseFlags('resume', values, [...RUN_FLAGS, 'speed', 'out', 'no-store', 'inspect', 'inspect-port']);
+  const interrupt = interruptSignal();
+  return resumeCommand(
+    positionals[0] ?? '',
+    { ...(values.store === undefined ? {} : { store: values.store }), ...(values.trace === undefined ? {} : { trace: values.trace }) },
+    { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), interrupt },
+  );
+}
+
+async function runs(positionals: readonly string[], values: Values): Promise<number> {
+  if (positionals.length > 0) throw new UsageError(`runs takes no arguments, got '${positionals.join(' ')}'`);
+  refuseFlags('runs', values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'no-store', 'inspect', 'inspect-port']);
+  return listRunsCommand(values.store, { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() });
+}
+
+/** The first Ctrl-C cancels the tree and lets it answer its calls and write its logs; a second one quits at once. */
+function interruptSignal(): AbortSignal {
+  const interrupt = new AbortController();
+  process.once('SIGINT', () => {
+    interrupt.abort();
+    process.once('SIGINT', () => process.exit(EXIT.interrupted));
+  });
+  return interrupt.signal;
 }
 
 function speedOf(raw: string | undefined): number {

@@ -1,9 +1,13 @@
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { AnthropicProvider, DEFAULT_MODEL } from '../providers/anthropic.js';
 import { JsonlLogSink } from '../log/sessionLog.js';
 import { DEFAULTS } from '../options.js';
 import { finalAssistantText } from '../history.js';
-import { createSessionActor, waitForSettled } from '../runtime.js';
+import { describeError } from '../model/errors.js';
+import { createSessionActor, runResultOf, waitForSettled, type RunResult, type SessionActor } from '../runtime.js';
+import { newRunId, resumeRun, RunError, startRun, type DurableSessionInput, type FinishedRun } from '../store/durableRun.js';
+import type { RunStore } from '../store/runStore.js';
+import { DEFAULT_STORE_PATH, openSqliteStore, type SqliteRunStore } from '../store/sqliteStore.js';
 import { workspaceTools } from '../tools/workspace/index.js';
 import type { Provider } from '../types.js';
 import type { InspectionEvent } from 'xstate';
@@ -25,6 +29,10 @@ export interface RunFlags {
   readonly allowWrite?: boolean;
   readonly allowShell?: boolean;
   readonly trace?: string;
+  /** The run store file (default .exarch/exarch.db under the working directory). */
+  readonly store?: string;
+  /** Run without recording (no resume). */
+  readonly noStore?: boolean;
 }
 
 export interface RunIo {
@@ -55,100 +63,254 @@ function timestamp(date: Date): string {
 
 /**
  * `exarch run "<task>"` (CONTRACT §7): the root works on the task with Claude until it settles.
- * stdout gets the root's final answer only; stderr gets progress, the summary and errors.
+ * stdout gets the root's final answer only; stderr gets progress, the summary and errors. The run
+ * is recorded in the run store (unless `--no-store`) and its id printed first, so that
+ * `exarch resume` can take it up again after a crash or Ctrl-C.
  */
 export async function runCommand(task: string, flags: RunFlags, io: RunIo): Promise<number> {
   const maxSteps = positiveInt('max-steps', flags.maxSteps);
   const maxDepth = positiveInt('max-depth', flags.maxDepth, 0);
   const replyCap = positiveInt('reply-cap', flags.replyCap);
   if (task.trim() === '') throw new UsageError('the task is empty');
+  if (flags.noStore && flags.store !== undefined) throw new UsageError('--store and --no-store cannot be used together');
   const model = flags.model ?? io.env['EXARCH_MODEL'] ?? DEFAULT_MODEL;
+  const claude = connect(model, io);
+  if (typeof claude === 'number') return claude;
+  // A store that cannot be read stops the run before anything starts (StoreError: one line, exit 1).
+  const store = flags.noStore ? undefined : openStore(io.cwd, flags.store);
+  try {
+    const logDir = flags.logDir ?? join(io.cwd, '.exarch', 'runs', timestamp(new Date()));
+    const allowWrite = flags.allowWrite ?? false;
+    const allowShell = flags.allowShell ?? false;
+    const session: DurableSessionInput = {
+      provider: claude.provider,
+      tools: workspaceTools({ root: io.cwd, allowWrite, allowShell }),
+      logs: new JsonlLogSink(logDir),
+      ...(maxSteps === undefined ? {} : { maxSteps }),
+      ...(maxDepth === undefined ? {} : { maxDepth }),
+      ...(replyCap === undefined ? {} : { replyCap }),
+      ...(claude.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: claude.stallTimeoutMs }),
+    };
+    const output = new RunOutput(io, flags.trace, `exarch run: ${task.slice(0, 80)}`, model, logDir, maxSteps);
+    if (!store) return await output.follow(localRun(task, session, output.inspect), io.interrupt);
+    const id = newRunId();
+    io.stderr.write(`exarch: run ${id} started\n`);
+    const record = { model, logDir, allowWrite, allowShell, ...(maxSteps === undefined ? {} : { maxSteps }), ...(maxDepth === undefined ? {} : { maxDepth }), ...(replyCap === undefined ? {} : { replyCap }) };
+    const run = await startRun(task, session, { store, id, cwd: io.cwd, record, actor: { inspect: output.inspect } });
+    return await output.follow(run, io.interrupt, store);
+  } finally {
+    await store?.close();
+  }
+}
+
+export interface ResumeFlags {
+  readonly store?: string;
+  readonly trace?: string;
+}
+
+/**
+ * `exarch resume RUN_ID`: takes up a run that did not finish (killed, crashed or interrupted) in
+ * the run store, with the options it was started with, and ends as `exarch run` would.
+ */
+export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo): Promise<number> {
+  const store = openStore(io.cwd, flags.store);
+  try {
+    const row = await store.getRun(runId);
+    if (!row) {
+      io.stderr.write(`exarch: no run ${runId} in ${storeName(io.cwd, flags.store)}\n`);
+      return EXIT.fatal;
+    }
+    if (row.status !== 'running' && row.status !== 'interrupted') {
+      io.stderr.write(`exarch: run ${runId} is already finished (${row.status}); nothing to resume\n`);
+      return EXIT.ok;
+    }
+    const recorded = row.options;
+    const model = typeof recorded.model === 'string' ? recorded.model : DEFAULT_MODEL;
+    const claude = connect(model, io);
+    if (typeof claude === 'number') return claude;
+    const logDir = typeof recorded.logDir === 'string' ? recorded.logDir : join(row.cwd, '.exarch', 'runs', timestamp(new Date(row.startedAt)));
+    const maxSteps = numberOf(recorded.maxSteps);
+    const maxDepth = numberOf(recorded.maxDepth);
+    const replyCap = numberOf(recorded.replyCap);
+    const session: DurableSessionInput = {
+      provider: claude.provider,
+      tools: workspaceTools({ root: row.cwd, allowWrite: recorded.allowWrite === true, allowShell: recorded.allowShell === true }),
+      logs: new JsonlLogSink(logDir),
+      ...(maxSteps === undefined ? {} : { maxSteps }),
+      ...(maxDepth === undefined ? {} : { maxDepth }),
+      ...(replyCap === undefined ? {} : { replyCap }),
+      ...(claude.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: claude.stallTimeoutMs }),
+    };
+    const output = new RunOutput(io, flags.trace, `exarch resume ${runId}: ${row.task.slice(0, 80)}`, model, logDir, maxSteps);
+    let run: Awaited<ReturnType<typeof resumeRun>>;
+    try {
+      run = await resumeRun(runId, session, { store, cwd: io.cwd, actor: { inspect: output.inspect } });
+    } catch (error) {
+      if (!(error instanceof RunError)) throw error;
+      io.stderr.write(`exarch: ${error.message}\n`);
+      return EXIT.fatal;
+    }
+    if ('finished' in run) {
+      // Its last process died after the root settled, before it said so: end as that run would have.
+      io.stderr.write(`exarch: run ${runId} had finished (${run.status}) when its process stopped\n`);
+      return output.ended(run);
+    }
+    io.stderr.write(`exarch: run ${runId} resumed\n`);
+    return await output.follow(run, io.interrupt, store);
+  } finally {
+    await store.close();
+  }
+}
+
+/** The run store at `--store FILE`, or `.exarch/exarch.db` under the working directory. */
+export function openStore(cwd: string, file: string | undefined): SqliteRunStore {
+  return openSqliteStore(resolve(cwd, file ?? DEFAULT_STORE_PATH));
+}
+
+function storeName(cwd: string, file: string | undefined): string {
+  return resolve(cwd, file ?? DEFAULT_STORE_PATH);
+}
+
+function numberOf(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isSafeInteger(value) ? value : undefined;
+}
+
+/** Claude through the SDK, or the test's provider; an exit code when the key or a setting is missing. */
+function connect(model: string, io: RunIo): { provider: Provider; stallTimeoutMs: number | undefined } | number {
   const apiKey = io.env['ANTHROPIC_API_KEY'];
   if (!io.provider && !apiKey) {
     io.stderr.write('exarch: ANTHROPIC_API_KEY is not set: set it to run against Claude, or try `exarch demo` (offline, no key needed)\n');
     return EXIT.fatal;
   }
-  const provider =
-    io.provider ??
-    new AnthropicProvider({ apiKey, model, ...(io.env['ANTHROPIC_BASE_URL'] ? { baseURL: io.env['ANTHROPIC_BASE_URL'] } : {}) });
   const stallRaw = io.env['EXARCH_STALL_TIMEOUT_MS'];
   const stallTimeoutMs = stallRaw === undefined || stallRaw === '' ? undefined : Number(stallRaw);
   if (stallTimeoutMs !== undefined && (!Number.isSafeInteger(stallTimeoutMs) || stallTimeoutMs < 1)) {
     io.stderr.write(`exarch: EXARCH_STALL_TIMEOUT_MS must be a positive integer (milliseconds), got '${stallRaw ?? ''}'\n`);
     return EXIT.fatal;
   }
-  const logDir = flags.logDir ?? join(io.cwd, '.exarch', 'runs', timestamp(new Date()));
-  const logs = new JsonlLogSink(logDir);
-  const color = io.stderr.isTTY === true && !io.env['NO_COLOR'] && !io.env['CI'];
-  const board = new ProgressBoard({ out: io.stderr, live: color, color });
-  const recorder = flags.trace === undefined ? undefined : new TraceRecorder({ file: flags.trace, title: `exarch run: ${task.slice(0, 80)}` });
+  const provider =
+    io.provider ??
+    new AnthropicProvider({ apiKey, model, ...(io.env['ANTHROPIC_BASE_URL'] ? { baseURL: io.env['ANTHROPIC_BASE_URL'] } : {}) });
+  return { provider, stallTimeoutMs };
+}
 
-  const root = createSessionActor(
-    {
-      provider,
-      task,
-      tools: workspaceTools({ root: io.cwd, allowWrite: flags.allowWrite ?? false, allowShell: flags.allowShell ?? false }),
-      logs,
-      ...(maxSteps === undefined ? {} : { maxSteps }),
-      ...(maxDepth === undefined ? {} : { maxDepth }),
-      ...(replyCap === undefined ? {} : { replyCap }),
-      ...(stallTimeoutMs === undefined ? {} : { stallTimeoutMs }),
-    },
-    {
-      inspect: (event) => {
-        board.inspect(event);
-        recorder?.inspect(event);
-        io.inspect?.(event);
-      },
-    },
-  );
-  let interrupted = false;
-  const onInterrupt = (): void => {
-    interrupted = true;
-    root.send({ type: 'cancel', reason: 'interrupted' });
-  };
-  io.interrupt.addEventListener('abort', onInterrupt, { once: true });
-  root.start();
-  try {
-    const settled = await waitForSettled(root);
-    // Let stopped sessions close their logs (their teardown runs on the next microtasks).
-    await new Promise((resolve) => setImmediate(resolve));
-    board.stop();
-    const text = finalAssistantText(settled.context.messages);
-    const state = String(settled.value);
-    const summary = (): void => {
-      writeSummary(io.stderr, board, model, logDir);
-      if (recorder) io.stderr.write(`exarch: trace: ${recorder.file} (view it with: exarch view ${recorder.file})\n`);
-    };
-    if (interrupted) {
-      summary();
-      io.stderr.write('exarch: interrupted: the agents were cancelled and their logs written\n');
-      return EXIT.interrupted;
+/** What `follow` needs of a run: durable (`startRun`, `resumeRun`) or not (`--no-store`). */
+interface FollowedRun {
+  readonly id?: string;
+  readonly actor: SessionActor;
+  readonly result: Promise<RunResult & { readonly storeError?: Error }>;
+  interrupt(): void;
+}
+
+/** A run that is not recorded: the root actor alone. */
+function localRun(task: string, session: DurableSessionInput, inspect: (event: InspectionEvent) => void): FollowedRun {
+  const actor = createSessionActor({ ...session, task }, { inspect });
+  actor.start();
+  const result = (async () => {
+    try {
+      return runResultOf(await waitForSettled(actor));
+    } finally {
+      actor.stop();
+      // Let stopped sessions close their logs (their teardown runs on the next microtasks).
+      await new Promise((resolve) => setImmediate(resolve));
     }
-    if (state === 'failed') {
-      summary();
-      io.stderr.write(`exarch: the root agent failed: ${settled.output?.reason ?? 'unknown reason'}\n`);
+  })();
+  return { actor, result, interrupt: () => actor.send({ type: 'cancel', reason: 'interrupted' }) };
+}
+
+/** Progress, trace and the ending of `run` and `resume`: stdout answer, summary, exit code. */
+class RunOutput {
+  private readonly board: ProgressBoard;
+  private readonly recorder: TraceRecorder | undefined;
+
+  constructor(
+    private readonly io: RunIo,
+    trace: string | undefined,
+    title: string,
+    private readonly model: string,
+    private readonly logDir: string,
+    private readonly maxSteps: number | undefined,
+  ) {
+    const color = io.stderr.isTTY === true && !io.env['NO_COLOR'] && !io.env['CI'];
+    this.board = new ProgressBoard({ out: io.stderr, live: color, color });
+    this.recorder = trace === undefined ? undefined : new TraceRecorder({ file: trace, title });
+  }
+
+  readonly inspect = (event: InspectionEvent): void => {
+    this.board.inspect(event);
+    this.recorder?.inspect(event);
+    this.io.inspect?.(event);
+  };
+
+  /** The ending of a run whose root had settled before its process stopped: stdout answer and exit code, no summary of work done now. */
+  ended(run: FinishedRun): number {
+    const { io } = this;
+    if (run.status === 'failed') {
+      io.stderr.write(`exarch: the root agent failed: ${run.reason ?? 'unknown reason'}\n`);
       return EXIT.fatal;
     }
-    if (text) io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
-    summary();
-    if (state === 'capped') {
-      io.stderr.write(`exarch: the root agent stopped at its step cap (${maxSteps ?? DEFAULTS.maxSteps} model requests in one turn)\n`);
+    if (run.status === 'interrupted') {
+      io.stderr.write('exarch: the root agent had been cancelled\n');
+      return EXIT.interrupted;
+    }
+    if (run.text) io.stdout.write(run.text.endsWith('\n') ? run.text : `${run.text}\n`);
+    if (run.status === 'capped') {
+      io.stderr.write(`exarch: the root agent stopped at its step cap (${this.maxSteps ?? DEFAULTS.maxSteps} model requests in one turn)\n`);
       return EXIT.capped;
     }
     return EXIT.ok;
-  } finally {
-    io.interrupt.removeEventListener('abort', onInterrupt);
-    board.stop();
-    root.stop();
-    await new Promise((resolve) => setImmediate(resolve));
-    logs.flushAll();
-    recorder?.close();
+  }
+
+  async follow(run: FollowedRun, interrupt: AbortSignal, store?: RunStore): Promise<number> {
+    const { io, board, recorder } = this;
+    let interrupted = false;
+    const onInterrupt = (): void => {
+      interrupted = true;
+      run.interrupt();
+    };
+    interrupt.addEventListener('abort', onInterrupt, { once: true });
+    try {
+      const result = await run.result;
+      board.stop();
+      const state = String(result.snapshot.value);
+      const summary = async (): Promise<void> => {
+        const totals = board.totals();
+        const stored = store && run.id !== undefined ? (await store.listRuns()).find((r) => r.id === run.id) : undefined;
+        writeSummary(io.stderr, stored ? { ...totals, agents: stored.agents, steps: stored.requests, usage: stored.usage } : totals, this.model, this.logDir);
+        if (recorder) io.stderr.write(`exarch: trace: ${recorder.file} (view it with: exarch view ${recorder.file})\n`);
+      };
+      if (result.storeError) {
+        await summary();
+        io.stderr.write(`exarch: the run store could not be written: ${describeError(result.storeError)}\n`);
+        return EXIT.fatal;
+      }
+      if (interrupted) {
+        await summary();
+        io.stderr.write(`exarch: interrupted: the agents were cancelled and their logs written${run.id === undefined ? '' : `; resume with: exarch resume ${run.id}`}\n`);
+        return EXIT.interrupted;
+      }
+      if (state === 'failed') {
+        await summary();
+        io.stderr.write(`exarch: the root agent failed: ${result.reason ?? 'unknown reason'}\n`);
+        return EXIT.fatal;
+      }
+      if (result.text) io.stdout.write(result.text.endsWith('\n') ? result.text : `${result.text}\n`);
+      await summary();
+      if (state === 'capped') {
+        io.stderr.write(`exarch: the root agent stopped at its step cap (${this.maxSteps ?? DEFAULTS.maxSteps} model requests in one turn)\n`);
+        return EXIT.capped;
+      }
+      return EXIT.ok;
+    } finally {
+      interrupt.removeEventListener('abort', onInterrupt);
+      board.stop();
+      recorder?.close();
+    }
   }
 }
 
-function writeSummary(out: NodeJS.WritableStream, board: ProgressBoard, model: string, logDir: string): void {
-  const { agents, steps, usage, outcomes } = board.totals();
+function writeSummary(out: NodeJS.WritableStream, totals: ReturnType<ProgressBoard['totals']>, model: string, logDir: string): void {
+  const { agents, steps, usage, outcomes } = totals;
   const cost = estimateCost(model, usage);
   const children = Object.entries(outcomes)
     .map(([state, n]) => `${n} ${state}`)

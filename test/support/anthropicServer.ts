@@ -277,6 +277,29 @@ export function scriptedHandler(
   };
 }
 
+/**
+ * Like `scriptedHandler`, but each agent's step is chosen by its history, not by a count of the
+ * requests this server saw: step n answers a request whose messages hold n assistant messages.
+ * A resumed run (a new process, perhaps a new server) that asks again from the same history gets
+ * the same answer, which is what a crash test needs.
+ */
+export function historyHandler(scripts: Record<string, readonly (ServerPlan | ((r: ReceivedRequest) => ServerPlan))[]>): Handler {
+  return (request) => {
+    const step = request.body.messages.filter((m) => m.role === 'assistant').length;
+    const entry = scripts[request.agent]?.[step];
+    if (entry === undefined) {
+      return {
+        kind: 'http_error',
+        status: 500,
+        errorType: 'api_error',
+        message: `test server: no step ${step + 1} for agent '${request.agent}' (request ${request.index})`,
+        headers: { 'x-should-retry': 'false' },
+      };
+    }
+    return typeof entry === 'function' ? entry(request) : entry;
+  };
+}
+
 // ---------------------------------------------------------------------------------------------
 // Request validation
 

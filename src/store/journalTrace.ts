@@ -1,0 +1,479 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { appendAssistantBlocks, appendUserBlocks, text } from '../history.js';
+import { sessionStatechart } from '../statechart/extract.js';
+import { PROTOCOL_TOOL_NAMES } from '../tools/protocolTools.js';
+import { TRACE_VERSION, type TraceRecord } from '../trace/format.js';
+import type { AgentIdentity, AssistantBlock, Message, Usage, UserBlock } from '../types.js';
+import { ZERO_USAGE } from '../usage.js';
+import { renderViewerHtml } from '../viewer/html.js';
+import type { WrittenViewer } from '../viewer/write.js';
+import { RunError } from './durableRun.js';
+import type { JournalRecord } from './journalRecord.js';
+import type { JournalRow, RunStore } from './runStore.js';
+
+/**
+ * A durable run's journal as a turn-flow trace (src/trace/format.ts), so `exarch view` can show a
+ * run from its store as it shows a trace recorded live by `TraceRecorder`.
+ *
+ * The journal holds what the sessions recorded, not their state values: the state timeline is
+ * derived from the records, by the transitions of machines/session.ts that write them.
+ *
+ * - `session`: the agent starts (`agent.start`), in `readyForUser` (a new session leaves the
+ *   initial `resuming` in its first macrostep, so observers never see it).
+ * - a user `message` of text only: a turn starts (`startTurn`), then `streaming` (request 1).
+ * - `usage`: a response was committed (`response`). With tool calls: `dispatchingBatch`. Refused:
+ *   `failed`. A record of the same macrostep that follows it names the target when one does:
+ *   `nudge` (`nudged`), `outcome` capped / empty (`finishedWithoutReply`) / failed after a
+ *   truncation. Otherwise `pause_turn` asks again (`streaming`, one more request) and anything else
+ *   ends the turn (`readyForUser`).
+ * - a user `message` of tool results while a batch is open: the batch was committed. On its drain
+ *   (every result was recorded by a `tool` record first) the next record names the target as
+ *   above (`outcome` replied/empty → `replied`, capped, failed after a truncation; `nudge`),
+ *   else `streaming`. Results that were never recorded were filled in by a cancellation or a stop
+ *   (`closeOpenCalls`): the `outcome` that follows decides.
+ * - `nudge`: `nudged`; the tick that follows starts the next request one event-loop turn later,
+ *   written at the same time (`streaming`), unless the session ended first.
+ * - `outcome`: the final state (`replied`, `finishedWithoutReply`, `capped`, `failed`,
+ *   `cancelled`) and `agent.end` (`done`). `empty` is `replied` when it follows a committed batch
+ *   (a `reply` whose payload rendered empty) and `finishedWithoutReply` when it follows a response.
+ *   An outcome the session recorder wrote for an actor stopped from outside (`session actor
+ *   stopped`) or crashed (`session crashed: …`) is no state: `agent.end` `stopped` / `error`.
+ * - `stopped`: the actor was stopped at rest: `readyForUser`, `agent.end` `stopped`.
+ * - `resumed`: a new process took the session up in the state it names (a resumed `streaming` is
+ *   a new request).
+ *
+ * Records an interrupt cancelled and a later resume undid (as `restoreRun` skips them) become
+ * `event` records (`cancel`, `stop`) rather than ends; the run-level markers become `event`
+ * records (`interrupt`, `resume`) on the root.
+ *
+ * Where it differs from a live trace of the same run (test/journalTrace.test.ts checks the rest):
+ * - times: `t` is whole milliseconds of the journal's `ts`, from the first row; a derived state
+ *   change is written at the time of the record that implies it (`nudged` → `streaming` at the
+ *   nudge's, as the tick comes within the event-loop turn).
+ * - a message merged into within one macrostep (tool results, then a reminder) is written once per
+ *   append, not once per snapshot; the last record per index is the same.
+ * - no `delivery` for a child whose parent was already ending in a final state (a child cancelled
+ *   by its replied or capped parent): its result never entered the parent's inbox, so the journal
+ *   has no `inbox` record, while the live recorder writes the done event the parent was sent.
+ * - events: `user.message` from `queued` records, `retry` (live traces have none), `cancel` and
+ *   `model.error` from the outcome's reason (a crash's or model error's text is the
+ *   `describeError` line the session recorded, not the raw `Error.message`).
+ * - across a resume, one lane per agent: one `agent.start` and at most one end; the resumed state
+ *   is written again (a new bar) where the new process took the session up. `resuming` itself is
+ *   never written, as it is never observed live. A stream in flight at a crash was never committed,
+ *   so it has no `response`.
+ * - a cancel that reaches a batch of protocol calls only between its opening and its drain (one
+ *   microtask) reads as drained then cancelled in `streaming`; a cancel within a `nudged` state's
+ *   tick (same millisecond) is told from one in the `streaming` that follows by the timestamps.
+ */
+export function traceFromJournal(rows: readonly JournalRow[], title: string): TraceRecord[] {
+  return new Converter(rows, title).run();
+}
+
+/** `exarch view RUN_ID`: writes the turn-flow viewer for a durable run of `store`. */
+export async function writeViewerForRun(store: RunStore, runId: string, outFile: string, title?: string): Promise<WrittenViewer> {
+  const run = await store.getRun(runId);
+  if (!run) throw new RunError(`no run with id ${runId}`, 'unknown-run', runId);
+  const records = traceFromJournal(await store.journal(runId), title ?? `exarch run ${runId}`);
+  const html = renderViewerHtml(records);
+  mkdirSync(dirname(outFile), { recursive: true });
+  writeFileSync(outFile, html);
+  return { outFile, agents: records.filter((record) => record.kind === 'agent.start').length, records: records.length };
+}
+
+const TASK_EXCERPT = 500;
+const STOPPED_FROM_OUTSIDE = 'session actor stopped';
+const CRASHED = 'session crashed: ';
+const TRUNCATED_REPEATEDLY = 'output truncated repeatedly';
+const REFUSALS: ReadonlySet<string> = new Set(['refusal', 'model_context_window_exceeded']);
+/** Answers `planBatch` gives as a batch opens (never run, so a live trace has no `tool.result` for them). */
+const ANSWERED_AT_OPEN = /^(unknown tool '|tool '[^']*' is not available to this agent|invalid input for tool ')/;
+
+type Draft = TraceRecord extends infer R ? (R extends TraceRecord ? Omit<R, 't'> : never) : never;
+type Of<T extends JournalRecord['type']> = Extract<JournalRecord, { type: T }>;
+
+interface OpenBatch {
+  /** Tool name by tool_use id, from the response that opened it. */
+  readonly calls: ReadonlyMap<string, string>;
+  readonly incomplete: ReadonlySet<string>;
+  /** Calls whose result a `tool` record holds. */
+  readonly noted: Set<string>;
+  /** Until a record other than `spawn` / `tool`: the answers `openBatch` recorded. */
+  opening: boolean;
+}
+
+interface Track {
+  agent: AgentIdentity;
+  started: boolean;
+  ended: boolean;
+  state: string;
+  /** Model requests in the current turn (each `streaming` entry), and responses committed in it. */
+  steps: number;
+  committed: number;
+  usage: Usage;
+  readonly messages: Message[];
+  /** The blocks of the response being committed, and its message records not yet written. */
+  response: AssistantBlock[];
+  deferred: Set<number>;
+  batch: OpenBatch | null;
+  /** Children by the actor id their deliveries carry. */
+  readonly spawns: Map<string, string>;
+  /** The session's previous record. */
+  prev: JournalRecord | undefined;
+}
+
+class Converter {
+  private readonly out: TraceRecord[] = [];
+  private readonly tracks = new Map<string, Track>();
+  /** Parent agent id by child agent id, from `spawn` records. */
+  private readonly parents = new Map<string, string>();
+  /** For each row, the index of the next row of the same session (-1: none). */
+  private readonly next: number[] = [];
+  /** Rows an interrupt cancelled and a later resume undid. */
+  private readonly undone: boolean[] = [];
+  private readonly t0: number;
+  private t = 0;
+
+  constructor(
+    private readonly rows: readonly JournalRow[],
+    private readonly title: string,
+  ) {
+    this.t0 = rows[0]?.ts ?? 0;
+    const later = new Map<string, number>();
+    // Whether a resume marker comes at or after each row.
+    const resumeFollows: boolean[] = [];
+    let resume = false;
+    for (let i = rows.length - 1; i >= 0; i--) {
+      const row = rows[i] as JournalRow;
+      this.next[i] = later.get(row.session) ?? -1;
+      later.set(row.session, i);
+      if (row.session === '' && row.record.type === 'resume') resume = true;
+      resumeFollows[i] = resume;
+    }
+    // An interrupt's window ends at the next resume; only a window a resume closes is undone.
+    let interrupted = false;
+    for (let i = 0; i < rows.length; i++) {
+      const row = rows[i] as JournalRow;
+      if (row.session === '') {
+        if (row.record.type === 'interrupt') interrupted = resumeFollows[i] === true;
+        else if (row.record.type === 'resume') interrupted = false;
+      }
+      this.undone[i] = interrupted && row.session !== '' && undoneByInterrupt(row.record);
+    }
+  }
+
+  run(): TraceRecord[] {
+    const first = this.rows[0];
+    this.out.push({
+      t: 0,
+      kind: 'trace.start',
+      version: TRACE_VERSION,
+      startedAt: new Date(first?.ts ?? 0).toISOString(),
+      title: this.title,
+      statechart: sessionStatechart(),
+    });
+    this.rows.forEach((row, index) => {
+      this.t = Math.max(this.t, row.ts - this.t0);
+      if (row.session === '') this.onMarker(row.record);
+      else this.onRecord(row.session, row.record, index);
+    });
+    this.write({ kind: 'trace.end' });
+    return this.out;
+  }
+
+  private write(draft: Draft): void {
+    this.out.push({ t: this.t, ...draft } as TraceRecord);
+  }
+
+  private onMarker(record: JournalRecord): void {
+    if (record.type === 'interrupt' || record.type === 'resume') this.write({ kind: 'event', agent: 'root', type: record.type });
+  }
+
+  private track(id: string): Track {
+    let track = this.tracks.get(id);
+    if (!track) {
+      const name = id.slice(id.lastIndexOf('/') + 1);
+      const path = id.split('/');
+      track = {
+        agent: { name, path, depth: path.length - 1, id },
+        started: false,
+        ended: false,
+        state: '',
+        steps: 0,
+        committed: 0,
+        usage: ZERO_USAGE,
+        messages: [],
+        response: [],
+        deferred: new Set(),
+        batch: null,
+        spawns: new Map(),
+        prev: undefined,
+      };
+      this.tracks.set(id, track);
+    }
+    return track;
+  }
+
+  /** Enters `state`; `request`: a `streaming` entry, a new model request. */
+  private enter(track: Track, state: string, request = state === 'streaming'): void {
+    if (request) track.steps += 1;
+    if (state === track.state && !request) return;
+    track.state = state;
+    this.write({ kind: 'state', agent: track.agent.id, state, steps: track.steps, usage: track.usage });
+  }
+
+  /** Appends to the history as the machine does, and writes the message it added or merged into. */
+  private append(track: Track, role: Message['role'], content: readonly (AssistantBlock | UserBlock)[], defer = false): void {
+    const { messages } = track;
+    const before = messages.length;
+    const last = messages[before - 1];
+    if (role === 'assistant') appendAssistantBlocks(messages, content as readonly AssistantBlock[]);
+    else appendUserBlocks(messages, content as readonly UserBlock[]);
+    if (messages.length === before && messages[before - 1] === last) return;
+    const index = messages.length - 1;
+    if (defer) track.deferred.add(index);
+    else this.writeMessage(track, index);
+  }
+
+  private writeMessage(track: Track, index: number): void {
+    const message = track.messages[index];
+    if (message) this.write({ kind: 'message', agent: track.agent.id, index, message });
+  }
+
+  private flushDeferred(track: Track): void {
+    for (const index of track.deferred) this.writeMessage(track, index);
+    track.deferred.clear();
+  }
+
+  private onRecord(session: string, record: JournalRecord, index: number): void {
+    const track = this.track(session);
+    const nextIndex = this.next[index] ?? -1;
+    const next = nextIndex < 0 ? undefined : this.rows[nextIndex]?.record;
+    if (record.type !== 'usage') this.flushDeferred(track);
+    if (record.type !== 'spawn' && record.type !== 'tool' && track.batch) track.batch.opening = false;
+    if (this.undone[index]) {
+      this.onUndone(track, record);
+      return;
+    }
+    if (track.ended && record.type !== 'resumed' && record.type !== 'session') return;
+    switch (record.type) {
+      case 'session':
+        this.onSession(track, record);
+        break;
+      case 'message':
+        this.onMessage(track, record, next);
+        break;
+      case 'usage':
+        this.onUsage(track, record, next);
+        break;
+      case 'tool':
+        this.onTool(track, record);
+        break;
+      case 'nudge':
+        this.append(track, 'user', [text(record.text)]);
+        this.enter(track, 'nudged');
+        // The tick starts the next request one event-loop turn later, unless the session ends first.
+        if (next !== undefined && next.type !== 'resumed' && !(next.type === 'outcome' && sameTick(this.rows[index]?.ts, this.rows[nextIndex]?.ts))) {
+          this.enter(track, 'streaming');
+        }
+        break;
+      case 'spawn':
+        track.spawns.set(record.actorId, record.id);
+        this.parents.set(record.id, session);
+        break;
+      case 'inbox':
+        this.onInbox(track, record);
+        break;
+      case 'queued':
+        this.write({ kind: 'event', agent: session, type: 'user.message', detail: `${record.text.length} characters` });
+        break;
+      case 'retry':
+        this.write({ kind: 'event', agent: session, type: 'retry', detail: `attempt ${record.attempt} in ${record.delayMs} ms: ${record.reason}` });
+        break;
+      case 'resumed':
+        track.ended = false;
+        track.steps = track.committed;
+        track.state = '';
+        this.enter(track, record.state);
+        break;
+      case 'stopped':
+        this.enter(track, 'readyForUser');
+        this.end(track, { kind: 'agent.end', agent: session, status: 'stopped' });
+        break;
+      case 'outcome':
+        this.onOutcome(track, record);
+        break;
+      case 'interrupt':
+      case 'resume':
+        break;
+    }
+    track.prev = record;
+  }
+
+  private onUndone(track: Track, record: JournalRecord): void {
+    const agent = track.agent.id;
+    if (record.type === 'outcome') this.write({ kind: 'event', agent, type: 'cancel', detail: `${record.reason ?? 'cancelled'} (undone by the resume)` });
+    else if (record.type === 'stopped') this.write({ kind: 'event', agent, type: 'stop', detail: 'stopped by the interrupt (undone by the resume)' });
+    // A cancelled child's delivery is undone too: the resumed child delivers again.
+  }
+
+  private onSession(track: Track, record: Of<'session'>): void {
+    track.agent = record.agent;
+    track.ended = false;
+    if (!track.started) {
+      track.started = true;
+      const { agent } = record;
+      const parent = this.parents.get(agent.id) ?? (agent.depth === 0 ? null : agent.id.slice(0, agent.id.lastIndexOf('/')));
+      const task = record.task ?? '';
+      this.write({ kind: 'agent.start', agent: agent.id, name: agent.name, depth: agent.depth, parent, task: task.slice(0, TASK_EXCERPT), taskChars: task.length });
+    }
+    this.enter(track, 'readyForUser');
+  }
+
+  private onMessage(track: Track, record: Of<'message'>, next: JournalRecord | undefined): void {
+    if (record.role === 'assistant') {
+      // Written after the `response` its usage record makes, as a live trace orders them.
+      const blocks = record.content as readonly AssistantBlock[];
+      track.response.push(...blocks);
+      this.append(track, 'assistant', blocks, true);
+      return;
+    }
+    const content = record.content as readonly UserBlock[];
+    this.append(track, 'user', content);
+    const results = content.flatMap((block) => (block.type === 'tool_result' ? [block.tool_use_id] : []));
+    if (results.length === 0) {
+      // A turn starts: the inbox and queued messages were delivered, the turn's counts restart.
+      track.steps = 0;
+      track.committed = 0;
+      track.batch = null;
+      this.enter(track, 'streaming');
+      return;
+    }
+    const batch = track.batch;
+    track.batch = null;
+    // Tool results with no open batch answer the calls a failure or a cancellation left open: no state of their own.
+    if (!batch || isFinal(track.state)) return;
+    // Results never recorded were filled in as the batch was abandoned: the outcome that follows decides.
+    if (results.some((id) => !batch.noted.has(id))) return;
+    if (next?.type === 'nudge') return;
+    if (next?.type === 'outcome' && (next.outcome === 'replied' || next.outcome === 'empty' || next.outcome === 'capped' || (next.outcome === 'failed' && next.reason === TRUNCATED_REPEATEDLY))) return;
+    this.enter(track, 'streaming');
+  }
+
+  private onUsage(track: Track, record: Of<'usage'>, next: JournalRecord | undefined): void {
+    const blocks = track.response;
+    track.response = [];
+    const incomplete = new Set(record.incomplete ?? []);
+    const calls = blocks.flatMap((block) => (block.type === 'tool_use' ? [block] : []));
+    this.write({
+      kind: 'response',
+      agent: track.agent.id,
+      stopReason: record.stopReason,
+      textChars: blocks.reduce((n, block) => n + (block.type === 'text' ? block.text.length : 0), 0),
+      toolCalls: calls.map((call) => ({ id: call.id, name: call.name, complete: !incomplete.has(call.id) })),
+      usage: record.request,
+    });
+    this.flushDeferred(track);
+    track.usage = record.session;
+    track.committed += 1;
+    if (REFUSALS.has(record.stopReason)) {
+      this.enter(track, 'failed');
+      return;
+    }
+    if (calls.length > 0) {
+      track.batch = { calls: new Map(calls.map((call) => [call.id, call.name])), incomplete, noted: new Set(), opening: true };
+      this.enter(track, 'dispatchingBatch');
+      return;
+    }
+    if (next?.type === 'nudge') return;
+    if (next?.type === 'outcome') {
+      if (next.outcome === 'capped' || next.outcome === 'empty') return;
+      if (next.outcome === 'failed' && record.stopReason === 'max_tokens' && !next.reason?.startsWith(CRASHED)) return;
+    }
+    this.enter(track, record.stopReason === 'pause_turn' ? 'streaming' : 'readyForUser');
+  }
+
+  private onTool(track: Track, record: Of<'tool'>): void {
+    const { result } = record;
+    const batch = track.batch;
+    batch?.noted.add(result.tool_use_id);
+    const name = batch?.calls.get(result.tool_use_id);
+    // Calls the machine answered itself (protocol calls, cut-off or refused calls) never ran.
+    const answered =
+      batch !== null &&
+      ((name !== undefined && PROTOCOL_TOOL_NAMES.has(name)) ||
+        batch.incomplete.has(result.tool_use_id) ||
+        (batch.opening && result.is_error === true && ANSWERED_AT_OPEN.test(result.content)));
+    if (answered) return;
+    this.write({ kind: 'tool.result', agent: track.agent.id, toolUseId: result.tool_use_id, isError: result.is_error === true, chars: result.content.length });
+  }
+
+  private onInbox(track: Track, record: Of<'inbox'>): void {
+    const { result } = record;
+    const child = track.spawns.get(record.actorId) ?? `${track.agent.id}/?`;
+    this.write({
+      kind: 'delivery',
+      parent: track.agent.id,
+      child,
+      name: result.name,
+      outcome: result.outcome,
+      text: result.text,
+      ...(result.reason === undefined ? {} : { reason: result.reason }),
+    });
+  }
+
+  private onOutcome(track: Track, record: Of<'outcome'>): void {
+    const agent = track.agent.id;
+    if (record.outcome === 'cancelled' && record.reason === STOPPED_FROM_OUTSIDE) {
+      this.end(track, { kind: 'agent.end', agent, status: 'stopped' });
+      return;
+    }
+    if (record.outcome === 'failed' && record.reason?.startsWith(CRASHED)) {
+      this.end(track, { kind: 'agent.end', agent, status: 'error', reason: record.reason.slice(CRASHED.length) });
+      return;
+    }
+    if (record.outcome === 'cancelled') this.write({ kind: 'event', agent, type: 'cancel', ...(record.reason === undefined ? {} : { detail: record.reason }) });
+    else if (record.outcome === 'failed' && track.state === 'streaming') this.write({ kind: 'event', agent, type: 'model.error', detail: record.reason ?? '' });
+    this.enter(track, finalState(record, track.prev));
+    this.end(track, { kind: 'agent.end', agent, status: 'done', outcome: record.outcome, ...(record.reason === undefined ? {} : { reason: record.reason }) });
+  }
+
+  private end(track: Track, draft: Extract<Draft, { kind: 'agent.end' }>): void {
+    track.ended = true;
+    track.batch = null;
+    this.write(draft);
+  }
+}
+
+function undoneByInterrupt(record: JournalRecord): boolean {
+  if (record.type === 'outcome') return record.outcome === 'cancelled';
+  if (record.type === 'inbox') return record.result.outcome === 'cancelled';
+  return record.type === 'stopped';
+}
+
+function sameTick(a: number | undefined, b: number | undefined): boolean {
+  return a !== undefined && b !== undefined && b - a < 1;
+}
+
+const FINAL_STATES: ReadonlySet<string> = new Set(['replied', 'finishedWithoutReply', 'capped', 'failed', 'cancelled']);
+
+function isFinal(state: string): boolean {
+  return FINAL_STATES.has(state);
+}
+
+/**
+ * The final state an outcome was settled in. `empty` is settled by `finishedWithoutReply` (a quiet
+ * sub-agent's turn ended without a reply: right after its response) and by `replied` when the
+ * reply's payload rendered empty (right after the batch that held it was committed).
+ */
+function finalState(record: Of<'outcome'>, prev: JournalRecord | undefined): string {
+  switch (record.outcome) {
+    case 'replied':
+      return 'replied';
+    case 'empty':
+      return prev?.type === 'message' && prev.role === 'user' && prev.content.some((block) => block.type === 'tool_result') ? 'replied' : 'finishedWithoutReply';
+    default:
+      return record.outcome;
+  }
+}
