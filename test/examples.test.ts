@@ -26,4 +26,16 @@ describe('README examples', () => {
     expect(states.join(' → ')).toBe('readyForUser → streaming → dispatchingBatch → streaming → readyForUser → streaming → readyForUser');
     expect(readme).toContain(codeOf('root-session.ts'));
   });
+
+  it('a durable run is interrupted, listed, and resumed from its SQLite store to the same answer', async () => {
+    const log = vi.spyOn(console, 'log').mockImplementation(() => undefined);
+    const { stopped, status, text } = await import('../examples/durable-run.js');
+    const printed = log.mock.calls.map((args) => args.map(String).join(' '));
+    log.mockRestore();
+    expect(stopped.status).toBe('interrupted');
+    expect(printed[0]).toMatch(/^[0-9A-Z]{26} interrupted 2 agents$/);
+    expect(status).toBe('done');
+    expect(text).toBe('a.md says hello.');
+    expect(readme).toContain(codeOf('durable-run.ts'));
+  });
 });
