@@ -167,6 +167,8 @@ function toolNames(session: DurableSessionInput): string[] {
 function launch(store: RunStore, id: string, owner: RunOwner, leaseMs: number, nextSeq: number, input: SessionInput, options: DurableRunOptions, resuming: boolean): DurableRun {
   let storeFailure: Error | undefined;
   let interrupted = false;
+  /** Set once the root settled: an interrupt then comes too late, and must not touch the run. */
+  let settled = false;
   // Assigned below; the journal reports a failed write only from a later microtask or promise.
   let actor: SessionActor | undefined;
   const journal = new RunJournal(store, id, nextSeq, (error) => {
@@ -186,9 +188,11 @@ function launch(store: RunStore, id: string, owner: RunOwner, leaseMs: number, n
     let status: RunStatus = 'failed';
     try {
       const snapshot = await waitForSettled(root);
+      settled = true;
       status = storeFailure ? 'failed' : interrupted ? 'interrupted' : statusOfSnapshot(snapshot);
       return { ...runResultOf(snapshot, storeFailure && `the run store could not be written: ${storeFailure.message}`), status, ...(storeFailure ? { storeError: storeFailure } : {}) };
     } finally {
+      settled = true;
       clearInterval(renew);
       root.stop();
       stopOrphansOf(root);
@@ -203,7 +207,7 @@ function launch(store: RunStore, id: string, owner: RunOwner, leaseMs: number, n
     actor: root,
     result,
     interrupt() {
-      if (interrupted) return;
+      if (interrupted || settled) return;
       interrupted = true;
       journal.mark({ type: 'interrupt' });
       root.send({ type: 'cancel', reason: 'interrupted' });

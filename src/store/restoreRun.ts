@@ -43,8 +43,8 @@ interface Replayed {
  *
  * Undone on the way: what an interrupt (Ctrl-C) cancelled. The records between an `interrupt`
  * marker and the next `resume` marker that cancel a session (its `cancelled` outcome, a parent's
- * delivery of it, a log closed at rest) are skipped, so the run picks up where it was interrupted,
- * with the calls the interrupt answered `cancelled` kept in the history.
+ * delivery of it, a log closed at rest) are skipped, so the run picks up where it was interrupted;
+ * the calls the interrupt answered `cancelled` keep that answer, in a batch taken up open.
  */
 export function restoreRun(rows: readonly JournalRow[]): RestoredRun {
   const bySession = new Map<string, JournalRecord[]>();
@@ -58,7 +58,11 @@ export function restoreRun(rows: readonly JournalRow[]): RestoredRun {
     if (interrupted && undoneByInterrupt(record)) continue;
     let records = bySession.get(session);
     if (!records) bySession.set(session, (records = []));
-    records.push(record);
+    // The interrupt closed the session's open batch with `cancelled` for the calls still running.
+    // Those answers stand, but the batch is taken up open, so the resumed session drains it and
+    // decides as a drain does (a staged reply, the step cap, a truncation reminder).
+    if (interrupted && isBatchCommit(record)) for (const result of record.content) records.push({ type: 'tool', result: result as ToolResultBlock });
+    else records.push(record);
   }
   const rootRecords = bySession.get('root');
   if (!rootRecords) return { kind: 'empty' };
@@ -67,6 +71,10 @@ export function restoreRun(rows: readonly JournalRow[]): RestoredRun {
   const restored = restoreSession(root, bySession);
   const atRest = restored.state === 'readyForUser' && restored.children.length === 0 && restored.inbox.length === 0 && restored.undelivered.length === 0 && restored.pendingUser.length === 0;
   return atRest ? { kind: 'settled', messages: restored.messages } : { kind: 'resumable', root: restored };
+}
+
+function isBatchCommit(record: JournalRecord): record is Extract<JournalRecord, { type: 'message' }> {
+  return record.type === 'message' && record.role === 'user' && record.content.length > 0 && record.content.every((block) => block.type === 'tool_result');
 }
 
 function undoneByInterrupt(record: JournalRecord): boolean {

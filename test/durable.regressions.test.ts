@@ -1,0 +1,94 @@
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { sleep } from '../src/model/streamModel.js';
+import { resumeRun, startRun, type DurableRun } from '../src/store/durableRun.js';
+import { MemoryRunStore } from '../src/store/memoryStore.js';
+import { ScriptedProvider, type Script } from '../src/testing/scriptedProvider.js';
+import { defineTool } from '../src/tools/defineTool.js';
+import type { ModelRequest } from '../src/types.js';
+
+/**
+ * Bugs the durability tests found (test/durable.property.test.ts, test/modelBased.test.ts), each
+ * kept as a minimal regression test.
+ */
+
+const assistants = (request: ModelRequest): number => request.messages.filter((m) => m.role === 'assistant').length;
+
+/**
+ * Runs `scripts` durably; the first `effect` call presses Ctrl-C (`interrupt()`) while it runs; then
+ * resumes the run from the same store with a fresh provider. Returns that provider and the resumed result.
+ */
+async function interruptDuringBatch(scripts: Record<string, Script>, options: { maxSteps?: number } = {}) {
+  const store = new MemoryRunStore();
+  let run: DurableRun | undefined;
+  let interrupted = false;
+  const effect = defineTool({
+    name: 'effect',
+    description: 'Changes the world.',
+    input: z.object({}),
+    run: async (_input, { signal }) => {
+      if (!interrupted) {
+        interrupted = true;
+        queueMicrotask(() => run?.interrupt());
+      }
+      await sleep(20, signal);
+      return 'done';
+    },
+  });
+  run = await startRun('task', { provider: new ScriptedProvider({ agents: scripts }), tools: [effect], ...options }, { store });
+  expect((await run.result).status).toBe('interrupted');
+  const provider = new ScriptedProvider({ agents: scripts });
+  const resumed = await resumeRun(run.id, { provider, tools: [effect], ...options }, { store });
+  if ('finished' in resumed) throw new Error('the interrupted run was not resumed');
+  return { provider, result: await resumed.result, journal: store.journal(run.id) };
+}
+
+describe('durable runs: regressions', () => {
+  it('interrupt() after the run has ended (status written, run released) writes nothing to its journal and sends nothing to the stopped root', async () => {
+    const store = new MemoryRunStore();
+    const run = await startRun('task', { provider: new ScriptedProvider({ agents: { root: [{ text: 'hello' }] } }) }, { store });
+    const result = await run.result;
+    expect(result.status).toBe('done');
+    expect(store.getRun(run.id)?.owner).toBeNull(); // released: this process no longer holds the run
+    const rows = store.journal(run.id).length;
+    // A Ctrl-C that lands just after the run ended (the CLI listens until its summary is written).
+    run.interrupt();
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    // It once appended an `interrupt` row to a finished run the process had released, and sent
+    // `cancel` to the stopped root actor.
+    expect(store.journal(run.id).slice(rows).map((row) => row.record.type)).toEqual([]);
+  });
+
+  // Ctrl-C while a batch runs commits the batch with its open calls answered 'cancelled'; a resume
+  // replays any committed batch as "on to the next request" (`streaming`), so what the batch's
+  // drain would have decided is skipped: the staged reply, the step cap, the truncation reminder.
+
+  it('Ctrl-C while a sub-agent runs a call next to its reply, then resume: the reply stands (uninterrupted, it replies R)', async () => {
+    const { provider, journal } = await interruptDuringBatch({
+      root: (r) => (assistants(r) === 0 ? { calls: [{ name: 'agent', input: { name: 'a', task: 'do it' } }] } : { text: 'done' }),
+      // Its model trusts "Reply recorded.": asked again, it has nothing to add.
+      a: (r) => (assistants(r) === 0 ? { calls: [{ name: 'effect', input: {} }, { name: 'reply', input: { result: 'R' } }] } : { text: 'I already replied.' }),
+    });
+    const delivered = journal.flatMap((row) => (row.session === 'root' && row.record.type === 'inbox' ? [row.record.result] : []));
+    // Once: a was resumed in `streaming`, asked again, and ended `empty` ("[agent 'a' finished with no output]").
+    expect(provider.requestsOf('root/a')).toHaveLength(0);
+    expect(delivered.map((result) => [result.outcome, result.text])).toEqual([['replied', 'R']]);
+  });
+
+  it('Ctrl-C during the batch of the last step a turn may take, then resume: no request beyond the step cap (uninterrupted: capped after 1)', async () => {
+    const { provider, result } = await interruptDuringBatch({ root: () => ({ calls: [{ name: 'effect', input: {} }] }) }, { maxSteps: 1 });
+    expect(result.state).toBe('capped');
+    // Once: the resumed root asked the model again (its 2nd request of a turn capped at 1), then capped.
+    expect(provider.requests).toHaveLength(0);
+    expect(result.snapshot.context.steps).toBeLessThanOrEqual(1);
+  });
+
+  it('Ctrl-C during the batch of a response cut off at max_tokens, then resume: the next request carries the truncation reminder', async () => {
+    const { provider } = await interruptDuringBatch({
+      root: (r) => (assistants(r) === 0 ? { calls: [{ name: 'effect', input: {} }, { name: 'effect', input: {}, cutOff: true }] } : { text: 'done' }),
+    });
+    const next = provider.requestsOf('root')[0]?.lastMessage?.content ?? [];
+    // Once: it carried the two tool results only; uninterrupted, the reminder follows them.
+    expect(next.some((block) => block.type === 'text' && /cut off/.test(block.text))).toBe(true);
+  });
+});
