@@ -5,6 +5,9 @@ import { clip, renderValue } from '../../src/render.js';
 import { MemoryLogSink, type LogSink } from '../../src/log/sessionLog.js';
 import { ScriptedProvider, type ScriptedStep } from '../../src/testing/scriptedProvider.js';
 import type { AssistantBlock, ModelRequest, ModelResponse, Provider, StreamSink } from '../../src/types.js';
+import { RunJournal } from '../../src/store/runJournal.js';
+import type { RestoredSession } from '../../src/store/restoredSession.js';
+import type { FrozenStore, RecordingStore } from './durableStore.js';
 import { KID_REPLY, MODEL_ERROR, MODEL_LIMITS, modelInput, stateKey, type ModelEvent, type ModelKind } from './sessionModel.js';
 
 /**
@@ -104,10 +107,24 @@ function blockText(block: AssistantBlock): string {
   return block.type === 'text' ? `text:${block.text}` : `${block.name}:${JSON.stringify(block.input)}`;
 }
 
+/** What a response puts in the history, as the driver compares it (empty text blocks are dropped). */
+export function saidBy(response: ModelResponse): string[] {
+  return response.content.filter((b) => b.type !== 'text' || b.text.length > 0).map(blockText);
+}
+
+/**
+ * tool_use ids for the real sessions' responses, unique in this test process. (A `ScriptedProvider`
+ * numbers its ids from 1: a resumed session's new provider would repeat ids its history holds,
+ * which no real model does.)
+ */
+let nextRealToolId = 0;
+
 export function scriptedStepOf(response: ModelResponse): ScriptedStep {
   return {
     content: response.content.map((block) =>
-      block.type === 'text' ? block.text : { name: block.name, input: { ...block.input }, ...(response.incompleteToolUseIds.includes(block.id) ? { cutOff: true } : {}) },
+      block.type === 'text'
+        ? block.text
+        : { name: block.name, input: { ...block.input }, id: `toolu_real_${++nextRealToolId}`, ...(response.incompleteToolUseIds.includes(block.id) ? { cutOff: true } : {}) },
     ),
     stopReason: response.stopReason,
   };
@@ -180,6 +197,32 @@ export interface PathRun {
   readonly violations: string[];
 }
 
+/**
+ * A durable real session: journaled into `store` (every append kept as a frozen copy, see
+ * test/support/durableStore.ts), or taken up again from a journal (`restore`).
+ */
+export interface DurableDriving {
+  readonly store: RecordingStore;
+  readonly runId: string;
+  /** The seq of the session's first journal record (one past the crashed run's last). */
+  readonly nextSeq: number;
+  /** Whether the work tool is idempotent (a call in flight at the crash is run again on resume). */
+  readonly idempotent: boolean;
+  /** A resumed session: where its journal left it (see `restoreRun`). */
+  readonly restore?: RestoredSession;
+  /** Of a resumed session: the responses the crashed process committed (its history holds them). */
+  readonly said?: readonly string[];
+  /** Children marked to crash, shared with the crashed process (a child crashes once). */
+  readonly crashing?: Set<string>;
+}
+
+/** An append of a durable session's journal, and the abstract state it holds (see `PathDriver.appends`). */
+export interface TaggedAppend {
+  readonly frozen: FrozenStore;
+  /** Index into `PathDriver.keys`; undefined until the session's macrostep that wrote it ends. */
+  key: number | undefined;
+}
+
 /** One real session, driven step by step. */
 export class PathDriver {
   readonly provider = new GatedProvider();
@@ -194,18 +237,37 @@ export class PathDriver {
   private readonly transitionCounts: number[] = [];
   readonly states = new Set<string>();
   readonly violations: string[] = [];
+  /** Of a durable session: each append of its journal, with the abstract state whose records it holds. */
+  readonly appends: TaggedAppend[] = [];
+  /** tool_use ids of the work calls the session started, in order (runs of a call counted). */
+  readonly workStarted: string[] = [];
+  /** For each of `workStarted`: how many appends the session's journal had written when it started. */
+  readonly workStartedAt: number[] = [];
+  readonly journal: RunJournal | undefined;
   private cursor = 0;
-  private readonly crashing = new Set<string>();
+  private readonly crashing: Set<string>;
   private readonly changed = new Set<() => void>();
   private requestsAtReplied: number | undefined;
   private previous: SessionSnapshot | undefined;
   /** The assistant blocks of every response released to the session, in order. */
-  private readonly said: string[] = [];
+  private readonly said: string[];
+  /** The session's own actor (the system's root), known from its first inspection event. */
+  private sut: AnyActorRef | undefined;
+  /** Between the session's first action of a macrostep and the snapshot that ends it. */
+  private busy = false;
 
-  constructor(readonly kind: ModelKind) {
-    const input = modelInput(kind, this.provider, () => Promise.reject(new Error('unreachable')));
+  constructor(
+    readonly kind: ModelKind,
+    readonly durable?: DurableDriving,
+  ) {
+    const input = modelInput(kind, this.provider, () => Promise.reject(new Error('unreachable')), durable?.idempotent ?? false);
     this.sutId = input.agent?.id ?? 'root';
+    this.said = [...(durable?.said ?? [])];
+    this.crashing = durable?.crashing ?? new Set<string>();
     const tools = this.tools;
+    const started = this.workStarted;
+    const startedAt = this.workStartedAt;
+    const appends = this.appends;
     const work = input.tools?.[0];
     if (!work) throw new Error('the model input has no work tool');
     const gatedWork = {
@@ -213,7 +275,14 @@ export class PathDriver {
       prepare: (raw: unknown) => {
         const prepared = work.prepare(raw);
         if (!prepared.ok) return prepared;
-        return { ok: true as const, value: async (context: { agent: { id: string }; signal: AbortSignal }) => tools.hold(context.agent.id, context.signal) };
+        return {
+          ok: true as const,
+          value: async (context: { agent: { id: string }; toolUseId: string; signal: AbortSignal }) => {
+            started.push(context.toolUseId);
+            startedAt.push(appends.length);
+            return tools.hold(context.agent.id, context.signal);
+          },
+        };
       },
     };
     const crashing = this.crashing;
@@ -231,19 +300,44 @@ export class PathDriver {
         };
       },
     };
-    this.actor = createSessionActor({ ...input, tools: [gatedWork], logs }, { inspect: (event) => this.inspect(event) });
+    let journal: RunJournal | undefined;
+    if (durable) {
+      journal = new RunJournal(durable.store, durable.runId, durable.nextSeq);
+      // An append written inside one of the session's macrosteps (by a store written from one of its
+      // actions) holds the state that macrostep enters; any other (the journal writes each burst in a
+      // microtask), the state the session is in.
+      durable.store.onAppend = (frozen) => this.appends.push({ frozen, key: this.busy || this.keys.length === 0 ? undefined : this.keys.length - 1 });
+    }
+    this.journal = journal;
+    const restore = durable?.restore;
+    this.actor = createSessionActor(
+      { ...input, tools: [gatedWork], logs, ...(journal ? { journal } : {}), ...(restore ? { restore } : {}) },
+      { inspect: (event) => this.inspect(event) },
+    );
   }
 
   private inspect(event: InspectionEvent): void {
-    if (event.actorRef !== (this.actor as AnyActorRef | undefined)) return;
+    // The first actor of the system is the session itself (announced before its initial state is
+    // computed, so the `resuming` transitions it takes as it is made are seen too).
+    if (event.type === '@xstate.actor' && !this.sut) this.sut = event.actorRef as AnyActorRef;
+    if (event.actorRef !== this.sut) return;
+    if (event.type === '@xstate.action') {
+      this.busy = true;
+      return;
+    }
     if (event.type === '@xstate.microstep') {
       this.transitions.push(...event._transitions);
       return;
     }
     if (event.type !== '@xstate.snapshot') return;
+    this.busy = false;
     const snapshot = event.snapshot as SessionSnapshot;
     this.states.add(String(snapshot.value));
-    for (const v of stepViolations(this.previous, snapshot)) this.violations.push(`after ${this.keys.length} states: ${v}`);
+    // A resumed session starts with the latch counts of its journal: nothing fired as it was taken
+    // up (its first state must be the crashed one's, latch counts included: see the durable tests).
+    if (this.previous !== undefined || !this.durable?.restore) {
+      for (const v of stepViolations(this.previous, snapshot)) this.violations.push(`after ${this.keys.length} states: ${v}`);
+    }
     this.previous = snapshot;
     const key = stateKey(snapshot);
     if (this.keys[this.keys.length - 1] !== key) {
@@ -264,6 +358,7 @@ export class PathDriver {
       }
       if (snapshot.value === 'replied') this.requestsAtReplied = this.provider.scripted.requestsOf(this.sutId).length;
     }
+    for (const append of this.appends) append.key ??= this.keys.length - 1;
     for (const notify of [...this.changed]) notify();
   }
 
@@ -286,7 +381,7 @@ export class PathDriver {
         return this.tools.release(this.sutId, 'done');
       case 'model.done':
         await this.provider.gate.waitFor(this.sutId);
-        this.said.push(...event.output.content.filter((b) => b.type !== 'text' || b.text.length > 0).map(blockText));
+        this.said.push(...saidBy(event.output));
         return this.provider.gate.release(this.sutId, scriptedStepOf(event.output));
       case 'model.error':
         return this.provider.gate.release(this.sutId, { fault: { retryable: false, message: MODEL_ERROR } });

@@ -7,8 +7,9 @@ import { defineTool } from '../../src/tools/defineTool.js';
 import { renderValue } from '../../src/render.js';
 import { ZERO_USAGE } from '../../src/usage.js';
 import type { SessionSnapshot } from '../../src/runtime.js';
+import type { RestoredSession, ResumeState } from '../../src/store/restoredSession.js';
 import type { AgentResult, AssistantBlock, ModelResponse, Provider, StopReason, ToolResultBlock } from '../../src/types.js';
-import { guardText } from '../../src/statechart/extract.js';
+import { guardText, transitionsOf } from '../../src/statechart/extract.js';
 import { withoutEffects } from '../../src/sessionEffects.js';
 
 /**
@@ -55,8 +56,18 @@ const inertProvider: Provider = {
   stream: () => Promise.reject(new Error('the model traversal never streams')),
 };
 
-export function modelInput(kind: ModelKind, provider: Provider = inertProvider, runWork: () => Promise<unknown> = () => Promise.resolve('done')): SessionInput {
-  const work = defineTool({ name: WORK_TOOL_NAME, description: 'Does some work.', input: z.object({}), run: (_input, { signal }) => (signal.aborted ? Promise.reject(signal.reason) : runWork()) });
+/**
+ * The input of the session under test. `idempotent`: whether the work tool may be run again when a
+ * durable run is resumed while one of its calls was in flight (see `Tool.idempotent`).
+ */
+export function modelInput(kind: ModelKind, provider: Provider = inertProvider, runWork: () => Promise<unknown> = () => Promise.resolve('done'), idempotent = false): SessionInput {
+  const work = defineTool({
+    name: WORK_TOOL_NAME,
+    description: 'Does some work.',
+    input: z.object({}),
+    idempotent,
+    run: (_input, { signal }) => (signal.aborted ? Promise.reject(signal.reason) : runWork()),
+  });
   return {
     provider,
     tools: [work],
@@ -79,10 +90,10 @@ export function machineEdges(): MachineEdge[] {
   const edges: MachineEdge[] = [];
   const strip = (id: string): string => id.replace(/^session\.?/, '') || '*';
   const visit = (node: DirectedGraphNode): void => {
-    for (const edge of node.edges) {
+    for (const edge of transitionsOf(node)) {
       const guard = guardText(edge.transition.guard);
       edges.push({
-        label: `${strip(edge.source.id)} --${edge.label.text}${guard ? ` [${guard}]` : ''}--> ${strip(edge.target.id)}`,
+        label: `${strip(edge.source)} --${edge.event}${guard ? ` [${guard}]` : ''}--> ${strip(edge.target)}`,
         transition: edge.transition,
       });
     }
@@ -127,15 +138,26 @@ function copyFields(source: object): object {
 export interface TraversableSession {
   readonly logic: ActorLogic<SessionSnapshot, ModelEvent, undefined>;
   readonly initial: SessionSnapshot;
-  /** The transitions the machine took to produce a snapshot of the traversal. */
+  /** The transitions the machine took to produce a snapshot of the traversal (for the initial one: `resuming` to `readyForUser`). */
   readonly taken: WeakMap<SessionSnapshot, readonly AnyTransitionDefinition[]>;
+  /**
+   * The model of a crash and resume: the session the machine makes from `snapshot` taken up again
+   * (a `restore` input built from the model snapshot itself, see `restoredFromModel`), and the
+   * transitions it takes as it starts. `idempotent`: whether the work tool is. `journaled`: the state
+   * as the journal knows it, when that is not the snapshot's own (see `restoredFromModel`).
+   */
+  resume(snapshot: SessionSnapshot, idempotent: boolean, journaled?: ResumeState): { readonly snapshot: SessionSnapshot; readonly taken: readonly AnyTransitionDefinition[] };
 }
+
+/** What the model knows of an open batch besides the snapshot: the response that opened it. */
+const batchResponses = new WeakMap<object, ModelResponse>();
 
 export function traversableSession(kind: ModelKind): TraversableSession {
   let captured: AnyTransitionDefinition[] = [];
   const probe = createActor(createMachine({}), {
     inspect: (event: InspectionEvent) => {
-      if (event.type === '@xstate.microstep') captured.push(...event._transitions);
+      // Only the session's own transitions: the sub-agents it spawns (through crews) take their own initial ones.
+      if (event.type === '@xstate.microstep' && event.actorRef === probe) captured.push(...event._transitions);
     },
   });
   // The scope of an actor whose deferred effects never happen (sending to children, starting
@@ -154,19 +176,81 @@ export function traversableSession(kind: ModelKind): TraversableSession {
     actionExecutor: (action: { exec?: (info: unknown, params: unknown) => void; info: unknown; params: unknown }) => action.exec?.(action.info, action.params),
   } as unknown as AnyActorScope;
   const taken = new WeakMap<SessionSnapshot, readonly AnyTransitionDefinition[]>();
+  captured = [];
   const initial = sessionMachine.getInitialSnapshot(scope, modelInput(kind));
+  taken.set(initial, captured);
   const logic: ActorLogic<SessionSnapshot, ModelEvent, undefined> = {
     transition: (snapshot, event) => {
       if (snapshot.status !== 'active') return snapshot;
       captured = [];
       const next = sessionMachine.transition(detach(snapshot), event as never, scope);
       taken.set(next, captured);
+      const batch = next.context.batch;
+      if (event.type === 'model.done' && batch && !batchResponses.has(batch.plan)) batchResponses.set(batch.plan, event.output);
       return next;
     },
     getInitialSnapshot: () => initial,
     getPersistedSnapshot: (snapshot) => snapshot,
   };
-  return { logic, initial, taken };
+  const resume: TraversableSession['resume'] = (snapshot, idempotent, journaled) => {
+    captured = [];
+    const restore = restoredFromModel(snapshot, journaled);
+    const resumed = sessionMachine.getInitialSnapshot(scope, { ...modelInput(kind, inertProvider, undefined, idempotent), restore });
+    return { snapshot: resumed, taken: captured };
+  };
+  return { logic, initial, taken, resume };
+}
+
+/**
+ * The `RestoredSession` a model snapshot stands for: what a journal written up to this snapshot
+ * holds, derived from the model's own context (not from a journal, and not by `restoreRun`), so
+ * that the model predicts how the machine takes a session up again.
+ *
+ * - A session in `streaming` has counted the request in flight; a resume counts it again as it
+ *   re-asks, so the restored count is one less.
+ * - Children still running have recorded nothing the model knows of: they start afresh.
+ * - The model spawns only sub-agents named `kid`.
+ * - `journaled: 'nudged'` for a session in `streaming`: it got there by the tick out of `nudged`,
+ *   a transition that writes nothing, so its journal still says `nudged` (with the request in
+ *   flight not yet counted); a resume rests in `nudged` again and ticks on.
+ */
+export function restoredFromModel(snapshot: SessionSnapshot, journaled?: ResumeState): RestoredSession {
+  const c = snapshot.context;
+  const value = String(snapshot.value);
+  if (snapshot.status !== 'active' || !['readyForUser', 'streaming', 'dispatchingBatch', 'nudged'].includes(value)) {
+    throw new Error(`a ${value} (${snapshot.status}) session is not resumed`);
+  }
+  if (journaled !== undefined && journaled !== value && !(journaled === 'nudged' && value === 'streaming')) {
+    throw new Error(`a ${value} session is not journaled as ${journaled}`);
+  }
+  const state = journaled ?? value;
+  const batch = c.batch && !c.batch.committed ? c.batch : null;
+  const response = batch && batchResponses.get(batch.plan);
+  if (batch && !response) throw new Error('the model lost the response that opened its batch');
+  return {
+    agent: c.agent,
+    state: state as ResumeState,
+    messages: [...c.messages],
+    pendingUser: [...c.pendingUser],
+    inbox: [...c.inbox],
+    steps: value === 'streaming' ? c.steps - 1 : c.steps,
+    latchCounts: { ...c.latchCounts },
+    usage: c.usage,
+    childUsage: c.childUsage,
+    spawned: c.spawned,
+    uses: c.spawned > 0 ? [['kid', c.spawned]] : [],
+    children: [...c.children.values()].map((child) => ({ actorId: child.actorId, agent: child.agent, task: 'kid task', restore: undefined })),
+    undelivered: [],
+    batch:
+      batch && response
+        ? {
+            content: response.content.filter((b) => b.type !== 'text' || b.text.length > 0),
+            stopReason: response.stopReason,
+            incomplete: response.incompleteToolUseIds,
+            results: [...batch.results.values()],
+          }
+        : null,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
