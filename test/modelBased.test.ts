@@ -288,6 +288,7 @@ async function driveDurable(kind: ModelKind, path: Path, session: TraversableSes
     for (const id of predictedBefore) reached.predicted.add(id);
     countReal(crashed, realBefore);
 
+    await crashed.journalWritten();
     // The crash: the store as it was after the last append written at or before step `crashAt` (in a
     // state the session leaves by itself, it may have gone on meanwhile: those appends never happened).
     const last = crashed.appends.filter((a) => a.key !== undefined && a.key <= (collapsedAt[crashAt] as number)).at(-1);
@@ -446,6 +447,7 @@ async function driveUnknown(kind: ModelKind, path: Path, session: TraversableSes
       await crashed.perform((steps[i] as Path['steps'][number]).event);
       await crashed.reach(keys[i] as string);
     }
+    await crashed.journalWritten();
     const last = crashed.appends.at(-1);
     if (!last || last.key !== crashed.keys.length - 1 || crashed.keys.at(-1) !== keys[crashAt]) return `${description}\n  the journal does not hold the batch at the crash`;
     const rows = last.frozen.store.journal(runId);

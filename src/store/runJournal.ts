@@ -10,13 +10,14 @@ export interface SessionJournal {
  * The write side of a durable run: sessions append records as they make them, and the journal
  * writes them to the store in bursts, each burst one atomic `append`.
  *
- * A burst is everything the sessions did synchronously since the last write: it is written in a
- * microtask, once the macrosteps of one `send` or one effect's answer have all run. Effects wait
- * for it (`barrier`): a session's model request and tool batch start only once the records that
- * planned them are stored, so no tool runs before its call is on disk, and a crash leaves the store
- * at the boundary between two bursts, never inside one. Sessions that act in the same tick (a wave
- * of sub-agents) share one write. Records are a step's new content only (a committed message, a
- * tool result, a delivery): the bytes written per step do not grow with the history.
+ * A burst is everything the sessions did in one turn of the event loop: it is written by a
+ * `setImmediate`, once every callback of that turn (each with its macrosteps) has run. Tool
+ * batches wait for it (`barrier`): no tool runs before the records that planned it are stored, and
+ * a crash leaves the store at the boundary between two bursts, never inside one. Sessions that act
+ * in the same turn (a wave of sub-agents answered together) share one write: a commit is most of a
+ * step's cost, and a microtask per burst made one commit per sub-agent per step. Records are a
+ * step's new content only (a committed message, a tool result, a delivery): the bytes written per
+ * step do not grow with the history.
  */
 export class RunJournal {
   private buffer: JournalRow[] = [];
@@ -55,7 +56,7 @@ export class RunJournal {
       let resolve = (): void => undefined;
       const written = new Promise<void>((done) => (resolve = done));
       this.burst = { written, resolve };
-      queueMicrotask(this.flushBurst);
+      setImmediate(this.flushBurst);
     }
   }
 
@@ -101,9 +102,9 @@ export class RunJournal {
   }
 
   /**
-   * What an effect waits for before it starts: the burst being made (written at the end of this
-   * tick), or a write still under way. Undefined when everything recorded is already written.
-   * It also settles if the write fails (the run is then being cancelled: see `onError`).
+   * What a tool batch waits for before it starts: the burst being made (written at the end of
+   * this turn of the event loop), or a write still under way; undefined when everything recorded
+   * is written. It also settles if the write fails (the run is then being cancelled: `onError`).
    */
   barrier(): Promise<void> | undefined {
     return this.burst?.written ?? this.pending;

@@ -362,8 +362,23 @@ export class PathDriver {
     for (const notify of [...this.changed]) notify();
   }
 
-  /** Makes `event` happen to the real session. */
+  /**
+   * Waits until the journal holds everything the session recorded so far (a durable session's
+   * records are written once per turn of the event loop): a crash after this loses nothing of the
+   * steps performed, and each step's records are written apart from the next step's.
+   */
+  async journalWritten(): Promise<void> {
+    while (this.journal?.barrier()) await this.journal.barrier();
+  }
+
+  /**
+   * Makes `event` happen to the real session: an effect's answer once the steps before it are
+   * journaled (effects wait for that); a message or a cancel from outside at once, as it may come
+   * at any moment (its record then joins the burst being written: in `nudged`, waiting would let
+   * the tick that leaves it go first).
+   */
   async perform(event: ModelEvent): Promise<void> {
+    if (event.type !== 'user.message' && event.type !== 'cancel') await this.journalWritten();
     switch (event.type) {
       case 'xstate.init':
         this.actor.start();
