@@ -1,6 +1,7 @@
 // One cell of the benchmark in a fresh process: `node --expose-gc bench/cell.mjs <system> <workload> <size>`.
 // Warms up, times the workload (up to five samples of at least 200 ms each within four seconds; the median),
-// then once more to measure the heap it retains (after GC, with the run's result still held). Every
+// then once more to measure the heap it retains (after GC, with the run's result still held); for a
+// system that persists runs, one more run first to measure what it writes to its store. Every
 // run checks its counts. Prints a JSON line as each phase starts and one at the end; a run whose
 // counts are wrong exits 1 instead of printing a number.
 import { expected } from './workloads.mjs';
@@ -86,7 +87,20 @@ try {
   times.sort((a, b) => a - b);
   const middle = Math.floor(times.length / 2);
   const ms = times.length % 2 ? times[middle] : (times[middle - 1] + times[middle]) / 2;
-  console.log(JSON.stringify({ phase: 'memory run', system: systemName, workload, size, ms, timedRuns: times.length, counts }));
+
+  // What one run writes to its store, for a system that persists runs (exarch-durable): one more
+  // run, not timed, on a store of its own; it checks its counts like the others.
+  let written;
+  if (typeof system.written === 'function') {
+    console.log(JSON.stringify({ phase: 'bytes run' }));
+    const measured = await system.written(workload, size);
+    if (measured !== undefined) {
+      const { counts: writtenCounts, ...figures } = measured;
+      check(writtenCounts);
+      written = figures;
+    }
+  }
+  console.log(JSON.stringify({ phase: 'memory run', system: systemName, workload, size, ms, timedRuns: times.length, counts, ...(written ? { written } : {}) }));
 
   // The memory run: heap after GC with its result held, minus heap after GC before it.
   const before = await settleHeap();

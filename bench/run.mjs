@@ -17,8 +17,9 @@ import { parseArgs } from 'node:util';
 const here = dirname(fileURLToPath(import.meta.url));
 const root = dirname(here);
 
-const ALL_SYSTEMS = ['exarch', 'exarch-inspected', 'ai6', 'ai7', 'openai-agents', 'langgraph', 'handwritten'];
+const ALL_SYSTEMS = ['exarch', 'exarch-inspected', 'exarch-durable', 'ai6', 'ai7', 'openai-agents', 'langgraph', 'handwritten'];
 const FLOOR = 'handwritten';
+const DURABLE = 'exarch-durable';
 const CELL_LIMIT_MS = 60_000;
 const WARM_UP_LIMIT_MS = 180_000;
 
@@ -172,7 +173,16 @@ function summarise(system, key) {
     retainedBytes: runsOf.some((r) => r.retainedBytes !== undefined) ? median(runsOf.filter((r) => r.retainedBytes !== undefined).map((r) => r.retainedBytes)) : undefined,
     runs: runsOf.length,
     counts: runsOf[0].counts,
+    written: writtenOf(runsOf),
   };
+}
+
+/** What a durable system's runs wrote (median of each figure over the rounds), or undefined. */
+function writtenOf(runsOf) {
+  const measured = runsOf.filter((r) => r.written);
+  if (measured.length === 0) return undefined;
+  const figures = Object.keys(measured[0].written);
+  return Object.fromEntries(figures.map((f) => [f, median(measured.map((r) => r.written[f]))]));
 }
 
 const summary = Object.fromEntries(systems.map((s) => [s, Object.fromEntries(CELLS.map((c) => [cellKey(c), summarise(s, cellKey(c))]))]));
@@ -199,7 +209,9 @@ function memoryCell(system, key, unit) {
 // The budget (issue 6), checked on exarch's medians.
 const ex = summary.exarch;
 const perUnit = (key) => ex?.[key]?.value;
-const flat = (small, large) => perUnit(large) !== undefined && perUnit(small) !== undefined && perUnit(large) <= perUnit(small) * 1.25;
+/** Flat: the large cell's per-unit value at most 1.25 times the small one's. */
+const flatness = (small, large) => small !== undefined && large !== undefined && large <= small * 1.25;
+const flat = (small, large) => flatness(perUnit(small), perUnit(large));
 const floorRetainedPerAgent = summary[FLOOR]['fanout:10000'] ? summary[FLOOR]['fanout:10000'].retainedBytes / 10_000 : undefined;
 const exRetainedPerAgent = ex?.['fanout:10000'] ? ex['fanout:10000'].retainedBytes / 10_000 : undefined;
 const exRetainedPerAgentSmall = ex?.['fanout:200'] ? ex['fanout:200'].retainedBytes / 200 : undefined;
@@ -224,6 +236,50 @@ const budget = ex && {
 };
 const mark = (b) => (b === undefined ? '' : `${b.text} ${b.ok ? '✓' : '✗ over budget'}`);
 
+// The durable budget (issue 12), checked on exarch-durable's medians: the same workloads with every
+// run journaled to SQLite; and what a loop step writes, flat in the history's length.
+const du = summary[DURABLE];
+const duPerUnit = (key) => du?.[key]?.value;
+const duFlat = (small, large) => flatness(duPerUnit(small), duPerUnit(large));
+/** What the durable loop writes per step at `steps` steps, figure by figure. */
+const writtenPerStep = (steps) => {
+  const w = du?.[`loop:${steps}`]?.written;
+  return w && Object.fromEntries(Object.entries(w).map(([figure, n]) => [figure, n / steps]));
+};
+const bytesFigures = ['journalBytes', 'fileBytes', 'diskBytes'];
+const bytesFlat = () => {
+  const [small, large] = [writtenPerStep(200), writtenPerStep(2_000)];
+  return small !== undefined && large !== undefined && bytesFigures.every((f) => small[f] === undefined || flatness(small[f], large[f]));
+};
+const durableBudget = du && {
+  'loop:200': { text: '≤ 100', ok: duPerUnit('loop:200') <= 100 },
+  'loop:2000': { text: '≤ 100, flat', ok: duPerUnit('loop:2000') <= 100 && duFlat('loop:200', 'loop:2000') },
+  'fanout:200': { text: '≤ 400', ok: duPerUnit('fanout:200') <= 400 },
+  'fanout:10000': { text: '≤ 400, flat', ok: duPerUnit('fanout:10000') <= 400 && duFlat('fanout:200', 'fanout:10000') },
+  'bytes:200': { text: 'reported', ok: writtenPerStep(200)?.journalBytes > 0 },
+  'bytes:2000': { text: 'flat', ok: bytesFlat() },
+};
+
+const fmtBytes = (n) => (n >= 1e4 ? `${(n / 1e3).toFixed(1)} KB` : `${Math.round(n).toLocaleString('en-US')} B`);
+/** Bytes per step the durable loop wrote: journal payload (rows), file growth, write(2) bytes. */
+function bytesCell(system, steps) {
+  if (system !== DURABLE) return 'n/a';
+  const key = `loop:${steps}`;
+  if (failures[system][key]) return `— ${failures[system][key]}`;
+  const w = writtenPerStep(steps);
+  if (!w) return '—';
+  const disk = w.diskBytes === undefined ? '' : `; ${fmtBytes(w.diskBytes)} written`;
+  return `${fmtBytes(w.journalBytes)} journal in ${w.journalRows.toFixed(1)} rows; file +${fmtBytes(w.fileBytes)}${disk}`;
+}
+
+// What durability adds: exarch-durable against exarch, in the same rounds.
+const durableCost =
+  ex && du
+    ? ['loop:200', 'loop:2000', 'fanout:200', 'fanout:10000']
+        .filter((key) => ex[key] && du[key])
+        .map((key) => `${key.replace(':', ' ')}: ${fmt(du[key].value)} µs durable, ${fmt(ex[key].value)} without (${du[key].value >= ex[key].value ? '+' : '−'}${fmt(Math.abs(du[key].value - ex[key].value))} µs per ${key.startsWith('loop') ? 'step' : 'sub-agent'})`)
+    : [];
+
 // An idle inspector must cost nothing: exarch's loop with one attached, against exarch's own, in the same rounds.
 const inspected = summary['exarch-inspected'];
 const idleInspector =
@@ -233,20 +289,28 @@ const idleInspector =
         .map((key) => `${key.replace(':', ' ')}: ${fmt(inspected[key].value)} µs with an idle inspector, ${fmt(ex[key].value)} without (${((inspected[key].value / ex[key].value - 1) * 100).toFixed(0)}%)`)
     : [];
 
+/** [what, cell of a system, exarch's budget, the durable budget]. */
 const rows = [
-  ['loop: µs per model step, 200 steps with one tool call each', (s) => timeCell(s, 'loop:200'), budget?.['loop:200']],
-  ['loop: µs per step at 2,000 steps', (s) => timeCell(s, 'loop:2000'), budget?.['loop:2000']],
-  ['fan-out: µs per sub-agent, 200 sub-agents × 3 steps', (s) => timeCell(s, 'fanout:200'), budget?.['fanout:200']],
-  ['fan-out: µs per sub-agent, 10,000 sub-agents × 3 steps', (s) => timeCell(s, 'fanout:10000'), budget?.['fanout:10000']],
+  ['loop: µs per model step, 200 steps with one tool call each', (s) => timeCell(s, 'loop:200'), budget?.['loop:200'], durableBudget?.['loop:200']],
+  ['loop: µs per step at 2,000 steps', (s) => timeCell(s, 'loop:2000'), budget?.['loop:2000'], durableBudget?.['loop:2000']],
+  ['fan-out: µs per sub-agent, 200 sub-agents × 3 steps', (s) => timeCell(s, 'fanout:200'), budget?.['fanout:200'], durableBudget?.['fanout:200']],
+  ['fan-out: µs per sub-agent, 10,000 sub-agents × 3 steps', (s) => timeCell(s, 'fanout:10000'), budget?.['fanout:10000'], durableBudget?.['fanout:10000']],
   ['stream: text deltas per second to the consumer (100,000 deltas)', (s) => timeCell(s, 'stream:100000'), budget?.['stream:100000']],
   ['memory: heap retained after 2,000 steps (session still held)', (s) => memoryCell(s, 'loop:2000', 'step'), budget?.['memory:loop']],
   ['memory: heap retained after 10,000 finished sub-agents (root still held)', (s) => memoryCell(s, 'fanout:10000', 'sub-agent'), budget?.['memory:fanout']],
 ];
+// The durable budget's column and the rows of bytes written, when the durable system ran.
+if (du) {
+  rows.push(
+    ['durable: bytes written per loop step, 200 steps (journal payload in rows; file growth; write(2) bytes)', (s) => bytesCell(s, 200), undefined, durableBudget['bytes:200']],
+    ['durable: bytes written per loop step, 2,000 steps', (s) => bytesCell(s, 2_000), undefined, durableBudget['bytes:2000']],
+  );
+}
 
 const columns = systems.filter((s) => s !== FLOOR).concat(FLOOR);
-const header = `| workload | ${columns.map((s) => labels[s]).join(' | ')} | exarch budget |`;
-const rule = `|---|${columns.map(() => '---:').join('|')}|---|`;
-const table = [header, rule, ...rows.map(([name, cell, b]) => `| ${name} | ${columns.map(cell).join(' | ')} | ${mark(b)} |`)].join('\n');
+const header = `| workload | ${columns.map((s) => labels[s]).join(' | ')} | exarch budget |${du ? ' durable budget |' : ''}`;
+const rule = `|---|${columns.map(() => '---:').join('|')}|---|${du ? '---|' : ''}`;
+const table = [header, rule, ...rows.map(([name, cell, b, d]) => `| ${name} | ${columns.map(cell).join(' | ')} | ${mark(b)} |${du ? ` ${mark(d)} |` : ''}`)].join('\n');
 
 // ---------------------------------------------------------------------------------------------
 // Report.
@@ -317,7 +381,16 @@ loop's run in the same round (how many times its cost). Lower is better, except 
   within it, as a long run pays its own, instead of falling between samples.
   Systems are interleaved within each round, and rounds repeat the whole grid.
 - A measured run that does not finish in ${CELL_LIMIT_MS / 1000} s is stopped and reported, and its cell is not retried in later rounds.
-${idleInspector.length ? `\n## An idle live inspector\n\nexarch with \`startLiveInspector()\` attached and no viewer connected (the \`exarch, idle live inspector\` column), against exarch alone:\n\n${idleInspector.map((l) => `- ${l}`).join('\n')}\n` : ''}${notes.length ? `\n## Cells that did not finish\n\n${notes.join('\n')}\n` : ''}
+- **durable** (\`exarch, durable (SQLite)\`): exarch's own workloads, each run started with \`startRun\` on the SQLite
+  store (better-sqlite3, WAL, synchronous=NORMAL), journaling every session of the tree. The store is one new file per
+  cell, on the machine's disk, opened by the warm-up's first run; each run is a new run in it, so opening the file is
+  not counted, and everything a run writes is (its row, every journal burst, checkpoints as they fall due). The stream
+  cell runs as well. The bytes per step come from one more, untimed run of the loop on a store of its own: the journal
+  payload (the bytes of the run's record bodies and its row count, as SQLite sums them), the file's growth once the
+  store is closed (which checkpoints the write-ahead log into it: the log's size right after a run is its high-water
+  mark, capped and reused, not growth), and the bytes handed to write(2) during the run (\`/proc/self/io\`: log frames
+  of whole pages and any checkpoints, Linux only).
+${durableCost.length ? `\n## What durability costs\n\nexarch with every run journaled to SQLite (the \`exarch, durable (SQLite)\` column), against exarch alone:\n\n${durableCost.map((l) => `- ${l}`).join('\n')}\n` : ''}${idleInspector.length ? `\n## An idle live inspector\n\nexarch with \`startLiveInspector()\` attached and no viewer connected (the \`exarch, idle live inspector\` column), against exarch alone:\n\n${idleInspector.map((l) => `- ${l}`).join('\n')}\n` : ''}${notes.length ? `\n## Cells that did not finish\n\n${notes.join('\n')}\n` : ''}
 ## Machine
 
 ${machine.join('\n')}
@@ -329,6 +402,7 @@ ${versions.join('\n')}
 
 console.log(`\n${table}\n`);
 if (idleInspector.length) console.log(`idle live inspector: ${idleInspector.join('; ')}\n`);
+if (durableCost.length) console.log(`durable (SQLite): ${durableCost.join('; ')}\n`);
 if (notes.length) console.log(notes.join('\n'));
 if (!args['no-write']) {
   writeFileSync(join(here, 'RESULTS.md'), report);

@@ -72,46 +72,57 @@ async function settle(input) {
 
 const sum = (map, keep) => [...map].reduce((n, [id, calls]) => n + (keep(id) ? calls : 0), 0);
 
-export async function loop(steps) {
-  const counter = { toolExecutions: 0 };
-  const provider = scriptedProvider((_agent, i) => loopStep(i, steps));
-  const actor = await settle({ provider, tools: [echoTool(counter)], maxSteps: steps + 10, task: 'loop' });
-  return { modelCalls: provider.calls.get('root'), toolExecutions: counter.toolExecutions, keep: actor };
-}
-
-export async function fanout(children) {
-  const counter = { toolExecutions: 0 };
-  const provider = scriptedProvider((agent, i) => (agent.depth === 0 ? rootStep(i, children) : childStep(i, agent.name)));
-  const actor = await settle({ provider, tools: [echoTool(counter)], task: 'fan out' });
+/**
+ * The three workloads, each run to the end by `run(input)` (a session's input, task included),
+ * which resolves with what the cell holds on to. exarch's own `run` is `settle` above; a variant
+ * (systems/exarch-durable.mjs) runs the same sessions another way.
+ */
+export function workloadsWith(run) {
   return {
-    modelCalls: provider.calls.get('root'),
-    childModelCalls: sum(provider.calls, (id) => id !== 'root'),
-    toolExecutions: counter.toolExecutions,
-    reportsSeenByRoot: countReports(provider.lastRootPrompt),
-    keep: actor,
+    async loop(steps) {
+      const counter = { toolExecutions: 0 };
+      const provider = scriptedProvider((_agent, i) => loopStep(i, steps));
+      const keep = await run({ provider, tools: [echoTool(counter)], maxSteps: steps + 10, task: 'loop' });
+      return { modelCalls: provider.calls.get('root'), toolExecutions: counter.toolExecutions, keep };
+    },
+
+    async fanout(children) {
+      const counter = { toolExecutions: 0 };
+      const provider = scriptedProvider((agent, i) => (agent.depth === 0 ? rootStep(i, children) : childStep(i, agent.name)));
+      const keep = await run({ provider, tools: [echoTool(counter)], task: 'fan out' });
+      return {
+        modelCalls: provider.calls.get('root'),
+        childModelCalls: sum(provider.calls, (id) => id !== 'root'),
+        toolExecutions: counter.toolExecutions,
+        reportsSeenByRoot: countReports(provider.lastRootPrompt),
+        keep,
+      };
+    },
+
+    async stream(count) {
+      let deltasReceived = 0;
+      let charsReceived = 0;
+      const provider = {
+        name: 'bench-stream',
+        async stream(_request, sink) {
+          let text = '';
+          for await (const delta of textDeltas(count)) {
+            text += delta;
+            sink.text(delta);
+          }
+          return { content: [{ type: 'text', text }], stopReason: 'end_turn', usage: ZERO_USAGE, incompleteToolUseIds: [] };
+        },
+      };
+      const listener = {
+        onTextDelta(_agent, delta) {
+          deltasReceived++;
+          charsReceived += delta.length;
+        },
+      };
+      const keep = await run({ provider, listener, task: 'stream' });
+      return { deltasReceived, charsReceived, keep };
+    },
   };
 }
 
-export async function stream(count) {
-  let deltasReceived = 0;
-  let charsReceived = 0;
-  const provider = {
-    name: 'bench-stream',
-    async stream(_request, sink) {
-      let text = '';
-      for await (const delta of textDeltas(count)) {
-        text += delta;
-        sink.text(delta);
-      }
-      return { content: [{ type: 'text', text }], stopReason: 'end_turn', usage: ZERO_USAGE, incompleteToolUseIds: [] };
-    },
-  };
-  const listener = {
-    onTextDelta(_agent, delta) {
-      deltasReceived++;
-      charsReceived += delta.length;
-    },
-  };
-  const actor = await settle({ provider, listener, task: 'stream' });
-  return { deltasReceived, charsReceived, keep: actor };
-}
+export const { loop, fanout, stream } = workloadsWith(settle);
