@@ -6,6 +6,7 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { historyHandler, startAnthropicServer, type AnthropicTestServer } from './support/anthropicServer.js';
 import { onCleanup, stream, workdir } from './support/cliHarness.js';
+import { mulberry32 } from './support/prng.js';
 import {
   BIG_FILE,
   EFFECTS,
@@ -60,18 +61,6 @@ import {
 const SEED = Number(process.env['CRASH_SEED'] ?? 20261203);
 const PARALLEL = Number(process.env['CRASH_PARALLEL'] ?? 4);
 const TASK = ['run', '--allow-shell', '--allow-write', 'Build the tree report.'];
-
-/** mulberry32: a small seeded PRNG, so the kill points are the same on every run of the file. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type Trigger =
   /** `ms` after this process's first journal record (the run's first record, or the resume mark). */
@@ -503,7 +492,7 @@ describe('exarch run survives SIGKILL anywhere: resumed, it ends as the uninterr
 
   it('SIGKILL at seeded points of the tree (streams, batches with a slow tool, deliveries, nudges), then resume', async () => {
     if (!baseline) throw new Error('the uninterrupted run did not pass');
-    const random = prng(SEED);
+    const random = mulberry32(SEED);
     const cases = singleKillTriggers(random, baseline.spanMs, baseline.requests);
     const started = Date.now();
     const results = await pool(cases.map(({ name, trigger }) => () => crashCase(name, [trigger])));
@@ -519,7 +508,7 @@ describe('exarch run survives SIGKILL anywhere: resumed, it ends as the uninterr
 
   it('several kills of the same run: the run and its resumes killed in turn', async () => {
     if (!baseline) throw new Error('the uninterrupted run did not pass');
-    const random = prng(SEED + 1);
+    const random = mulberry32(SEED + 1);
     const chains = chainTriggers(random, baseline.spanMs);
     const started = Date.now();
     const results = await pool(chains.map(({ name, triggers }) => () => crashCase(name, triggers)));

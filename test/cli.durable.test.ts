@@ -79,6 +79,20 @@ function delegatingScripts(slowMs: number): Parameters<typeof historyHandler>[0]
   };
 }
 
+/**
+ * A root delegating to a worker whose shell command writes a line, then sleeps; resolves once the
+ * line is written (the command is running). The worker then replies with what it was told.
+ */
+async function startShellWorker(cwd: string) {
+  const server = await serveByHistory({
+    root: [stream({ toolCalls: [call('agent', { name: 'worker', task: 'Build it.' })] }), stream({ text: 'Waiting for worker.' }), echo],
+    worker: [stream({ toolCalls: [call('run_shell', { command: 'echo started >> effects.txt; sleep 30' })] }), (r) => stream({ toolCalls: [call('reply', { result: lastUserText(r) })] })],
+  });
+  const first = startExarch(['run', '--allow-shell', 'Build'], server, cwd);
+  await until(() => existsSync(join(cwd, 'effects.txt')), 'the shell command to start');
+  return { server, first };
+}
+
 describe('durable runs from the command line', () => {
   it('records every run: the id comes first on stderr, runs lists it, and resuming a finished run makes no request', async () => {
     const cwd = workdir();
@@ -192,12 +206,7 @@ describe('durable runs from the command line', () => {
 
   it('Ctrl-C during a shell command: the call is answered cancelled, and resume re-asks the model with that history', async () => {
     const cwd = workdir();
-    const server = await serveByHistory({
-      root: [stream({ toolCalls: [call('agent', { name: 'worker', task: 'Build it.' })] }), stream({ text: 'Waiting for worker.' }), echo],
-      worker: [stream({ toolCalls: [call('run_shell', { command: 'echo started >> effects.txt; sleep 30' })] }), (r) => stream({ toolCalls: [call('reply', { result: lastUserText(r) })] })],
-    });
-    const first = startExarch(['run', '--allow-shell', 'Build'], server, cwd);
-    await until(() => existsSync(join(cwd, 'effects.txt')), 'the shell command to start');
+    const { server, first } = await startShellWorker(cwd);
     first.child.kill('SIGINT');
     const interrupted = await first.closed;
     expect(interrupted.code).toBe(130);
@@ -212,12 +221,7 @@ describe('durable runs from the command line', () => {
 
   it('SIGKILL during a shell command: it is not run again, and the model is told its effect is unknown', async () => {
     const cwd = workdir();
-    const server = await serveByHistory({
-      root: [stream({ toolCalls: [call('agent', { name: 'worker', task: 'Build it.' })] }), stream({ text: 'Waiting for worker.' }), echo],
-      worker: [stream({ toolCalls: [call('run_shell', { command: 'echo started >> effects.txt; sleep 30' })] }), (r) => stream({ toolCalls: [call('reply', { result: lastUserText(r) })] })],
-    });
-    const first = startExarch(['run', '--allow-shell', 'Build'], server, cwd);
-    await until(() => existsSync(join(cwd, 'effects.txt')), 'the shell command to start');
+    const { server, first } = await startShellWorker(cwd);
     first.child.kill('SIGKILL');
     const id = runIdOf(await first.closed);
     const resumed = await exarch(['resume', id], { server, cwd });

@@ -6,6 +6,7 @@ import type { JournalRecord } from '../src/store/journalRecord.js';
 import type { JournalRow, RunStatus } from '../src/store/runStore.js';
 import type { ScriptedProvider } from '../src/testing/scriptedProvider.js';
 import { RecordingStore, SkewedClock, type FrozenStore } from './support/durableStore.js';
+import { mulberry32 } from './support/prng.js';
 import {
   agentIds,
   deliveryLines,
@@ -274,17 +275,6 @@ function sample(n: number, count: number, rng: () => number): number[] {
   const picked = new Set([1, n]);
   while (picked.size < count) picked.add(1 + Math.floor(rng() * n));
   return [...picked].sort((a, b) => a - b);
-}
-
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 function report(violations: readonly string[], what: string): void {

@@ -2,7 +2,6 @@ import { join, resolve } from 'node:path';
 import { AnthropicProvider, DEFAULT_MODEL } from '../providers/anthropic.js';
 import { JsonlLogSink } from '../log/sessionLog.js';
 import { DEFAULTS } from '../options.js';
-import { finalAssistantText } from '../history.js';
 import { describeError } from '../model/errors.js';
 import { createSessionActor, runResultOf, waitForSettled, type RunResult, type SessionActor } from '../runtime.js';
 import { newRunId, resumeRun, RunError, startRun, type DurableSessionInput, type FinishedRun } from '../store/durableRun.js';
