@@ -92,3 +92,14 @@ describe('durable runs: regressions', () => {
     expect(next.some((block) => block.type === 'text' && /cut off/.test(block.text))).toBe(true);
   });
 });
+
+describe('durable runs: a run that cannot start', () => {
+  it('bad input is refused with one line, and the run is let go instead of held by this live process', async () => {
+    const store = new MemoryRunStore();
+    const tool = defineTool({ name: 'effect', description: 'x', input: z.object({}), run: () => 'ok' });
+    // Two tools of one name: the session cannot be made.
+    await expect(startRun('task', { provider: new ScriptedProvider({ agents: { root: [{ text: 'hi' }] } }), tools: [tool, tool] }, { store })).rejects.toThrow(/two tools are named 'effect'/);
+    const [run] = store.listRuns();
+    expect(run).toMatchObject({ status: 'failed', owner: null });
+  });
+});

@@ -175,8 +175,14 @@ function launch(store: RunStore, id: string, owner: RunOwner, leaseMs: number, n
     storeFailure = error;
     actor?.send({ type: 'cancel', reason: `the run store could not be written: ${error.message}` });
   });
+  try {
+    actor = createSessionActor({ ...input, journal }, options.actor ?? {});
+  } catch (error) {
+    // Nothing ran: let go of the run, as it was, rather than hold it until this process exits.
+    void Promise.resolve(store.release(id, owner, resuming ? 'interrupted' : 'failed')).catch(() => undefined);
+    throw error;
+  }
   if (resuming) journal.mark({ type: 'resume' });
-  actor = createSessionActor({ ...input, journal }, options.actor ?? {});
   const root = actor;
   const renew = setInterval(() => {
     void Promise.resolve(store.renew(id, owner, leaseMs)).catch(() => undefined);
