@@ -15,10 +15,11 @@ export const EXARCH_APPLICATION_ID = 0x45584152;
  * Schema steps by the `user_version` they lead to, each run once, all pending ones in one
  * transaction. Never edit a released step: add the next one.
  *
- * `journal` keeps its rowid: bodies (messages, tool results) are often over 1 KB, past what a
- * WITHOUT ROWID row holds in its page before spilling. `type` has its own column so `listRuns`
- * aggregates in SQL; the partial index covers only the rows it reads (sessions and usage), so
- * the hot path pays for it once per model response, not per record.
+ * `journal` is one b-tree keyed by (run, seq) (WITHOUT ROWID) and has no other index: a commit
+ * writes one page of it per burst, not three (the row, its key index and a totals index), which
+ * was a quarter of a durable step's time. `listRuns` reads totals from `runs`, written when a run
+ * is released; only runs that are not (running, or left by a dead process) are totalled from
+ * their own journal rows, by their key.
  */
 const MIGRATIONS: Readonly<Record<number, string>> = {
   1: `
@@ -33,7 +34,13 @@ const MIGRATIONS: Readonly<Record<number, string>> = {
       owner_pid INTEGER,
       owner_token TEXT,
       lease_until INTEGER NOT NULL DEFAULT 0,
-      ended_at INTEGER
+      ended_at INTEGER,
+      agents INTEGER,
+      requests INTEGER,
+      input_tokens INTEGER,
+      output_tokens INTEGER,
+      cache_creation_input_tokens INTEGER,
+      cache_read_input_tokens INTEGER
     );
     CREATE TABLE journal (
       run_id TEXT NOT NULL,
@@ -43,8 +50,7 @@ const MIGRATIONS: Readonly<Record<number, string>> = {
       type TEXT NOT NULL,
       body TEXT NOT NULL,
       PRIMARY KEY (run_id, seq)
-    );
-    CREATE INDEX journal_totals ON journal (run_id, type) WHERE type IN ('session', 'usage');
+    ) WITHOUT ROWID;
   `,
 };
 
@@ -74,7 +80,8 @@ interface RunColumns {
   readonly ended_at: number | null;
 }
 
-interface SummaryColumns extends RunColumns {
+/** A run's totals: in `runs` once it is released (null before), or from its journal. */
+interface TotalsColumns {
   readonly agents: number;
   readonly requests: number;
   readonly input_tokens: number;
@@ -82,6 +89,8 @@ interface SummaryColumns extends RunColumns {
   readonly cache_creation_input_tokens: number;
   readonly cache_read_input_tokens: number;
 }
+
+type SummaryColumns = RunColumns & { readonly [K in keyof TotalsColumns]: TotalsColumns[K] | null };
 
 interface JournalColumns {
   readonly run_id: string;
@@ -91,23 +100,18 @@ interface JournalColumns {
   readonly body: string;
 }
 
-const LIST_RUNS = `
-  SELECT r.*,
-    coalesce(t.agents, 0) AS agents, coalesce(t.requests, 0) AS requests,
-    coalesce(t.input_tokens, 0) AS input_tokens, coalesce(t.output_tokens, 0) AS output_tokens,
-    coalesce(t.cache_creation_input_tokens, 0) AS cache_creation_input_tokens,
-    coalesce(t.cache_read_input_tokens, 0) AS cache_read_input_tokens
-  FROM runs r LEFT JOIN (
-    SELECT run_id,
-      count(*) FILTER (WHERE type = 'session') AS agents,
-      count(*) FILTER (WHERE type = 'usage') AS requests,
-      sum(json_extract(body, '$.request.inputTokens')) FILTER (WHERE type = 'usage') AS input_tokens,
-      sum(json_extract(body, '$.request.outputTokens')) FILTER (WHERE type = 'usage') AS output_tokens,
-      sum(json_extract(body, '$.request.cacheCreationInputTokens')) FILTER (WHERE type = 'usage') AS cache_creation_input_tokens,
-      sum(json_extract(body, '$.request.cacheReadInputTokens')) FILTER (WHERE type = 'usage') AS cache_read_input_tokens
-    FROM journal WHERE type IN ('session', 'usage') GROUP BY run_id
-  ) t ON t.run_id = r.id
-  ORDER BY r.started_at DESC, r.id DESC`;
+const LIST_RUNS = 'SELECT * FROM runs ORDER BY started_at DESC, id DESC';
+
+/** One run's totals, from its journal rows (by key). */
+const RUN_TOTALS = `
+  SELECT
+    count(*) FILTER (WHERE type = 'session') AS agents,
+    count(*) FILTER (WHERE type = 'usage') AS requests,
+    coalesce(sum(json_extract(body, '$.request.inputTokens')) FILTER (WHERE type = 'usage'), 0) AS input_tokens,
+    coalesce(sum(json_extract(body, '$.request.outputTokens')) FILTER (WHERE type = 'usage'), 0) AS output_tokens,
+    coalesce(sum(json_extract(body, '$.request.cacheCreationInputTokens')) FILTER (WHERE type = 'usage'), 0) AS cache_creation_input_tokens,
+    coalesce(sum(json_extract(body, '$.request.cacheReadInputTokens')) FILTER (WHERE type = 'usage'), 0) AS cache_read_input_tokens
+  FROM journal WHERE run_id = ?`;
 
 /**
  * Runs in one SQLite file (WAL): the store the CLI uses. Every method answers synchronously.
@@ -126,6 +130,8 @@ export class SqliteRunStore implements RunStore {
   private readonly takeRun: Database.Statement<[Record<string, unknown>]>;
   private readonly extendLease: Database.Statement<[Record<string, unknown>]>;
   private readonly letGo: Database.Statement<[Record<string, unknown>]>;
+  private readonly selectTotals: Database.Statement<[string], TotalsColumns>;
+  private readonly letGoWithTotals: Database.Transaction<(runId: string, owner: RunOwner, status: RunStatus) => void>;
   private readonly appendAll: Database.Transaction<(rows: readonly JournalRow[]) => void>;
   private readonly claimRun: Database.Transaction<(runId: string, owner: RunOwner, leaseMs: number) => ClaimResult>;
 
@@ -140,10 +146,16 @@ export class SqliteRunStore implements RunStore {
     this.selectSummaries = db.prepare(LIST_RUNS);
     this.selectJournal = db.prepare('SELECT run_id, seq, session, ts, body FROM journal WHERE run_id = ? ORDER BY seq');
     this.takeRun = db.prepare(`UPDATE runs SET status = 'running', owner_host = @host, owner_pid = @pid, owner_token = @token,
-      lease_until = @leaseUntil, ended_at = NULL WHERE id = @id`);
+      lease_until = @leaseUntil, ended_at = NULL, agents = NULL WHERE id = @id`);
     this.extendLease = db.prepare('UPDATE runs SET lease_until = @leaseUntil WHERE id = @id AND owner_token = @token');
     this.letGo = db.prepare(`UPDATE runs SET status = @status, ended_at = @endedAt, owner_host = NULL, owner_pid = NULL,
-      owner_token = NULL, lease_until = 0 WHERE id = @id AND owner_token = @token`);
+      owner_token = NULL, lease_until = 0, agents = @agents, requests = @requests, input_tokens = @input_tokens,
+      output_tokens = @output_tokens, cache_creation_input_tokens = @cache_creation_input_tokens,
+      cache_read_input_tokens = @cache_read_input_tokens WHERE id = @id AND owner_token = @token`);
+    this.selectTotals = db.prepare(RUN_TOTALS);
+    this.letGoWithTotals = db.transaction((runId: string, owner: RunOwner, status: RunStatus) => {
+      this.letGo.run({ id: runId, token: owner.token, status, endedAt: status === 'running' ? null : this.now(), ...this.totalsOf(runId) });
+    });
     const insertRow = db.prepare<[string, number, string, number, string, string]>('INSERT INTO journal (run_id, seq, session, ts, type, body) VALUES (?, ?, ?, ?, ?, ?)');
     this.appendAll = db.transaction((rows: readonly JournalRow[]) => {
       for (const row of rows) insertRow.run(row.runId, row.seq, row.session, row.ts, row.record.type, JSON.stringify(row.record));
@@ -178,13 +190,14 @@ export class SqliteRunStore implements RunStore {
     const now = this.now();
     return this.selectSummaries.all().map((r) => {
       const run = this.toRunRow(r);
+      const t: TotalsColumns = r.agents === null ? this.totalsOf(r.id) : (r as RunColumns & TotalsColumns);
       const usage = {
-        inputTokens: r.input_tokens,
-        outputTokens: r.output_tokens,
-        cacheCreationInputTokens: r.cache_creation_input_tokens,
-        cacheReadInputTokens: r.cache_read_input_tokens,
+        inputTokens: t.input_tokens,
+        outputTokens: t.output_tokens,
+        cacheCreationInputTokens: t.cache_creation_input_tokens,
+        cacheReadInputTokens: t.cache_read_input_tokens,
       };
-      return { ...run, status: reportedStatus(run, now), agents: r.agents, requests: r.requests, usage };
+      return { ...run, status: reportedStatus(run, now), agents: t.agents, requests: t.requests, usage };
     });
   }
 
@@ -209,8 +222,13 @@ export class SqliteRunStore implements RunStore {
     return this.extendLease.run({ id: runId, token: owner.token, leaseUntil: this.now() + leaseMs }).changes === 1;
   }
 
+  /** Lets go of the run and writes its totals, so `listRuns` need not read its journal again. */
   release(runId: string, owner: RunOwner, status: RunStatus): void {
-    this.letGo.run({ id: runId, token: owner.token, status, endedAt: status === 'running' ? null : this.now() });
+    this.letGoWithTotals(runId, owner, status);
+  }
+
+  private totalsOf(runId: string): TotalsColumns {
+    return this.selectTotals.get(runId) as TotalsColumns;
   }
 
   close(): void {
