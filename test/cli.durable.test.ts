@@ -161,6 +161,21 @@ describe('durable runs from the command line', () => {
     expect(both.code).toBe(2);
   });
 
+  it('runs, resume and view only read: without a store they say so and create nothing', async () => {
+    const cwd = workdir();
+    const listed = await exarch(['runs'], { cwd });
+    expect(listed.code).toBe(0);
+    expect(listed.stdout).toBe('');
+    expect(listed.stderr.trim()).toBe(`exarch: no runs recorded in ${join(cwd, '.exarch', 'exarch.db')}`);
+    const resumed = await exarch(['resume', '01ARZ3NDEKTSV4RRFFQ69G5FAV'], { cwd });
+    expect(resumed.code).toBe(1);
+    expect(resumed.stderr.trim().split('\n')).toHaveLength(1);
+    const viewed = await exarch(['view', '01ARZ3NDEKTSV4RRFFQ69G5FAV'], { cwd });
+    expect(viewed.code).toBe(1);
+    expect(viewed.stderr.trim()).toMatch(/^exarch: no run with id 01ARZ3NDEKTSV4RRFFQ69G5FAV/);
+    expect(existsSync(join(cwd, '.exarch'))).toBe(false);
+  });
+
   it('--no-store records nothing; --store FILE records there', async () => {
     const cwd = workdir();
     const server = await serveByHistory({ root: [stream({ text: 'ok' }), stream({ text: 'ok' })] });

@@ -7,7 +7,7 @@ import type { LiveInspector } from '../inspect/liveInspector.js';
 import { writeViewer } from '../viewer/index.js';
 import { describeError } from '../model/errors.js';
 import { runDemo } from './demo.js';
-import { EXIT, openStore, resumeCommand, runCommand, UsageError } from './run.js';
+import { EXIT, openExistingStore, resumeCommand, runCommand, UsageError } from './run.js';
 import { writeViewerForRun } from '../store/journalTrace.js';
 import type { WrittenViewer } from '../viewer/write.js';
 import { listRunsCommand } from './runs.js';
@@ -169,7 +169,8 @@ async function view(positionals: readonly string[], values: Values): Promise<num
   const target = positionals[0] ?? '';
   let written: WrittenViewer;
   if (RUN_ID.test(target) && !existsSync(target)) {
-    const store = openStore(process.cwd(), values.store);
+    const store = openExistingStore(process.cwd(), values.store);
+    if (!store) throw new Error(`no run with id ${target} (there is no run store in this directory yet)`);
     try {
       written = await writeViewerForRun(store, target, values.out ?? join('.exarch', 'view', `${target}.html`));
     } finally {

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { AnthropicProvider, DEFAULT_MODEL } from '../providers/anthropic.js';
 import { JsonlLogSink } from '../log/sessionLog.js';
@@ -112,7 +113,11 @@ export interface ResumeFlags {
  * the run store, with the options it was started with, and ends as `exarch run` would.
  */
 export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo): Promise<number> {
-  const store = openStore(io.cwd, flags.store);
+  const store = openExistingStore(io.cwd, flags.store);
+  if (!store) {
+    io.stderr.write(`exarch: no run ${runId} in ${storeName(io.cwd, flags.store)} (there is no run store there yet)\n`);
+    return EXIT.fatal;
+  }
   try {
     const row = await store.getRun(runId);
     if (!row) {
@@ -163,7 +168,15 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
 
 /** The run store at `--store FILE`, or `.exarch/exarch.db` under the working directory. */
 export function openStore(cwd: string, file: string | undefined): SqliteRunStore {
-  return openSqliteStore(resolve(cwd, file ?? DEFAULT_STORE_PATH));
+  return openSqliteStore(storeName(cwd, file));
+}
+
+/**
+ * The run store for a command that only reads it (`runs`, `resume`, `view`): undefined when there
+ * is no file yet, which such a command must not create.
+ */
+export function openExistingStore(cwd: string, file: string | undefined): SqliteRunStore | undefined {
+  return existsSync(storeName(cwd, file)) ? openStore(cwd, file) : undefined;
 }
 
 function storeName(cwd: string, file: string | undefined): string {

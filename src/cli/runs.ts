@@ -1,6 +1,8 @@
 import type { RunSummary } from '../store/runStore.js';
 import { estimateCost } from './pricing.js';
-import { openStore, EXIT } from './run.js';
+import { resolve } from 'node:path';
+import { DEFAULT_STORE_PATH } from '../store/sqliteStore.js';
+import { openExistingStore, EXIT } from './run.js';
 import { formatCount } from './progress.js';
 
 export interface RunsIo {
@@ -13,7 +15,11 @@ const TASK_CHARS = 60;
 
 /** `exarch runs`: one line per recorded run, newest first, on stdout. */
 export async function listRunsCommand(storeFile: string | undefined, io: RunsIo): Promise<number> {
-  const store = openStore(io.cwd, storeFile);
+  const store = openExistingStore(io.cwd, storeFile);
+  if (!store) {
+    io.stderr.write(`exarch: no runs recorded in ${resolve(io.cwd, storeFile ?? DEFAULT_STORE_PATH)}\n`);
+    return EXIT.ok;
+  }
   try {
     const runs = await store.listRuns();
     if (runs.length === 0) {
