@@ -33,11 +33,11 @@ export class SessionEffects {
   private closed = false;
 
   /**
-   * @param barrier called before a tool batch starts: in a durable run, a promise that settles once
-   * the journal holds the records that planned the batch, so no tool runs before its call is
-   * stored. A model request does not wait: it has no effect outside, and its response is journaled
-   * after the records it was asked from (the journal writes in order), in the same write when it
-   * comes back within the same turn of the event loop.
+   * @param barrier called before a model request or a tool batch starts: in a durable run, a
+   * promise that settles once the journal holds the records the effect depends on. No tool runs
+   * before its call is stored, and no request shows the model a tool result the journal does not
+   * hold (a crash then would answer that call again, differently: the history would change under
+   * the model).
    */
   constructor(
     private readonly send: (event: EffectEvent) => void,
@@ -60,6 +60,12 @@ export class SessionEffects {
     this.model = undefined;
     const cancellation = new StepCancellation();
     this.model = cancellation;
+    const gate = this.barrier();
+    if (gate) void gate.then(() => cancellation.isAborted || this.closed || this.startModel(input, cancellation));
+    else this.startModel(input, cancellation);
+  }
+
+  private startModel(input: StreamModelInput, cancellation: StepCancellation): void {
     runModelStep(input, cancellation).then(
       (output) => {
         if (cancellation.isAborted) return;
@@ -150,7 +156,7 @@ export interface SessionEffectsOwner {
   readonly recorder: SessionRecorder;
   /** Whether a snapshot of the session is at rest (a log closed there records `stopped`, not `cancelled`). */
   readonly atRest: (snapshot: unknown) => boolean;
-  /** Before each tool batch starts (see `SessionEffects`). */
+  /** Before each model request and tool batch starts (see `SessionEffects`). */
   readonly barrier?: () => Promise<void> | undefined;
 }
 

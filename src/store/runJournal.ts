@@ -11,9 +11,10 @@ export interface SessionJournal {
  * writes them to the store in bursts, each burst one atomic `append`.
  *
  * A burst is everything the sessions did in one turn of the event loop: it is written by a
- * `setImmediate`, once every callback of that turn (each with its macrosteps) has run. Tool
- * batches wait for it (`barrier`): no tool runs before the records that planned it are stored, and
- * a crash leaves the store at the boundary between two bursts, never inside one. Sessions that act
+ * `setImmediate`, once every callback of that turn (each with its macrosteps) has run. Model
+ * requests and tool batches wait for it (`barrier`): no tool runs before the records that planned
+ * it are stored, no request shows the model what the journal does not hold, and a crash leaves the
+ * store at the boundary between two bursts, never inside one. Sessions that act
  * in the same turn (a wave of sub-agents answered together) share one write: a commit is most of a
  * step's cost, and a microtask per burst made one commit per sub-agent per step. Records are a
  * step's new content only (a committed message, a tool result, a delivery): the bytes written per
@@ -102,7 +103,7 @@ export class RunJournal {
   }
 
   /**
-   * What a tool batch waits for before it starts: the burst being made (written at the end of
+   * What a model request or a tool batch waits for before it starts: the burst being made (written at the end of
    * this turn of the event loop), or a write still under way; undefined when everything recorded
    * is written. It also settles if the write fails (the run is then being cancelled: `onError`).
    */
