@@ -476,3 +476,52 @@ describe('sqlite run store: the file', () => {
     });
   });
 });
+
+describe('SQLite store: checkpoints off the event loop', () => {
+  /** Appends `mb` megabytes to run `r` of `store`, in bursts of one 4 KiB row. */
+  function fill(store: SqliteRunStore, mb: number, from = 1): number {
+    const text = 'x'.repeat(4000);
+    let seq = from;
+    for (let n = 0; n < mb * 256; n++, seq++) store.append([row('r', seq, { type: 'queued', text })]);
+    return seq;
+  }
+  const sizeOf = (file: string): number => (existsSync(file) ? statSync(file).size : 0);
+
+  it('copies the WAL back into the file while the run goes on, so the WAL stays bounded', async () => {
+    const file = join(dir, 'busy.db');
+    const store = track(openSqliteStore(file, options));
+    store.createRun(newRun('r'));
+    const fileBefore = sizeOf(file);
+    let seq = 1;
+    let largestWal = 0;
+    // 96 MB written; SQLite's own checkpoint is off on the writing connection.
+    for (let round = 0; round < 24; round++) {
+      seq = fill(store, 4, seq);
+      largestWal = Math.max(largestWal, sizeOf(`${file}-wal`));
+      // The worker's checkpoint runs on another thread: give it a turn to answer.
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(sizeOf(file) - fileBefore, 'bytes the checkpoints copied into the database file').toBeGreaterThan(48 * 1024 * 1024);
+    expect(largestWal, 'the largest the WAL grew').toBeLessThan(48 * 1024 * 1024);
+    expect(store.journal('r')).toHaveLength(seq - 1);
+  });
+
+  it('does not keep a process alive that never closed its store', () => {
+    const file = join(dir, 'open.db');
+    const module = fileURLToPath(new URL('../dist/src/store/sqliteStore.js', import.meta.url));
+    const script = `
+      import { openSqliteStore } from ${JSON.stringify(module)};
+      const store = openSqliteStore(${JSON.stringify(file)});
+      store.createRun({ id: 'r', task: 't', cwd: '/', options: { tools: [] }, startedAt: 1, owner: { host: 'h', pid: process.pid, token: 't' }, leaseMs: 3600000 });
+      const text = 'x'.repeat(4000);
+      for (let seq = 1; seq <= 3000; seq++) store.append([{ runId: 'r', seq, session: 'root', ts: seq, record: { type: 'queued', text } }]);
+      setTimeout(() => console.log('appended'), 50);`;
+    // A hang is killed after 30 s and reported as a signal rather than a test timeout.
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 30_000 });
+    expect(child.signal, 'the process had to be killed: something kept it alive').toBeNull();
+    expect(child.stdout.trim(), child.stderr).toBe('appended');
+    expect(child.status).toBe(0);
+    const store = track(openSqliteStore(file));
+    expect(store.journal('r')).toHaveLength(3000);
+  });
+});

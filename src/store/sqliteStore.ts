@@ -3,6 +3,7 @@ import { closeSync, mkdirSync, openSync, readSync, statSync, type Stats } from '
 import { dirname, resolve } from 'node:path';
 import { mayClaim, reportedStatus, type StoreOptions } from './memoryStore.js';
 import { StoreError } from './storeError.js';
+import { WalCheckpointer } from './walCheckpointer.js';
 import { RUN_STATUSES, type ClaimResult, type JournalRow, type NewRun, type RunOwner, type RunRow, type RunStatus, type RunStore, type RunSummary } from './runStore.js';
 
 /** Where the CLI keeps its runs, relative to the working directory (callers resolve it). */
@@ -57,7 +58,6 @@ const MIGRATIONS: Readonly<Record<number, string>> = {
 /** The newest schema this exarch reads and writes. */
 export const SCHEMA_VERSION = Math.max(...Object.keys(MIGRATIONS).map(Number));
 
-const WAL_CHECKPOINT_PAGES = 10_000;
 const WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024;
 
 /** How long a write waits for another process's transaction before SQLITE_BUSY. */
@@ -132,7 +132,8 @@ export class SqliteRunStore implements RunStore {
   private readonly letGo: Database.Statement<[Record<string, unknown>]>;
   private readonly selectTotals: Database.Statement<[string], TotalsColumns>;
   private readonly letGoWithTotals: Database.Transaction<(runId: string, owner: RunOwner, status: RunStatus) => void>;
-  private readonly appendAll: Database.Transaction<(rows: readonly JournalRow[]) => void>;
+  private readonly appendAll: Database.Transaction<(rows: readonly JournalRow[]) => number>;
+  private readonly checkpointer: WalCheckpointer;
   private readonly claimRun: Database.Transaction<(runId: string, owner: RunOwner, leaseMs: number) => ClaimResult>;
 
   constructor(file: string, options: StoreOptions = {}) {
@@ -158,8 +159,15 @@ export class SqliteRunStore implements RunStore {
     });
     const insertRow = db.prepare<[string, number, string, number, string, string]>('INSERT INTO journal (run_id, seq, session, ts, type, body) VALUES (?, ?, ?, ?, ?, ?)');
     this.appendAll = db.transaction((rows: readonly JournalRow[]) => {
-      for (const row of rows) insertRow.run(row.runId, row.seq, row.session, row.ts, row.record.type, JSON.stringify(row.record));
+      let bytes = 0;
+      for (const row of rows) {
+        const body = JSON.stringify(row.record);
+        bytes += body.length;
+        insertRow.run(row.runId, row.seq, row.session, row.ts, row.record.type, body);
+      }
+      return bytes;
     });
+    this.checkpointer = new WalCheckpointer(db, this.file);
     // IMMEDIATE: the write lock is taken before the holder is read, so two claimants never both win.
     this.claimRun = db.transaction((runId: string, owner: RunOwner, leaseMs: number): ClaimResult => {
       const run = this.selectRun.get(runId);
@@ -204,7 +212,7 @@ export class SqliteRunStore implements RunStore {
   /** One transaction for the batch: a taken (runId, seq) rolls all of it back. */
   append(rows: readonly JournalRow[]): void {
     try {
-      this.appendAll(rows);
+      this.checkpointer.committed(this.appendAll(rows));
     } catch (error) {
       throw this.conflict(error, 'a journal row of this batch (run and seq)');
     }
@@ -232,6 +240,7 @@ export class SqliteRunStore implements RunStore {
   }
 
   close(): void {
+    this.checkpointer.close();
     if (this.db.open) this.db.close();
   }
 
@@ -287,10 +296,8 @@ function openChecked(file: string): Database.Database {
     // After the migration's commit: until then nothing but the checked transaction writes.
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
-    // A checkpoint (the WAL copied back into the file, with an fsync) every 1,000 pages, SQLite's
-    // default, was a third of a journal write's time: every few steps. Every 10,000 pages (~40 MB),
-    // and the WAL cut back to 64 MB after one, it is rare and copies each often-rewritten page once.
-    db.pragma(`wal_autocheckpoint = ${WAL_CHECKPOINT_PAGES}`);
+    // Checkpoints run on a worker thread (see WalCheckpointer); after one, a WAL larger than this
+    // is cut back.
     db.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`);
     return db;
   } catch (error) {

@@ -1,0 +1,119 @@
+import type Database from 'better-sqlite3';
+import { createRequire } from 'node:module';
+import { Worker } from 'node:worker_threads';
+
+/**
+ * Copies a SQLite store's write-ahead log back into its file off the event loop.
+ *
+ * SQLite's own automatic checkpoint runs inside the commit that crosses the threshold, on the
+ * thread that commits: a run's event loop stalls while megabytes are copied and synced, and on
+ * average it was a third of a journal write's cost. Here the writing connection never checkpoints
+ * by itself (`wal_autocheckpoint = 0`); once about `everyPages` pages have been committed, a worker
+ * thread with a connection of its own runs a PASSIVE checkpoint, which never blocks the writer nor
+ * a reader: the copying and syncing happen there, and the writer finishes the job now and then
+ * (see `inline`), so the WAL stays bounded.
+ *
+ * Hand-written because neither better-sqlite3 nor SQLite offers a background checkpointer, and
+ * the WAL hook that would count frames exactly is not exposed: pages are estimated from what was
+ * written (one per commit plus the rows' bytes in 4 KiB pages), which only shifts when a checkpoint
+ * runs. If the worker cannot run (it failed to start or open the file), the writing connection
+ * checkpoints inline, as SQLite would have.
+ */
+export class WalCheckpointer {
+  /** Pages committed since the last checkpoint was asked for (an estimate). */
+  private pages = 0;
+  private worker: Worker | undefined;
+  private running = false;
+  private failed = false;
+
+  /**
+   * @param db the writing connection; its automatic checkpoints are turned off here.
+   * @param file the database file the worker opens.
+   * @param everyPages pages committed between two checkpoints (SQLite's default is 1,000).
+   */
+  constructor(
+    private readonly db: Database.Database,
+    private readonly file: string,
+    private readonly everyPages = 1_000,
+  ) {
+    db.pragma('wal_autocheckpoint = 0');
+  }
+
+  /** Counts a commit of `bytes` bytes of rows; starts a checkpoint when one is due. */
+  committed(bytes: number): void {
+    this.pages += 1 + Math.ceil(bytes / PAGE_BYTES);
+    if (this.pages < this.everyPages) return;
+    if (this.failed) {
+      this.inline();
+      return;
+    }
+    if (this.running) return;
+    this.running = true;
+    this.pages = 0;
+    this.start().postMessage('checkpoint');
+  }
+
+  /** Stops the worker; its connection closes with it. */
+  close(): void {
+    const worker = this.worker;
+    this.worker = undefined;
+    void worker?.terminate();
+  }
+
+  /**
+   * A checkpoint on the writing connection. Under a writer that never pauses, the worker's
+   * checkpoints never reach the WAL's end (each commit lands after the snapshot they copy), and
+   * SQLite restarts the WAL only once all of it is in the file: the writer then copies the
+   * little the worker left over itself, between two of its own commits, so the WAL starts over.
+   * It does so once the worker finds the WAL `CATCH_UP_AFTER` times the checkpoint interval long.
+   */
+  private inline(): void {
+    this.pages = 0;
+    if (this.db.open) this.db.pragma('wal_checkpoint(PASSIVE)');
+  }
+
+  private start(): Worker {
+    if (this.worker) return this.worker;
+    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { driver: DRIVER, file: this.file } });
+    worker.on('message', (walFrames: number) => {
+      this.running = false;
+      if (walFrames >= this.everyPages * CATCH_UP_AFTER) this.inline();
+    });
+    const fail = (): void => {
+      this.failed = true;
+      this.running = false;
+      if (this.worker === worker) this.worker = undefined;
+    };
+    worker.on('error', fail);
+    worker.on('exit', fail);
+    // A checkpoint is housekeeping: it never keeps the process alive. (After the listeners: adding
+    // one refs the worker again.)
+    worker.unref();
+    this.worker = worker;
+    return worker;
+  }
+}
+
+/** A WAL this many times `everyPages` frames long is finished by the writer (about 16 MB). */
+const CATCH_UP_AFTER = 4;
+
+/** SQLite's default page size; what a commit writes is estimated in pages of it. */
+const PAGE_BYTES = 4096;
+
+/** The driver's entry, resolved here so the worker loads the very module this process uses. */
+const DRIVER = createRequire(import.meta.url).resolve('better-sqlite3');
+
+/**
+ * The worker: its own connection to the file, a PASSIVE checkpoint per request, and when done,
+ * the WAL's length in frames as it found it. An error (the file gone, a busy lock) ends the worker; the store then checkpoints inline.
+ * Plain CommonJS so the same text runs from `src/` under vitest and from `dist/`.
+ */
+const WORKER_SOURCE = `
+const { parentPort, workerData } = require('node:worker_threads');
+const Database = require(workerData.driver);
+const db = new Database(workerData.file, { fileMustExist: true, timeout: 1000 });
+parentPort.on('message', () => {
+  const [result] = db.pragma('wal_checkpoint(PASSIVE)');
+  parentPort.postMessage(result ? result.log : 0);
+});
+`;
