@@ -426,7 +426,7 @@ const machineSetup = setup({
       const results = context.batch?.results;
       for (const call of context.batch?.plan ?? []) {
         // A resumed batch runs only the calls that have no result yet.
-        if (call.kind === 'run' && !results?.has(call.id)) calls.push({ id: call.id, name: call.name, run: call.run, timeoutMs: call.timeoutMs ?? context.options.toolTimeoutMs });
+        if (call.kind === 'run' && !results?.has(call.id)) calls.push({ id: call.id, name: call.name, run: call.run, timeoutMs: call.timeoutMs ?? context.options.toolTimeoutMs, readOnly: call.readOnly });
       }
       effectsFor(self, context)?.runTools({
         agent: context.agent,

@@ -1,7 +1,7 @@
 import type { AnyActorRef } from 'xstate';
 import type { SessionRecorder } from './log/recorder.js';
 import { runModelStep, StepCancellation, type StreamModelInput } from './model/streamModel.js';
-import { startToolBatch, type RunToolsInput, type ToolBatch, type ToolBatchEvent } from './tools/runTools.js';
+import { startToolBatch, type RunnableCall, type RunToolsInput, type ToolBatch, type ToolBatchEvent } from './tools/runTools.js';
 import type { ModelResponse } from './types.js';
 
 /** What the effects report back to the session. */
@@ -26,6 +26,8 @@ export type EffectEvent =
  * delayed event of the system whenever any actor stops, so one timer per sub-agent made a wide
  * fan-out quadratic. Arming it while one is pending changes nothing.
  */
+const readOnly = (call: RunnableCall): boolean => call.readOnly;
+
 export class SessionEffects {
   private model: StepCancellation | undefined;
   private tools: ToolBatch | undefined;
@@ -34,8 +36,8 @@ export class SessionEffects {
 
   /**
    * @param barrier called before a model request or a tool batch starts: in a durable run, a
-   * promise that settles once the journal holds the records the effect depends on. No tool runs
-   * before its call is stored, and no request shows the model a tool result the journal does not
+   * promise that settles once the journal holds the records the effect depends on. No tool with
+   * effects runs before its call is stored, and no request shows the model a tool result the journal does not
    * hold (a crash then would answer that call again, differently: the history would change under
    * the model).
    */
@@ -83,7 +85,9 @@ export class SessionEffects {
   runTools(input: RunToolsInput): void {
     if (this.closed) return;
     this.tools?.abandon(new Error('tool batch superseded'));
-    const gate = this.barrier();
+    // Reads need not wait for the response that asked for them (see `Tool.readOnly`). A batch with
+    // nothing to run still waits: its drain commits the batch, after what planned it.
+    const gate = input.calls.length > 0 && input.calls.every(readOnly) ? undefined : this.barrier();
     if (!gate) {
       this.startTools(input);
       return;

@@ -15,6 +15,8 @@ function echoTool(counter) {
     name: ECHO.name,
     description: ECHO.description,
     input: z.object({ text: z.string() }),
+    // It only returns its input (the counter is the bench's own instrument): a read, as read_file is.
+    readOnly: true,
     run: (input) => (counter.toolExecutions++, echo(input)),
   });
 }

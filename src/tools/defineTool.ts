@@ -28,6 +28,13 @@ export interface Tool {
    * error saying that its effect is unknown.
    */
   readonly idempotent: boolean;
+  /**
+   * The call changes nothing outside the process (it reads). In a durable run such a call may
+   * start before the response that asked for it is stored: a crash that loses the response loses
+   * no effect with it, and the call, being idempotent too, runs again if the response survived.
+   * A batch of such calls then costs one journal commit rather than two.
+   */
+  readonly readOnly: boolean;
   /** Validates raw model input; on success returns the call to run. */
   prepare(input: unknown): Validation<PreparedRun>;
 }
@@ -40,6 +47,8 @@ export interface ToolDefinition<S extends z.ZodType> {
   readonly timeoutMs?: number;
   /** See `Tool.idempotent` (default false: a call in flight at a crash is not run again). */
   readonly idempotent?: boolean;
+  /** See `Tool.readOnly` (default false). A read-only tool is idempotent unless it says otherwise. */
+  readonly readOnly?: boolean;
 }
 
 /**
@@ -52,7 +61,8 @@ export function defineTool<S extends z.ZodType>(definition: ToolDefinition<S>): 
     name: definition.name,
     spec: toolSpec(definition.name, definition.description, definition.input),
     timeoutMs: definition.timeoutMs,
-    idempotent: definition.idempotent ?? false,
+    idempotent: definition.idempotent ?? definition.readOnly ?? false,
+    readOnly: definition.readOnly ?? false,
     prepare(input) {
       const parsed = validate(input);
       if (!parsed.ok) return parsed;

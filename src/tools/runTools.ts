@@ -9,6 +9,8 @@ export interface RunnableCall {
   readonly name: string;
   readonly run: PreparedRun;
   readonly timeoutMs: number;
+  /** See `Tool.readOnly`. */
+  readonly readOnly: boolean;
 }
 
 export interface RunToolsInput {

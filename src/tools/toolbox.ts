@@ -59,7 +59,7 @@ function makeToolbox(tools: readonly Tool[], axes: ToolAxes): Toolbox {
 /** How one call of a batch will be answered. */
 export type PlannedCall =
   | { readonly kind: 'answered'; readonly id: string; readonly result: ToolResultBlock }
-  | { readonly kind: 'run'; readonly id: string; readonly name: string; readonly run: PreparedRun; readonly timeoutMs: number | undefined; readonly idempotent: boolean }
+  | { readonly kind: 'run'; readonly id: string; readonly name: string; readonly run: PreparedRun; readonly timeoutMs: number | undefined; readonly idempotent: boolean; readonly readOnly: boolean }
   | { readonly kind: 'agent'; readonly id: string; readonly name: string; readonly task: string }
   | { readonly kind: 'cancel_agent'; readonly id: string; readonly name: string }
   | { readonly kind: 'reply'; readonly id: string; readonly result: unknown };
@@ -111,7 +111,7 @@ export function planBatch(content: readonly AssistantBlock[], toolbox: Toolbox, 
       const tool = toolbox.tools.get(name);
       if (!tool) throw new Error(`tool '${name}' passed the allow-check but is not in the toolbox`);
       const prepared = tool.prepare(input);
-      plan.push(prepared.ok ? { kind: 'run', id, name, run: prepared.value, timeoutMs: tool.timeoutMs, idempotent: tool.idempotent } : invalid(id, prepared.error));
+      plan.push(prepared.ok ? { kind: 'run', id, name, run: prepared.value, timeoutMs: tool.timeoutMs, idempotent: tool.idempotent, readOnly: tool.readOnly } : invalid(id, prepared.error));
     }
   }
   return plan;
