@@ -556,7 +556,12 @@ describe('exarch run survives SIGKILL anywhere: resumed, it ends as the uninterr
       const dead = spawnSync(process.execPath, ['-e', '']).pid;
       const db = new Database(storeFile(cwd));
       db.prepare("UPDATE runs SET status = 'running', owner_host = ?, owner_pid = ?, owner_token = 'killed', lease_until = ?, ended_at = NULL WHERE id = ?").run(hostname(), dead, Date.now() + 30_000, id);
-      db.prepare("DELETE FROM journal WHERE run_id = ? AND type = 'stopped'").run(id);
+      // Take the `stopped` records out of the bursts that hold them (a burst is a JSON array of [session, ts, record]).
+      for (const burst of db.prepare('SELECT seq, records FROM bursts WHERE run_id = ?').all(id) as { seq: number; records: string }[]) {
+        const kept = (JSON.parse(burst.records) as [string, number, { type: string }][]).filter(([, , record]) => record.type !== 'stopped');
+        if (kept.length === 0) db.prepare('DELETE FROM bursts WHERE run_id = ? AND seq = ?').run(id, burst.seq);
+        else db.prepare('UPDATE bursts SET records = ?, last = ? WHERE run_id = ? AND seq = ?').run(JSON.stringify(kept), burst.seq + kept.length - 1, id, burst.seq);
+      }
       db.close();
     }
     const requests = server.requests.length;

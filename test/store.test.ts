@@ -271,10 +271,69 @@ function garble(bytes: Buffer, from: number, to: number): Buffer {
 }
 
 describe('sqlite run store: the file', () => {
-  it('creates the file and its parent directories, in WAL mode, marked as exarch schema 1', () => {
+  it('creates the file and its parent directories, in WAL mode, marked as exarch schema 2', () => {
     const file = join(dir, 'a', 'b', 'exarch.db');
     track(openSqliteStore(file, options)).close();
-    expect(marks(file)).toEqual({ applicationId: EXARCH_ID, userVersion: 1, journalMode: 'wal', tables: ['journal', 'runs'] });
+    expect(marks(file)).toEqual({ applicationId: EXARCH_ID, userVersion: 2, journalMode: 'wal', tables: ['bursts', 'runs'] });
+  });
+
+  it('takes up a schema 1 store: its journal, one row per record, becomes bursts, and reads the same', () => {
+    const file = join(dir, 'v1.db');
+    // Schema 1 exactly as exarch 0.1 wrote it, by hand.
+    const db = new Database(file);
+    db.exec(`CREATE TABLE runs (id TEXT PRIMARY KEY NOT NULL, task TEXT NOT NULL, cwd TEXT NOT NULL, options TEXT NOT NULL, started_at INTEGER NOT NULL,
+        status TEXT NOT NULL, owner_host TEXT, owner_pid INTEGER, owner_token TEXT, lease_until INTEGER NOT NULL DEFAULT 0, ended_at INTEGER,
+        agents INTEGER, requests INTEGER, input_tokens INTEGER, output_tokens INTEGER, cache_creation_input_tokens INTEGER, cache_read_input_tokens INTEGER);
+      CREATE TABLE journal (run_id TEXT NOT NULL, seq INTEGER NOT NULL, session TEXT NOT NULL, ts INTEGER NOT NULL, type TEXT NOT NULL, body TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)) WITHOUT ROWID;`);
+    db.prepare(`INSERT INTO runs (id, task, cwd, options, started_at, status, lease_until) VALUES ('old', 't', '/w', '{"tools":[]}', 1, 'interrupted', 0)`).run();
+    const insert = db.prepare('INSERT INTO journal VALUES (?, ?, ?, ?, ?, ?)');
+    const records = [session('root'), message('héllo "quoted"\n'), usage(3, 4)];
+    records.forEach((record, i) => insert.run('old', i + 1, 'root', 7000 + i, record.type, JSON.stringify(record)));
+    db.pragma(`application_id = ${EXARCH_ID}`);
+    db.pragma('user_version = 1');
+    db.close();
+    const store = track(openSqliteStore(file, options));
+    expect(store.journal('old')).toEqual(records.map((record, i) => ({ runId: 'old', seq: i + 1, session: 'root', ts: 7000 + i, record })));
+    expect(store.listRuns()[0]).toMatchObject({ id: 'old', agents: 1, requests: 1, usage: { inputTokens: 3, outputTokens: 4 } });
+    store.append([row('old', 4, message('after'))]);
+    expect(store.journal('old').map((r) => r.seq)).toEqual([1, 2, 3, 4]);
+    expect(marks(file)).toMatchObject({ userVersion: 2, tables: ['bursts', 'runs'] });
+  });
+
+  it('stores a burst as one row, and shows it record by record in the view journal', () => {
+    const file = join(dir, 'view.db');
+    const store = track(openSqliteStore(file, options));
+    store.createRun(newRun('r'));
+    store.append([row('r', 1, session('root')), row('r', 2, message('a')), row('r', 3, usage(1, 2), 'root/w')]);
+    store.append([row('r', 4, message('b'))]);
+    const db = new Database(file, { readonly: true });
+    try {
+      expect(db.prepare('SELECT seq, last FROM bursts ORDER BY seq').all()).toEqual([
+        { seq: 1, last: 3 },
+        { seq: 4, last: 4 },
+      ]);
+      const view = db.prepare('SELECT seq, session, ts, type, body FROM journal ORDER BY seq').all() as { seq: number; session: string; ts: number; type: string; body: string }[];
+      expect(view.map((r) => [r.seq, r.session, r.ts, r.type])).toEqual([
+        [1, 'root', 5001, 'session'],
+        [2, 'root', 5002, 'message'],
+        [3, 'root/w', 5003, 'usage'],
+        [4, 'root', 5004, 'message'],
+      ]);
+      expect(JSON.parse(view[1]?.body ?? '')).toEqual(message('a'));
+    } finally {
+      db.close();
+    }
+  });
+
+  it('refuses a burst that overlaps one stored, wherever it starts, and writes none of its rows', () => {
+    const store = track(openSqliteStore(join(dir, 'overlap.db'), options));
+    store.createRun(newRun('r'));
+    store.append([row('r', 1, message('a')), row('r', 2, message('b')), row('r', 3, message('c'))]);
+    for (const seqs of [[2], [3, 4], [0, 1], [1]]) {
+      expect(errorOf(() => store.append([row('r', 10, message('x')), ...seqs.map((seq) => row('r', seq, message('y')))])).reason).toBe('conflict');
+    }
+    expect(store.journal('r').map((r) => r.seq)).toEqual([1, 2, 3]);
   });
 
   it('keeps runs and journals across reopening', () => {
@@ -391,7 +450,7 @@ describe('sqlite run store: the file', () => {
     writeFileSync(empty, '');
     const store = track(openSqliteStore(empty, options));
     store.createRun(newRun('r'));
-    expect(marks(empty)).toMatchObject({ applicationId: EXARCH_ID, userVersion: 1 });
+    expect(marks(empty)).toMatchObject({ applicationId: EXARCH_ID, userVersion: 2 });
 
     const blank = join(dir, 'blank.db');
     const raw = new Database(blank);
@@ -399,7 +458,7 @@ describe('sqlite run store: the file', () => {
     raw.close();
     expect(statSync(blank).size).toBeGreaterThan(0);
     track(openSqliteStore(blank, options)).close();
-    expect(marks(blank)).toMatchObject({ applicationId: EXARCH_ID, userVersion: 1, tables: ['journal', 'runs'] });
+    expect(marks(blank)).toMatchObject({ applicationId: EXARCH_ID, userVersion: 2, tables: ['bursts', 'runs'] });
   });
 
   describe('refuses a bad file with a one-line StoreError naming it, and leaves its bytes alone', () => {
@@ -459,7 +518,7 @@ describe('sqlite run store: the file', () => {
       const db = new Database(file);
       db.pragma('user_version = 7');
       db.close();
-      refuse(file, 'newer-schema', `the run store ${file} was written by a newer exarch (schema 7; this exarch reads 1)`);
+      refuse(file, 'newer-schema', `the run store ${file} was written by a newer exarch (schema 7; this exarch reads 2)`);
       expect(marks(file).userVersion).toBe(7);
     });
 
@@ -502,7 +561,8 @@ describe('SQLite store: checkpoints off the event loop', () => {
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
     expect(sizeOf(file) - fileBefore, 'bytes the checkpoints copied into the database file').toBeGreaterThan(48 * 1024 * 1024);
-    expect(largestWal, 'the largest the WAL grew').toBeLessThan(48 * 1024 * 1024);
+    // Without checkpoints it would hold all 96 MB and more; the bound leaves room for a slow worker on a loaded machine.
+    expect(largestWal, 'the largest the WAL grew').toBeLessThan(72 * 1024 * 1024);
     expect(store.journal('r')).toHaveLength(seq - 1);
   });
 

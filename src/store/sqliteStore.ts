@@ -16,11 +16,15 @@ export const EXARCH_APPLICATION_ID = 0x45584152;
  * Schema steps by the `user_version` they lead to, each run once, all pending ones in one
  * transaction. Never edit a released step: add the next one.
  *
- * `journal` is one b-tree keyed by (run, seq) (WITHOUT ROWID) and has no other index: a commit
- * writes one page of it per burst, not three (the row, its key index and a totals index), which
- * was a quarter of a durable step's time. `listRuns` reads totals from `runs`, written when a run
- * is released; only runs that are not (running, or left by a dead process) are totalled from
- * their own journal rows, by their key.
+ * `bursts` is one b-tree keyed by (run, first seq) (WITHOUT ROWID) and has no other index: a
+ * commit writes one page of it, not three (the row, its key index and a totals index), which was
+ * a quarter of a durable step's time. Since schema 2 a row is a whole burst (the records one
+ * `append` writes, consecutive seqs `seq`..`last`, as a JSON array of [session, ts, record]): one
+ * insert per commit instead of one per record took a durable step from about 130 to 100 µs on a
+ * loaded machine. The view `journal` shows one row per record, as schema 1 stored them, for
+ * people and tools reading the file. `listRuns` reads totals from `runs`, written when a run is
+ * released; only runs that are not (running, or left by a dead process) are totalled from their
+ * own journal, by their key.
  */
 const MIGRATIONS: Readonly<Record<number, string>> = {
   1: `
@@ -52,6 +56,21 @@ const MIGRATIONS: Readonly<Record<number, string>> = {
       body TEXT NOT NULL,
       PRIMARY KEY (run_id, seq)
     ) WITHOUT ROWID;
+  `,
+  2: `
+    CREATE TABLE bursts (
+      run_id TEXT NOT NULL,
+      seq INTEGER NOT NULL,
+      last INTEGER NOT NULL,
+      records TEXT NOT NULL,
+      PRIMARY KEY (run_id, seq)
+    ) WITHOUT ROWID;
+    INSERT INTO bursts (run_id, seq, last, records)
+      SELECT run_id, seq, seq, json_array(json_array(session, ts, json(body))) FROM journal;
+    DROP TABLE journal;
+    CREATE VIEW journal (run_id, seq, session, ts, type, body) AS
+      SELECT b.run_id, b.seq + r.key, r.value ->> 0, r.value ->> 1, r.value -> 2 ->> 'type', r.value ->> 2
+      FROM bursts AS b, json_each(b.records) AS r;
   `,
 };
 
@@ -92,13 +111,14 @@ interface TotalsColumns {
 
 type SummaryColumns = RunColumns & { readonly [K in keyof TotalsColumns]: TotalsColumns[K] | null };
 
-interface JournalColumns {
-  readonly run_id: string;
+/** A `bursts` row as SQLite returns it. */
+interface BurstColumns {
   readonly seq: number;
-  readonly session: string;
-  readonly ts: number;
-  readonly body: string;
+  readonly records: string;
 }
+
+/** One record of a burst, as stored: [session, ts, record]. */
+type StoredRecord = [string, number, JournalRow['record']];
 
 const LIST_RUNS = 'SELECT * FROM runs ORDER BY started_at DESC, id DESC';
 
@@ -126,7 +146,8 @@ export class SqliteRunStore implements RunStore {
   private readonly insertRun: Database.Statement<[Record<string, unknown>]>;
   private readonly selectRun: Database.Statement<[string], RunColumns>;
   private readonly selectSummaries: Database.Statement<[], SummaryColumns>;
-  private readonly selectJournal: Database.Statement<[string], JournalColumns>;
+  private readonly selectJournal: Database.Statement<[string], BurstColumns>;
+  private readonly lastBurstFrom: Database.Statement<[string, number], { last: number }>;
   private readonly takeRun: Database.Statement<[Record<string, unknown>]>;
   private readonly extendLease: Database.Statement<[Record<string, unknown>]>;
   private readonly letGo: Database.Statement<[Record<string, unknown>]>;
@@ -145,7 +166,9 @@ export class SqliteRunStore implements RunStore {
       VALUES (@id, @task, @cwd, @options, @startedAt, 'running', @host, @pid, @token, @leaseUntil, NULL)`);
     this.selectRun = db.prepare('SELECT * FROM runs WHERE id = ?');
     this.selectSummaries = db.prepare(LIST_RUNS);
-    this.selectJournal = db.prepare('SELECT run_id, seq, session, ts, body FROM journal WHERE run_id = ? ORDER BY seq');
+    this.selectJournal = db.prepare('SELECT seq, records FROM bursts WHERE run_id = ? ORDER BY seq');
+    // The burst that would overlap one ending at a given seq: the last that starts at or before it.
+    this.lastBurstFrom = db.prepare('SELECT last FROM bursts WHERE run_id = ? AND seq <= ? ORDER BY seq DESC LIMIT 1');
     this.takeRun = db.prepare(`UPDATE runs SET status = 'running', owner_host = @host, owner_pid = @pid, owner_token = @token,
       lease_until = @leaseUntil, ended_at = NULL, agents = NULL WHERE id = @id`);
     this.extendLease = db.prepare('UPDATE runs SET lease_until = @leaseUntil WHERE id = @id AND owner_token = @token');
@@ -157,13 +180,18 @@ export class SqliteRunStore implements RunStore {
     this.letGoWithTotals = db.transaction((runId: string, owner: RunOwner, status: RunStatus) => {
       this.letGo.run({ id: runId, token: owner.token, status, endedAt: status === 'running' ? null : this.now(), ...this.totalsOf(runId) });
     });
-    const insertRow = db.prepare<[string, number, string, number, string, string]>('INSERT INTO journal (run_id, seq, session, ts, type, body) VALUES (?, ?, ?, ?, ?, ?)');
+    const insertBurst = db.prepare<[string, number, number, string]>('INSERT INTO bursts (run_id, seq, last, records) VALUES (?, ?, ?, ?)');
     this.appendAll = db.transaction((rows: readonly JournalRow[]) => {
       let bytes = 0;
-      for (const row of rows) {
-        const body = JSON.stringify(row.record);
-        bytes += body.length;
-        insertRow.run(row.runId, row.seq, row.session, row.ts, row.record.type, body);
+      for (const burst of burstsOf(rows)) {
+        const first = burst[0] as JournalRow;
+        const last = first.seq + burst.length - 1;
+        // Bursts of one run never overlap: a seq taken by any of them is a conflict, as a key would be.
+        const before = this.lastBurstFrom.get(first.runId, last);
+        if (before && before.last >= first.seq) throw new StoreError('conflict', this.file, `journal row ${first.seq}..${last} of run ${first.runId}`);
+        const records = JSON.stringify(burst.map((row): StoredRecord => [row.session, row.ts, row.record]));
+        bytes += records.length;
+        insertBurst.run(first.runId, first.seq, last, records);
       }
       return bytes;
     });
@@ -219,7 +247,12 @@ export class SqliteRunStore implements RunStore {
   }
 
   journal(runId: string): JournalRow[] {
-    return this.selectJournal.all(runId).map((r) => ({ runId: r.run_id, seq: r.seq, session: r.session, ts: r.ts, record: JSON.parse(r.body) as JournalRow['record'] }));
+    const rows: JournalRow[] = [];
+    for (const burst of this.selectJournal.all(runId)) {
+      const records = JSON.parse(burst.records) as StoredRecord[];
+      records.forEach(([session, ts, record], i) => rows.push({ runId, seq: burst.seq + i, session, ts, record }));
+    }
+    return rows;
   }
 
   claim(runId: string, owner: RunOwner, leaseMs: number): ClaimResult {
@@ -262,6 +295,22 @@ export class SqliteRunStore implements RunStore {
 /** Opens (or creates) the store at `file`; see `SqliteRunStore`. */
 export function openSqliteStore(file: string, options: StoreOptions = {}): SqliteRunStore {
   return new SqliteRunStore(file, options);
+}
+
+/** `rows` cut where the run changes or seqs stop being consecutive: each piece is one stored burst. */
+function burstsOf(rows: readonly JournalRow[]): JournalRow[][] {
+  const bursts: JournalRow[][] = [];
+  let current: JournalRow[] = [];
+  for (const row of rows) {
+    const previous = current.at(-1);
+    if (previous && (previous.runId !== row.runId || previous.seq + 1 !== row.seq)) {
+      bursts.push(current);
+      current = [];
+    }
+    current.push(row);
+  }
+  if (current.length > 0) bursts.push(current);
+  return bursts;
 }
 
 /** Exactly the owner's three columns: a caller's owner object may carry more. */
