@@ -5,6 +5,7 @@ import { MemoryRunStore } from '../src/store/memoryStore.js';
 import type { JournalRow } from '../src/store/runStore.js';
 import { ScriptedProvider, type Script } from '../src/testing/scriptedProvider.js';
 import { defineTool, type Tool } from '../src/tools/defineTool.js';
+import { workspaceTools } from '../src/tools/workspace/index.js';
 import { RecordingStore } from './support/durableStore.js';
 
 /**
@@ -84,5 +85,16 @@ describe('read-only tools in a durable run', () => {
     expect([read.readOnly, read.idempotent]).toEqual([true, true]);
     expect([readOnce.readOnly, readOnce.idempotent]).toEqual([true, false]);
     expect([plain.readOnly, plain.idempotent]).toEqual([false, false]);
+  });
+
+  it('the workspace tools that only read say so; writing and the shell do not', () => {
+    const tools = workspaceTools({ root: process.cwd(), allowWrite: true, allowShell: true });
+    expect(Object.fromEntries(tools.map((tool) => [tool.name, [tool.readOnly, tool.idempotent]]))).toEqual({
+      read_file: [true, true],
+      list_dir: [true, true],
+      search_files: [true, true],
+      write_file: [false, true],
+      run_shell: [false, false],
+    });
   });
 });

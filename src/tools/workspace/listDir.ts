@@ -20,6 +20,8 @@ export function listDirTool(root: string): Tool {
     name: 'list_dir',
     // Reads only: running it again after a crash is safe.
     idempotent: true,
+    // It only reads: in a durable run it may start before its response is journaled.
+    readOnly: true,
     description:
       'List a directory in the working directory: one path per line (relative to the working directory), sorted, ' +
       "directories end with '/', symlinks show 'name -> target' and are not followed. recursive/depth list the tree below; " +

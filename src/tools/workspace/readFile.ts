@@ -27,6 +27,8 @@ export function readFileTool(root: string): Tool {
     name: 'read_file',
     // Reads only: running it again after a crash is safe.
     idempotent: true,
+    // It only reads: in a durable run it may start before its response is journaled.
+    readOnly: true,
     description:
       'Read a text file in the working directory. Returns its text; when only part of the file is returned, a first line ' +
       `"PATH (lines A–B of N)" says which part. At most ${READ_MAX_LINES} lines (and about ${READ_MAX_CHARS / 1000}k characters) per call: ` +

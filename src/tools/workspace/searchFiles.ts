@@ -25,6 +25,8 @@ export function searchFilesTool(root: string): Tool {
     name: 'search_files',
     // Reads only: running it again after a crash is safe.
     idempotent: true,
+    // It only reads: in a durable run it may start before its response is journaled.
+    readOnly: true,
     description:
       'Search file contents in the working directory with a regular expression (like grep -rn). Returns matching lines as ' +
       `"path:line: text", at most ${SEARCH_MAX_MATCHES} matches per call, long lines shortened. Skips binary files, files over ` +
