@@ -1,0 +1,31 @@
+import { defineConfig } from 'vitest/config';
+import base from './vitest.config.js';
+
+/**
+ * The tests Stryker runs against each mutant (`npm run mutate`): the ones that drive the
+ * library in-process. The CLI, browser, crash and package tests run the compiled dist/, which a
+ * mutant of src/ never reaches, so they would only cost time.
+ */
+export default defineConfig({
+  resolve: base.resolve,
+  test: {
+    testTimeout: 30_000,
+    include: [
+      'test/contract.oracles.test.ts',
+      'test/session.transitions.test.ts',
+      'test/reply.test.ts',
+      'test/nudges.test.ts',
+      'test/pairing.test.ts',
+      'test/render.test.ts',
+      'test/stopReasons.test.ts',
+      'test/subagents.test.ts',
+      'test/tools.test.ts',
+      'test/workspaceTools.test.ts',
+      'test/regressions.test.ts',
+      'test/deadlines.test.ts',
+      'test/anthropicProvider.test.ts',
+      'test/readOnlyTools.test.ts',
+      'test/modelBased.test.ts',
+    ],
+  },
+});
