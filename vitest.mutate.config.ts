@@ -12,6 +12,7 @@ export default defineConfig({
     testTimeout: 30_000,
     include: [
       'test/contract.oracles.test.ts',
+      'test/clip.property.test.ts',
       'test/session.transitions.test.ts',
       'test/reply.test.ts',
       'test/nudges.test.ts',
