@@ -50,6 +50,16 @@ async function eventually(check: () => boolean, what: string, ms = 5000): Promis
   }
 }
 
+/**
+ * Waits for the `user.message` event carrying `text` and returns its index in `messages`: the
+ * messages before it are everything the viewer was sent before that event.
+ */
+async function liveMarker(messages: Wire[], text: string): Promise<number> {
+  const isMarker = (m: Wire): boolean => m.type === '@xstate.event' && m.event?.type === 'user.message' && (m as { event: { text?: string } }).event.text === text;
+  await eventually(() => messages.some(isMarker), `the live event "${text}"`);
+  return messages.findIndex(isMarker);
+}
+
 function tcpHandles(): number {
   return process.getActiveResourcesInfo().filter((r) => r === 'TCPServerWrap' || r === 'TCPSocketWrap').length;
 }
@@ -147,19 +157,19 @@ describe('startLiveInspector', () => {
     expect(inspectSpy).not.toHaveBeenCalled();
 
     const viewer = await collect(live.wsUrl);
-    await eventually(() => viewer.messages.some((m) => m.type === '@xstate.snapshot' && m.sessionId === root.sessionId), 'the current snapshot');
     expect(inspectSpy).toHaveBeenCalledTimes(1);
     const unsubscribe = vi.spyOn(inspectSpy.mock.results[0]?.value as { unsubscribe(): void }, 'unsubscribe');
-    const rootSnapshot = viewer.messages.find((m) => m.type === '@xstate.snapshot' && m.sessionId === root.sessionId);
-    expect(rootSnapshot?.snapshot?.value).toBe('readyForUser');
-    expect(viewer.messages.find((m) => m.type === '@xstate.actor' && m.sessionId === root.sessionId)).toMatchObject({ name: 'root' });
-    // The finished reader is gone from the system, so it is not shown; what happened while idle is not either.
-    expect(viewer.messages.some((m) => m.type === '@xstate.actor' && m.name === 'root/reader')).toBe(false);
-    expect(viewer.messages.some((m) => m.type === '@xstate.event')).toBe(false);
 
-    // Live from here: the next turn, with its sub-agent.
+    // Live from here: the next turn, with its sub-agent. What the viewer got before its first
+    // event is the system as it was when the viewer connected.
     root.send({ type: 'user.message', text: 'And again?' });
-    await eventually(() => viewer.messages.some((m) => m.type === '@xstate.event' && m.event?.type === 'user.message'), 'a live event');
+    const shown = viewer.messages.slice(0, await liveMarker(viewer.messages, 'And again?'));
+    const rootSnapshots = shown.filter((m) => m.type === '@xstate.snapshot' && m.sessionId === root.sessionId);
+    expect(rootSnapshots.map((m) => m.snapshot?.value)).toEqual(['readyForUser']);
+    expect(shown.find((m) => m.type === '@xstate.actor' && m.sessionId === root.sessionId)).toMatchObject({ name: 'root' });
+    // The finished reader is gone from the system, so it is not shown; what happened while idle is not either.
+    expect(shown.some((m) => m.type === '@xstate.actor' && m.name === 'root/reader')).toBe(false);
+    expect(shown.some((m) => m.type === '@xstate.event')).toBe(false);
     await waitForSettled(root);
 
     // The last viewer leaves: the system is no longer inspected, and another turn is not either.
@@ -176,26 +186,30 @@ describe('startLiveInspector', () => {
   it('replays actors and their latest snapshots to a viewer that connects late, and feeds createWebSocketReceiver', async () => {
     const live = await start();
     const { root } = await runSession(live);
-    await new Promise((r) => setTimeout(r, 50));
     const late = await collect(live.wsUrl);
     const received: StatelyInspectionEvent[] = [];
     const receiver = createWebSocketReceiver({ server: live.wsUrl });
     receiver.subscribe((event) => received.push(event));
+    // The package's receiver cannot be closed (the server's stop() closes it): wait until it is
+    // connected, so that no assertion below can leave it half-open with no error handler.
+    await eventually(() => received.some((e) => e.type === '@xstate.snapshot' && e.sessionId === root.sessionId), "the package's receiver");
 
-    await eventually(() => late.messages.some((m) => m.type === '@xstate.actor' && m.name === 'root/reader'), 'the replay');
-    const rootSnapshots = late.messages.filter((m) => m.type === '@xstate.snapshot' && m.sessionId === root.sessionId);
+    // The replay is the whole history up to the first live event: the package converts each event
+    // on a timer of its own, so the replay reaches the viewer over several turns of the event loop,
+    // and a live event sent now arrives after all of it.
+    root.send({ type: 'user.message', text: 'And again?' });
+    const firstLive = await liveMarker(late.messages, 'And again?');
+    const replayed = late.messages.slice(0, firstLive);
+    expect(replayed.some((m) => m.type === '@xstate.actor' && m.name === 'root/reader')).toBe(true);
+    const rootSnapshots = replayed.filter((m) => m.type === '@xstate.snapshot' && m.sessionId === root.sessionId);
     expect(rootSnapshots).toHaveLength(1);
     expect((rootSnapshots[0] as Wire).snapshot?.value).toBe('readyForUser');
     // Registration comes before the snapshot; promise and callback actors (model, tools, ticks) are not replayed.
-    const firstActor = late.messages.findIndex((m) => m.type === '@xstate.actor' && m.sessionId === root.sessionId);
+    const firstActor = replayed.findIndex((m) => m.type === '@xstate.actor' && m.sessionId === root.sessionId);
     expect(firstActor).toBeGreaterThanOrEqual(0);
-    expect(firstActor).toBeLessThan(late.messages.indexOf(rootSnapshots[0] as Wire));
-    expect(late.messages.filter((m) => m.type === '@xstate.actor').map((m) => (m as { name: string }).name)).not.toContain('model');
-
-    await eventually(() => received.some((e) => e.type === '@xstate.snapshot' && e.sessionId === root.sessionId), "the package's receiver");
-    // New events still arrive live.
-    root.send({ type: 'user.message', text: 'And again?' });
-    await eventually(() => late.messages.some((m) => m.type === '@xstate.event' && m.event?.type === 'user.message' && (m as { event: { text?: string } }).event.text === 'And again?'), 'a live event');
+    expect(firstActor).toBeLessThan(replayed.indexOf(rootSnapshots[0] as Wire));
+    expect(replayed.filter((m) => m.type === '@xstate.actor').map((m) => (m as { name: string }).name)).not.toContain('model');
+    await waitForSettled(root);
     root.stop();
   });
 
