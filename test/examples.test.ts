@@ -1,7 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it, vi } from 'vitest';
 
-/** The README's embedding examples are these files, verbatim; running them here keeps both honest. */
+/**
+ * The README's embedding examples are these files, verbatim; running them here keeps both honest.
+ * test/package.test.ts runs the same files again from the packed package, as an app would.
+ */
 
 const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
 
@@ -25,6 +28,19 @@ describe('README examples', () => {
     expect(settled.value).toBe('readyForUser');
     expect(states.join(' → ')).toBe('readyForUser → streaming → dispatchingBatch → streaming → readyForUser → streaming → readyForUser');
     expect(readme).toContain(codeOf('root-session.ts'));
+  });
+
+  it('a host tool defined with zod: a valid call gets its result, an invalid one an error naming the field', async () => {
+    const log = vi.spyOn(console, 'log').mockImplementation(() => undefined);
+    const { answers, result } = await import('../examples/custom-tool.js');
+    const printed = log.mock.calls.map((args) => args.map(String).join(' '));
+    log.mockRestore();
+    expect(JSON.parse(printed[0] ?? '')).toEqual({ type: 'object', properties: { path: { type: 'string', minLength: 1 } }, required: ['path'] });
+    expect(answers).toEqual([
+      { error: false, content: '{\n  "path": "a.md",\n  "words": 3\n}' },
+      { error: true, content: expect.stringMatching(/^invalid input for tool 'word_count': path: /) },
+    ]);
+    expect(result).toMatchObject({ state: 'readyForUser', text: 'a.md has 3 words.' });
   });
 
   it('a durable run is interrupted, listed, and resumed from its SQLite store to the same answer', async () => {
