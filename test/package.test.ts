@@ -1,7 +1,9 @@
-import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { execFileSync, spawnSync, type SpawnSyncReturns } from 'node:child_process';
+import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
  * The package as users get it: `npm install` compiles dist/ (prepare), after which plain Node can
@@ -47,4 +49,113 @@ describe('the published package', () => {
     expect(run.status).toBe(0);
     expect(run.stdout.trim()).toMatch(/^\d+\.\d+\.\d+$/);
   });
+});
+
+/**
+ * The package as an app gets it: `npm pack`, then `npm install` of the tarball in a new app that
+ * brings its own xstate and zod — the lowest versions our peer ranges allow, not the ones we build
+ * with — and compiles and runs every file of examples/ against it. A second copy of xstate under
+ * exarch (xstate as a dependency rather than a peer) fails the compile with TS2322, as it did for
+ * embedders. The install reads the npm cache first and the npm registry for what is not there.
+ */
+const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+  peerDependencies: Record<string, string>;
+  devDependencies: Record<string, string>;
+};
+
+/** `^5.33.0` → `5.33.0`: the oldest release a caret range accepts. */
+function lowestOf(range: string | undefined): string {
+  const match = /^\^(\d+\.\d+\.\d+)$/.exec(range ?? '');
+  if (!match?.[1]) throw new Error(`peer range ${JSON.stringify(range)} is not a caret range this test can take the lowest version of`);
+  return match[1];
+}
+
+function run(command: string, args: string[], cwd: string, what: string): SpawnSyncReturns<string> {
+  const result = spawnSync(command, args, { cwd, encoding: 'utf8', timeout: 120_000 });
+  if (result.status !== 0) {
+    throw new Error(`${what} failed (${result.error?.message ?? (result.signal ? `killed by ${result.signal}` : `exit ${result.status}`)}):\n${result.stdout}${result.stderr}`);
+  }
+  return result;
+}
+
+/** What each example prints, as a user running it sees it. A new example needs its line here. */
+const printed: Record<string, RegExp[]> = {
+  'custom-tool': [/^error: invalid input for tool 'word_count': path: /m, /^readyForUser a\.md has 3 words\.$/m],
+  'durable-run': [/^\[ '[0-9A-Z]{26} interrupted 2 agents' \]$/m, /^done a\.md says hello\.$/m],
+  'host-machine': [/^ {2}"cause": "session cookie not renewed"$/m],
+  'root-session': [/^a says hello, b says world\.$/m, /^readyForUser → streaming → dispatchingBatch → streaming → readyForUser → streaming → readyForUser$/m],
+};
+const examples = readdirSync(join(root, 'examples')).filter((f) => f.endsWith('.ts')).map((f) => f.slice(0, -3)).sort();
+
+describe('the packed package installed in an app with its own xstate and zod', () => {
+  const peers = { xstate: lowestOf(manifest.peerDependencies['xstate']), zod: lowestOf(manifest.peerDependencies['zod']) };
+  let app: string;
+
+  beforeAll(() => {
+    app = mkdtempSync(join(tmpdir(), 'exarch-app-'));
+    // dist/ is current (test/globalSetup.ts built it): pack it as it is, without building again.
+    const packed = run('npm', ['pack', '--ignore-scripts', '--silent', '--pack-destination', app], root, 'npm pack');
+    const tarball = join(app, packed.stdout.trim().split('\n').at(-1) ?? '');
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'an-app', private: true, type: 'module' }));
+    run(
+      'npm',
+      ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts', tarball, `xstate@${peers.xstate}`, `zod@${peers.zod}`, `@types/node@${manifest.devDependencies['@types/node']}`],
+      app,
+      'npm install in the temporary app (it needs the npm cache or the npm registry)',
+    );
+    // --ignore-scripts skipped compiling SQLite for better-sqlite3 (minutes on this machine): give it
+    // the addon our own install compiled, for the same version and the same Node.
+    const addon = 'node_modules/better-sqlite3/build/Release/better_sqlite3.node';
+    mkdirSync(join(app, addon, '..'), { recursive: true });
+    copyFileSync(join(root, addon), join(app, addon));
+
+    // The examples as a user's own code, type-checked (library declarations included) against the package.
+    cpSync(join(root, 'examples'), join(app, 'src'), { recursive: true });
+    const tsconfig = {
+      compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', lib: ['ES2023'], types: ['node'], strict: true, skipLibCheck: false, rootDir: 'src', outDir: 'out' },
+      include: ['src'],
+    };
+    writeFileSync(join(app, 'tsconfig.json'), JSON.stringify(tsconfig));
+  }, 300_000);
+
+  afterAll(() => {
+    if (app) rmSync(app, { recursive: true, force: true });
+  });
+
+  it('uses the app’s xstate and zod, which are not the versions exarch is built with', () => {
+    const versionOf = (name: string): string => (JSON.parse(readFileSync(join(app, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
+    expect(versionOf('xstate')).toBe(peers.xstate);
+    expect(versionOf('zod')).toBe(peers.zod);
+    expect(peers.xstate).not.toBe(manifest.devDependencies['xstate']);
+    expect(peers.zod).not.toBe(manifest.devDependencies['zod']);
+    // One copy of each in the app: exarch's types and machines are the app's.
+    expect(existsSync(join(app, 'node_modules/exarch/node_modules/xstate'))).toBe(false);
+    expect(existsSync(join(app, 'node_modules/exarch/node_modules/zod'))).toBe(false);
+    expect(existsSync(join(app, 'node_modules/exarch/dist/.tsbuildinfo'))).toBe(false);
+  });
+
+  it('type-checks the examples as app code against the installed package', () => {
+    const tsc = spawnSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', '.'], { cwd: app, encoding: 'utf8', timeout: 120_000 });
+    expect(`${tsc.stdout}${tsc.stderr}`).toBe('');
+    expect(tsc.status).toBe(0);
+  }, 150_000);
+
+  it.each(examples)('runs examples/%s.ts from the installed package', (name) => {
+    expect(printed[name], `test/package.test.ts has no expected output for examples/${name}.ts`).toBeDefined();
+    const out = run(process.execPath, [`out/${name}.js`], app, `examples/${name}.ts in the app`);
+    for (const line of printed[name] ?? []) expect(out.stdout).toMatch(line);
+  });
+});
+
+describe('npm run example', () => {
+  it('runs the named example; an unknown name is one line listing the examples', () => {
+    const one = spawnSync('npm', ['run', 'example', '--silent', '--', 'examples/root-session.ts'], { cwd: root, encoding: 'utf8', timeout: 120_000 });
+    expect(one.stderr).toBe('\n▶ examples/root-session.ts\n');
+    expect(one.stdout).toMatch(/^a says hello, b says world\.$/m);
+    expect(one.status).toBe(0);
+
+    const wrong = spawnSync('npm', ['run', 'example', '--silent', '--', 'nope'], { cwd: root, encoding: 'utf8', timeout: 120_000 });
+    expect(wrong.stderr).toBe(`npm run example: no example named "nope"; there are: ${examples.join(', ')}\n`);
+    expect(wrong.status).toBe(2);
+  }, 150_000);
 });
