@@ -132,6 +132,8 @@ describe('the packed package installed in an app with its own xstate and zod', (
     expect(existsSync(join(app, 'node_modules/exarch/node_modules/xstate'))).toBe(false);
     expect(existsSync(join(app, 'node_modules/exarch/node_modules/zod'))).toBe(false);
     expect(existsSync(join(app, 'node_modules/exarch/dist/.tsbuildinfo'))).toBe(false);
+    // The protocol the README links to travels with the package.
+    expect(existsSync(join(app, 'node_modules/exarch/docs/protocol.md'))).toBe(true);
   });
 
   it('type-checks the examples as app code against the installed package', () => {
