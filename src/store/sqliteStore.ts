@@ -155,6 +155,12 @@ export class SqliteRunStore implements RunStore {
   private readonly letGoWithTotals: Database.Transaction<(runId: string, owner: RunOwner, status: RunStatus) => void>;
   private readonly appendAll: Database.Transaction<(rows: readonly JournalRow[]) => number>;
   private readonly checkpointer: WalCheckpointer;
+  /**
+   * The totals of the runs this store writes (created or claimed here), kept up as it appends, so
+   * releasing a run does not read its whole journal back: at schema 2 that meant parsing every
+   * burst, O(history) at the end of every run. Only the run's owner appends to it.
+   */
+  private readonly running = new Map<string, { -readonly [K in keyof TotalsColumns]: TotalsColumns[K] }>();
   private readonly claimRun: Database.Transaction<(runId: string, owner: RunOwner, leaseMs: number) => ClaimResult>;
 
   constructor(file: string, options: StoreOptions = {}) {
@@ -178,7 +184,7 @@ export class SqliteRunStore implements RunStore {
       cache_read_input_tokens = @cache_read_input_tokens WHERE id = @id AND owner_token = @token`);
     this.selectTotals = db.prepare(RUN_TOTALS);
     this.letGoWithTotals = db.transaction((runId: string, owner: RunOwner, status: RunStatus) => {
-      this.letGo.run({ id: runId, token: owner.token, status, endedAt: status === 'running' ? null : this.now(), ...this.totalsOf(runId) });
+      this.letGo.run({ id: runId, token: owner.token, status, endedAt: status === 'running' ? null : this.now(), ...(this.running.get(runId) ?? this.totalsOf(runId)) });
     });
     const insertBurst = db.prepare<[string, number, number, string]>('INSERT INTO bursts (run_id, seq, last, records) VALUES (?, ?, ?, ?)');
     this.appendAll = db.transaction((rows: readonly JournalRow[]) => {
@@ -215,6 +221,7 @@ export class SqliteRunStore implements RunStore {
     } catch (error) {
       throw this.conflict(error, `run ${id}`);
     }
+    this.running.set(id, { agents: 0, requests: 0, input_tokens: 0, output_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 });
   }
 
   getRun(id: string): RunRow | undefined {
@@ -244,6 +251,19 @@ export class SqliteRunStore implements RunStore {
     } catch (error) {
       throw this.conflict(error, 'a journal row of this batch (run and seq)');
     }
+    // Counted once the rows are committed, as RUN_TOTALS would count them.
+    for (const { runId, record } of rows) {
+      const totals = this.running.get(runId);
+      if (!totals) continue;
+      if (record.type === 'session') totals.agents += 1;
+      else if (record.type === 'usage') {
+        totals.requests += 1;
+        totals.input_tokens += record.request.inputTokens;
+        totals.output_tokens += record.request.outputTokens;
+        totals.cache_creation_input_tokens += record.request.cacheCreationInputTokens;
+        totals.cache_read_input_tokens += record.request.cacheReadInputTokens;
+      }
+    }
   }
 
   journal(runId: string): JournalRow[] {
@@ -256,7 +276,9 @@ export class SqliteRunStore implements RunStore {
   }
 
   claim(runId: string, owner: RunOwner, leaseMs: number): ClaimResult {
-    return this.claimRun.immediate(runId, owner, leaseMs);
+    const claimed = this.claimRun.immediate(runId, owner, leaseMs);
+    if (claimed.ok) this.running.set(runId, { ...this.totalsOf(runId) });
+    return claimed;
   }
 
   renew(runId: string, owner: RunOwner, leaseMs: number): boolean {
@@ -266,6 +288,7 @@ export class SqliteRunStore implements RunStore {
   /** Lets go of the run and writes its totals, so `listRuns` need not read its journal again. */
   release(runId: string, owner: RunOwner, status: RunStatus): void {
     this.letGoWithTotals(runId, owner, status);
+    this.running.delete(runId);
   }
 
   private totalsOf(runId: string): TotalsColumns {
