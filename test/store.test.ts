@@ -326,6 +326,34 @@ describe('sqlite run store: the file', () => {
     }
   });
 
+  it('a run released, claimed by another store, appended to and released again, lists the totals of its whole journal', () => {
+    const file = join(dir, 'totals.db');
+    const first = track(openSqliteStore(file, options));
+    first.createRun(newRun('r'));
+    first.append([row('r', 1, session('root')), row('r', 2, usage(5, 6, 7, 8))]);
+    first.release('r', me('first'), 'interrupted');
+    first.close();
+    const second = track(openSqliteStore(file, options));
+    expect(second.claim('r', me('second'), 1000)).toEqual({ ok: true });
+    second.append([row('r', 3, usage(1, 1)), row('r', 4, session('root/w'))]);
+    // A conflicting burst counts nothing.
+    expect(() => second.append([row('r', 4, usage(100, 100))])).toThrow(StoreError);
+    second.release('r', me('second'), 'done');
+    const db = new Database(file, { readonly: true });
+    try {
+      expect(db.prepare('SELECT agents, requests, input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens FROM runs').get()).toEqual({
+        agents: 2,
+        requests: 2,
+        input_tokens: 6,
+        output_tokens: 7,
+        cache_creation_input_tokens: 7,
+        cache_read_input_tokens: 8,
+      });
+    } finally {
+      db.close();
+    }
+  });
+
   it('refuses a burst that overlaps one stored, wherever it starts, and writes none of its rows', () => {
     const store = track(openSqliteStore(join(dir, 'overlap.db'), options));
     store.createRun(newRun('r'));
