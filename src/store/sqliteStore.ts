@@ -297,7 +297,17 @@ export class SqliteRunStore implements RunStore {
 
   close(): void {
     this.checkpointer.close();
-    if (this.db.open) this.db.close();
+    if (!this.db.open) return;
+    // What SQLite does when the last connection closes, which this one may not be (the worker's
+    // closes on its own time): the WAL copied back and emptied. Without waiting: if another
+    // process reads the file now, the WAL stays for the next checkpoint.
+    try {
+      this.db.pragma('busy_timeout = 0');
+      this.db.pragma('wal_checkpoint(TRUNCATE)');
+    } catch {
+      // Busy or read-only: the WAL is still part of the database; nothing is lost.
+    }
+    this.db.close();
   }
 
   private toRunRow(r: RunColumns): RunRow {
