@@ -4,6 +4,8 @@ import { runModelStep, StepCancellation, type StreamModelInput } from './model/s
 import { startToolBatch, type RunnableCall, type RunToolsInput, type ToolBatch, type ToolBatchEvent } from './tools/runTools.js';
 import type { ModelResponse } from './types.js';
 
+const readOnly = (call: RunnableCall): boolean => call.readOnly;
+
 /** What the effects report back to the session. */
 export type EffectEvent =
   | { readonly type: 'tick' }
@@ -26,8 +28,6 @@ export type EffectEvent =
  * delayed event of the system whenever any actor stops, so one timer per sub-agent made a wide
  * fan-out quadratic. Arming it while one is pending changes nothing.
  */
-const readOnly = (call: RunnableCall): boolean => call.readOnly;
-
 export class SessionEffects {
   private model: StepCancellation | undefined;
   private tools: ToolBatch | undefined;
@@ -37,9 +37,9 @@ export class SessionEffects {
   /**
    * @param barrier called before a model request or a tool batch starts: in a durable run, a
    * promise that settles once the journal holds the records the effect depends on. No tool with
-   * effects runs before its call is stored, and no request shows the model a tool result the journal does not
-   * hold (a crash then would answer that call again, differently: the history would change under
-   * the model).
+   * effects runs before its call is stored (read-only tools may: see `Tool.readOnly`), and no
+   * request shows the model a tool result the journal does not hold (a crash then would answer
+   * that call again, differently: the history would change under the model).
    */
   constructor(
     private readonly send: (event: EffectEvent) => void,

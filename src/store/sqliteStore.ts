@@ -20,8 +20,8 @@ export const EXARCH_APPLICATION_ID = 0x45584152;
  * commit writes one page of it, not three (the row, its key index and a totals index), which was
  * a quarter of a durable step's time. Since schema 2 a row is a whole burst (the records one
  * `append` writes, consecutive seqs `seq`..`last`, as a JSON array of [session, ts, record]): one
- * insert per commit instead of one per record took a durable step from about 130 to 100 µs on a
- * loaded machine. The view `journal` shows one row per record, as schema 1 stored them, for
+ * insert per commit instead of one per record took a durable step from 185–200 to 130–160 µs
+ * on a heavily loaded machine (A/B, same build). The view `journal` shows one row per record, as schema 1 stored them, for
  * people and tools reading the file. `listRuns` reads totals from `runs`, written when a run is
  * released; only runs that are not (running, or left by a dead process) are totalled from their
  * own journal, by their key.

@@ -105,8 +105,8 @@ const DRIVER = createRequire(import.meta.url).resolve('better-sqlite3');
 
 /**
  * The worker: its own connection to the file, a PASSIVE checkpoint per request, and when done,
- * the WAL's length in frames as it found it. An error (the file gone, a busy lock) ends the worker; the store then checkpoints inline.
- * Plain CommonJS so the same text runs from `src/` under vitest and from `dist/`.
+ * the WAL's length in frames as it found it. An error (the file gone, a busy lock) ends the
+ * worker; the store then checkpoints inline. Plain CommonJS so the same text runs from `src/` under vitest and from `dist/`.
  */
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');

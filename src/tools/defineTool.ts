@@ -31,7 +31,8 @@ export interface Tool {
   /**
    * The call changes nothing outside the process (it reads). In a durable run such a call may
    * start before the response that asked for it is stored: a crash that loses the response loses
-   * no effect with it, and the call, being idempotent too, runs again if the response survived.
+   * no effect with it (the model is asked again). If the response survived, the call runs again
+   * on resume when it is idempotent, as a read-only tool is unless it says otherwise.
    * A batch of such calls then costs one journal commit rather than two.
    */
   readonly readOnly: boolean;
