@@ -260,7 +260,8 @@ describe('search_files', () => {
   });
 
   it('an invalid regular expression is a clear error naming it', async () => {
-    await expect(call(tools(), 'search_files', { pattern: 'foo(' })).rejects.toThrow("invalid regular expression 'foo(': Unterminated group");
+    await expect(call(tools(), 'search_files', { pattern: 'foo(' })).rejects.toThrow("invalid regular expression 'foo(': missing closing )");
+    await expect(call(tools(), 'search_files', { pattern: '(?<=a)b' })).rejects.toThrow('(RE2 syntax: no lookarounds or backreferences)');
   });
 
   it('stops at the match limit with a note', async () => {

@@ -1,5 +1,7 @@
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { RE2JS } from 're2js';
 import { z } from 'zod';
 import { defineTool, type Tool } from '../defineTool.js';
 import { compileGlob, type Glob } from './glob.js';
@@ -12,9 +14,16 @@ export const SEARCH_MAX_MATCHES = 200;
 export const SEARCH_MAX_LINE_CHARS = 300;
 /** Files larger than this are not searched. */
 export const SEARCH_MAX_FILE_BYTES = 5 * 1024 * 1024;
+/** Characters of a pattern: far above any real one, and it keeps compiling cheap. */
+export const SEARCH_MAX_PATTERN_CHARS = 2_000;
+/** Longest the search runs without giving the event loop a turn (timeouts, Ctrl-C, other agents). */
+const SLICE_MS = 10;
 
 const input = z.object({
-  pattern: z.string().min(1).describe('A JavaScript regular expression, matched against each line.'),
+  pattern: z
+    .string()
+    .min(1)
+    .describe('A regular expression in RE2 syntax (like JavaScript\'s, without lookarounds or backreferences), matched against each line.'),
   path: z.string().optional().describe("File or directory to search, relative to the working directory. Default '.'."),
   glob: z.string().min(1).optional().describe("Only files whose name matches, e.g. '*.ts' or '*.{ts,tsx}'; with a '/', matched against the path, e.g. 'src/**/*.ts'."),
   ignoreCase: z.boolean().optional().describe('Match case-insensitively. Default false.'),
@@ -66,6 +75,15 @@ async function searchFiles(root: string, search: Search, signal: AbortSignal): P
   let tooLarge = 0;
   let binary = 0;
   let cut = false;
+  let sliceStart = performance.now();
+  /** Between lines and files: when this slice has run long enough, lets everything else run, then goes on unless aborted. */
+  const breathe = async (): Promise<void> => {
+    signal.throwIfAborted();
+    if (performance.now() - sliceStart < SLICE_MS) return;
+    await nextTurn();
+    signal.throwIfAborted();
+    sliceStart = performance.now();
+  };
 
   const searchOne = async (file: Candidate): Promise<void> => {
     if (search.glob !== undefined && !search.glob.matches(file.rel)) return;
@@ -88,15 +106,20 @@ async function searchFiles(root: string, search: Search, signal: AbortSignal): P
       return;
     }
     const lines = content.toString('utf8').split('\n');
+    // A final newline ends the last line; it does not start an empty one (grep agrees).
+    if (lines.at(-1) === '') lines.pop();
     for (let i = 0; i < lines.length; i++) {
+      if ((i & 1023) === 1023) await breathe();
       const line = lines[i] ?? '';
-      const match = regex.exec(line);
-      if (match === null) continue;
+      // test() is the cheaper scan; a matcher only for the rare line that matches, to know where.
+      if (!regex.test(line)) continue;
       if (results.length === SEARCH_MAX_MATCHES) {
         cut = true;
         return;
       }
-      results.push(`${file.display}:${i + 1}: ${excerpt(line.replace(/\r$/, ''), match.index)}`);
+      const match = regex.matcher(line);
+      const at = match.find() ? match.start() : 0;
+      results.push(`${file.display}:${i + 1}: ${excerpt(line.replace(/\r$/, ''), at)}`);
     }
   };
 
@@ -109,6 +132,7 @@ async function searchFiles(root: string, search: Search, signal: AbortSignal): P
         if (entry.kind !== 'file') continue;
         await searchOne({ abs: entry.abs, display: joinDisplay(target.display, entry.rel), rel: entry.rel });
         if (cut) break;
+        await breathe();
       }
     } catch (error) {
       throw fsError(error, search.shown);
@@ -132,14 +156,23 @@ async function searchFiles(root: string, search: Search, signal: AbortSignal): P
   return [...results, ...notes].join('\n');
 }
 
-function compileRegex(pattern: string, ignoreCase: boolean): RegExp {
+/**
+ * The pattern comes from the model: RE2JS matches in time linear in the line's length whatever the
+ * pattern, where a backtracking engine (V8's RegExp) can run for ages on `^(\w+\s?)*$` and block
+ * the event loop so that neither the tool timeout nor Ctrl-C could act.
+ */
+function compileRegex(pattern: string, ignoreCase: boolean): RE2JS {
+  if (pattern.length > SEARCH_MAX_PATTERN_CHARS) {
+    throw new WorkspaceError(`invalid regular expression: longer than ${SEARCH_MAX_PATTERN_CHARS} characters`);
+  }
   try {
-    return new RegExp(pattern, ignoreCase ? 'i' : '');
+    return RE2JS.compile(pattern, ignoreCase ? RE2JS.CASE_INSENSITIVE : 0);
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
-    // V8 says "Invalid regular expression: /(/: Unterminated group"; keep the reason.
-    const reason = message.slice(message.lastIndexOf(': ') + 2) || message;
-    throw new WorkspaceError(`invalid regular expression ${quote(pattern)}: ${reason}`);
+    // RE2JS says "error parsing regexp: missing closing ): `foo(`"; keep the reason.
+    const reason = message.replace(/^error parsing regexp: /, '').replace(/: `[\s\S]*`$/, '');
+    const hint = /Perl syntax|invalid escape|invalid named capture/.test(reason) ? ' (RE2 syntax: no lookarounds or backreferences)' : '';
+    throw new WorkspaceError(`invalid regular expression ${quote(pattern)}: ${reason}${hint}`);
   }
 }
 
