@@ -2,7 +2,7 @@ import { readlink, stat } from 'node:fs/promises';
 import { z } from 'zod';
 import { defineTool, type Tool } from '../defineTool.js';
 import { fsError, joinDisplay, quote, resolveInside, WorkspaceError } from './paths.js';
-import { SKIPPED_DIRS, walk, type WalkEntry } from './walk.js';
+import { SKIPPED_DIRS, WALK_MAX_DEPTH, walk, type WalkEntry } from './walk.js';
 
 /** Entries one call lists at most. */
 export const LIST_MAX_ENTRIES = 1_000;
@@ -45,6 +45,7 @@ async function listDir(root: string, shown: string, maxDepth: number, signal: Ab
   const lines: string[] = [];
   const skipped: string[] = [];
   const unreadable: string[] = [];
+  const tooDeep: string[] = [];
   let cut = false;
   try {
     for await (const entry of walk(target.real, { maxDepth, signal })) {
@@ -56,6 +57,7 @@ async function listDir(root: string, shown: string, maxDepth: number, signal: Ab
       lines.push(await describeEntry(entry, name));
       if (entry.notDescended === 'skipped') skipped.push(`${name}/`);
       if (entry.notDescended === 'unreadable') unreadable.push(`${name}/`);
+      if (entry.notDescended === 'too deep') tooDeep.push(`${name}/`);
     }
   } catch (error) {
     throw errorForDir(error, shown);
@@ -65,6 +67,7 @@ async function listDir(root: string, shown: string, maxDepth: number, signal: Ab
   if (lines.length === 0) return `(${display} is empty)`;
   if (skipped.length > 0) lines.push(`[not expanded: ${named(skipped)} — list one explicitly to see inside]`);
   if (unreadable.length > 0) lines.push(`[could not read: ${named(unreadable)}]`);
+  if (tooDeep.length > 0) lines.push(`[not expanded, deeper than ${WALK_MAX_DEPTH} levels: ${named(tooDeep)} — list one explicitly to see inside]`);
   if (cut) lines.push(`[listing cut at ${LIST_MAX_ENTRIES} entries: list a subdirectory, or use a smaller depth]`);
   return lines.join('\n');
 }

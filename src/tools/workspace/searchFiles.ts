@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { defineTool, type Tool } from '../defineTool.js';
 import { compileGlob, type Glob } from './glob.js';
 import { errorCode, fsError, joinDisplay, quote, resolveInside, WorkspaceError } from './paths.js';
-import { SKIPPED_DIRS, walk } from './walk.js';
+import { SKIPPED_DIRS, WALK_MAX_DEPTH, walk } from './walk.js';
 
 /** Matching lines one call reports at most. */
 export const SEARCH_MAX_MATCHES = 200;
@@ -74,6 +74,7 @@ async function searchFiles(root: string, search: Search, signal: AbortSignal): P
   const skippedDirs = new Set<string>();
   let tooLarge = 0;
   let binary = 0;
+  let tooDeep = 0;
   let cut = false;
   let sliceStart = performance.now();
   /** Between lines and files: when this slice has run long enough, lets everything else run, then goes on unless aborted. */
@@ -129,6 +130,7 @@ async function searchFiles(root: string, search: Search, signal: AbortSignal): P
     try {
       for await (const entry of walk(target.real, { maxDepth: Number.POSITIVE_INFINITY, signal })) {
         if (entry.notDescended === 'skipped') skippedDirs.add(entry.rel.slice(entry.rel.lastIndexOf('/') + 1));
+        if (entry.notDescended === 'too deep') tooDeep += 1;
         if (entry.kind !== 'file') continue;
         await searchOne({ abs: entry.abs, display: joinDisplay(target.display, entry.rel), rel: entry.rel });
         if (cut) break;
@@ -147,6 +149,7 @@ async function searchFiles(root: string, search: Search, signal: AbortSignal): P
     binary > 0 ? `${binary} binary file${binary === 1 ? '' : 's'}` : '',
     tooLarge > 0 ? `${tooLarge} file${tooLarge === 1 ? '' : 's'} over ${SEARCH_MAX_FILE_BYTES / 1024 / 1024} MB` : '',
     skippedDirs.size > 0 ? `${[...skippedDirs].sort().map((d) => `${d}/`).join(', ')} directories` : '',
+    tooDeep > 0 ? `${tooDeep} director${tooDeep === 1 ? 'y' : 'ies'} deeper than ${WALK_MAX_DEPTH} levels (search inside one by its path)` : '',
   ].filter((part) => part !== '');
   if (passedOver.length > 0) notes.push(`[not searched: ${passedOver.join('; ')}]`);
   if (results.length === 0) {

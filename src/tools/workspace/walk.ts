@@ -6,6 +6,13 @@ import { errorCode } from './paths.js';
 /** Directories a recursive listing or search shows but never descends into. */
 export const SKIPPED_DIRS: ReadonlySet<string> = new Set(['.git', 'node_modules']);
 
+/**
+ * Levels a walk descends at most, whatever depth was asked: a workspace can hold a tree thousands
+ * of directories deep (made to trap a crawler), whose paths outgrow PATH_MAX; real trees are far
+ * shallower, and a deeper part can still be listed by naming a directory inside it.
+ */
+export const WALK_MAX_DEPTH = 64;
+
 export type EntryKind = 'dir' | 'file' | 'symlink' | 'other';
 
 export interface WalkEntry {
@@ -15,8 +22,8 @@ export interface WalkEntry {
   readonly kind: EntryKind;
   /** 1 for the walked directory's own entries. */
   readonly depth: number;
-  /** Set on a directory the walk did not descend into although the depth allowed it. */
-  readonly notDescended?: 'skipped' | 'unreadable';
+  /** Set on a directory the walk did not descend into although the depth asked for allowed it. */
+  readonly notDescended?: 'skipped' | 'unreadable' | 'too deep';
 }
 
 export interface WalkOptions {
@@ -46,6 +53,10 @@ async function* walkBelow(dir: string, prefix: string, depth: number, options: W
       yield { rel, abs, kind, depth, notDescended: 'skipped' };
       continue;
     }
+    if (descend && depth >= WALK_MAX_DEPTH) {
+      yield { rel, abs, kind, depth, notDescended: 'too deep' };
+      continue;
+    }
     if (!descend) {
       yield { rel, abs, kind, depth };
       continue;
@@ -57,7 +68,8 @@ async function* walkBelow(dir: string, prefix: string, depth: number, options: W
       first = await below.next();
     } catch (error) {
       const code = errorCode(error);
-      if (code !== 'EACCES' && code !== 'EPERM' && code !== 'ENOENT' && code !== 'ENOTDIR') throw error;
+      // Gone, forbidden, or out of the kernel's reach (a path past PATH_MAX, a loop): passed over, and said so.
+      if (code === undefined || !UNREADABLE.has(code)) throw error;
       yield { rel, abs, kind, depth, notDescended: 'unreadable' };
       continue;
     }
@@ -68,6 +80,8 @@ async function* walkBelow(dir: string, prefix: string, depth: number, options: W
     }
   }
 }
+
+const UNREADABLE: ReadonlySet<string> = new Set(['EACCES', 'EPERM', 'ENOENT', 'ENOTDIR', 'ENAMETOOLONG', 'ELOOP']);
 
 function kindOf(entry: Dirent): EntryKind {
   if (entry.isSymbolicLink()) return 'symlink';
