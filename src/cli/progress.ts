@@ -1,5 +1,7 @@
+import { createLogUpdate } from 'log-update';
 import type { InspectionEvent } from 'xstate';
-import type { AgentIdentity, Usage } from '../types.js';
+import type { PlannedCall } from '../tools/toolbox.js';
+import type { AgentIdentity, Message, SessionListener, Usage } from '../types.js';
 import { addUsage, ZERO_USAGE } from '../usage.js';
 import { cut, padVisible, palette, type Palette } from './palette.js';
 
@@ -12,12 +14,23 @@ interface AgentRow {
   usage: Usage;
   readonly startedAt: number;
   endedAt: number | undefined;
+  /** What it is doing now, in words ('' when its state says it all). */
+  doing: string;
+  /** Text characters streamed by the request under way. */
+  streamedChars: number;
 }
 
 interface SessionLikeSnapshot {
   readonly value: unknown;
   readonly status: string;
-  readonly context: { readonly agent: AgentIdentity; readonly steps: number; readonly usage: Usage };
+  readonly context: {
+    readonly agent: AgentIdentity;
+    readonly steps: number;
+    readonly usage: Usage;
+    readonly messages?: readonly Message[];
+    readonly batch?: { readonly plan: readonly PlannedCall[]; readonly results: ReadonlyMap<string, unknown> } | null;
+    readonly children?: { readonly size: number };
+  };
 }
 
 function sessionSnapshotOf(event: InspectionEvent): SessionLikeSnapshot | undefined {
@@ -34,23 +47,39 @@ export interface ProgressOptions {
   readonly now?: () => number;
 }
 
+/** Between two redraws at most, however fast the states change. */
+const REDRAW_MS = 100;
+/** Elapsed times tick at this pace while nothing else changes. */
+const TICK_MS = 1_000;
+
 /**
- * The run's progress on stderr: every agent's state, steps, tokens and elapsed time. On a terminal
- * a tree redrawn in place (at most every 100 ms); elsewhere one plain line per state change.
- * Fed by XState's `inspect` option, so it sees every actor of the tree.
+ * The run's progress on stderr: every agent's state, what it is doing (streaming so many
+ * characters, running which tool on what, waiting for how many sub-agents), steps, tokens and
+ * elapsed time. On a terminal a tree redrawn in place by log-update (on each change, at most every
+ * 100 ms, and every second so elapsed times tick); elsewhere one plain line per state change.
+ * Fed by XState's `inspect` option, so it sees every actor of the tree, and by the session
+ * listener for what never passes through the machines (text deltas).
  */
-export class ProgressBoard {
+export class ProgressBoard implements SessionListener {
   private readonly rows = new Map<string, AgentRow>();
   private readonly style: Palette;
   private readonly now: () => number;
   private readonly t0: number;
-  private drawnLines = 0;
-  private timer: NodeJS.Timeout | undefined;
+  private readonly screen: ReturnType<typeof createLogUpdate> | undefined;
+  private redraw: NodeJS.Timeout | undefined;
+  private readonly ticker: NodeJS.Timeout | undefined;
+  private stopped = false;
 
   constructor(private readonly options: ProgressOptions) {
     this.style = palette(options.color);
     this.now = options.now ?? Date.now;
     this.t0 = this.now();
+    if (options.live) {
+      // The cursor stays visible: a run can be interrupted, and a hidden cursor would outlive a crash.
+      this.screen = createLogUpdate(options.out as NodeJS.WriteStream, { showCursor: true });
+      this.ticker = setInterval(() => this.draw(), TICK_MS);
+      this.ticker.unref();
+    }
   }
 
   readonly inspect = (event: InspectionEvent): void => {
@@ -58,62 +87,95 @@ export class ProgressBoard {
     if (snapshot) this.update(snapshot);
   };
 
+  onTextDelta(agent: AgentIdentity, delta: string): void {
+    const row = this.rows.get(agent.id);
+    if (!row) return;
+    row.streamedChars += delta.length;
+    row.doing = `streaming, ${formatCount(row.streamedChars)} chars`;
+    this.changed();
+  }
+
+  /**
+   * A line that must stay (a warning, a retry): written above the live tree, which is redrawn
+   * below it; in plain mode, written as it is.
+   */
+  print(line: string): void {
+    if (this.screen && !this.stopped) {
+      this.screen.clear();
+      this.options.out.write(`${line}\n`);
+      this.draw();
+    } else {
+      this.options.out.write(`${line}\n`);
+    }
+  }
+
   private update(snapshot: SessionLikeSnapshot): void {
     const { agent, steps, usage } = snapshot.context;
     let row = this.rows.get(agent.id);
     if (!row) {
-      row = { agent, state: '', steps: 0, lastTurnSteps: 0, usage: ZERO_USAGE, startedAt: this.now(), endedAt: undefined };
+      row = { agent, state: '', steps: 0, lastTurnSteps: 0, usage: ZERO_USAGE, startedAt: this.now(), endedAt: undefined, doing: '', streamedChars: 0 };
       this.rows.set(agent.id, row);
     }
     const state = String(snapshot.value);
     // Each entry into `streaming` is one request; `steps` (the current turn's count) rising while
     // the value stays `streaming` is a continuation after pause_turn.
+    if (state === 'streaming' && (row.state !== 'streaming' || steps > row.lastTurnSteps)) row.streamedChars = 0;
     if (state === 'streaming' && row.state !== 'streaming') row.steps += 1;
     else if (state === 'streaming' && steps > row.lastTurnSteps) row.steps += steps - row.lastTurnSteps;
     row.lastTurnSteps = steps;
     row.usage = usage;
     if (snapshot.status !== 'active' && row.endedAt === undefined) row.endedAt = this.now();
-    if (state === row.state) return;
+    const doing = snapshot.status === 'active' ? activity(state, snapshot, row.streamedChars) : '';
+    if (state === row.state && doing === row.doing) return;
+    const stateChanged = state !== row.state;
     row.state = state;
-    if (this.options.live) this.scheduleDraw();
-    else this.options.out.write(`${this.line(row, false)}\n`);
+    row.doing = doing;
+    if (this.options.live) this.changed();
+    else if (stateChanged) this.options.out.write(`${this.line(row, false)}\n`);
   }
 
   private line(row: AgentRow, tree: boolean): string {
     const { style } = this;
-    const elapsed = (((row.endedAt ?? this.now()) - row.startedAt) / 1000).toFixed(1);
+    const elapsed = (((row.endedAt ?? this.now()) - row.startedAt) / 1000).toFixed(tree ? 0 : 1);
     const tokens = row.usage.inputTokens + row.usage.cacheReadInputTokens + row.usage.cacheCreationInputTokens + row.usage.outputTokens;
     const stats = style.dim(`step ${row.steps}  ${formatCount(tokens)} tok  ${elapsed}s`);
     if (tree) {
       const indent = '  '.repeat(row.agent.depth);
-      return `${padVisible(`${indent}${style.agent(cut(row.agent.name, 28))}`, 32)}${padVisible(style.state(row.state), 22)}${stats}`;
+      const doing = row.doing === '' ? '' : `  ${style.tool(cut(row.doing, 60))}`;
+      return `${padVisible(`${indent}${style.agent(cut(row.agent.name, 28))}`, 32)}${padVisible(style.state(row.state), 22)}${stats}${doing}`;
     }
     const at = style.dim(`+${((this.now() - this.t0) / 1000).toFixed(1)}s`);
     return `${at} ${padVisible(style.agent(row.agent.id), 24)}${padVisible(style.state(row.state), 22)}${stats}`;
   }
 
-  private scheduleDraw(): void {
-    if (this.timer) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
+  /** Something changed: redraw soon (at most every REDRAW_MS). */
+  private changed(): void {
+    if (!this.screen || this.stopped || this.redraw) return;
+    this.redraw = setTimeout(() => {
+      this.redraw = undefined;
       this.draw();
-    }, 100);
-    this.timer.unref();
+    }, REDRAW_MS);
+    this.redraw.unref();
   }
 
-  /** Redraws the tree in place: move up over the last drawing, clear to the end, write. */
   private draw(): void {
+    if (!this.screen || this.stopped) return;
     const lines = [...this.rows.values()].sort((a, b) => (a.agent.id < b.agent.id ? -1 : 1)).map((row) => this.line(row, true));
-    const up = this.drawnLines > 0 ? `\u001b[${this.drawnLines}F` : '';
-    this.options.out.write(`${up}\u001b[0J${lines.join('\n')}\n`);
-    this.drawnLines = lines.length;
+    this.screen(lines.join('\n'));
   }
 
-  /** Final drawing (live mode) and no more timers. */
+  /**
+   * The final drawing, left on the screen for what is printed after it (the summary); no more
+   * redraws or timers. Only the first call draws: a second must not redraw over the summary.
+   */
   stop(): void {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
-    if (this.options.live) this.draw();
+    if (this.stopped) return;
+    clearTimeout(this.redraw);
+    clearInterval(this.ticker);
+    this.redraw = undefined;
+    this.draw();
+    this.stopped = true;
+    this.screen?.done();
   }
 
   /** Totals for the summary. */
@@ -128,6 +190,37 @@ export class ProgressBoard {
     }
     return { agents: this.rows.size, steps, usage, outcomes };
   }
+}
+
+/** What an agent in `state` is doing, read from its snapshot. */
+function activity(state: string, snapshot: SessionLikeSnapshot, streamedChars: number): string {
+  const { batch, children, messages } = snapshot.context;
+  if (state === 'streaming') return streamedChars > 0 ? `streaming, ${formatCount(streamedChars)} chars` : 'waiting for the model';
+  if (state === 'dispatchingBatch' && batch) {
+    const running = batch.plan.filter((call) => call.kind === 'run' && !batch.results.has(call.id));
+    if (running.length === 0) return '';
+    const first = running[0];
+    const shown = first === undefined ? '' : `running ${describeCall(first, messages)}`;
+    return running.length > 1 ? `${shown} (+${running.length - 1} more)` : shown;
+  }
+  const live = children?.size ?? 0;
+  if (live > 0) return `waiting for ${live} sub-agent${live === 1 ? '' : 's'}`;
+  return '';
+}
+
+/** `read_file src/x.ts`: the tool's name and its first short text argument, from the last assistant message. */
+function describeCall(call: PlannedCall, messages: readonly Message[] | undefined): string {
+  const name = call.kind === 'run' ? call.name : call.kind;
+  const last = messages?.at(-1);
+  if (last?.role !== 'assistant' || typeof last.content === 'string') return name;
+  for (const block of last.content) {
+    if (block.type !== 'tool_use' || block.id !== call.id) continue;
+    const input = block.input;
+    if (typeof input !== 'object' || input === null) return name;
+    const text = Object.values(input).find((value): value is string => typeof value === 'string');
+    return text === undefined ? name : `${name} ${cut(text.replace(/\s+/g, ' '), 40)}`;
+  }
+  return name;
 }
 
 export function formatCount(n: number): string {

@@ -9,7 +9,7 @@ import { newRunId, resumeRun, RunError, startRun, type DurableSessionInput, type
 import type { RunStore } from '../store/runStore.js';
 import { DEFAULT_STORE_PATH, openSqliteStore, type SqliteRunStore } from '../store/sqliteStore.js';
 import { workspaceTools } from '../tools/workspace/index.js';
-import type { Provider } from '../types.js';
+import type { Provider, SessionListener } from '../types.js';
 import type { InspectionEvent } from 'xstate';
 import { TraceRecorder } from '../trace/recorder.js';
 import { estimateCost } from './pricing.js';
@@ -80,6 +80,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   const store = flags.noStore ? undefined : openStore(io.cwd, flags.store);
   try {
     const logDir = flags.logDir ?? join(io.cwd, '.exarch', 'runs', timestamp(new Date()));
+    const output = new RunOutput(io, flags.trace, `exarch run: ${task.slice(0, 80)}`, model, logDir, maxSteps);
     const allowWrite = flags.allowWrite ?? false;
     const allowShell = flags.allowShell ?? false;
     const session: DurableSessionInput = {
@@ -90,8 +91,8 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
       ...(maxDepth === undefined ? {} : { maxDepth }),
       ...(replyCap === undefined ? {} : { replyCap }),
       ...(claude.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: claude.stallTimeoutMs }),
+      listener: output.listener,
     };
-    const output = new RunOutput(io, flags.trace, `exarch run: ${task.slice(0, 80)}`, model, logDir, maxSteps);
     if (!store) return await output.follow(localRun(task, session, output.inspect), io.interrupt);
     const id = newRunId();
     io.stderr.write(`exarch: run ${id} started\n`);
@@ -136,6 +137,7 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
     const maxSteps = numberOf(recorded.maxSteps);
     const maxDepth = numberOf(recorded.maxDepth);
     const replyCap = numberOf(recorded.replyCap);
+    const output = new RunOutput(io, flags.trace, `exarch resume ${runId}: ${row.task.slice(0, 80)}`, model, logDir, maxSteps);
     const session: DurableSessionInput = {
       provider: claude.provider,
       tools: workspaceTools({ root: row.cwd, allowWrite: recorded.allowWrite === true, allowShell: recorded.allowShell === true }),
@@ -144,8 +146,8 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
       ...(maxDepth === undefined ? {} : { maxDepth }),
       ...(replyCap === undefined ? {} : { replyCap }),
       ...(claude.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: claude.stallTimeoutMs }),
+      listener: output.listener,
     };
-    const output = new RunOutput(io, flags.trace, `exarch resume ${runId}: ${row.task.slice(0, 80)}`, model, logDir, maxSteps);
     let run: Awaited<ReturnType<typeof resumeRun>>;
     try {
       run = await resumeRun(runId, session, { store, cwd: io.cwd, actor: { inspect: output.inspect } });
@@ -246,6 +248,11 @@ class RunOutput {
     const color = io.stderr.isTTY === true && !io.env['NO_COLOR'] && !io.env['CI'];
     this.board = new ProgressBoard({ out: io.stderr, live: color, color });
     this.recorder = trace === undefined ? undefined : new TraceRecorder({ file: trace, title });
+  }
+
+  /** What never passes through the machines (text deltas), for the progress tree. */
+  get listener(): SessionListener {
+    return this.board;
   }
 
   readonly inspect = (event: InspectionEvent): void => {

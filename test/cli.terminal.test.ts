@@ -1,0 +1,94 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { call, MAIN, onCleanup, serve, stream, workdir } from './support/cliHarness.js';
+
+/**
+ * `exarch run` in a real terminal: tmux gives the command a pseudo-terminal and shows what a person
+ * would see (`capture-pane`), escape codes applied. Without tmux the test is skipped locally with
+ * one line; under CI it must run (.ci/run installs tmux).
+ */
+
+const TMUX = ['/usr/bin/tmux', '/usr/local/bin/tmux', '/opt/homebrew/bin/tmux'].find((p) => existsSync(p));
+const onCi = (process.env['CI'] ?? '') !== '' && process.env['CI'] !== '0' && process.env['CI']?.toLowerCase() !== 'false';
+if (TMUX === undefined) {
+  if (onCi) throw new Error('test/cli.terminal.test.ts needs tmux under CI (apt-get install tmux)');
+  process.stderr.write('skipping test/cli.terminal.test.ts: tmux not found (apt-get install tmux / brew install tmux)\n');
+}
+
+const tmux = (...args: string[]): string => execFileSync(TMUX ?? 'tmux', args, { encoding: 'utf8' });
+/** The whole pane as a person sees it, with its scrollback. */
+const screen = (session: string): string => tmux('capture-pane', '-p', '-J', '-t', session, '-S', '-200');
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function waitFor(session: string, pattern: RegExp, what: string, ms = 20_000): Promise<string> {
+  const until = Date.now() + ms;
+  let shown = '';
+  while (Date.now() < until) {
+    shown = screen(session);
+    if (pattern.test(shown)) return shown;
+    await sleep(50);
+  }
+  throw new Error(`the terminal never showed ${what}; it showed:\n${shown}`);
+}
+
+describe.skipIf(TMUX === undefined)('exarch run in a terminal', () => {
+  it('redraws the tree as it works, with ticking times and what each agent does, then leaves it and the summary', async () => {
+    const cwd = workdir();
+    writeFileSync(join(cwd, 'notes.md'), 'hello\n');
+    const server = await serve({
+      root: [
+        stream({ toolCalls: [call('agent', { name: 'reader', task: 'read the notes' })] }),
+        stream({ text: 'waiting' }),
+        stream({ text: 'The notes say hello.' }),
+      ],
+      reader: [
+        stream({ toolCalls: [call('read_file', { path: 'notes.md' })] }),
+        // 250 characters at 8 per delta, one delta every 100 ms: three seconds of streaming.
+        stream({ text: 'x'.repeat(242) + ' read it' }, { chunkDelayMs: 100 }),
+        stream({ toolCalls: [call('reply', { result: 'hello' })] }),
+      ],
+    });
+    const session = `exarch-test-${process.pid}-${Date.now()}`;
+    const script = join(cwd, 'run.sh');
+    writeFileSync(
+      script,
+      [
+        'unset CI NO_COLOR',
+        `export ANTHROPIC_API_KEY=test-key ANTHROPIC_BASE_URL='${server.url}' TERM=xterm-256color`,
+        `cd '${cwd}'`,
+        `'${process.execPath}' '${MAIN}' run --no-store 'read the notes'`,
+        'echo "EXIT=$?"',
+        'sleep 60',
+      ].join('\n'),
+    );
+    tmux('new-session', '-d', '-s', session, '-x', '150', '-y', '40', `sh '${script}'`);
+    onCleanup(() => {
+      try {
+        tmux('kill-session', '-t', session);
+      } catch {
+        // Already gone.
+      }
+    });
+
+    // While the reader streams: its line says so, with a count, and times tick past a second.
+    const live = await waitFor(session, /reader\s+streaming\s+step 2\s+\S+ tok\s+[1-9]\d*s\s+streaming, \d+ chars/, 'the reader streaming with a ticking time');
+    expect(live).toMatch(/^root\s+readyForUser\s+.*waiting for 1 sub-agent$/m);
+
+    const final = await waitFor(session, /^EXIT=\d+$/m, 'the end of the run');
+    expect(final).toMatch(/^EXIT=0$/m);
+    const lines = final.split('\n').map((l) => l.trimEnd());
+    // The tree is on the screen once (earlier drawings were erased), then the answer and the summary.
+    const rootLines = lines.filter((l) => /^root\s+(streaming|dispatchingBatch|readyForUser|replied)\s/.test(l));
+    expect(rootLines).toHaveLength(1);
+    expect(rootLines[0]).toMatch(/^root\s+readyForUser\s+step 3\s/);
+    expect(lines.filter((l) => /^ {2}reader\s/.test(l))).toEqual([expect.stringMatching(/^ {2}reader\s+replied\s+step 3\s/)]);
+    const tree = lines.indexOf(rootLines[0] ?? '');
+    const answer = lines.indexOf('The notes say hello.');
+    const summary = lines.findIndex((l) => l.startsWith('exarch: 2 agents (sub-agents: 1 replied), 6 model requests'));
+    expect(tree).toBeGreaterThanOrEqual(0);
+    expect(answer).toBeGreaterThan(tree);
+    expect(summary).toBeGreaterThan(answer);
+  });
+});
