@@ -39,8 +39,8 @@ describe('exarch demo and exarch view', () => {
     const cwd = workdir();
     const run = exarch(['demo', '--speed', '100'], cwd);
     expect(run.status).toBe(0);
-    expect(run.stdout).toContain('Turn flow recorded: .exarch/demo/trace.jsonl');
-    expect(run.stdout).toContain('Open it in a browser: .exarch/demo/trace.html');
+    expect(run.stderr).toContain('Turn flow recorded: .exarch/demo/trace.jsonl');
+    expect(run.stderr).toContain('Open it in a browser: .exarch/demo/trace.html');
     const html = readFileSync(join(cwd, '.exarch/demo/trace.html'), 'utf8');
     expect(html).toContain('root/explorer');
   });

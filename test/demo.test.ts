@@ -4,7 +4,7 @@ import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { runDemo, type DemoResult } from '../src/cli/demo.js';
-import { EXPLORER_BRIEF, EXPLORER_SIGN_OFF } from '../src/cli/demoScript.js';
+import { EXPLORER_BRIEF, EXPLORER_SIGN_OFF, FINAL_ANSWER } from '../src/cli/demoScript.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const ANSI = /\u001b\[/;
@@ -119,13 +119,19 @@ describe('exarch command line', () => {
       timeout: 60_000,
     });
 
-  it('`exarch demo` runs the demo and exits 0', () => {
+  it('`exarch demo` runs the demo and exits 0: the narration on stderr, only the answer on stdout, like `run`', () => {
     const run = exarch('demo');
-    expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
-    expect(run.stdout).toContain("[agent 'explorer' replied] (3354 chars)");
-    expect(run.stdout).toMatch(/old positional contract +396 chars/);
-    expect(run.stdout).not.toMatch(ANSI);
+    // The root's answer is the text its scripted model streamed, whole.
+    expect(run.stdout).toBe(`${FINAL_ANSWER}\n`);
+    expect(run.stderr).toContain("[agent 'explorer' replied] (3354 chars)");
+    expect(run.stderr).toMatch(/old positional contract +396 chars/);
+    expect(run.stderr).toContain("root's final answer (on stdout)");
+    expect(run.stderr).not.toMatch(ANSI);
+    // Every sub-agent's first line names its task (it once read `task: ""`).
+    expect(run.stderr).toMatch(/root\/explorer +started +task: "Map this project's testing setup/);
+    expect(run.stderr).toMatch(/root\/reviewer +started +task: "Review \.github\/workflows\/ci\.yml/);
+    expect(run.stderr).not.toContain('task: ""');
   });
 
   it('an unknown command exits 2 with a one-line error and the usage, and no stack trace', () => {

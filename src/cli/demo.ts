@@ -17,7 +17,10 @@ import { TurnFlow } from './turnFlow.js';
  */
 
 export interface DemoOptions {
+  /** The narration: the turn flow and the comparison (the CLI's stderr, like `run`'s progress). */
   readonly out: NodeJS.WritableStream;
+  /** Where the root's final answer goes (the CLI's stdout, like `run`'s answer); defaults to `out`. */
+  readonly answer?: NodeJS.WritableStream;
   /** Where a run that did not go as scripted says so; defaults to `out`. */
   readonly err?: NodeJS.WritableStream;
   readonly color: boolean;
@@ -99,8 +102,9 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   const reviewer = flow.resultFor('root/reviewer');
 
   write('');
-  write(style.bold("root's final answer"));
-  write(indent(finalAnswer || style.dim('(none)')));
+  write(style.bold("root's final answer") + (options.answer && options.answer !== options.out ? style.dim(' (on stdout)') : ''));
+  if (options.answer && options.answer !== options.out) options.answer.write(finalAnswer.endsWith('\n') || finalAnswer === '' ? finalAnswer : `${finalAnswer}\n`);
+  else write(indent(finalAnswer || style.dim('(none)')));
   write('');
   write(style.bold("What reached root from 'reviewer'") + style.dim(' — reminded once, then a JSON object, pretty-printed'));
   write(indent(reviewer ? renderAgentResult(reviewer) : style.dim('(nothing)')));

@@ -89,10 +89,11 @@ async function main(argv: readonly string[]): Promise<number> {
     const trace = values.trace ?? join('.exarch', 'demo', 'trace.jsonl');
     const live = await liveInspector(values);
     try {
-      const result = await runDemo({ out: process.stdout, err: process.stderr, color: wantsColor(), speed: speedOf(values.speed), trace, ...(live ? { inspect: live.inspect } : {}) });
+      // Like `run`: the narration on stderr, the root's answer on stdout (so `exarch demo > answer.txt` keeps just the answer).
+      const result = await runDemo({ out: process.stderr, answer: process.stdout, err: process.stderr, color: wantsColor(process.stderr), speed: speedOf(values.speed), trace, ...(live ? { inspect: live.inspect } : {}) });
       const viewer = writeViewer(trace, htmlFor(trace));
-      process.stdout.write(`\nTurn flow recorded: ${trace}\nOpen it in a browser: ${viewer.outFile}\n`);
-      if (live && process.stdout.isTTY) {
+      process.stderr.write(`\nTurn flow recorded: ${trace}\nOpen it in a browser: ${viewer.outFile}\n`);
+      if (live && process.stderr.isTTY) {
         // The demo ends in seconds: keep serving so a browser opened late still sees the whole run.
         process.stderr.write(`exarch: still serving the live inspector at ${live.url}; press Ctrl-C to quit\n`);
         await new Promise<void>((resolve) => process.once('SIGINT', () => resolve()));
@@ -259,8 +260,8 @@ function usageError(message: string): number {
 }
 
 /** Colour only for a person at a terminal (CONTRACT §7: plain when NO_COLOR or CI is set). */
-function wantsColor(): boolean {
-  return process.stdout.isTTY === true && !process.env['NO_COLOR'] && !process.env['CI'];
+function wantsColor(stream: NodeJS.WriteStream): boolean {
+  return stream.isTTY === true && !process.env['NO_COLOR'] && !process.env['CI'];
 }
 
 /** The version in package.json: two levels up from src/cli/ in the sources, three from dist/src/cli/. */

@@ -74,14 +74,25 @@ export class TurnFlow {
     this.bySessionId.set(sessionId, agent);
     let view = this.agents.get(agent.id);
     if (!view) {
-      view = { snapshot, value: undefined, states: [], assistantSeen: 0 };
+      view = { snapshot, value: undefined, states: [], assistantSeen: 0, announced: agent.depth === 0 };
       this.agents.set(agent.id, view);
-      if (agent.depth > 0) {
-        this.held.set(agent.id, []);
-        this.line(agent, this.style.dim('started'), this.style.dim(`task: ${excerpt(firstUserText(snapshot.context.messages), 70)}`));
-      }
+      if (agent.depth > 0) this.held.set(agent.id, []);
+    }
+    // A sub-agent's first snapshot can come before its task is in its history: say it started
+    // once the task is there (or it is already over), so the line never reads `task: ""`.
+    const task = firstUserText(snapshot.context.messages);
+    if (!view.announced && (task !== '' || snapshot.status !== 'active')) {
+      view.announced = true;
+      this.line(agent, this.style.dim('started'), this.style.dim(`task: ${excerpt(task, 70)}`));
     }
     view.snapshot = snapshot;
+    if (!view.announced) {
+      // Before its task: the state is kept for `states()` but not printed ahead of `started`.
+      const value = String(snapshot.value);
+      if (value !== view.value) view.states.push(value);
+      view.value = value;
+      return;
+    }
     this.reportState(agent, view, snapshot);
     this.release(agent.id);
   }
@@ -179,6 +190,8 @@ interface AgentView {
   states: string[];
   /** Assistant messages already reported, so each step is printed once. */
   assistantSeen: number;
+  /** Its `started` line is printed (a root has none). */
+  announced: boolean;
 }
 
 /** The parent's agent id: a child's id is its parent's id, a slash, and its name. */
