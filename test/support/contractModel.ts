@@ -1,0 +1,144 @@
+/**
+ * The session's transitions as CONTRACT.md states them (§1 states, §3 reply and reminder, §5 stop
+ * reasons, §6 step cap and cancellation), written from the text alone: nothing here imports
+ * `machines/` or `src/`, so a changed guard or a miscounted step in the machine makes the two
+ * disagree instead of moving both sides of the comparison.
+ *
+ * It is a model of what a session does with each event the outside world (the model, tools,
+ * children, the user) can send it, over a small abstract state that it keeps itself: the number
+ * of requests in the current turn, the one-shot reply reminder, the per-turn truncation budget,
+ * live children, inbox and queued user messages, and the open batch.
+ */
+
+export type ContractValue = 'readyForUser' | 'streaming' | 'dispatchingBatch' | 'nudged' | 'replied' | 'finishedWithoutReply' | 'capped' | 'failed' | 'cancelled';
+
+export interface ContractLimits {
+  /** §6: model requests per turn. */
+  readonly maxSteps: number;
+  /** §5: truncation reminders per turn. */
+  readonly truncationBudget: number;
+}
+
+export interface ContractState {
+  readonly kind: 'root' | 'sub';
+  readonly value: ContractValue;
+  /** Model requests made in this turn, nudged continuations and pause_turn continuations included (§6). */
+  readonly steps: number;
+  /** §3: the reply reminder fires at most once. */
+  readonly reminded: boolean;
+  /** §5: truncation reminders used in this turn. */
+  readonly truncations: number;
+  readonly kids: number;
+  readonly inbox: number;
+  readonly queuedUser: number;
+  readonly batch: { readonly pending: number; readonly reply: 'none' | 'content' | 'empty'; readonly truncated: boolean } | null;
+  /** For `replied`: whether the payload rendered to nothing (§3: outcome empty). */
+  readonly outcome?: 'replied' | 'empty';
+}
+
+/** The events as they reach a session (the names the machine receives; their meaning from the contract). */
+export type ContractEvent =
+  | { readonly type: 'user.message' }
+  | { readonly type: 'cancel' }
+  | { readonly type: 'tick' }
+  | { readonly type: 'tool.settled' }
+  | { readonly type: 'batch.drained' }
+  | { readonly type: 'model.error' }
+  | { readonly type: 'child.finished' }
+  | { readonly type: 'model.done'; readonly response: ContractResponse };
+
+/** A complete model response as the contract sees it. */
+export interface ContractResponse {
+  readonly stopReason: string;
+  readonly calls: readonly { readonly id: string; readonly name: string; readonly input: unknown }[];
+  /** Calls whose input was cut off at max_tokens: never executed (§5). */
+  readonly cutOff: readonly string[];
+}
+
+const FINAL: ReadonlySet<ContractValue> = new Set(['replied', 'finishedWithoutReply', 'capped', 'failed', 'cancelled']);
+
+export function initialContractState(kind: 'root' | 'sub'): ContractState {
+  // A sub-agent's task is its first user message (§2): it is queued when the session starts.
+  return { kind, value: 'readyForUser', steps: 0, reminded: false, truncations: 0, kids: 0, inbox: 0, queuedUser: kind === 'sub' ? 1 : 0, batch: null };
+}
+
+export function isFinal(state: ContractState): boolean {
+  return FINAL.has(state.value);
+}
+
+/** §3: a missing, null or empty-string result renders to nothing. */
+function payloadIsEmpty(input: unknown): boolean {
+  if (typeof input !== 'object' || input === null || !('result' in input)) return true;
+  const result = (input as { result: unknown }).result;
+  return result === undefined || result === null || result === '';
+}
+
+/** The next state per the contract, or the same state when the event changes nothing it models. */
+export function contractStep(s: ContractState, event: ContractEvent, limits: ContractLimits): ContractState {
+  if (isFinal(s)) return s;
+  const go = (value: ContractValue, changes: Partial<ContractState> = {}): ContractState => ({ ...s, ...changes, value });
+  /** §6: about to make another request in this turn: made, or `capped` when the cap is reached. */
+  const goOn = (into: 'streaming' | 'nudged', changes: Partial<ContractState> = {}): ContractState =>
+    s.steps >= limits.maxSteps ? go('capped', { ...changes, batch: null }) : into === 'streaming' ? go('streaming', { ...changes, batch: null, steps: s.steps + 1 }) : go('nudged', { ...changes, batch: null });
+  /** §5 max_tokens: a truncation reminder from the per-turn budget, or failure when it is spent. */
+  const truncated = (): ContractState =>
+    s.truncations < limits.truncationBudget ? goOn('nudged', { truncations: s.truncations + 1 }) : go('failed', { batch: null });
+
+  switch (event.type) {
+    case 'cancel':
+      // §6: cancelling a session ends it, whatever it was doing.
+      return go('cancelled', { batch: null });
+    case 'child.finished':
+      // §3/§4: every child delivers exactly one result into the inbox; nothing else changes now.
+      return { ...s, kids: s.kids - 1, inbox: s.inbox + 1 };
+    case 'user.message':
+      // The root waits at readyForUser for the user; at any other time the message waits its turn.
+      return s.value === 'readyForUser' ? go('streaming', { steps: 1, truncations: 0, batch: null }) : { ...s, queuedUser: s.queuedUser + 1 };
+    case 'tick':
+      if (s.value === 'nudged') {
+        // §1: the reminder is appended, then the session streams again: one more request (§6).
+        return go('streaming', { steps: s.steps + 1 });
+      }
+      if (s.value === 'readyForUser' && (s.inbox > 0 || s.queuedUser > 0)) {
+        // §4: at the boundary the inbox (and queued user messages) become one turn; a new turn's count starts.
+        return go('streaming', { steps: 1, truncations: 0, inbox: 0, queuedUser: 0 });
+      }
+      return s;
+    case 'model.error':
+      // §5: a fault that is not retried (or retries exhausted) fails the session.
+      return s.value === 'streaming' ? go('failed', { batch: null }) : s;
+    case 'tool.settled':
+      return s.value === 'dispatchingBatch' && s.batch ? { ...s, batch: { ...s.batch, pending: s.batch.pending - 1 } } : s;
+    case 'batch.drained': {
+      if (s.value !== 'dispatchingBatch' || !s.batch) return s;
+      // §3: a staged reply ends a sub-agent after its batch, truncated or not; its children are cancelled.
+      if (s.batch.reply !== 'none') return go('replied', { batch: null, kids: 0, outcome: s.batch.reply === 'empty' ? 'empty' : 'replied' });
+      if (s.batch.truncated) return truncated();
+      return goOn('streaming');
+    }
+    case 'model.done': {
+      if (s.value !== 'streaming') return s;
+      const r = event.response;
+      if (r.stopReason === 'refusal' || r.stopReason === 'model_context_window_exceeded') return go('failed', { batch: null });
+      const complete = r.calls.filter((c) => !r.cutOff.includes(c.id));
+      if (r.calls.length > 0) {
+        // §2: `reply` only for sub-agents (the root's is refused); the first complete one stands (§3).
+        const reply = s.kind === 'sub' ? complete.find((c) => c.name === 'reply') : undefined;
+        const spawned = complete.filter((c) => c.name === 'agent').length;
+        const runs = complete.filter((c) => c.name !== 'reply' && c.name !== 'agent' && c.name !== 'cancel_agent').length;
+        return go('dispatchingBatch', {
+          kids: s.kids + spawned,
+          batch: { pending: runs, reply: reply === undefined ? 'none' : payloadIsEmpty(reply.input) ? 'empty' : 'content', truncated: r.stopReason === 'max_tokens' },
+        });
+      }
+      if (r.stopReason === 'max_tokens') return truncated();
+      if (r.stopReason === 'pause_turn') return goOn('streaming');
+      // end_turn, stop_sequence: the turn ends (§5).
+      if (s.kind === 'root') return go('readyForUser');
+      // §3: a sub-agent waits for its children's results like the root; only when quiet is it reminded once, then empty.
+      if (s.kids > 0 || s.inbox > 0) return go('readyForUser');
+      if (!s.reminded) return goOn('nudged', { reminded: true });
+      return go('finishedWithoutReply', { batch: null });
+    }
+  }
+}
