@@ -76,6 +76,11 @@ interface Batch {
   readonly reply: { readonly result: unknown } | null;
   /** Children its `cancel_agent` calls cancel. */
   readonly cancels: readonly LiveChild[];
+  /**
+   * Its `wait_for_agents` call, while the condition does not hold: the batch then stays open in
+   * `waitingForAgents`, and the call is answered (with the inbox after it) once it does.
+   */
+  readonly wait: { readonly id: string; readonly until: 'all' | 'any' } | null;
   /** Why the step that produced the batch stopped (`max_tokens`: it was cut off). */
   readonly stepEnd: StepEnd;
   /** Mutable for the same reason as `results`: teardown must not answer a batch twice. */
@@ -190,14 +195,41 @@ function commitResponseTo(context: SessionContext, response: ModelResponse): Usa
   return usage;
 }
 
-/** Commits the batch's results in model order as one user message. */
-function commitBatchTo(context: SessionContext, fill?: string): void {
+/**
+ * Commits the batch's results in model order as one user message. A `wait_for_agents` call still
+ * open (its condition now holds) is answered here, and the inbox follows the results in the same
+ * message, each result once (the inbox is emptied in place); returns whether it was delivered.
+ * With `fill` (a failure, a cancellation) the wait is answered with it and the inbox stays.
+ */
+function commitBatchTo(context: SessionContext, fill?: string): boolean {
   const batch = context.batch;
-  if (!batch || batch.committed) return;
+  if (!batch || batch.committed) return false;
+  const waited = fill === undefined && batch.wait !== null && !batch.results.has(batch.wait.id);
+  if (waited && batch.wait) batch.results.set(batch.wait.id, okResult(batch.wait.id, waitAnswer(context, batch.wait.until)));
   const results: ToolResultBlock[] = batch.plan.map((call) => batch.results.get(call.id) ?? errorResult(call.id, fill ?? 'no result'));
   batch.committed = true;
-  appendUserBlocks(context.messages, results);
-  context.recorder.record({ type: 'message', role: 'user', content: results });
+  const blocks: UserBlock[] = waited && context.inbox.length > 0 ? [...results, text(renderInbox(context.inbox))] : results;
+  appendUserBlocks(context.messages, blocks);
+  // One record: a resume replays the delivery with the results, so the inbox is not delivered twice.
+  context.recorder.record({ type: 'message', role: 'user', content: blocks });
+  if (blocks === results) return false;
+  context.inbox.length = 0;
+  return true;
+}
+
+/** The `wait_for_agents` result: how many finished (their results follow it), how many still run. */
+function waitAnswer(context: SessionContext, until: 'all' | 'any'): string {
+  const finished = context.inbox.length;
+  const running = context.children.size;
+  const done = `${finished} sub-agent${finished === 1 ? '' : 's'} finished${finished > 0 ? '; their results follow' : ''}`;
+  return running > 0 ? `${done}. ${running} still running (waited until ${until}).` : `${done}.`;
+}
+
+/** The open batch's wait can end: every child has delivered ('all'), or one has ('any'). */
+function waitSatisfied(context: SessionContext): boolean {
+  const wait = context.batch?.wait;
+  if (!wait) return true;
+  return context.children.size === 0 || (wait.until === 'any' && context.inbox.length > 0);
 }
 
 /**
@@ -341,6 +373,7 @@ function resumedBatch(restored: NonNullable<RestoredSession['batch']>, toolbox: 
   const plan = planBatch(restored.content, toolbox, new Set(restored.incomplete));
   const results = new Map(restored.results.map((result) => [result.tool_use_id, result]));
   let reply: Batch['reply'] = null;
+  let wait: Batch['wait'] = null;
   const cancels: LiveChild[] = [];
   const answer = (result: ToolResultBlock): void => {
     results.set(result.tool_use_id, result);
@@ -354,13 +387,18 @@ function resumedBatch(restored: NonNullable<RestoredSession['batch']>, toolbox: 
       if (child) cancels.push(child);
     }
     if (settled) continue;
+    if (call.kind === 'wait') {
+      // Still waiting when the process stopped: it waits on (for the children taken up with it).
+      wait ??= { id: call.id, until: call.until };
+      continue;
+    }
     if (call.kind === 'run') {
       if (!call.idempotent) answer(errorResult(call.id, unknownEffectMessage(call.name)));
     } else {
       answer(call.kind === 'answered' ? call.result : errorResult(call.id, 'not answered: the process stopped before this call was handled'));
     }
   }
-  return { plan, results, reply, cancels, stepEnd: { stopReason: restored.stopReason, stepText: textOf(restored.content) }, committed: false };
+  return { plan, results, reply, cancels, wait, stepEnd: { stopReason: restored.stopReason, stepText: textOf(restored.content) }, committed: false };
 }
 
 /** Throws a one-line error for input a session cannot start with. */
@@ -385,7 +423,9 @@ const machineSetup = setup({
   },
   guards: {
     fromSubAgent: ({ event }) => 'actorId' in event && /^\d+$/.test(event.actorId),
-    hasTurnInput: ({ context }) => context.pendingUser.length > 0 || context.inbox.length > 0,
+    // wake 'all': results wait in the inbox until the last running sub-agent has delivered.
+    hasTurnInput: ({ context }) =>
+      context.pendingUser.length > 0 || (context.inbox.length > 0 && (context.options.wake === 'each' || context.children.size === 0)),
     capReached: ({ context }) => capReached(context),
     refused: ({ event }) => responseOf(event).stopReason in REFUSAL_REASONS,
     hasToolCalls: ({ event }) => responseOf(event).content.some((b) => b.type === 'tool_use'),
@@ -395,6 +435,8 @@ const machineSetup = setup({
     endTurnLatchFires: ({ context, event }) => latchFor(context, 'end_turn', stepEndFor(context, event)) !== undefined,
     quietSubAgent: ({ context }) => isSubAgent(context) && isQuiet(context),
     replyStaged: ({ context }) => context.batch?.reply != null,
+    waitPending: ({ context }) => !waitSatisfied(context),
+    waitSatisfied: ({ context }) => waitSatisfied(context),
     resumesAt: ({ context }, params: { state: ResumeState }) => context.resumeAt === params.state,
   },
   actions: {
@@ -436,6 +478,11 @@ const machineSetup = setup({
         onAbandon: () => closeOpenCalls(context, 'cancelled'),
       });
     },
+    /** The journal's mark of a wait: a resume takes the session up in `waitingForAgents` again. */
+    noteWaiting: ({ context }) => context.recorder.note({ type: 'waiting' }),
+    /** While waiting for sub-agents: a stop from outside still answers the open batch's calls. */
+    holdBatch: ({ context, self }) => effectsFor(self, context)?.holdBatch(() => closeOpenCalls(context, 'cancelled')),
+    releaseBatch: ({ context, self }) => effectsFor(self, context)?.releaseBatch(),
     /** Aborts the model request and abandons the tool batch, whichever runs. */
     abortEffects: ({ context, self }) => effectsFor(self, context)?.abort('cancelled'),
     /**
@@ -457,6 +504,7 @@ const machineSetup = setup({
       const plan = planBatch(response.content, context.toolbox, new Set(response.incompleteToolUseIds));
       const results = new Map<string, ToolResultBlock>();
       let reply: Batch['reply'] = null;
+      let wait: Batch['wait'] = null;
       const children = context.children;
       let spawned = context.spawned;
       const crews = new Map<string, CrewMember[]>();
@@ -500,6 +548,13 @@ const machineSetup = setup({
             results.set(call.id, okResult(call.id, `Sub-agent '${call.name}' is being cancelled; [agent '${call.name}' was cancelled] will arrive.`));
             break;
           }
+          case 'wait':
+            if (wait) {
+              results.set(call.id, errorResult(call.id, 'wait_for_agents was already called in this response; the first one stands'));
+              break;
+            }
+            wait = { id: call.id, until: call.until };
+            break;
           case 'reply':
             if (reply) {
               results.set(call.id, errorResult(call.id, 'reply was already called in this response; the first reply stands'));
@@ -510,13 +565,18 @@ const machineSetup = setup({
             break;
         }
       }
+      // Nothing to wait for (no sub-agent runs, counting those this batch started): answered at once.
+      if (wait && children.size === 0) {
+        results.set(wait.id, okResult(wait.id, 'No sub-agents are running: there was nothing to wait for.'));
+        wait = null;
+      }
       // A durable run keeps every answer given as the batch opened: a resume cannot recompute
       // those of `agent` and `cancel_agent`, which depended on the children live at the time.
       if (context.recorder.durable) for (const result of results.values()) context.recorder.note({ type: 'tool', result });
       // Sub-agents live in crews (machines/crew.ts), each spawned with its share of this batch.
       children.closeCrew();
       for (const [crewId, members] of crews) spawn('crew', { id: crewId, input: { members } });
-      return { usage, batch: { plan, results, reply, cancels, stepEnd: stepEndOf(response), committed: false }, spawned };
+      return { usage, batch: { plan, results, reply, cancels, wait, stepEnd: stepEndOf(response), committed: false }, spawned };
     }),
     /** Sends the batch's `cancel_agent` calls to the children's crews; after `openBatch`, so they reach children it spawned. */
     sendCancels: enqueueActions(({ context, enqueue }) => {
@@ -525,10 +585,11 @@ const machineSetup = setup({
     }),
     settleCall: ({ context, event }) => settleCallIn(context, event),
     /** Takes the last result (it comes with `batch.drained`) and commits the batch. */
-    commitBatch: ({ context, event }) => {
+    commitBatch: assign(({ context, event }) => {
       settleCallIn(context, event);
-      commitBatchTo(context);
-    },
+      // A delivered inbox is emptied in place; a new array makes the change visible in the snapshot.
+      return commitBatchTo(context) ? { inbox: [] } : {};
+    }),
     /** Appends the chosen latch's reminder to the history (merged into a trailing user message). */
     applyNudge: assign(({ context, event }, params: { on: NudgeLatch['on'] }) => {
       const view = nudgeView(context, stepEndFor(context, event));
@@ -587,6 +648,23 @@ const machineSetup = setup({
     })),
   },
 });
+
+/**
+ * What a session does once its batch is over (drained, and any wait ended): a truncation
+ * reminder, the step cap, failure, or the next request. `waitingForAgents` takes the same
+ * decisions, each behind `waitSatisfied` (written out there: XState types a guard per machine).
+ */
+const AFTER_BATCH = [
+  { guard: and(['truncated', 'truncationReminderLeft', 'capReached']), target: 'capped', actions: 'commitBatch' },
+  {
+    guard: and(['truncated', 'truncationReminderLeft']),
+    target: 'nudged',
+    actions: ['commitBatch', { type: 'applyNudge', params: { on: 'max_tokens' } }],
+  },
+  { guard: 'truncated', target: 'failed', actions: ['commitBatch', { type: 'fail', params: { reason: 'output truncated repeatedly' } }] },
+  { guard: 'capReached', target: 'capped', actions: 'commitBatch' },
+  { target: 'streaming', actions: 'commitBatch' },
+] as const;
 
 export const sessionMachine = machineSetup.createMachine({
   id: 'session',
@@ -647,6 +725,8 @@ export const sessionMachine = machineSetup.createMachine({
       always: [
         // Re-asks the model from the committed history: a stream in flight at the crash was never committed.
         { guard: { type: 'resumesAt', params: { state: 'streaming' } }, target: 'streaming' },
+        // It was waiting for its sub-agents: it waits on, for the children taken up with it.
+        { guard: { type: 'resumesAt', params: { state: 'waitingForAgents' } }, target: 'waitingForAgents' },
         // Runs the calls of the open batch that have no result (see `resumedContext`).
         { guard: { type: 'resumesAt', params: { state: 'dispatchingBatch' } }, target: 'dispatchingBatch' },
         { guard: { type: 'resumesAt', params: { state: 'nudged' } }, target: 'nudged' },
@@ -708,17 +788,30 @@ export const sessionMachine = machineSetup.createMachine({
         'tool.settled': { actions: 'settleCall' },
         'batch.drained': [
           { guard: 'replyStaged', target: 'replied', actions: 'commitBatch' },
-          { guard: and(['truncated', 'truncationReminderLeft', 'capReached']), target: 'capped', actions: 'commitBatch' },
-          {
-            guard: and(['truncated', 'truncationReminderLeft']),
-            target: 'nudged',
-            actions: ['commitBatch', { type: 'applyNudge', params: { on: 'max_tokens' } }],
-          },
-          { guard: 'truncated', target: 'failed', actions: ['commitBatch', { type: 'fail', params: { reason: 'output truncated repeatedly' } }] },
-          { guard: 'capReached', target: 'capped', actions: 'commitBatch' },
-          { target: 'streaming', actions: 'commitBatch' },
+          // wait_for_agents: the batch stays open (its results kept) until the condition holds.
+          { guard: 'waitPending', target: 'waitingForAgents', actions: 'settleCall' },
+          ...AFTER_BATCH,
         ],
       },
+    },
+    waitingForAgents: {
+      // No request and no step: children's results arrive (the machine-wide handlers file them in
+      // the inbox) until the wait's condition holds; then the batch is committed with the wait's
+      // answer and the inbox in one message, and the session goes on as after any batch.
+      entry: ['noteWaiting', 'flushLog', 'holdBatch'],
+      exit: 'releaseBatch',
+      always: [
+        // The same decisions as after a drain (AFTER_BATCH), once the wait's condition holds.
+        { guard: and(['waitSatisfied', 'truncated', 'truncationReminderLeft', 'capReached']), target: 'capped', actions: 'commitBatch' },
+        {
+          guard: and(['waitSatisfied', 'truncated', 'truncationReminderLeft']),
+          target: 'nudged',
+          actions: ['commitBatch', { type: 'applyNudge', params: { on: 'max_tokens' } }],
+        },
+        { guard: and(['waitSatisfied', 'truncated']), target: 'failed', actions: ['commitBatch', { type: 'fail', params: { reason: 'output truncated repeatedly' } }] },
+        { guard: and(['waitSatisfied', 'capReached']), target: 'capped', actions: 'commitBatch' },
+        { guard: 'waitSatisfied', target: 'streaming', actions: 'commitBatch' },
+      ],
     },
     nudged: {
       // A resting point rather than an eventless hop, so inspectors and subscribers observe it.

@@ -33,6 +33,13 @@ export interface SessionOptions {
   /** Abort and retry a model stream that shows no sign of life for this long (default 120,000 ms). */
   readonly stallTimeoutMs?: number;
   /**
+   * When results wake a session that ended its turn while sub-agents ran: `'each'` (default) at
+   * every delivery (results that arrive together share one turn), so it can act on the first;
+   * `'all'` once every running sub-agent has delivered, one request for the whole fan-out. A user
+   * message always wakes it.
+   */
+  readonly wake?: 'each' | 'all';
+  /**
    * The durable run's journal, which every session of the tree writes (set by `startRun` and
    * `resumeRun`). Without one nothing is stored and nothing is paid for it.
    */
@@ -54,6 +61,7 @@ export interface ResolvedOptions {
   readonly toolOutputCap: number;
   readonly retry: RetryPolicy;
   readonly stallTimeoutMs: number;
+  readonly wake: 'each' | 'all';
   readonly journal: RunJournal | undefined;
 }
 
@@ -110,10 +118,16 @@ export function resolveOptions(options: SessionOptions): ResolvedOptions {
       maxDelayMs: count('retry.maxDelayMs', options.retry?.maxDelayMs ?? DEFAULTS.retry.maxDelayMs, 0),
     },
     stallTimeoutMs: count('stallTimeoutMs', options.stallTimeoutMs ?? DEFAULTS.stallTimeoutMs, 1),
+    wake: wakeOf(options.wake),
     journal: options.journal,
   };
   resolved.add(result);
   return result;
+}
+
+function wakeOf(wake: unknown): 'each' | 'all' {
+  if (wake === undefined || wake === 'each' || wake === 'all') return wake ?? 'each';
+  throw new TypeError(`exarch: \`wake\` must be 'each' or 'all', got ${JSON.stringify(wake)}`);
 }
 
 function count(name: string, value: number, min: number): number {

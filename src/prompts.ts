@@ -40,9 +40,11 @@ function promptAround(name: string, depth: number, canSpawn: boolean): string {
         'sub-agent works on its own. Give each sub-agent a unique name and a self-contained task: it sees nothing ' +
         'of your conversation. Start independent sub-agents in the same response so they run in parallel.',
       "Each sub-agent's result arrives later as a message of its own, beginning with [agent 'NAME' replied] (or " +
-        "[agent 'NAME' failed: …], [agent 'NAME' was cancelled], …). To wait for results, end your turn with a short " +
-        'note of what you are waiting for; do not poll or call tools just to pass time. The results wake you. ' +
-        '`cancel_agent` stops a sub-agent you no longer need.',
+        "[agent 'NAME' failed: …], [agent 'NAME' was cancelled], …). When you have nothing to do until your " +
+        'sub-agents finish, call `wait_for_agents` in the same response as your `agent` calls: you are woken once ' +
+        'they have finished, with all their results in one message, and no turn is spent on waiting. (`until: "any"` ' +
+        'wakes you at the first result.) Do not poll or call tools just to pass time. `cancel_agent` stops a ' +
+        'sub-agent you no longer need.',
     );
     if (depth > 0) parts.push('Wait for the results of your own sub-agents before you reply: replying cancels any that still run.');
   }

@@ -31,6 +31,8 @@ export type EffectEvent =
 export class SessionEffects {
   private model: StepCancellation | undefined;
   private tools: ToolBatch | undefined;
+  /** The batch held open while the session waits for sub-agents (see `holdBatch`). */
+  private held: ToolBatch | undefined;
   private tick: NodeJS.Immediate | undefined;
   private closed = false;
 
@@ -117,6 +119,22 @@ export class SessionEffects {
       this.send(event);
     });
     this.tools = batch;
+  }
+
+  /**
+   * While a session waits for its sub-agents (`wait_for_agents`) nothing runs, yet its batch is
+   * still open: held here as a batch would be, so a stop or a cancel answers its calls
+   * (`onAbandon`) exactly as it does a running batch's. `release` drops it once the wait ends.
+   */
+  holdBatch(onAbandon: () => void): void {
+    if (this.closed) return;
+    this.tools?.abandon(new Error('tool batch superseded'));
+    this.tools = this.held = { abandon: () => onAbandon() };
+  }
+
+  releaseBatch(): void {
+    if (this.tools === this.held) this.tools = undefined;
+    this.held = undefined;
   }
 
   /** Aborts the model request and abandons the tool batch (every call is answered), whichever runs. */

@@ -64,8 +64,8 @@ describe('spawning', () => {
       },
       { task: 'go' },
     );
-    expect(provider.requestsOf('root')[0]?.tools).toEqual(['agent', 'cancel_agent']);
-    expect(provider.requestsOf('root/child')[0]?.tools).toEqual(['agent', 'cancel_agent', 'reply']);
+    expect(provider.requestsOf('root')[0]?.tools).toEqual(['agent', 'cancel_agent', 'wait_for_agents']);
+    expect(provider.requestsOf('root/child')[0]?.tools).toEqual(['agent', 'cancel_agent', 'wait_for_agents', 'reply']);
     expect(provider.requestsOf('root/child/grandchild')[0]?.tools).toEqual(['reply']);
   });
 

@@ -52,10 +52,10 @@ describe('dispatch', () => {
   it("a tool added to the host's array after a session is offered to the next session", async () => {
     const tools = [defineTool({ name: 'one', description: '', input: z.object({}), run: () => 'one' })];
     const first = await runTraced({ root: [{ text: 'ok' }] }, { task: 't', tools });
-    expect(first.provider.requestsOf('root')[0]?.tools).toEqual(['agent', 'cancel_agent', 'one']);
+    expect(first.provider.requestsOf('root')[0]?.tools).toEqual(['agent', 'cancel_agent', 'wait_for_agents', 'one']);
     tools.push(defineTool({ name: 'two', description: '', input: z.object({}), run: () => 'two ran' }));
     const second = await runTraced({ root: [{ calls: [{ name: 'two', input: {} }] }, { text: 'ok' }] }, { task: 't', tools });
-    expect(second.provider.requestsOf('root')[0]?.tools).toEqual(['agent', 'cancel_agent', 'one', 'two']);
+    expect(second.provider.requestsOf('root')[0]?.tools).toEqual(['agent', 'cancel_agent', 'wait_for_agents', 'one', 'two']);
     expect(toolResults(second.snapshot.context.messages)[0]).toMatchObject({ content: 'two ran' });
   });
 

@@ -30,6 +30,7 @@ export function palette(color: boolean): Palette {
   const stateColors: Readonly<Record<string, (s: string) => string>> = {
     streaming: blue,
     dispatchingBatch: yellow,
+    waitingForAgents: dim,
     nudged: magenta,
     replied: green,
     readyForUser: green,

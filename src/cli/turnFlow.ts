@@ -149,7 +149,7 @@ export class TurnFlow {
     if (value === 'nudged') {
       return this.style.dim(lastUserText(context.messages) === replyReminder.message ? 'reminder: call `reply`' : 'reminder');
     }
-    if (value === 'readyForUser') {
+    if (value === 'readyForUser' || value === 'waitingForAgents') {
       const running = this.runningChildrenOf(context.agent.id);
       return running.length > 0 ? this.style.dim(`waiting for ${running.join(', ')}`) : '';
     }

@@ -10,6 +10,8 @@ export type JournalRecord =
   | LogRecord
   /** One call of the open batch was answered (before the batch is committed as one message). */
   | { readonly type: 'tool'; readonly result: ToolResultBlock }
+  /** The session waits for its sub-agents (`wait_for_agents`), its batch open: a resume waits on. */
+  | { readonly type: 'waiting' }
   /** A user message queued for the session's next turn. */
   | { readonly type: 'queued'; readonly text: string }
   /** Run-level (session ''): the process was interrupted (Ctrl-C); the cancellations that follow are undone by a resume. */

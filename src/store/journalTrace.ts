@@ -285,6 +285,9 @@ class Converter {
       case 'inbox':
         this.onInbox(track, record);
         break;
+      case 'waiting':
+        this.enter(track, 'waitingForAgents');
+        break;
       case 'queued':
         this.write({ kind: 'event', agent: session, type: 'user.message', detail: `${record.text.length} characters` });
         break;

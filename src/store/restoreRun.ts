@@ -195,6 +195,9 @@ function replay(records: readonly JournalRecord[], agent?: AgentIdentity): Repla
       case 'tool':
         session.batch?.results.set(record.result.tool_use_id, record.result);
         break;
+      case 'waiting':
+        session.state = 'waitingForAgents';
+        break;
       case 'nudge': {
         const count = session.latchCounts[record.latch] ?? { turn: 0, total: 0 };
         session.latchCounts[record.latch] = { turn: count.turn + 1, total: count.total + 1 };

@@ -2,7 +2,7 @@ import type { LatchCount } from '../nudges.js';
 import type { AgentIdentity, AgentResult, AssistantBlock, Message, StopReason, ToolResultBlock, Usage } from '../types.js';
 
 /** The states a resumed session picks up in (a final session is not resumed: its result is delivered). */
-export type ResumeState = 'readyForUser' | 'streaming' | 'dispatchingBatch' | 'nudged';
+export type ResumeState = 'readyForUser' | 'streaming' | 'dispatchingBatch' | 'waitingForAgents' | 'nudged';
 
 /**
  * A session as its journal left it, ready to be taken up again (the `restore` input of the session

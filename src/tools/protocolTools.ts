@@ -27,11 +27,27 @@ export const replyInput = z.object({
     .describe('Your complete result: a markdown report as a string, or a JSON object/array. Only this reaches the agent that started you.'),
 });
 
+export const waitForAgentsInput = z.object({
+  until: z
+    .enum(['all', 'any'])
+    .optional()
+    .describe("'all' (default): wait until every running sub-agent has finished; 'any': until at least one has."),
+});
+
 export const agentSpec: ToolSpec = toolSpec(
   'agent',
   'Start a sub-agent that works on `task` asynchronously. It returns at once; the sub-agent’s result arrives later as a ' +
-    'message that begins with [agent \'NAME\' …]. Start several in one response to run them in parallel.',
+    'message that begins with [agent \'NAME\' …]. Start several in one response to run them in parallel. When you have ' +
+    'nothing else to do until they finish, call wait_for_agents in the same response.',
   agentInput,
+);
+
+export const waitForAgentsSpec: ToolSpec = toolSpec(
+  'wait_for_agents',
+  'Wait for your running sub-agents without another turn: call it in the same response as your `agent` calls (or later) when ' +
+    'you have nothing else to do until they finish. You are woken once the condition holds, with this call’s result and every ' +
+    'sub-agent result that arrived, in one message. With no sub-agent running it returns at once.',
+  waitForAgentsInput,
 );
 
 export const cancelAgentSpec: ToolSpec = toolSpec(
@@ -50,7 +66,8 @@ export const replySpec: ToolSpec = toolSpec(
 export const validateAgent = inputValidator('agent', agentInput);
 export const validateCancelAgent = inputValidator('cancel_agent', cancelAgentInput);
 export const validateReply = inputValidator('reply', replyInput);
+export const validateWaitForAgents = inputValidator('wait_for_agents', waitForAgentsInput);
 
-export const SPAWN_TOOLS: readonly ToolSpec[] = [agentSpec, cancelAgentSpec];
+export const SPAWN_TOOLS: readonly ToolSpec[] = [agentSpec, cancelAgentSpec, waitForAgentsSpec];
 export const REPLY_TOOLS: readonly ToolSpec[] = [replySpec];
-export const PROTOCOL_TOOL_NAMES: ReadonlySet<string> = new Set(['agent', 'cancel_agent', 'reply']);
+export const PROTOCOL_TOOL_NAMES: ReadonlySet<string> = new Set(['agent', 'cancel_agent', 'wait_for_agents', 'reply']);

@@ -1,6 +1,6 @@
 import type { AssistantBlock, ToolResultBlock, ToolSpec } from '../types.js';
 import type { PreparedRun, Tool } from './defineTool.js';
-import { PROTOCOL_TOOL_NAMES, REPLY_TOOLS, SPAWN_TOOLS, validateAgent, validateCancelAgent, validateReply } from './protocolTools.js';
+import { PROTOCOL_TOOL_NAMES, REPLY_TOOLS, SPAWN_TOOLS, validateAgent, validateCancelAgent, validateReply, validateWaitForAgents } from './protocolTools.js';
 
 /** The two independent axes of CONTRACT §2. */
 export interface ToolAxes {
@@ -62,6 +62,7 @@ export type PlannedCall =
   | { readonly kind: 'run'; readonly id: string; readonly name: string; readonly run: PreparedRun; readonly timeoutMs: number | undefined; readonly idempotent: boolean; readonly readOnly: boolean }
   | { readonly kind: 'agent'; readonly id: string; readonly name: string; readonly task: string }
   | { readonly kind: 'cancel_agent'; readonly id: string; readonly name: string }
+  | { readonly kind: 'wait'; readonly id: string; readonly until: 'all' | 'any' }
   | { readonly kind: 'reply'; readonly id: string; readonly result: unknown };
 
 export function errorResult(id: string, content: string): ToolResultBlock {
@@ -104,6 +105,9 @@ export function planBatch(content: readonly AssistantBlock[], toolbox: Toolbox, 
     } else if (name === 'cancel_agent') {
       const parsed = validateCancelAgent(input);
       plan.push(parsed.ok ? { kind: 'cancel_agent', id, name: parsed.value.name } : invalid(id, parsed.error));
+    } else if (name === 'wait_for_agents') {
+      const parsed = validateWaitForAgents(input);
+      plan.push(parsed.ok ? { kind: 'wait', id, until: parsed.value.until ?? 'all' } : invalid(id, parsed.error));
     } else if (name === 'reply') {
       const parsed = validateReply(input);
       plan.push(parsed.ok ? { kind: 'reply', id, result: parsed.value.result } : invalid(id, parsed.error));
@@ -120,7 +124,7 @@ export function planBatch(content: readonly AssistantBlock[], toolbox: Toolbox, 
 /** Why a call to `name` is refused, or undefined when the session was offered that tool. */
 export function allowCheck(name: string, toolbox: Toolbox): string | undefined {
   const offered =
-    name === 'agent' || name === 'cancel_agent' ? toolbox.axes.spawns : name === 'reply' ? toolbox.axes.replies : toolbox.tools.has(name);
+    name === 'agent' || name === 'cancel_agent' || name === 'wait_for_agents' ? toolbox.axes.spawns : name === 'reply' ? toolbox.axes.replies : toolbox.tools.has(name);
   if (offered) return undefined;
   if (PROTOCOL_TOOL_NAMES.has(name)) return `tool '${name}' is not available to this agent`;
   return `unknown tool '${name}': this agent was not offered it`;

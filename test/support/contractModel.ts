@@ -1,6 +1,7 @@
 /**
  * The session's transitions as CONTRACT.md states them (§1 states, §3 reply and reminder, §5 stop
- * reasons, §6 step cap and cancellation), written from the text alone: nothing here imports
+ * reasons, §6 step cap and cancellation) and as issue 15 adds `wait_for_agents` and its waiting
+ * state, written from the text alone: nothing here imports
  * `machines/` or `src/`, so a changed guard or a miscounted step in the machine makes the two
  * disagree instead of moving both sides of the comparison.
  *
@@ -10,7 +11,7 @@
  * live children, inbox and queued user messages, and the open batch.
  */
 
-export type ContractValue = 'readyForUser' | 'streaming' | 'dispatchingBatch' | 'nudged' | 'replied' | 'finishedWithoutReply' | 'capped' | 'failed' | 'cancelled';
+export type ContractValue = 'readyForUser' | 'streaming' | 'dispatchingBatch' | 'waitingForAgents' | 'nudged' | 'replied' | 'finishedWithoutReply' | 'capped' | 'failed' | 'cancelled';
 
 export interface ContractLimits {
   /** §6: model requests per turn. */
@@ -31,7 +32,13 @@ export interface ContractState {
   readonly kids: number;
   readonly inbox: number;
   readonly queuedUser: number;
-  readonly batch: { readonly pending: number; readonly reply: 'none' | 'content' | 'empty'; readonly truncated: boolean } | null;
+  readonly batch: {
+    readonly pending: number;
+    readonly reply: 'none' | 'content' | 'empty';
+    readonly truncated: boolean;
+    /** A `wait_for_agents` call (the first of the response) that has to wait: children were running. */
+    readonly wait: 'all' | 'any' | null;
+  } | null;
   /** For `replied`: whether the payload rendered to nothing (§3: outcome empty). */
   readonly outcome?: 'replied' | 'empty';
 }
@@ -73,72 +80,106 @@ function payloadIsEmpty(input: unknown): boolean {
   return result === undefined || result === null || result === '';
 }
 
+/** `s` moved to `value`. */
+function go(s: ContractState, value: ContractValue, changes: Partial<ContractState> = {}): ContractState {
+  return { ...s, ...changes, value };
+}
+
+/** §6: about to make another request in this turn (or to nudge): made, or `capped` when the cap is reached. */
+function goOn(s: ContractState, into: 'streaming' | 'nudged', limits: ContractLimits, changes: Partial<ContractState> = {}): ContractState {
+  if (s.steps >= limits.maxSteps) return go(s, 'capped', { ...changes, batch: null });
+  return into === 'streaming' ? go(s, 'streaming', { ...changes, batch: null, steps: s.steps + 1 }) : go(s, 'nudged', { ...changes, batch: null });
+}
+
+/** §5 max_tokens: a truncation reminder from the per-turn budget, or failure when it is spent. */
+function truncated(s: ContractState, limits: ContractLimits): ContractState {
+  return s.truncations < limits.truncationBudget ? goOn(s, 'nudged', limits, { truncations: s.truncations + 1 }) : go(s, 'failed', { batch: null });
+}
+
+/** Issue 15: a wait ends when every child has delivered ('all') or one has ('any'). */
+function waitHolds(wait: 'all' | 'any' | null, kids: number, inbox: number): boolean {
+  return wait === null || kids === 0 || (wait === 'any' && inbox > 0);
+}
+
+/** After a batch (drained, and any wait over): the truncation reminder, or the next request. A wait's inbox rides along with the results. */
+function afterBatch(s: ContractState, limits: ContractLimits): ContractState {
+  const batch = s.batch;
+  const base = batch?.wait ? { ...s, inbox: 0 } : s;
+  return batch?.truncated ? truncated(base, limits) : goOn(base, 'streaming', limits);
+}
+
 /** The next state per the contract, or the same state when the event changes nothing it models. */
 export function contractStep(s: ContractState, event: ContractEvent, limits: ContractLimits): ContractState {
   if (isFinal(s)) return s;
-  const go = (value: ContractValue, changes: Partial<ContractState> = {}): ContractState => ({ ...s, ...changes, value });
-  /** §6: about to make another request in this turn: made, or `capped` when the cap is reached. */
-  const goOn = (into: 'streaming' | 'nudged', changes: Partial<ContractState> = {}): ContractState =>
-    s.steps >= limits.maxSteps ? go('capped', { ...changes, batch: null }) : into === 'streaming' ? go('streaming', { ...changes, batch: null, steps: s.steps + 1 }) : go('nudged', { ...changes, batch: null });
-  /** §5 max_tokens: a truncation reminder from the per-turn budget, or failure when it is spent. */
-  const truncated = (): ContractState =>
-    s.truncations < limits.truncationBudget ? goOn('nudged', { truncations: s.truncations + 1 }) : go('failed', { batch: null });
-
   switch (event.type) {
     case 'cancel':
       // §6: cancelling a session ends it, whatever it was doing.
-      return go('cancelled', { batch: null });
-    case 'child.finished':
-      // §3/§4: every child delivers exactly one result into the inbox; nothing else changes now.
-      return { ...s, kids: s.kids - 1, inbox: s.inbox + 1 };
+      return go(s, 'cancelled', { batch: null });
+    case 'child.finished': {
+      // §3/§4: every child delivers exactly one result into the inbox.
+      const next = { ...s, kids: s.kids - 1, inbox: s.inbox + 1 };
+      // Issue 15: a waiting session goes on once its wait's condition holds.
+      if (s.value === 'waitingForAgents' && s.batch && waitHolds(s.batch.wait, next.kids, next.inbox)) return afterBatch(next, limits);
+      return next;
+    }
     case 'user.message':
       // The root waits at readyForUser for the user; at any other time the message waits its turn.
-      return s.value === 'readyForUser' ? go('streaming', { steps: 1, truncations: 0, batch: null }) : { ...s, queuedUser: s.queuedUser + 1 };
+      return s.value === 'readyForUser' ? go(s, 'streaming', { steps: 1, truncations: 0, inbox: 0, queuedUser: 0, batch: null }) : { ...s, queuedUser: s.queuedUser + 1 };
     case 'tick':
       if (s.value === 'nudged') {
         // §1: the reminder is appended, then the session streams again: one more request (§6).
-        return go('streaming', { steps: s.steps + 1 });
+        return go(s, 'streaming', { steps: s.steps + 1 });
       }
       if (s.value === 'readyForUser' && (s.inbox > 0 || s.queuedUser > 0)) {
         // §4: at the boundary the inbox (and queued user messages) become one turn; a new turn's count starts.
-        return go('streaming', { steps: 1, truncations: 0, inbox: 0, queuedUser: 0 });
+        return go(s, 'streaming', { steps: 1, truncations: 0, inbox: 0, queuedUser: 0 });
       }
       return s;
     case 'model.error':
       // §5: a fault that is not retried (or retries exhausted) fails the session.
-      return s.value === 'streaming' ? go('failed', { batch: null }) : s;
+      return s.value === 'streaming' ? go(s, 'failed', { batch: null }) : s;
     case 'tool.settled':
       return s.value === 'dispatchingBatch' && s.batch ? { ...s, batch: { ...s.batch, pending: s.batch.pending - 1 } } : s;
     case 'batch.drained': {
       if (s.value !== 'dispatchingBatch' || !s.batch) return s;
       // §3: a staged reply ends a sub-agent after its batch, truncated or not; its children are cancelled.
-      if (s.batch.reply !== 'none') return go('replied', { batch: null, kids: 0, outcome: s.batch.reply === 'empty' ? 'empty' : 'replied' });
-      if (s.batch.truncated) return truncated();
-      return goOn('streaming');
+      if (s.batch.reply !== 'none') return go(s, 'replied', { batch: null, kids: 0, outcome: s.batch.reply === 'empty' ? 'empty' : 'replied' });
+      // Issue 15: a wait whose condition does not hold yet ends the step without a request.
+      if (!waitHolds(s.batch.wait, s.kids, s.inbox)) return go(s, 'waitingForAgents');
+      return afterBatch(s, limits);
     }
     case 'model.done': {
       if (s.value !== 'streaming') return s;
       const r = event.response;
-      if (r.stopReason === 'refusal' || r.stopReason === 'model_context_window_exceeded') return go('failed', { batch: null });
+      if (r.stopReason === 'refusal' || r.stopReason === 'model_context_window_exceeded') return go(s, 'failed', { batch: null });
       const complete = r.calls.filter((c) => !r.cutOff.includes(c.id));
       if (r.calls.length > 0) {
         // §2: `reply` only for sub-agents (the root's is refused); the first complete one stands (§3).
         const reply = s.kind === 'sub' ? complete.find((c) => c.name === 'reply') : undefined;
         const spawned = complete.filter((c) => c.name === 'agent').length;
-        const runs = complete.filter((c) => c.name !== 'reply' && c.name !== 'agent' && c.name !== 'cancel_agent').length;
-        return go('dispatchingBatch', {
-          kids: s.kids + spawned,
-          batch: { pending: runs, reply: reply === undefined ? 'none' : payloadIsEmpty(reply.input) ? 'empty' : 'content', truncated: r.stopReason === 'max_tokens' },
+        const runs = complete.filter((c) => !['reply', 'agent', 'cancel_agent', 'wait_for_agents'].includes(c.name)).length;
+        // Issue 15: wait_for_agents is offered where `agent` is; with no sub-agent running it answers at once.
+        const waitCall = complete.find((c) => c.name === 'wait_for_agents');
+        const until = waitCall && typeof waitCall.input === 'object' && waitCall.input !== null && (waitCall.input as { until?: unknown }).until === 'any' ? 'any' : 'all';
+        const kids = s.kids + spawned;
+        return go(s, 'dispatchingBatch', {
+          kids,
+          batch: {
+            pending: runs,
+            reply: reply === undefined ? 'none' : payloadIsEmpty(reply.input) ? 'empty' : 'content',
+            truncated: r.stopReason === 'max_tokens',
+            wait: waitCall !== undefined && kids > 0 ? until : null,
+          },
         });
       }
-      if (r.stopReason === 'max_tokens') return truncated();
-      if (r.stopReason === 'pause_turn') return goOn('streaming');
+      if (r.stopReason === 'max_tokens') return truncated(s, limits);
+      if (r.stopReason === 'pause_turn') return goOn(s, 'streaming', limits);
       // end_turn, stop_sequence: the turn ends (§5).
-      if (s.kind === 'root') return go('readyForUser');
+      if (s.kind === 'root') return go(s, 'readyForUser');
       // §3: a sub-agent waits for its children's results like the root; only when quiet is it reminded once, then empty.
-      if (s.kids > 0 || s.inbox > 0) return go('readyForUser');
-      if (!s.reminded) return goOn('nudged', { reminded: true });
-      return go('finishedWithoutReply', { batch: null });
+      if (s.kids > 0 || s.inbox > 0) return go(s, 'readyForUser');
+      if (!s.reminded) return goOn(s, 'nudged', limits, { reminded: true });
+      return go(s, 'finishedWithoutReply', { batch: null });
     }
   }
 }

@@ -166,8 +166,11 @@ export function stateViolations(snapshot: SessionSnapshot, kind: ModelKind | 'an
   const c = snapshot.context;
   const value = String(snapshot.value);
   const problems = c.messages.length === 0 ? [] : findPairingProblems(c.messages);
-  // Only while a batch runs may the history end with calls still unanswered.
-  const allowed = value === 'dispatchingBatch' && snapshot.status === 'active' ? problems.filter((p) => !/without tool_result \(history ends\)$/.test(p)) : problems;
+  // Only while a batch runs, or waits for sub-agents, may the history end with calls still unanswered.
+  const open = (value === 'dispatchingBatch' || value === 'waitingForAgents') && snapshot.status === 'active';
+  const allowed = open ? problems.filter((p) => !/without tool_result \(history ends\)$/.test(p)) : problems;
+  // A waiting session waits for someone: with no sub-agent running, its wait would never end.
+  if (value === 'waitingForAgents' && snapshot.status === 'active' && c.children.size === 0) out.push('waitingForAgents with no sub-agent running');
   if (allowed.length > 0) out.push(`${value}: history breaks the pairing rule: ${allowed.join('; ')}`);
   if (value === 'readyForUser' && c.messages.length === 0 && c.steps > 0) out.push('readyForUser after a turn with an empty history');
   const reminders = c.latchCounts['reply-reminder']?.total ?? 0;

@@ -217,7 +217,7 @@ export function traversableSession(kind: ModelKind): TraversableSession {
 export function restoredFromModel(snapshot: SessionSnapshot, journaled?: ResumeState): RestoredSession {
   const c = snapshot.context;
   const value = String(snapshot.value);
-  if (snapshot.status !== 'active' || !['readyForUser', 'streaming', 'dispatchingBatch', 'nudged'].includes(value)) {
+  if (snapshot.status !== 'active' || !['readyForUser', 'streaming', 'dispatchingBatch', 'waitingForAgents', 'nudged'].includes(value)) {
     throw new Error(`a ${value} (${snapshot.status}) session is not resumed`);
   }
   if (journaled !== undefined && journaled !== value && !(journaled === 'nudged' && value === 'streaming')) {
@@ -290,6 +290,7 @@ export function stateKey(snapshot: SessionSnapshot): string {
     inbox: c.inbox.length,
     user: c.pendingUser.length,
     batch: batch && {
+      wait: batch.wait?.until ?? null,
       calls: batch.plan.length,
       results: batch.results.size,
       pending: pendingRuns(snapshot).length,
@@ -343,6 +344,14 @@ function responses(snapshot: SessionSnapshot, kind: ModelKind): ModelEvent[] {
   const cut2 = cutOff(WORK_TOOL_NAME);
   out.push(response('workThenCutOff', [call(WORK_TOOL_NAME, {}), cut2.block], 'max_tokens', [cut2.id]));
   if (c.toolbox.axes.spawns && c.children.size === 0) out.push(response('spawn', [call('agent', { name: 'kid', task: 'kid task' })], 'tool_use'));
+  if (c.toolbox.axes.spawns) {
+    // wait_for_agents: with the spawn in one response, on its own (for a kid already running, or
+    // for nobody: answered at once), and in a truncated response.
+    if (c.children.size === 0) out.push(response('spawnAndWait', [call('agent', { name: 'kid', task: 'kid task' }), call('wait_for_agents', {})], 'tool_use'));
+    out.push(response('wait', [call('wait_for_agents', { until: 'any' })], 'tool_use'));
+    const cut5 = cutOff(WORK_TOOL_NAME);
+    out.push(response('waitThenCutOff', [call('wait_for_agents', {}), cut5.block], 'max_tokens', [cut5.id]));
+  }
   const payloads = kind === 'sub' ? Object.keys(REPLY_PAYLOADS) : ['string'];
   for (const payload of payloads) out.push(response(`reply:${payload}`, [call('reply', { ...REPLY_PAYLOADS[payload] })], 'tool_use'));
   if (kind === 'sub') {
@@ -396,6 +405,9 @@ export function eventsFor(kind: ModelKind): (snapshot: SessionSnapshot) => Model
         const settled: ModelEvent = pending.length === 1 ? { type: 'batch.drained', result } : { type: 'tool.settled', result };
         return [settled, cancel, ...user, ...childEvents(snapshot)];
       }
+      case 'waitingForAgents':
+        // Only a child finishing ends the wait; the outside world can act meanwhile.
+        return [...childEvents(snapshot), cancel, ...user];
       case 'nudged':
         return [{ type: 'tick' }, cancel, ...user];
       default:
