@@ -167,6 +167,10 @@ function checkRun(
   if (!rootInboxTurns.some((turn) => turn.includes(`[agent 'explorer' replied]\n${EXPLORER_BRIEF}`))) {
     problems.push("the brief did not reach root's inbox verbatim");
   }
+  // Delegate-and-wait, then answer: two requests, as in a synchronous design (issue 15).
+  const rootRequests = (states.get('root') ?? []).filter((state) => state === 'streaming').length;
+  if (rootRequests !== 2) problems.push(`root made ${rootRequests} model requests, not 2`);
+  if (!(states.get('root') ?? []).includes('waitingForAgents')) problems.push('root never waited in waitingForAgents');
   const reviewer = states.get('root/reviewer') ?? [];
   if (!reviewer.includes('nudged') || reviewer.at(-1) !== 'replied') problems.push(`reviewer went ${reviewer.join(' → ') || 'nowhere'}`);
   if (pairingViolations > 0) problems.push(`${pairingViolations} request(s) broke the tool_use/tool_result pairing rule`);

@@ -293,8 +293,9 @@ export const FINAL_ANSWER = [
 type Pacer = (delayMs: number, chunkDelayMs: number, step: ScriptedStep) => ScriptedStep;
 
 /**
- * The root decides from what it has been told so far, not from a fixed order: the two children
- * finish in whichever order the clock gives, and the root's inbox turns follow it.
+ * The root decides from what it has been told so far, not from a fixed order: it delegates and
+ * waits for both (`wait_for_agents`), so its second request hears both; the other branches keep
+ * the script answering sensibly should a result come on its own.
  */
 function rootStep(request: ModelRequest, paced: Pacer): ScriptedStep {
   const heard = agentsHeardFrom(request.messages);
@@ -304,6 +305,8 @@ function rootStep(request: ModelRequest, paced: Pacer): ScriptedStep {
       calls: [
         { name: 'agent', input: { name: 'explorer', task: EXPLORER_TASK } },
         { name: 'agent', input: { name: 'reviewer', task: REVIEWER_TASK } },
+        // Nothing to do until both report: wait without spending a request on it (issue 15).
+        { name: 'wait_for_agents', input: {} },
       ],
     });
   }

@@ -25,6 +25,8 @@ export interface RunFlags {
   readonly maxSteps?: string;
   readonly maxDepth?: string;
   readonly replyCap?: string;
+  /** `each` (default) or `all`: see `SessionOptions.wake`. */
+  readonly wake?: string;
   readonly logDir?: string;
   readonly allowWrite?: boolean;
   readonly allowShell?: boolean;
@@ -72,6 +74,8 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   const maxDepth = positiveInt('max-depth', flags.maxDepth, 0);
   const replyCap = positiveInt('reply-cap', flags.replyCap);
   if (task.trim() === '') throw new UsageError('the task is empty');
+  if (flags.wake !== undefined && flags.wake !== 'each' && flags.wake !== 'all') throw new UsageError(`--wake must be each or all, got '${flags.wake}'`);
+  const wake = flags.wake === 'all' ? 'all' : undefined;
   if (flags.noStore && flags.store !== undefined) throw new UsageError('--store and --no-store cannot be used together');
   const model = flags.model ?? io.env['EXARCH_MODEL'] ?? DEFAULT_MODEL;
   const claude = connect(model, io);
@@ -90,13 +94,23 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
       ...(maxSteps === undefined ? {} : { maxSteps }),
       ...(maxDepth === undefined ? {} : { maxDepth }),
       ...(replyCap === undefined ? {} : { replyCap }),
+      ...(wake === undefined ? {} : { wake }),
       ...(claude.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: claude.stallTimeoutMs }),
       listener: output.listener,
     };
     if (!store) return await output.follow(localRun(task, session, output.inspect), io.interrupt);
     const id = newRunId();
     io.stderr.write(`exarch: run ${id} started\n`);
-    const record = { model, logDir, allowWrite, allowShell, ...(maxSteps === undefined ? {} : { maxSteps }), ...(maxDepth === undefined ? {} : { maxDepth }), ...(replyCap === undefined ? {} : { replyCap }) };
+    const record = {
+      model,
+      logDir,
+      allowWrite,
+      allowShell,
+      ...(maxSteps === undefined ? {} : { maxSteps }),
+      ...(maxDepth === undefined ? {} : { maxDepth }),
+      ...(replyCap === undefined ? {} : { replyCap }),
+      ...(wake === undefined ? {} : { wake }),
+    };
     const run = await startRun(task, session, { store, id, cwd: io.cwd, record, actor: { inspect: output.inspect } });
     return await output.follow(run, io.interrupt, store);
   } finally {
@@ -137,6 +151,7 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
     const maxSteps = numberOf(recorded.maxSteps);
     const maxDepth = numberOf(recorded.maxDepth);
     const replyCap = numberOf(recorded.replyCap);
+    const wake = recorded.wake === 'all' ? 'all' : undefined;
     const output = new RunOutput(io, flags.trace, `exarch resume ${runId}: ${row.task.slice(0, 80)}`, model, logDir, maxSteps);
     const session: DurableSessionInput = {
       provider: claude.provider,
@@ -145,6 +160,7 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
       ...(maxSteps === undefined ? {} : { maxSteps }),
       ...(maxDepth === undefined ? {} : { maxDepth }),
       ...(replyCap === undefined ? {} : { replyCap }),
+      ...(wake === undefined ? {} : { wake }),
       ...(claude.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: claude.stallTimeoutMs }),
       listener: output.listener,
     };
