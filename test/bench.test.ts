@@ -78,3 +78,15 @@ describe('npm run bench: the exarch, durable exarch and hand-written cells', () 
     expect(stderr).toMatch(/^usage: /);
   });
 });
+
+describe('npm run bench: model requests of a fan-out under real latency (bench/latency.mjs)', () => {
+  it('with wait_for_agents the root makes 2 requests; ending its turn to wait makes more', () => {
+    const script = fileURLToPath(new URL('../bench/latency.mjs', import.meta.url));
+    const result = spawnSync(process.execPath, [script, '--runs', '1', '--no-write'], { encoding: 'utf8', timeout: 60_000 });
+    expect(result.status, result.stderr).toBe(0);
+    const rows = result.stdout.split('\n').filter((line) => line.startsWith('| with') || line.startsWith('| without'));
+    const requests = rows.map((row) => Number(row.split('|')[2]?.trim()));
+    expect(requests[0]).toBe(2);
+    expect(requests[1]).toBeGreaterThan(2);
+  }, 60_000);
+});
