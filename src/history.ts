@@ -1,4 +1,5 @@
 import type { AssistantBlock, Message, TextBlock, ToolUseBlock, UserBlock } from './types.js';
+import { wellFormedAssistantBlock, wellFormedUserBlock } from './wellFormed.js';
 
 /**
  * History helpers. The history is one append-only array per session, shared by reference
@@ -10,8 +11,10 @@ import type { AssistantBlock, Message, TextBlock, ToolUseBlock, UserBlock } from
  * (tool results and a reminder, or an inbox turn and a queued user message, become one message).
  * Tool results always stay ahead of text, as the API requires.
  */
-export function appendUserBlocks(messages: Message[], blocks: readonly UserBlock[]): void {
-  if (blocks.length === 0) return;
+export function appendUserBlocks(messages: Message[], appended: readonly UserBlock[]): void {
+  if (appended.length === 0) return;
+  // Nothing enters a history that a request could not carry (see wellFormed.ts).
+  const blocks = appended.map(wellFormedUserBlock);
   const last = messages[messages.length - 1];
   if (last?.role === 'user') {
     const merged = [...last.content, ...blocks];
@@ -19,7 +22,7 @@ export function appendUserBlocks(messages: Message[], blocks: readonly UserBlock
     const texts = merged.filter((b) => b.type === 'text');
     messages[messages.length - 1] = { role: 'user', content: [...results, ...texts] };
   } else {
-    messages.push({ role: 'user', content: [...blocks] });
+    messages.push({ role: 'user', content: blocks });
   }
 }
 
@@ -27,11 +30,12 @@ export function appendUserBlocks(messages: Message[], blocks: readonly UserBlock
  * Appends an assistant message. After `pause_turn` the history already ends with the paused
  * assistant message, and the continuation belongs to that same message.
  */
-export function appendAssistantBlocks(messages: Message[], blocks: readonly AssistantBlock[]): void {
-  if (blocks.length === 0) return;
+export function appendAssistantBlocks(messages: Message[], appended: readonly AssistantBlock[]): void {
+  if (appended.length === 0) return;
+  const blocks = appended.map(wellFormedAssistantBlock);
   const last = messages[messages.length - 1];
   if (last?.role === 'assistant') messages[messages.length - 1] = { role: 'assistant', content: [...last.content, ...blocks] };
-  else messages.push({ role: 'assistant', content: [...blocks] });
+  else messages.push({ role: 'assistant', content: blocks });
 }
 
 /** Text blocks the API accepts (it refuses empty ones). */

@@ -38,7 +38,7 @@ export function clip(text: string, cap: number): string {
     marker = next;
   }
   const keep = cap - marker.length;
-  if (keep <= 0) return text.slice(0, cap);
+  if (keep <= 0) return wholeHead(text, cap);
   let headEnd = Math.ceil(keep / 2);
   let tailStart = text.length - (keep - headEnd);
   for (;;) {
@@ -47,10 +47,15 @@ export function clip(text: string, cap: number): string {
     if (tailStart < text.length && isLowSurrogate(text.charCodeAt(tailStart))) tailStart += 1;
     const clipped = text.slice(0, headEnd) + elisionMarker(tailStart - headEnd) + text.slice(tailStart);
     // Moving a cut can add a digit to the count; give that character back from the head.
-    if (clipped.length <= cap || headEnd === 0) return clipped.length <= cap ? clipped : text.slice(0, cap);
+    if (clipped.length <= cap || headEnd === 0) return clipped.length <= cap ? clipped : wholeHead(text, cap);
     headEnd -= clipped.length - cap;
     if (headEnd < 0) headEnd = 0;
   }
+}
+
+/** The first `cap` code units of `text`, one fewer if the last would be half of a surrogate pair. */
+function wholeHead(text: string, cap: number): string {
+  return cap > 0 && isHighSurrogate(text.charCodeAt(cap - 1)) ? text.slice(0, cap - 1) : text.slice(0, cap);
 }
 
 function isHighSurrogate(code: number): boolean {

@@ -110,6 +110,12 @@ export interface ModelResponse {
    * Their input is incomplete; the session answers them with an error and never executes them.
    */
   readonly incompleteToolUseIds: readonly string[];
+  /**
+   * `tool_use` blocks that completed with an input no tool can take (not valid JSON, not an
+   * object, nested too deep), by id, with why. Their input in the history is `{}`; the session
+   * answers them with an error naming the reason and never executes them.
+   */
+  readonly invalidToolInputs?: Readonly<Record<string, string>>;
 }
 
 export interface Provider {

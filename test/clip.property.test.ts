@@ -62,8 +62,16 @@ describe('clip (CONTRACT §3: middle elision, at most the cap, marker included)'
         const out = clip(input, cap);
         expect(out.length).toBeLessThanOrEqual(cap);
         expect(input.startsWith(out)).toBe(true);
+        // Issue 13: not even a prefix this short ends in half of a pair.
+        expect(LONE_SURROGATE.test(out), JSON.stringify(out)).toBe(false);
       }),
+      { numRuns: 500 },
     );
+  });
+
+  it('never splits a pair at any cap, for a text of pairs only', () => {
+    const pairs = '😀'.repeat(50);
+    for (let cap = 0; cap <= pairs.length; cap++) expect(LONE_SURROGATE.test(clip(pairs, cap)), `cap ${cap}`).toBe(false);
   });
 
   it('refuses a cap that is not a non-negative integer', () => {

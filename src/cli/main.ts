@@ -25,6 +25,8 @@ const USAGE = `Usage:
       --max-steps N       model requests per turn before an agent is capped (default 50)
       --max-depth N       how deep sub-agents may nest (default 2: root → child → grandchild)
       --reply-cap CHARS   longest reply a sub-agent hands up (default 16000)
+      --max-retry-wait S  longest wait a rate-limited or overloaded API may ask for before a
+                          request is retried (default 60); longer, and the request fails
       --wake each|all     an agent that ended its turn while sub-agents run is woken by each
                           result (each, the default) or once, when all have reported (all)
       --log-dir DIR       where each agent's JSONL log goes (default .exarch/runs/<time>/)
@@ -125,6 +127,7 @@ function parse(argv: readonly string[]) {
       'max-depth': { type: 'string' },
       'reply-cap': { type: 'string' },
       wake: { type: 'string' },
+      'max-retry-wait': { type: 'string' },
       'log-dir': { type: 'string' },
       'allow-write': { type: 'boolean' },
       'allow-shell': { type: 'boolean' },
@@ -189,7 +192,7 @@ async function view(positionals: readonly string[], values: Values): Promise<num
   return EXIT_OK;
 }
 
-const RUN_FLAGS = ['model', 'max-steps', 'max-depth', 'reply-cap', 'wake', 'log-dir', 'allow-write', 'allow-shell'] as const;
+const RUN_FLAGS = ['model', 'max-steps', 'max-depth', 'reply-cap', 'wake', 'max-retry-wait', 'log-dir', 'allow-write', 'allow-shell'] as const;
 
 async function run(positionals: readonly string[], values: ReturnType<typeof parse>['values']): Promise<number> {
   if (positionals.length === 0) throw new UsageError('run needs a task: exarch run "<task>"');
@@ -213,6 +216,7 @@ async function runLive(positionals: readonly string[], values: Values, interrupt
       ...(values['max-depth'] === undefined ? {} : { maxDepth: values['max-depth'] }),
       ...(values['reply-cap'] === undefined ? {} : { replyCap: values['reply-cap'] }),
       ...(values.wake === undefined ? {} : { wake: values.wake }),
+      ...(values['max-retry-wait'] === undefined ? {} : { maxRetryWait: values['max-retry-wait'] }),
       ...(values['log-dir'] === undefined ? {} : { logDir: values['log-dir'] }),
       allowWrite: values['allow-write'] === true,
       allowShell: values['allow-shell'] === true,

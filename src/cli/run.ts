@@ -27,6 +27,8 @@ export interface RunFlags {
   readonly replyCap?: string;
   /** `each` (default) or `all`: see `SessionOptions.wake`. */
   readonly wake?: string;
+  /** Seconds a `retry-after` may ask for before the request fails instead (default 60). */
+  readonly maxRetryWait?: string;
   readonly logDir?: string;
   readonly allowWrite?: boolean;
   readonly allowShell?: boolean;
@@ -76,9 +78,10 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   if (task.trim() === '') throw new UsageError('the task is empty');
   if (flags.wake !== undefined && flags.wake !== 'each' && flags.wake !== 'all') throw new UsageError(`--wake must be each or all, got '${flags.wake}'`);
   const wake = flags.wake === 'all' ? 'all' : undefined;
+  const maxRetryWait = positiveInt('max-retry-wait', flags.maxRetryWait, 0);
   if (flags.noStore && flags.store !== undefined) throw new UsageError('--store and --no-store cannot be used together');
   const model = flags.model ?? io.env['EXARCH_MODEL'] ?? DEFAULT_MODEL;
-  const claude = connect(model, io);
+  const claude = connect(model, io, maxRetryWait);
   if (typeof claude === 'number') return claude;
   // A store that cannot be read stops the run before anything starts (StoreError: one line, exit 1).
   const store = flags.noStore ? undefined : openStore(io.cwd, flags.store);
@@ -110,6 +113,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
       ...(maxDepth === undefined ? {} : { maxDepth }),
       ...(replyCap === undefined ? {} : { replyCap }),
       ...(wake === undefined ? {} : { wake }),
+      ...(maxRetryWait === undefined ? {} : { maxRetryWait }),
     };
     const run = await startRun(task, session, { store, id, cwd: io.cwd, record, actor: { inspect: output.inspect } });
     return await output.follow(run, io.interrupt, store);
@@ -145,7 +149,7 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
     }
     const recorded = row.options;
     const model = typeof recorded.model === 'string' ? recorded.model : DEFAULT_MODEL;
-    const claude = connect(model, io);
+    const claude = connect(model, io, numberOf(recorded.maxRetryWait));
     if (typeof claude === 'number') return claude;
     const logDir = typeof recorded.logDir === 'string' ? recorded.logDir : join(row.cwd, '.exarch', 'runs', timestamp(new Date(row.startedAt)));
     const maxSteps = numberOf(recorded.maxSteps);
@@ -206,7 +210,7 @@ function numberOf(value: unknown): number | undefined {
 }
 
 /** Claude through the SDK, or the test's provider; an exit code when the key or a setting is missing. */
-function connect(model: string, io: RunIo): { provider: Provider; stallTimeoutMs: number | undefined } | number {
+function connect(model: string, io: RunIo, maxRetryWaitS?: number): { provider: Provider; stallTimeoutMs: number | undefined } | number {
   const apiKey = io.env['ANTHROPIC_API_KEY'];
   if (!io.provider && !apiKey) {
     io.stderr.write('exarch: ANTHROPIC_API_KEY is not set: set it to run against Claude, or try `exarch demo` (offline, no key needed)\n');
@@ -220,7 +224,12 @@ function connect(model: string, io: RunIo): { provider: Provider; stallTimeoutMs
   }
   const provider =
     io.provider ??
-    new AnthropicProvider({ apiKey, model, ...(io.env['ANTHROPIC_BASE_URL'] ? { baseURL: io.env['ANTHROPIC_BASE_URL'] } : {}) });
+    new AnthropicProvider({
+      apiKey,
+      model,
+      ...(io.env['ANTHROPIC_BASE_URL'] ? { baseURL: io.env['ANTHROPIC_BASE_URL'] } : {}),
+      ...(maxRetryWaitS === undefined ? {} : { maxRetryWaitMs: maxRetryWaitS * 1000 }),
+    });
   return { provider, stallTimeoutMs };
 }
 

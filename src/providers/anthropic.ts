@@ -1,5 +1,5 @@
 import Anthropic, { AnthropicError, APIConnectionError, APIError, APIUserAbortError } from '@anthropic-ai/sdk';
-import type { MessageParam, MessageStreamParams, RawMessageStreamEvent, TextBlockParam, Tool as SdkTool } from '@anthropic-ai/sdk/resources/messages/messages';
+import type { MessageParam, MessageCreateParamsStreaming, RawMessageStreamEvent, TextBlockParam, Tool as SdkTool } from '@anthropic-ai/sdk/resources/messages/messages';
 import { ProviderError, describeError } from '../model/errors.js';
 import { ZERO_USAGE } from '../usage.js';
 import type { AssistantBlock, Message, ModelRequest, ModelResponse, Provider, StopReason, StreamSink, Usage } from '../types.js';
@@ -19,6 +19,12 @@ export interface AnthropicProviderOptions {
   readonly sdkMaxRetries?: number;
   /** Time to response headers, per attempt (the SDK's timeout; default 10 minutes). */
   readonly timeoutMs?: number;
+  /**
+   * Longest wait a `retry-after` (or `retry-after-ms`) of a 429/5xx may ask for (default 60,000 ms).
+   * The SDK honours any delay a server asks for, an hour or a day; past this the request ends at
+   * once with "rate limited: the server asked to wait N s" instead.
+   */
+  readonly maxRetryWaitMs?: number;
   /** `cache_control` breakpoints on the tools, the system prompt and the end of the conversation (default on). */
   readonly promptCaching?: boolean;
   /** A client of your own (tests, proxies); the options above that configure a client are then ignored. */
@@ -53,13 +59,18 @@ export class AnthropicProvider implements Provider {
         ...(options.baseURL === undefined ? {} : { baseURL: options.baseURL }),
         maxRetries: options.sdkMaxRetries ?? 4,
         ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),
+        fetch: cappedRetryFetch(options.maxRetryWaitMs ?? DEFAULT_MAX_RETRY_WAIT_MS),
       });
   }
 
   async stream(request: ModelRequest, sink: StreamSink): Promise<ModelResponse> {
     const assembler = new MessageAssembler(sink);
     try {
-      const stream = this.client.messages.stream(this.params(request), { signal: request.signal });
+      // The raw event stream, not `messages.stream()`: that helper also accumulates its own
+      // snapshot and partial-parses every input delta, and its errors on events out of protocol
+      // (a delta for a block that never started) came out as a lost connection. The assembler
+      // sees every event first and says what is wrong with it.
+      const stream = await this.client.messages.create(this.params(request), { signal: request.signal });
       for await (const event of stream) assembler.apply(event);
       return assembler.finish();
     } catch (error) {
@@ -68,7 +79,7 @@ export class AnthropicProvider implements Provider {
   }
 
   /** The request body: our history is already in the API's shape; caching adds breakpoints to copies. */
-  params(request: ModelRequest): MessageStreamParams {
+  params(request: ModelRequest): MessageCreateParamsStreaming {
     const cache = this.promptCaching ? ({ cache_control: { type: 'ephemeral' } } as const) : {};
     const tools: SdkTool[] = request.tools.map((tool, i) => ({
       name: tool.name,
@@ -80,6 +91,7 @@ export class AnthropicProvider implements Provider {
     return {
       model: this.model,
       max_tokens: this.maxTokens,
+      stream: true,
       ...(system.length > 0 ? { system } : {}),
       ...(tools.length > 0 ? { tools } : {}),
       messages: toMessageParams(request.messages, this.promptCaching),
@@ -146,6 +158,7 @@ export class MessageAssembler {
       }
       case 'content_block_delta': {
         const block = this.blocks[event.index];
+        if (!block) throw outOfProtocol(`a content_block_delta for block ${event.index}, which never started`);
         const delta = event.delta;
         if (block?.kind === 'text' && delta.type === 'text_delta') {
           block.text += delta.text;
@@ -158,7 +171,8 @@ export class MessageAssembler {
       }
       case 'content_block_stop': {
         const block = this.blocks[event.index];
-        if (block) block.complete = true;
+        if (!block) throw outOfProtocol(`a content_block_stop for block ${event.index}, which never started`);
+        block.complete = true;
         this.sink.heartbeat();
         break;
       }
@@ -190,27 +204,63 @@ export class MessageAssembler {
     }
     const content: AssistantBlock[] = [];
     const incompleteToolUseIds: string[] = [];
+    const invalidToolInputs: Record<string, string> = {};
     for (const block of this.blocks) {
       if (!block) continue;
       if (block.kind === 'text' && block.text.length > 0) content.push({ type: 'text', text: block.text });
       if (block.kind !== 'tool_use') continue;
-      const input = block.complete ? parseInput(block.json) : undefined;
-      if (input === undefined) incompleteToolUseIds.push(block.id);
-      // A cut-off call stays in history (the API needs the id answered) with an empty input.
-      content.push({ type: 'tool_use', id: block.id, name: block.name, input: input ?? {} });
+      if (!block.complete) {
+        // Cut off at max_tokens: it stays in history (the API needs the id answered) with an empty input.
+        incompleteToolUseIds.push(block.id);
+        content.push({ type: 'tool_use', id: block.id, name: block.name, input: {} });
+        continue;
+      }
+      const parsed = parseInput(block.json);
+      if (!parsed.ok) invalidToolInputs[block.id] = parsed.reason;
+      content.push({ type: 'tool_use', id: block.id, name: block.name, input: parsed.ok ? parsed.input : {} });
     }
-    return { content, stopReason: stopReason as StopReason, usage: this.usage, incompleteToolUseIds };
+    return {
+      content,
+      stopReason: stopReason as StopReason,
+      usage: this.usage,
+      incompleteToolUseIds,
+      ...(Object.keys(invalidToolInputs).length > 0 ? { invalidToolInputs } : {}),
+    };
   }
 }
 
-function parseInput(json: string): Record<string, unknown> | undefined {
-  if (json.trim() === '') return {};
+/** A server that breaks the event protocol: retried like a broken stream, and said as it is. */
+function outOfProtocol(what: string): ProviderError {
+  return new ProviderError(`the server's stream broke the protocol: ${what}`, { retryable: true, kind: 'stream' });
+}
+
+/** Nesting a tool input may have: far above any tool's schema, and low enough that logging, rendering and re-sending it never exhaust the stack. */
+export const MAX_TOOL_INPUT_DEPTH = 64;
+
+/** A complete block's input: an object, or why it is not one a tool can take. */
+function parseInput(json: string): { ok: true; input: Record<string, unknown> } | { ok: false; reason: string } {
+  if (json.trim() === '') return { ok: true, input: {} };
+  let value: unknown;
   try {
-    const value: unknown = JSON.parse(json);
-    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
-  } catch {
-    return undefined;
+    value = JSON.parse(json);
+  } catch (error) {
+    return { ok: false, reason: `its input was not valid JSON (${error instanceof Error ? error.message : String(error)})` };
   }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return { ok: false, reason: 'its input was not a JSON object' };
+  if (depthExceeds(value, MAX_TOOL_INPUT_DEPTH)) return { ok: false, reason: `its input is nested more than ${MAX_TOOL_INPUT_DEPTH} levels deep` };
+  return { ok: true, input: value as Record<string, unknown> };
+}
+
+/** Whether `value` nests objects or arrays deeper than `max`; iterative, so any depth is safe to ask about. */
+export function depthExceeds(value: unknown, max: number): boolean {
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const [current, depth] = stack.pop() as [unknown, number];
+    if (typeof current !== 'object' || current === null) continue;
+    if (depth > max) return true;
+    for (const child of Object.values(current)) if (typeof child === 'object' && child !== null) stack.push([child, depth + 1]);
+  }
+  return false;
 }
 
 /** One line from an API error body: `overloaded_error: Overloaded`. */
@@ -222,9 +272,52 @@ function apiErrorText(error: APIError): string {
   return describeError(error);
 }
 
+export const DEFAULT_MAX_RETRY_WAIT_MS = 60_000;
+/** Set on a response whose retry-after was over the cap (see `cappedRetryFetch`): the wait asked for, in ms. */
+const ASKED_WAIT_HEADER = 'x-exarch-retry-after-ms';
+
+/**
+ * The SDK's fetch, but a retryable answer (429, 5xx) whose `retry-after` asks for more than
+ * `maxWaitMs` is marked `x-should-retry: false`, which the SDK obeys, so the request ends now with
+ * that error rather than sleeping for as long as the server says.
+ */
+export function cappedRetryFetch(maxWaitMs: number, base: typeof fetch = globalThis.fetch): typeof fetch {
+  return async (input, init) => {
+    const response = await base(input, init);
+    if (response.status !== 429 && response.status < 500) return response;
+    const askedMs = retryAfterMs(response.headers);
+    if (askedMs === undefined || askedMs <= maxWaitMs) return response;
+    const headers = new Headers(response.headers);
+    headers.set('x-should-retry', 'false');
+    headers.set(ASKED_WAIT_HEADER, String(askedMs));
+    return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
+  };
+}
+
+/** The wait a response asks for, read as the SDK reads it (`retry-after-ms`, then `retry-after` in seconds or as a date). */
+function retryAfterMs(headers: Headers): number | undefined {
+  const ms = Number.parseFloat(headers.get('retry-after-ms') ?? '');
+  if (Number.isFinite(ms) && ms > 0) return ms;
+  const raw = headers.get('retry-after');
+  if (raw === null) return undefined;
+  const seconds = Number.parseFloat(raw);
+  if (Number.isFinite(seconds)) return seconds > 0 ? seconds * 1000 : undefined;
+  const at = Date.parse(raw);
+  return Number.isFinite(at) && at > Date.now() ? at - Date.now() : undefined;
+}
+
 export function translateError(error: unknown, started: boolean, signal: AbortSignal): unknown {
   if (signal.aborted || error instanceof APIUserAbortError) return error;
   if (error instanceof ProviderError) return error;
+  const askedMs = error instanceof APIError ? Number(error.headers?.get(ASKED_WAIT_HEADER) ?? Number.NaN) : Number.NaN;
+  if (error instanceof APIError && Number.isFinite(askedMs)) {
+    return new ProviderError(`rate limited: the server asked to wait ${Math.round(askedMs / 1000)} s (HTTP ${error.status ?? '?'}), longer than this run waits`, {
+      retryable: false,
+      ...(error.status === undefined ? {} : { status: error.status }),
+      kind: 'http',
+      cause: error,
+    });
+  }
   if (error instanceof APIError && error.status !== undefined) {
     // The SDK already retried what it retries; what reaches us is final.
     return new ProviderError(`${apiErrorText(error)} (HTTP ${error.status})`, { retryable: false, status: error.status, kind: 'http', cause: error });

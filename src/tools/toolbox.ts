@@ -78,7 +78,12 @@ export function okResult(id: string, content: string): ToolResultBlock {
  * was not advertised is refused), input validation, and calls cut off at `max_tokens`, which are
  * never executed.
  */
-export function planBatch(content: readonly AssistantBlock[], toolbox: Toolbox, incompleteIds: ReadonlySet<string>): PlannedCall[] {
+export function planBatch(
+  content: readonly AssistantBlock[],
+  toolbox: Toolbox,
+  incompleteIds: ReadonlySet<string>,
+  invalidInputs: Readonly<Record<string, string>> = {},
+): PlannedCall[] {
   const plan: PlannedCall[] = [];
   for (const block of content) {
     if (block.type !== 'tool_use') continue;
@@ -92,6 +97,11 @@ export function planBatch(content: readonly AssistantBlock[], toolbox: Toolbox, 
           `tool call '${name}' was cut off at max_tokens before its input was complete, so it was not executed. Send it again, complete.`,
         ),
       });
+      continue;
+    }
+    const rejected = invalidInputs[id];
+    if (rejected !== undefined) {
+      plan.push({ kind: 'answered', id, result: errorResult(id, `tool call '${name}' was not executed: ${rejected}. Send it again with a valid input.`) });
       continue;
     }
     const refusal = allowCheck(name, toolbox);
