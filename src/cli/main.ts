@@ -245,13 +245,21 @@ async function runs(positionals: readonly string[], values: Values): Promise<num
   return listRunsCommand(values.store, { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() });
 }
 
-/** The first Ctrl-C cancels the tree and lets it answer its calls and write its logs; a second one quits at once. */
+/** What ends a run from outside: Ctrl-C, a supervisor's (or `kill`'s) SIGTERM, a closed terminal's SIGHUP. */
+const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+
+/**
+ * The first of those signals cancels the tree and lets it answer its calls and write its logs,
+ * leaving a durable run interrupted and resumable; a second one, of any kind, quits at once.
+ */
 function interruptSignal(): AbortSignal {
   const interrupt = new AbortController();
-  process.once('SIGINT', () => {
+  const first = (): void => {
+    for (const signal of STOP_SIGNALS) process.off(signal, first);
     interrupt.abort();
-    process.once('SIGINT', () => process.exit(EXIT.interrupted));
-  });
+    for (const signal of STOP_SIGNALS) process.once(signal, () => process.exit(EXIT.interrupted));
+  };
+  for (const signal of STOP_SIGNALS) process.once(signal, first);
   return interrupt.signal;
 }
 

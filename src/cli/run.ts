@@ -1,4 +1,5 @@
-import { existsSync } from 'node:fs';
+import { accessSync, constants, existsSync } from 'node:fs';
+import { makeDirs } from '../fs/makeDirs.js';
 import { join, resolve } from 'node:path';
 import { AnthropicProvider, DEFAULT_MODEL } from '../providers/anthropic.js';
 import { JsonlLogSink } from '../log/sessionLog.js';
@@ -61,6 +62,26 @@ function positiveInt(flag: string, raw: string | undefined, min = 1): number | u
   return value;
 }
 
+/**
+ * Makes a directory the run writes to, before any agent starts: a path that cannot be one
+ * (`/etc/passwd/x`) is one line now, rather than a crash inside the first session.
+ */
+function prepareDir(what: string, dir: string): void {
+  try {
+    makeDirs(dir);
+    accessSync(dir, constants.W_OK);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const why = code === 'ENOTDIR' || code === 'EEXIST' ? 'a part of the path is a file' : code === 'EACCES' || code === 'EPERM' ? 'permission denied' : describeError(error);
+    throw new RunSetupError(`cannot use ${dir} as the ${what}: ${why}`);
+  }
+}
+
+/** A run that cannot start as asked (a log directory, a trace file): one line, exit 1. */
+export class RunSetupError extends Error {
+  override readonly name = 'RunSetupError';
+}
+
 function timestamp(date: Date): string {
   return date.toISOString().replace(/[:.]/g, '-');
 }
@@ -87,6 +108,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   const store = flags.noStore ? undefined : openStore(io.cwd, flags.store);
   try {
     const logDir = flags.logDir ?? join(io.cwd, '.exarch', 'runs', timestamp(new Date()));
+    prepareDir('log directory', logDir);
     const output = new RunOutput(io, flags.trace, `exarch run: ${task.slice(0, 80)}`, model, logDir, maxSteps);
     const allowWrite = flags.allowWrite ?? false;
     const allowShell = flags.allowShell ?? false;

@@ -1,4 +1,5 @@
-import { appendFileSync, mkdirSync } from 'node:fs';
+import { appendFileSync } from 'node:fs';
+import { makeDirs } from '../fs/makeDirs.js';
 import { join } from 'node:path';
 import type { AgentIdentity, AgentOutcome, AgentResult, Message, StopReason, Usage } from '../types.js';
 
@@ -93,7 +94,7 @@ export class JsonlLogSink implements LogSink {
 
   open(agent: AgentIdentity): SessionLog {
     if (!this.created) {
-      mkdirSync(this.dir, { recursive: true });
+      makeDirs(this.dir);
       this.created = true;
     }
     const log = new JsonlSessionLog(join(this.dir, logFileName(agent)), () => this.open_.delete(log));

@@ -1,5 +1,6 @@
 import Database from 'better-sqlite3';
-import { closeSync, mkdirSync, openSync, readSync, statSync, type Stats } from 'node:fs';
+import { closeSync, openSync, readSync, statSync, type Stats } from 'node:fs';
+import { makeDirs } from '../fs/makeDirs.js';
 import { dirname, resolve } from 'node:path';
 import { mayClaim, reportedStatus, type StoreOptions } from './memoryStore.js';
 import { StoreError } from './storeError.js';
@@ -368,7 +369,7 @@ function openChecked(file: string): Database.Database {
   if (stats !== undefined && stats.size > 0) inspect(file);
   let db: Database.Database;
   try {
-    if (stats === undefined) mkdirSync(dirname(file), { recursive: true });
+    if (stats === undefined) makeDirs(dirname(file));
     db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
   } catch (error) {
     throw openFailure(error, file);

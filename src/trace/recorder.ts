@@ -1,4 +1,5 @@
-import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
+import { appendFileSync, writeFileSync } from 'node:fs';
+import { makeDirs } from '../fs/makeDirs.js';
 import { dirname } from 'node:path';
 import type { InspectionEvent } from 'xstate';
 import { sessionStatechart } from '../statechart/extract.js';
@@ -71,7 +72,7 @@ export class TraceRecorder {
     this.file = options.file;
     this.now = options.now ?? (() => performance.now());
     this.t0 = this.now();
-    mkdirSync(dirname(options.file), { recursive: true });
+    makeDirs(dirname(options.file));
     writeFileSync(options.file, '');
     this.write({
       kind: 'trace.start',

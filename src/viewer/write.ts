@@ -1,4 +1,5 @@
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { makeDirs } from '../fs/makeDirs.js';
 import { basename, dirname } from 'node:path';
 import { describeError } from '../model/errors.js';
 import { parseTrace } from '../trace/format.js';
@@ -33,7 +34,7 @@ export function writeViewer(traceFile: string, outFile: string): WrittenViewer {
     throw new Error(`${traceFile}: ${describeError(error)}`);
   }
   const html = renderViewerHtml(records, { title: titleOf(records[0], traceFile) });
-  mkdirSync(dirname(outFile), { recursive: true });
+  makeDirs(dirname(outFile));
   writeFileSync(outFile, html);
   return { outFile, agents: records.filter((record) => record.kind === 'agent.start').length, records: records.length };
 }
