@@ -1,3 +1,5 @@
+import { stringifyBounded } from './nesting.js';
+
 /**
  * The one value→text rule, used wherever a value becomes text for a model or a parent:
  * the `reply` payload, tool outputs, inbox results (CONTRACT §3).
@@ -6,14 +8,15 @@
 /**
  * A string passes through raw (a markdown report keeps real newlines); objects and arrays are
  * pretty-printed with 2-space indentation; numbers and booleans as their JSON text; `undefined`,
- * `null` and `''` render to nothing.
+ * `null` and `''` render to nothing. A value nested past MAX_JSON_DEPTH renders with the deeper
+ * levels elided instead of overflowing the stack (see nesting.ts).
  */
 export function renderValue(value: unknown): string {
   if (value === undefined || value === null) return '';
   if (typeof value === 'string') return value;
   if (typeof value === 'number' || typeof value === 'boolean') return JSON.stringify(value);
   if (typeof value === 'bigint') return value.toString();
-  if (typeof value === 'object') return JSON.stringify(value, null, 2) ?? '';
+  if (typeof value === 'object') return stringifyBounded(value, 2) ?? '';
   return String(value);
 }
 

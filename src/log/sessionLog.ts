@@ -1,6 +1,7 @@
 import { appendFileSync } from 'node:fs';
 import { makeDirs } from '../fs/makeDirs.js';
 import { join } from 'node:path';
+import { stringifyBounded } from '../nesting.js';
 import type { AgentIdentity, AgentOutcome, AgentResult, Message, StopReason, Usage } from '../types.js';
 
 /**
@@ -84,7 +85,8 @@ const FLUSH_BYTES = 64 * 1024;
 /**
  * Writes `<dir>/<agent id>.jsonl` per session (`root.jsonl`, `root.explorer.jsonl`,
  * `root.explorer~2.jsonl` for a reused name). Records are buffered and written in batches, at
- * the end of every turn and when the session ends, so logging stays off the hot path.
+ * the end of every turn and when the session ends, so logging stays off the hot path. Every line
+ * is JSON whatever a record holds (values nested past any limit are elided, see nesting.ts).
  */
 export class JsonlLogSink implements LogSink {
   private created = false;
@@ -123,7 +125,7 @@ class JsonlSessionLog implements SessionLog {
   ) {}
 
   append(record: LogRecord): void {
-    const line = JSON.stringify({ ts: Date.now(), ...record }) + '\n';
+    const line = stringifyBounded({ ts: Date.now(), ...record }) + '\n';
     this.buffer.push(line);
     this.bytes += line.length;
     if (this.closed || this.bytes >= FLUSH_BYTES) this.flush();

@@ -1,6 +1,7 @@
 import type { ModelRequest, ModelResponse, Provider, SessionListener, StopReason, StreamSink } from '../types.js';
 import { STOP_REASONS } from '../types.js';
 import { deadlines, type Deadline } from '../deadlines.js';
+import { MAX_TOOL_INPUT_DEPTH, depthExceeds } from '../nesting.js';
 import { ProviderError, StallError, describeError } from './errors.js';
 
 export interface RetryPolicy {
@@ -173,12 +174,27 @@ function validateResponse(response: ModelResponse): ModelResponse {
     throw new ProviderError(`model returned an unknown stop reason: ${String(response.stopReason)}`, { retryable: false });
   }
   const ids = new Set<string>();
+  let tooDeep: Record<string, string> | undefined;
   for (const block of response.content) {
     if (block.type !== 'tool_use') continue;
     if (ids.has(block.id)) throw new ProviderError(`model returned tool_use id ${block.id} twice`, { retryable: false });
     ids.add(block.id);
+    if (depthExceeds(block.input, MAX_TOOL_INPUT_DEPTH)) (tooDeep ??= {})[block.id] = `its input is nested more than ${MAX_TOOL_INPUT_DEPTH} levels deep`;
   }
-  return response;
+  return tooDeep ? refuseInputs(response, tooDeep) : response;
+}
+
+/**
+ * Whatever the provider (the Anthropic one checks its own; a host's may not), a call whose input
+ * nests past MAX_TOOL_INPUT_DEPTH is never executed and enters the history with `{}`: the session
+ * answers it with an error naming why, and nothing downstream meets the value (see nesting.ts).
+ */
+function refuseInputs(response: ModelResponse, reasons: Readonly<Record<string, string>>): ModelResponse {
+  return {
+    ...response,
+    content: response.content.map((block) => (block.type === 'tool_use' && reasons[block.id] !== undefined ? { ...block, input: {} } : block)),
+    invalidToolInputs: { ...response.invalidToolInputs, ...reasons },
+  };
 }
 
 export function sleep(ms: number, signal: AbortSignal): Promise<void> {

@@ -1,6 +1,7 @@
 import Anthropic, { AnthropicError, APIConnectionError, APIError, APIUserAbortError } from '@anthropic-ai/sdk';
 import type { MessageParam, MessageCreateParamsStreaming, RawMessageStreamEvent, TextBlockParam, Tool as SdkTool } from '@anthropic-ai/sdk/resources/messages/messages';
 import { ProviderError, describeError } from '../model/errors.js';
+import { MAX_TOOL_INPUT_DEPTH, depthExceeds } from '../nesting.js';
 import { ZERO_USAGE } from '../usage.js';
 import type { AssistantBlock, Message, ModelRequest, ModelResponse, Provider, StopReason, StreamSink, Usage } from '../types.js';
 import { STOP_REASONS } from '../types.js';
@@ -234,9 +235,6 @@ function outOfProtocol(what: string): ProviderError {
   return new ProviderError(`the server's stream broke the protocol: ${what}`, { retryable: true, kind: 'stream' });
 }
 
-/** Nesting a tool input may have: far above any tool's schema, and low enough that logging, rendering and re-sending it never exhaust the stack. */
-export const MAX_TOOL_INPUT_DEPTH = 64;
-
 /** A complete block's input: an object, or why it is not one a tool can take. */
 function parseInput(json: string): { ok: true; input: Record<string, unknown> } | { ok: false; reason: string } {
   if (json.trim() === '') return { ok: true, input: {} };
@@ -249,18 +247,6 @@ function parseInput(json: string): { ok: true; input: Record<string, unknown> } 
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return { ok: false, reason: 'its input was not a JSON object' };
   if (depthExceeds(value, MAX_TOOL_INPUT_DEPTH)) return { ok: false, reason: `its input is nested more than ${MAX_TOOL_INPUT_DEPTH} levels deep` };
   return { ok: true, input: value as Record<string, unknown> };
-}
-
-/** Whether `value` nests objects or arrays deeper than `max`; iterative, so any depth is safe to ask about. */
-export function depthExceeds(value: unknown, max: number): boolean {
-  const stack: [unknown, number][] = [[value, 1]];
-  while (stack.length > 0) {
-    const [current, depth] = stack.pop() as [unknown, number];
-    if (typeof current !== 'object' || current === null) continue;
-    if (depth > max) return true;
-    for (const child of Object.values(current)) if (typeof child === 'object' && child !== null) stack.push([child, depth + 1]);
-  }
-  return false;
 }
 
 /** One line from an API error body: `overloaded_error: Overloaded`. */

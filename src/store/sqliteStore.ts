@@ -2,6 +2,7 @@ import Database from 'better-sqlite3';
 import { closeSync, openSync, readSync, statSync, type Stats } from 'node:fs';
 import { makeDirs } from '../fs/makeDirs.js';
 import { dirname, resolve } from 'node:path';
+import { stringifyBounded } from '../nesting.js';
 import { mayClaim, reportedStatus, type StoreOptions } from './memoryStore.js';
 import { StoreError } from './storeError.js';
 import { WalCheckpointer } from './walCheckpointer.js';
@@ -196,7 +197,8 @@ export class SqliteRunStore implements RunStore {
         // Bursts of one run never overlap: a seq taken by any of them is a conflict, as a key would be.
         const before = this.lastBurstFrom.get(first.runId, last);
         if (before && before.last >= first.seq) throw new StoreError('conflict', this.file, `journal row ${first.seq}..${last} of run ${first.runId}`);
-        const records = JSON.stringify(burst.map((row): StoredRecord => [row.session, row.ts, row.record]));
+        // Bounded: a record may hold what a model sent, at any depth (see nesting.ts).
+        const records = stringifyBounded(burst.map((row): StoredRecord => [row.session, row.ts, row.record]));
         bytes += records.length;
         insertBurst.run(first.runId, first.seq, last, records);
       }
@@ -218,7 +220,7 @@ export class SqliteRunStore implements RunStore {
   createRun(run: NewRun): void {
     const { id, task, cwd, startedAt, owner } = run;
     try {
-      this.insertRun.run({ id, task, cwd, options: JSON.stringify(run.options), startedAt, ...ownerParams(owner), leaseUntil: this.now() + run.leaseMs });
+      this.insertRun.run({ id, task, cwd, options: stringifyBounded(run.options), startedAt, ...ownerParams(owner), leaseUntil: this.now() + run.leaseMs });
     } catch (error) {
       throw this.conflict(error, `run ${id}`);
     }

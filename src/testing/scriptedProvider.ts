@@ -1,6 +1,7 @@
 import { ProviderError } from '../model/errors.js';
 import { sleep } from '../model/streamModel.js';
 import { findPairingProblems } from '../pairing.js';
+import { stringifyBounded } from '../nesting.js';
 import { ZERO_USAGE } from '../usage.js';
 import type { AssistantBlock, Message, ModelRequest, ModelResponse, Provider, StopReason, StreamSink, Usage } from '../types.js';
 
@@ -149,7 +150,8 @@ export class ScriptedProvider implements Provider {
         continue;
       }
       const id = block.id ?? `toolu_scripted_${String(++this.nextId).padStart(6, '0')}`;
-      const json = JSON.stringify(block.input ?? {});
+      // A script may hold a value of any depth (the session refuses one too deep); streaming it never overflows.
+      const json = stringifyBounded(block.input ?? {});
       await event(() => sink.toolUseStart(id, block.name));
       // A cut-off call streams half its input and never completes.
       const streamed = block.cutOff ? json.slice(0, Math.max(1, Math.floor(json.length / 2))) : json;
@@ -163,7 +165,7 @@ export class ScriptedProvider implements Provider {
     await event(() => sink.heartbeat()); // message_stop
     const hasCalls = content.some((b) => b.type === 'tool_use');
     const stopReason = step.stopReason ?? (incomplete.length > 0 ? 'max_tokens' : hasCalls ? 'tool_use' : 'end_turn');
-    const outputChars = blocks.reduce<number>((n, b) => n + (typeof b === 'string' ? b.length : JSON.stringify(b.input ?? {}).length), 0);
+    const outputChars = blocks.reduce<number>((n, b) => n + (typeof b === 'string' ? b.length : stringifyBounded(b.input ?? {}).length), 0);
     return {
       content,
       stopReason,

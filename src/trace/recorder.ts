@@ -2,6 +2,7 @@ import { appendFileSync, writeFileSync } from 'node:fs';
 import { makeDirs } from '../fs/makeDirs.js';
 import { dirname } from 'node:path';
 import type { InspectionEvent } from 'xstate';
+import { stringifyBounded } from '../nesting.js';
 import { sessionStatechart } from '../statechart/extract.js';
 import type { AgentIdentity, AgentResult, Message, ModelResponse, ToolResultBlock, Usage } from '../types.js';
 import { TRACE_VERSION, type TraceRecord } from './format.js';
@@ -93,8 +94,9 @@ export class TraceRecorder {
     else if (observation.kind === 'snapshot') this.onSnapshot(observation.actor, observation.snapshot);
   };
 
+  /** Every line is JSON, however deep what a model sent (see nesting.ts). */
   private write(draft: Draft): void {
-    const line = JSON.stringify({ t: Math.round((this.now() - this.t0) * 10) / 10, ...draft }) + '\n';
+    const line = stringifyBounded({ t: Math.round((this.now() - this.t0) * 10) / 10, ...draft }) + '\n';
     this.buffer.push(line);
     this.bytes += line.length;
     if (this.bytes >= FLUSH_BYTES) this.flush();
