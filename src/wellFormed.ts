@@ -13,6 +13,11 @@ interface WellFormedString {
   toWellFormed(): string;
 }
 
+/** Whether `text` holds no lone surrogate. */
+export function isWellFormedText(text: string): boolean {
+  return (text as unknown as WellFormedString).isWellFormed();
+}
+
 export function wellFormedText(text: string): string {
   const s = text as unknown as WellFormedString;
   return s.isWellFormed() ? text : s.toWellFormed();

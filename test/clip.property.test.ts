@@ -69,6 +69,20 @@ describe('clip (CONTRACT §3: middle elision, at most the cap, marker included)'
     );
   });
 
+  it('never returns half of a pair, at every cap from 0 to the length, for any text of pairs and plain characters', () => {
+    const mixed = fc.string({ unit, minLength: 1, maxLength: 120 });
+    fc.assert(
+      fc.property(mixed, (input) => {
+        for (let cap = 0; cap <= input.length; cap++) {
+          const out = clip(input, cap);
+          expect(out.length).toBeLessThanOrEqual(cap);
+          expect(LONE_SURROGATE.test(out), `cap ${cap}: ${JSON.stringify(out)}`).toBe(false);
+        }
+      }),
+      { numRuns: 150 },
+    );
+  });
+
   it('never splits a pair at any cap, for a text of pairs only', () => {
     const pairs = '😀'.repeat(50);
     for (let cap = 0; cap <= pairs.length; cap++) expect(LONE_SURROGATE.test(clip(pairs, cap)), `cap ${cap}`).toBe(false);

@@ -1,5 +1,6 @@
 import { lstat, readlink, realpath } from 'node:fs/promises';
 import path from 'node:path';
+import { isWellFormedText } from '../../wellFormed.js';
 
 /**
  * Confinement: every path a workspace tool touches is relative to the working directory (the
@@ -32,6 +33,8 @@ const MAX_LINK_HOPS = 40;
 export async function resolveInside(root: string, input: string): Promise<ResolvedPath> {
   const shown = input === '' ? '.' : input;
   if (shown.includes('\0')) throw new WorkspaceError(`refused: ${quote(shown)} contains a NUL character`);
+  // A lone surrogate has no UTF-8 form: the file system would be handed U+FFFD, a file the model did not name.
+  if (!isWellFormedText(shown)) throw new WorkspaceError(`refused: ${quote(shown)} holds a lone surrogate (half of a UTF-16 pair), which no file name can hold`);
   if (path.isAbsolute(shown)) {
     throw new WorkspaceError(`refused: ${quote(shown)} is an absolute path; use a path relative to the working directory`);
   }
