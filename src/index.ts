@@ -12,7 +12,8 @@ export { replyReminder, truncationReminder, REPLY_REMINDER_ID, TRUNCATION_REMIND
 export { ProviderError, StallError, describeError } from './model/errors.js';
 export type { RetryPolicy } from './model/streamModel.js';
 export { DEFAULTS, type SessionOptions } from './options.js';
-export { JsonlLogSink, MemoryLogSink, nullLogSink, type LogRecord, type LogSink, type SessionLog } from './log/sessionLog.js';
+export { JsonlLogSink, MemoryLogSink, nullLogSink, type JsonlLogSinkOptions, type LogRecord, type LogSink, type SessionLog } from './log/sessionLog.js';
+export { Redactor, REDACTED, MIN_SECRET_CHARS, secretsIn } from './redact.js';
 export { finalAssistantText } from './history.js';
 export { addUsage, ZERO_USAGE } from './usage.js';
 export * from './types.js';

@@ -12,6 +12,8 @@ import { writeViewerForRun } from '../store/journalTrace.js';
 import type { WrittenViewer } from '../viewer/write.js';
 import { listRunsCommand } from './runs.js';
 import { DEFAULT_MODEL } from '../providers/anthropic.js';
+import { Redactor } from '../redact.js';
+import { redactProcessOutput } from './redactedOutput.js';
 
 /**
  * The `exarch` command line (CONTRACT §7). Exit codes: 0 done, 1 fatal, 2 bad usage. Errors are
@@ -299,6 +301,9 @@ function lowerFirst(text: string): string {
   return text.charAt(0).toLowerCase() + text.slice(1);
 }
 
+
+// No secret of the environment (the API key, any *_KEY, *_TOKEN, *_SECRET) is printed, whoever prints it.
+redactProcessOutput(Redactor.fromEnv(process.env));
 
 // `exarch demo | head` closes the pipe early: that is the reader's choice, not an error.
 process.stdout.on('error', (error: NodeJS.ErrnoException) => {

@@ -2,6 +2,7 @@ import { appendFileSync } from 'node:fs';
 import { makeDirs } from '../fs/makeDirs.js';
 import { join } from 'node:path';
 import { stringifyBounded } from '../nesting.js';
+import { Redactor } from '../redact.js';
 import type { AgentIdentity, AgentOutcome, AgentResult, Message, StopReason, Usage } from '../types.js';
 
 /**
@@ -82,24 +83,36 @@ export const nullLogSink: LogSink = { open: () => nullLog };
 
 const FLUSH_BYTES = 64 * 1024;
 
+export interface JsonlLogSinkOptions {
+  /** Secrets to keep out of the files (default: those of `process.env`; see redact.ts). */
+  readonly redactor?: Redactor;
+}
+
 /**
  * Writes `<dir>/<agent id>.jsonl` per session (`root.jsonl`, `root.explorer.jsonl`,
  * `root.explorer~2.jsonl` for a reused name). Records are buffered and written in batches, at
  * the end of every turn and when the session ends, so logging stays off the hot path. Every line
- * is JSON whatever a record holds (values nested past any limit are elided, see nesting.ts).
+ * is JSON whatever a record holds (values nested past any limit are elided, see nesting.ts) and
+ * holds no secret (redact.ts).
  */
 export class JsonlLogSink implements LogSink {
   private created = false;
   private readonly open_ = new Set<JsonlSessionLog>();
+  private readonly redactor: Redactor;
 
-  constructor(readonly dir: string) {}
+  constructor(
+    readonly dir: string,
+    options: JsonlLogSinkOptions = {},
+  ) {
+    this.redactor = options.redactor ?? Redactor.fromEnv();
+  }
 
   open(agent: AgentIdentity): SessionLog {
     if (!this.created) {
       makeDirs(this.dir);
       this.created = true;
     }
-    const log = new JsonlSessionLog(join(this.dir, logFileName(agent)), () => this.open_.delete(log));
+    const log = new JsonlSessionLog(join(this.dir, logFileName(agent)), this.redactor, () => this.open_.delete(log));
     this.open_.add(log);
     return log;
   }
@@ -121,6 +134,7 @@ class JsonlSessionLog implements SessionLog {
 
   constructor(
     readonly file: string,
+    private readonly redactor: Redactor,
     private readonly onClose: () => void,
   ) {}
 
@@ -133,7 +147,8 @@ class JsonlSessionLog implements SessionLog {
 
   flush(): void {
     if (this.buffer.length === 0) return;
-    const data = this.buffer.join('');
+    // One redaction pass per batch: a secret never spans two lines.
+    const data = this.redactor.json(this.buffer.join(''));
     this.buffer = [];
     this.bytes = 0;
     try {

@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import type { Redactor } from '../redact.js';
 import { StoreError } from './storeError.js';
 import type { ClaimResult, JournalRow, NewRun, RunOwner, RunRow, RunStatus, RunStore, RunSummary } from './runStore.js';
 
@@ -6,6 +7,11 @@ import type { ClaimResult, JournalRow, NewRun, RunOwner, RunRow, RunStatus, RunS
 export interface StoreOptions {
   /** Milliseconds since the epoch; `Date.now` by default. */
   readonly now?: () => number;
+  /**
+   * Secrets kept out of what a store writes to disk (default: those of `process.env`; see
+   * redact.ts). A store in memory keeps values as they are: nothing leaves the process.
+   */
+  readonly redactor?: Redactor;
 }
 
 /**

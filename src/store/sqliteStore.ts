@@ -3,6 +3,7 @@ import { closeSync, openSync, readSync, statSync, type Stats } from 'node:fs';
 import { makeDirs } from '../fs/makeDirs.js';
 import { dirname, resolve } from 'node:path';
 import { stringifyBounded } from '../nesting.js';
+import { Redactor } from '../redact.js';
 import { mayClaim, reportedStatus, type StoreOptions } from './memoryStore.js';
 import { StoreError } from './storeError.js';
 import { WalCheckpointer } from './walCheckpointer.js';
@@ -145,6 +146,8 @@ export class SqliteRunStore implements RunStore {
   readonly file: string;
   private readonly db: Database.Database;
   private readonly now: () => number;
+  /** What is written is redacted (a task, an error's reason, a tool's output may hold a secret). */
+  private readonly redactor: Redactor;
   private readonly insertRun: Database.Statement<[Record<string, unknown>]>;
   private readonly selectRun: Database.Statement<[string], RunColumns>;
   private readonly selectSummaries: Database.Statement<[], SummaryColumns>;
@@ -168,6 +171,7 @@ export class SqliteRunStore implements RunStore {
   constructor(file: string, options: StoreOptions = {}) {
     this.file = resolve(file);
     this.now = options.now ?? Date.now;
+    this.redactor = options.redactor ?? Redactor.fromEnv();
     this.db = openChecked(this.file);
     const db = this.db;
     this.insertRun = db.prepare(`INSERT INTO runs (id, task, cwd, options, started_at, status, owner_host, owner_pid, owner_token, lease_until, ended_at)
@@ -197,8 +201,8 @@ export class SqliteRunStore implements RunStore {
         // Bursts of one run never overlap: a seq taken by any of them is a conflict, as a key would be.
         const before = this.lastBurstFrom.get(first.runId, last);
         if (before && before.last >= first.seq) throw new StoreError('conflict', this.file, `journal row ${first.seq}..${last} of run ${first.runId}`);
-        // Bounded: a record may hold what a model sent, at any depth (see nesting.ts).
-        const records = stringifyBounded(burst.map((row): StoredRecord => [row.session, row.ts, row.record]));
+        // Bounded (a record may hold what a model sent, at any depth; see nesting.ts) and redacted.
+        const records = this.redactor.json(stringifyBounded(burst.map((row): StoredRecord => [row.session, row.ts, row.record])));
         bytes += records.length;
         insertBurst.run(first.runId, first.seq, last, records);
       }
@@ -220,7 +224,9 @@ export class SqliteRunStore implements RunStore {
   createRun(run: NewRun): void {
     const { id, task, cwd, startedAt, owner } = run;
     try {
-      this.insertRun.run({ id, task, cwd, options: stringifyBounded(run.options), startedAt, ...ownerParams(owner), leaseUntil: this.now() + run.leaseMs });
+      // The working directory is not redacted: it is where the run may be resumed, and no secret is a path.
+      const options = this.redactor.json(stringifyBounded(run.options));
+      this.insertRun.run({ id, task: this.redactor.text(task), cwd, options, startedAt, ...ownerParams(owner), leaseUntil: this.now() + run.leaseMs });
     } catch (error) {
       throw this.conflict(error, `run ${id}`);
     }

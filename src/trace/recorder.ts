@@ -3,6 +3,7 @@ import { makeDirs } from '../fs/makeDirs.js';
 import { dirname } from 'node:path';
 import type { InspectionEvent } from 'xstate';
 import { stringifyBounded } from '../nesting.js';
+import { Redactor } from '../redact.js';
 import { sessionStatechart } from '../statechart/extract.js';
 import type { AgentIdentity, AgentResult, Message, ModelResponse, ToolResultBlock, Usage } from '../types.js';
 import { TRACE_VERSION, type TraceRecord } from './format.js';
@@ -48,6 +49,8 @@ export interface TraceRecorderOptions {
   /** Shown by the viewer. */
   readonly title?: string;
   readonly now?: () => number;
+  /** Secrets to keep out of the trace (default: those of `process.env`; see redact.ts). */
+  readonly redactor?: Redactor;
 }
 
 const TASK_EXCERPT = 500;
@@ -68,10 +71,12 @@ export class TraceRecorder {
   private buffer: string[] = [];
   private bytes = 0;
   private closed = false;
+  private readonly redactor: Redactor;
 
   constructor(options: TraceRecorderOptions) {
     this.file = options.file;
     this.now = options.now ?? (() => performance.now());
+    this.redactor = options.redactor ?? Redactor.fromEnv();
     this.t0 = this.now();
     makeDirs(dirname(options.file));
     writeFileSync(options.file, '');
@@ -195,7 +200,7 @@ export class TraceRecorder {
   /** Writes what is buffered. */
   flush(): void {
     if (this.buffer.length === 0) return;
-    appendFileSync(this.file, this.buffer.join(''));
+    appendFileSync(this.file, this.redactor.json(this.buffer.join('')));
     this.buffer = [];
     this.bytes = 0;
   }

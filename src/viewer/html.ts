@@ -1,3 +1,4 @@
+import { Redactor } from '../redact.js';
 import type { TraceRecord } from '../trace/format.js';
 import { OUTCOME_COLORS, STATE_COLORS, STATE_MEANINGS, UNKNOWN_STATE_COLOR, stateColor } from './colors.js';
 import { VIEWER_SCRIPT } from './client.js';
@@ -12,9 +13,11 @@ const LIGHT_STATES = ['readyForUser', 'finishedWithoutReply'];
 /**
  * The turn-flow viewer: one self-contained HTML page (inline CSS and script, the trace embedded
  * as JSON, no network) showing the agent tree, one swimlane of states per agent on a shared time
- * axis, spawn and delivery arrows, a details panel and the session statechart.
+ * axis, spawn and delivery arrows, a details panel and the session statechart. Secrets are
+ * redacted from the page (`options.redactor`, by default those of `process.env`; see redact.ts),
+ * whether or not the trace it is made from was.
  */
-export function renderViewerHtml(records: readonly TraceRecord[], options: { title?: string } = {}): string {
+export function renderViewerHtml(records: readonly TraceRecord[], options: { title?: string; redactor?: Redactor } = {}): string {
   const model = buildViewerModel(records, options.title);
   const data = {
     model,
@@ -26,7 +29,8 @@ export function renderViewerHtml(records: readonly TraceRecord[], options: { tit
   };
   const chart = model.statechart ? drawStatechart(model.statechart) : undefined;
   const title = escapeHtml(model.title);
-  return [
+  const redactor = options.redactor ?? Redactor.fromEnv();
+  const page = [
     '<!doctype html>',
     '<html lang="en">',
     '<head>',
@@ -74,6 +78,7 @@ export function renderViewerHtml(records: readonly TraceRecord[], options: { tit
     '</html>',
     '',
   ].join('\n');
+  return redactor.html(page);
 }
 
 /** Bars are coloured by their `data-state`, so the page does not repeat a colour per bar. */
