@@ -2,6 +2,7 @@ import type { ModelRequest, ModelResponse, Provider, SessionListener, StopReason
 import { STOP_REASONS } from '../types.js';
 import { deadlines, type Deadline } from '../deadlines.js';
 import { MAX_TOOL_INPUT_DEPTH, depthExceeds } from '../nesting.js';
+import { wellFormedText } from '../wellFormed.js';
 import { ProviderError, StallError, describeError } from './errors.js';
 
 export interface RetryPolicy {
@@ -173,15 +174,38 @@ function validateResponse(response: ModelResponse): ModelResponse {
   if (!STOP_REASONS.includes(response.stopReason as StopReason)) {
     throw new ProviderError(`model returned an unknown stop reason: ${String(response.stopReason)}`, { retryable: false });
   }
+  const mended = wellFormedCalls(response);
   const ids = new Set<string>();
   let tooDeep: Record<string, string> | undefined;
-  for (const block of response.content) {
+  for (const block of mended.content) {
     if (block.type !== 'tool_use') continue;
     if (ids.has(block.id)) throw new ProviderError(`model returned tool_use id ${block.id} twice`, { retryable: false });
     ids.add(block.id);
     if (depthExceeds(block.input, MAX_TOOL_INPUT_DEPTH)) (tooDeep ??= {})[block.id] = `its input is nested more than ${MAX_TOOL_INPUT_DEPTH} levels deep`;
   }
-  return tooDeep ? refuseInputs(response, tooDeep) : response;
+  return tooDeep ? refuseInputs(mended, tooDeep) : mended;
+}
+
+/**
+ * A call's id and name go back to the API in every later request (and the id in its result), so
+ * a lone surrogate in either is mended here, once, before the batch, the history or the journal
+ * sees the call: all of them then agree on it. (The input is mended as it enters the history, after
+ * the tool has seen it as sent, so a path holding one is refused by name: see wellFormed.ts.)
+ */
+function wellFormedCalls(response: ModelResponse): ModelResponse {
+  let changed = false;
+  const content = response.content.map((block) => {
+    if (block.type !== 'tool_use') return block;
+    const id = wellFormedText(block.id);
+    const name = wellFormedText(block.name);
+    if (id === block.id && name === block.name) return block;
+    changed = true;
+    return { ...block, id, name };
+  });
+  if (!changed) return response;
+  const mend = (ids: readonly string[]): string[] => ids.map(wellFormedText);
+  const invalid = response.invalidToolInputs && Object.fromEntries(Object.entries(response.invalidToolInputs).map(([id, why]) => [wellFormedText(id), why]));
+  return { ...response, content, incompleteToolUseIds: mend(response.incompleteToolUseIds), ...(invalid ? { invalidToolInputs: invalid } : {}) };
 }
 
 /**
