@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -286,6 +286,14 @@ describe('write_file', () => {
     expect(await readFile(path.join(root, 'out', 'deep', 'notes.md'), 'utf8')).toBe('héllo\n');
     expect(await call(tools, 'write_file', { path: 'README.md', content: 'replaced' })).toBe('wrote 8 bytes to README.md');
     expect(await readFile(path.join(root, 'README.md'), 'utf8')).toBe('replaced');
+  });
+
+  it('a file written over keeps its permission bits (it is replaced by a new file, see writeFile.ts)', async () => {
+    await writeFile(path.join(root, 'run.sh'), 'echo old\n', { mode: 0o750 });
+    await chmod(path.join(root, 'run.sh'), 0o750);
+    expect(await call(workspaceTools({ root, allowWrite: true }), 'write_file', { path: 'run.sh', content: 'echo new\n' })).toBe('wrote 9 bytes to run.sh');
+    expect((await stat(path.join(root, 'run.sh'))).mode & 0o777).toBe(0o750);
+    expect(await readdir(root)).toEqual(['README.md', 'run.sh', 'src']);
   });
 
   it('refuses to write over a directory or through a file', async () => {

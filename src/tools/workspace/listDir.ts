@@ -1,7 +1,8 @@
-import { readlink, stat } from 'node:fs/promises';
+import { readlink } from 'node:fs/promises';
 import { z } from 'zod';
 import { defineTool, type Tool } from '../defineTool.js';
-import { fsError, joinDisplay, quote, resolveInside, WorkspaceError } from './paths.js';
+import { at, locate } from './openInside.js';
+import { fsError, joinDisplay, quote, WorkspaceError } from './paths.js';
 import { SKIPPED_DIRS, WALK_MAX_DEPTH, walk, type WalkEntry } from './walk.js';
 
 /** Entries one call lists at most. */
@@ -36,24 +37,32 @@ export function listDirTool(root: string): Tool {
 
 async function listDir(root: string, shown: string, maxDepth: number, signal: AbortSignal): Promise<string> {
   signal.throwIfAborted();
-  const target = await resolveInside(root, shown);
-  const stats = await stat(target.real).catch((error: unknown) => {
-    throw errorForDir(error, shown);
-  });
-  if (!stats.isDirectory()) throw new WorkspaceError(`${quote(shown)} is a file, not a directory; use read_file to read it`);
-
+  const location = await locate(root, shown);
   const lines: string[] = [];
   const skipped: string[] = [];
   const unreadable: string[] = [];
   const tooDeep: string[] = [];
   let cut = false;
   try {
-    for await (const entry of walk(target.real, { maxDepth, signal })) {
+    const found = location.found;
+    switch (found.kind) {
+      case 'missing':
+        throw new WorkspaceError(`no such directory: ${shown}`);
+      case 'blocked':
+        throw new WorkspaceError(`no such directory: ${shown} (a part of the path is a file, not a directory)`);
+      case 'entry':
+        throw new WorkspaceError(`${quote(shown)} is a file, not a directory; use read_file to read it`);
+      case 'dir':
+        break;
+    }
+    // The walk starts from the directory's descriptor (/proc/self/fd/N), so the directory listed is the one checked.
+    // Below it the walk goes by name and does not follow symlinks; a directory swapped for one mid-walk is listed by name only.
+    for await (const entry of walk(at(found.dir), { maxDepth, signal })) {
       if (lines.length === LIST_MAX_ENTRIES) {
         cut = true;
         break;
       }
-      const name = joinDisplay(target.display, entry.rel);
+      const name = joinDisplay(location.display, entry.rel);
       lines.push(await describeEntry(entry, name));
       if (entry.notDescended === 'skipped') skipped.push(`${name}/`);
       if (entry.notDescended === 'unreadable') unreadable.push(`${name}/`);
@@ -61,9 +70,11 @@ async function listDir(root: string, shown: string, maxDepth: number, signal: Ab
     }
   } catch (error) {
     throw errorForDir(error, shown);
+  } finally {
+    await location.release();
   }
 
-  const display = target.display === '.' ? '.' : `${target.display}/`;
+  const display = location.display === '.' ? '.' : `${location.display}/`;
   if (lines.length === 0) return `(${display} is empty)`;
   if (skipped.length > 0) lines.push(`[not expanded: ${named(skipped)} — list one explicitly to see inside]`);
   if (unreadable.length > 0) lines.push(`[could not read: ${named(unreadable)}]`);

@@ -1,8 +1,9 @@
-import { constants } from 'node:fs';
-import { open, stat, type FileHandle } from 'node:fs/promises';
+import { constants, type Stats } from 'node:fs';
+import { open, type FileHandle } from 'node:fs/promises';
 import { z } from 'zod';
 import { defineTool, type Tool } from '../defineTool.js';
-import { fsError, quote, resolveInside, WorkspaceError } from './paths.js';
+import { at, changed, fileKind, locate, type Location } from './openInside.js';
+import { errorCode, fsError, quote, WorkspaceError } from './paths.js';
 
 /** Lines returned by one call at most. */
 export const READ_MAX_LINES = 2_000;
@@ -14,7 +15,8 @@ export const READ_MAX_CHARS = 40_000;
 const CHUNK_BYTES = 64 * 1024;
 /** Bytes of one line collected before it is cut: enough for READ_MAX_LINE_CHARS characters of any UTF-8. */
 const MAX_LINE_BYTES = READ_MAX_LINE_CHARS * 4;
-const NOFOLLOW = constants.O_NOFOLLOW ?? 0;
+/** O_NONBLOCK: opening a FIFO or a device must not wait for a writer; the descriptor is fstat-ed before any read. */
+const READ_FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0);
 
 const input = z.object({
   path: z.string().min(1).describe('File path relative to the working directory.'),
@@ -40,19 +42,16 @@ export function readFileTool(root: string): Tool {
 
 async function readText(root: string, shown: string, start: number, limit: number, signal: AbortSignal): Promise<string> {
   signal.throwIfAborted();
-  const target = await resolveInside(root, shown);
-  const stats = await stat(target.real).catch((error: unknown) => {
-    throw fsError(error, shown);
-  });
-  if (stats.isDirectory()) throw new WorkspaceError(`${quote(shown)} is a directory; use list_dir to see what it contains`);
-  // A FIFO or device would block or never end.
-  if (!stats.isFile()) throw new WorkspaceError(`${quote(shown)} is not a regular file`);
-  const handle = await open(target.real, constants.O_RDONLY | NOFOLLOW).catch((error: unknown) => {
-    throw fsError(error, shown);
-  });
+  const location = await locate(root, shown);
+  let handle: FileHandle;
+  try {
+    handle = await openRegular(location, shown);
+  } finally {
+    await location.release();
+  }
   try {
     const scan = await scanLines(handle, start, limit, signal, shown);
-    const name = target.display;
+    const name = location.display;
     if (scan.total === 0) return `(${name} is empty)`;
     if (start > scan.total) {
       throw new WorkspaceError(`offset ${start} is past the end of ${quote(name)}, which has ${scan.total} line${scan.total === 1 ? '' : 's'}`);
@@ -66,6 +65,49 @@ async function readText(root: string, shown: string, start: number, limit: numbe
   } finally {
     await handle.close();
   }
+}
+
+/**
+ * Opens the file by descriptor (see openInside.ts) and checks the descriptor, not the name: what
+ * is read is what was checked. A file with several hard links is read like any other: the name
+ * the model gave is an entry of the working directory, and the process reads nothing through it
+ * that its own permissions would not let it read anyway.
+ */
+async function openRegular(location: Location, shown: string): Promise<FileHandle> {
+  const found = location.found;
+  switch (found.kind) {
+    case 'dir':
+      throw isDirectory(shown);
+    case 'missing':
+      throw new WorkspaceError(`no such file: ${shown}`);
+    case 'blocked':
+      throw new WorkspaceError(`no such file: ${shown} (a part of the path is a file, not a directory)`);
+    case 'entry':
+      break;
+  }
+  // Refused by lstat before any open, so a device is never opened; the fstat below is what decides.
+  if (!found.stats.isFile()) throw notRegular(shown, found.stats);
+  const handle = await open(at(found.dir, found.name), READ_FLAGS).catch((error: unknown) => {
+    throw errorCode(error) === 'ELOOP' ? changed(shown) : fsError(error, shown);
+  });
+  try {
+    const stats = await handle.stat();
+    if (stats.isDirectory()) throw isDirectory(shown);
+    if (!stats.isFile()) throw notRegular(shown, stats);
+    return handle;
+  } catch (error) {
+    await handle.close();
+    throw error;
+  }
+}
+
+function isDirectory(shown: string): WorkspaceError {
+  return new WorkspaceError(`${quote(shown)} is a directory; use list_dir to see what it contains`);
+}
+
+/** A FIFO or device would block or never end; a socket cannot be opened at all. */
+function notRegular(shown: string, stats: Stats): WorkspaceError {
+  return new WorkspaceError(`${quote(shown)} is not a regular file (it is ${fileKind(stats)}); read_file only reads regular files`);
 }
 
 interface Scan {
