@@ -347,7 +347,7 @@ describe('run_shell', () => {
 
 describe('run_shell environment', () => {
   it('does not hand the API key to commands the agent runs', async () => {
-    const { shellEnvironment } = await import('../src/tools/workspace/runShell.js');
+    const { shellEnvironment } = await import('../src/tools/workspace/shellEnvironment.js');
     expect(shellEnvironment({ PATH: '/bin', ANTHROPIC_API_KEY: 'sk-secret', ANTHROPIC_AUTH_TOKEN: 't', HOME: '/h' })).toEqual({ PATH: '/bin', HOME: '/h' });
   });
 });

@@ -33,7 +33,11 @@ const USAGE = `Usage:
                           result (each, the default) or once, when all have reported (all)
       --log-dir DIR       where each agent's JSONL log goes (default .exarch/runs/<time>/)
       --allow-write       let agents write files in the working directory
-      --allow-shell       let agents run shell commands in the working directory
+      --allow-shell       let agents run shell commands, in a bubblewrap sandbox: the working
+                          directory writable, the rest read-only, no network (Linux)
+      --allow-shell=unsandboxed
+                          the same without a sandbox: commands get your full access
+      --allow-network     let sandboxed shell commands reach the network
       --trace FILE        record the run as a JSONL trace (view it with exarch view)
       --inspect           stream every agent to the live Stately inspector (--inspect-port N,
                           default 8080 on 127.0.0.1)
@@ -117,7 +121,8 @@ async function main(argv: readonly string[]): Promise<number> {
 
 function parse(argv: readonly string[]) {
   return parseArgs({
-    args: [...argv],
+    // parseArgs has no optional values: `--allow-shell=unsandboxed` becomes a flag of its own.
+    args: argv.map((arg) => (arg === '--allow-shell=unsandboxed' ? '--allow-shell-unsandboxed' : arg)),
     allowPositionals: true,
     strict: true,
     options: {
@@ -133,6 +138,8 @@ function parse(argv: readonly string[]) {
       'log-dir': { type: 'string' },
       'allow-write': { type: 'boolean' },
       'allow-shell': { type: 'boolean' },
+      'allow-shell-unsandboxed': { type: 'boolean' },
+      'allow-network': { type: 'boolean' },
       trace: { type: 'string' },
       out: { type: 'string' },
       inspect: { type: 'boolean' },
@@ -194,7 +201,7 @@ async function view(positionals: readonly string[], values: Values): Promise<num
   return EXIT_OK;
 }
 
-const RUN_FLAGS = ['model', 'max-steps', 'max-depth', 'reply-cap', 'wake', 'max-retry-wait', 'log-dir', 'allow-write', 'allow-shell'] as const;
+const RUN_FLAGS = ['model', 'max-steps', 'max-depth', 'reply-cap', 'wake', 'max-retry-wait', 'log-dir', 'allow-write', 'allow-shell', 'allow-shell-unsandboxed', 'allow-network'] as const;
 
 async function run(positionals: readonly string[], values: ReturnType<typeof parse>['values']): Promise<number> {
   if (positionals.length === 0) throw new UsageError('run needs a task: exarch run "<task>"');
@@ -221,7 +228,8 @@ async function runLive(positionals: readonly string[], values: Values, interrupt
       ...(values['max-retry-wait'] === undefined ? {} : { maxRetryWait: values['max-retry-wait'] }),
       ...(values['log-dir'] === undefined ? {} : { logDir: values['log-dir'] }),
       allowWrite: values['allow-write'] === true,
-      allowShell: values['allow-shell'] === true,
+      allowShell: values['allow-shell-unsandboxed'] === true ? 'unsandboxed' : values['allow-shell'] === true,
+      allowNetwork: values['allow-network'] === true,
       ...(values.trace === undefined ? {} : { trace: values.trace }),
       ...(values.store === undefined ? {} : { store: values.store }),
       noStore: values['no-store'] === true,

@@ -32,7 +32,10 @@ export interface RunFlags {
   readonly maxRetryWait?: string;
   readonly logDir?: string;
   readonly allowWrite?: boolean;
-  readonly allowShell?: boolean;
+  /** `true`: in a bubblewrap sandbox; `'unsandboxed'`: without one (said on stderr). */
+  readonly allowShell?: boolean | 'unsandboxed';
+  /** Let sandboxed shell commands reach the network. */
+  readonly allowNetwork?: boolean;
   readonly trace?: string;
   /** The run store file (default .exarch/exarch.db under the working directory). */
   readonly store?: string;
@@ -104,17 +107,21 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   const model = flags.model ?? io.env['EXARCH_MODEL'] ?? DEFAULT_MODEL;
   const claude = connect(model, io, maxRetryWait);
   if (typeof claude === 'number') return claude;
+  const allowWrite = flags.allowWrite ?? false;
+  const allowShell = flags.allowShell ?? false;
+  const allowNetwork = flags.allowNetwork ?? false;
+  // Before anything is written: without bubblewrap, --allow-shell is one line (ShellSandboxError).
+  const tools = workspaceTools({ root: io.cwd, allowWrite, allowShell, allowNetwork });
+  if (allowShell === 'unsandboxed') io.stderr.write('exarch: --allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network\n');
   // A store that cannot be read stops the run before anything starts (StoreError: one line, exit 1).
   const store = flags.noStore ? undefined : openStore(io.cwd, flags.store);
   try {
     const logDir = flags.logDir ?? join(io.cwd, '.exarch', 'runs', timestamp(new Date()));
     prepareDir('log directory', logDir);
     const output = new RunOutput(io, flags.trace, `exarch run: ${task.slice(0, 80)}`, model, logDir, maxSteps);
-    const allowWrite = flags.allowWrite ?? false;
-    const allowShell = flags.allowShell ?? false;
     const session: DurableSessionInput = {
       provider: claude.provider,
-      tools: workspaceTools({ root: io.cwd, allowWrite, allowShell }),
+      tools,
       logs: new JsonlLogSink(logDir),
       ...(maxSteps === undefined ? {} : { maxSteps }),
       ...(maxDepth === undefined ? {} : { maxDepth }),
@@ -131,6 +138,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
       logDir,
       allowWrite,
       allowShell,
+      allowNetwork,
       ...(maxSteps === undefined ? {} : { maxSteps }),
       ...(maxDepth === undefined ? {} : { maxDepth }),
       ...(replyCap === undefined ? {} : { replyCap }),
@@ -181,7 +189,12 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
     const output = new RunOutput(io, flags.trace, `exarch resume ${runId}: ${row.task.slice(0, 80)}`, model, logDir, maxSteps);
     const session: DurableSessionInput = {
       provider: claude.provider,
-      tools: workspaceTools({ root: row.cwd, allowWrite: recorded.allowWrite === true, allowShell: recorded.allowShell === true }),
+      tools: workspaceTools({
+        root: row.cwd,
+        allowWrite: recorded.allowWrite === true,
+        allowShell: recorded.allowShell === 'unsandboxed' ? 'unsandboxed' : recorded.allowShell === true,
+        allowNetwork: recorded.allowNetwork === true,
+      }),
       logs: new JsonlLogSink(logDir),
       ...(maxSteps === undefined ? {} : { maxSteps }),
       ...(maxDepth === undefined ? {} : { maxDepth }),

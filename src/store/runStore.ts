@@ -71,7 +71,9 @@ export interface RunOptionsRecord {
   readonly maxDepth?: number;
   readonly replyCap?: number;
   readonly allowWrite?: boolean;
-  readonly allowShell?: boolean;
+  /** `true`: sandboxed (bubblewrap); `'unsandboxed'`: asked for by name. */
+  readonly allowShell?: boolean | 'unsandboxed';
+  readonly allowNetwork?: boolean;
   readonly logDir?: string;
   /** Names of the host tools every agent was offered (protocol tools excluded). */
   readonly tools: readonly string[];

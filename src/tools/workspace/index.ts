@@ -5,6 +5,7 @@ import { listDirTool } from './listDir.js';
 import { readFileTool } from './readFile.js';
 import { runShellTool, SHELL_DEFAULT_TIMEOUT_MS } from './runShell.js';
 import { searchFilesTool } from './searchFiles.js';
+import { bubblewrapSandbox, type ShellSandbox } from './shellSandbox.js';
 import { writeFileTool } from './writeFile.js';
 
 export interface WorkspaceToolsOptions {
@@ -12,8 +13,14 @@ export interface WorkspaceToolsOptions {
   readonly root: string;
   /** Offer `write_file` (default false). */
   readonly allowWrite?: boolean;
-  /** Offer `run_shell` (default false). Shell commands are not confined to the root. */
-  readonly allowShell?: boolean;
+  /**
+   * Offer `run_shell` (default false). `true` runs each command in a bubblewrap sandbox (Linux;
+   * throws ShellSandboxError when bubblewrap cannot be used); `'unsandboxed'` runs commands with
+   * the user's full access.
+   */
+  readonly allowShell?: boolean | 'unsandboxed';
+  /** Let sandboxed commands reach the network (default false). */
+  readonly allowNetwork?: boolean;
   /** `run_shell`'s time limit per command (default 120,000 ms). */
   readonly shellTimeoutMs?: number;
 }
@@ -33,8 +40,12 @@ export function workspaceTools(options: WorkspaceToolsOptions): Tool[] {
   if (!isDirectory) throw new Error(`exarch: the working directory ${root} does not exist or is not a directory`);
   const tools = [readFileTool(root), listDirTool(root), searchFilesTool(root)];
   if (options.allowWrite === true) tools.push(writeFileTool(root));
-  if (options.allowShell === true) tools.push(runShellTool(root, options.shellTimeoutMs ?? SHELL_DEFAULT_TIMEOUT_MS));
+  if (options.allowShell === true || options.allowShell === 'unsandboxed') {
+    const sandbox: ShellSandbox = options.allowShell === 'unsandboxed' ? { kind: 'none' } : bubblewrapSandbox(options.allowNetwork === true);
+    tools.push(runShellTool(root, options.shellTimeoutMs ?? SHELL_DEFAULT_TIMEOUT_MS, sandbox));
+  }
   return tools;
 }
 
 export { WorkspaceError } from './paths.js';
+export { ShellSandboxError } from './shellSandbox.js';

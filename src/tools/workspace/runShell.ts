@@ -3,6 +3,8 @@ import { realpath } from 'node:fs/promises';
 import { z } from 'zod';
 import { defineTool, type Tool } from '../defineTool.js';
 import { WorkspaceError } from './paths.js';
+import { sandboxEnvironment, shellEnvironment } from './shellEnvironment.js';
+import { sandboxArgs, type ShellSandbox } from './shellSandbox.js';
 
 /** Default time a command may run before its process group is killed. */
 export const SHELL_DEFAULT_TIMEOUT_MS = 120_000;
@@ -20,7 +22,7 @@ const input = z.object({
   command: z.string().min(1).describe('A shell command line, run by /bin/sh -c in the working directory.'),
 });
 
-export function runShellTool(root: string, timeoutMs: number = SHELL_DEFAULT_TIMEOUT_MS): Tool {
+export function runShellTool(root: string, timeoutMs: number = SHELL_DEFAULT_TIMEOUT_MS, sandbox: ShellSandbox = { kind: 'none' }): Tool {
   if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1) {
     throw new RangeError(`exarch: shellTimeoutMs must be a positive integer, got ${String(timeoutMs)}`);
   }
@@ -31,21 +33,29 @@ export function runShellTool(root: string, timeoutMs: number = SHELL_DEFAULT_TIM
     description:
       'Run a shell command (/bin/sh -c) in the working directory, without a terminal or stdin. Returns the exit code, ' +
       `then the last ${SHELL_STDOUT_CHARS / 1000}k characters of stdout and ${SHELL_STDERR_CHARS / 1000}k of stderr. ` +
-      `Killed (with everything it started) after ${formatMs(timeoutMs)}. Not interactive: pass flags like --yes, avoid pagers and watchers.`,
+      `Killed (with everything it started) after ${formatMs(timeoutMs)}; processes it leaves in the background end with it. ` +
+      (sandbox.kind === 'bubblewrap'
+        ? `It runs in a sandbox: only the working directory and /tmp are writable, ${sandbox.network ? 'the network is reachable' : 'there is no network'}. `
+        : '') +
+      'Not interactive: pass flags like --yes, avoid pagers and watchers.',
     input,
     timeoutMs: timeoutMs + TOOL_TIMEOUT_MARGIN_MS,
-    run: ({ command }, { signal }) => runShell(root, command, timeoutMs, signal),
+    run: ({ command }, { signal }) => runShell(root, command, timeoutMs, sandbox, signal),
   });
 }
 
-async function runShell(root: string, command: string, timeoutMs: number, signal: AbortSignal): Promise<string> {
+async function runShell(root: string, command: string, timeoutMs: number, sandbox: ShellSandbox, signal: AbortSignal): Promise<string> {
   signal.throwIfAborted();
   const cwd = await realpath(root).catch(() => {
     throw new WorkspaceError(`the working directory ${root} is not accessible`);
   });
   return new Promise<string>((resolve, reject) => {
-    // detached: the shell leads a new process group, so a kill reaches everything it started.
-    const child = spawn('/bin/sh', ['-c', command], { cwd, env: shellEnvironment(process.env), detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    // detached: the shell (or bubblewrap) leads a new process group, so a kill reaches everything it started.
+    const [file, args, env] =
+      sandbox.kind === 'bubblewrap'
+        ? [sandbox.bwrap, [...sandboxArgs(cwd, sandbox.network), '/bin/sh', '-c', command], sandboxEnvironment(process.env)]
+        : ['/bin/sh', ['-c', command], shellEnvironment(process.env)];
+    const child = spawn(file, args, { cwd, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
     const stdout = new Tail(SHELL_STDOUT_CHARS);
     const stderr = new Tail(SHELL_STDERR_CHARS);
     child.stdout.on('data', (chunk: Buffer) => stdout.push(chunk));
@@ -104,6 +114,17 @@ async function runShell(root: string, command: string, timeoutMs: number, signal
     });
     child.on('exit', (code, sig) => {
       exit = { code, signal: sig };
+      // The call is over: what it left running in its process group goes too. (Under bubblewrap
+      // the PID namespace is gone already; unsandboxed, a process that left the group with
+      // setsid escapes this, which the README says.)
+      const pid = child.pid;
+      if (pid !== undefined) {
+        try {
+          process.kill(-pid, 'SIGKILL');
+        } catch {
+          // Nothing was left.
+        }
+      }
       // Background processes may hold the pipes open; do not wait for them forever.
       drainTimer = setTimeout(() => {
         child.stdout.destroy();
@@ -180,10 +201,4 @@ class Tail {
 
 function formatMs(ms: number): string {
   return ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`;
-}
-
-/** The agent's shell gets the user's environment without the API key the run itself uses. */
-export function shellEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  const { ANTHROPIC_API_KEY: _key, ANTHROPIC_AUTH_TOKEN: _token, ...rest } = env;
-  return rest;
 }

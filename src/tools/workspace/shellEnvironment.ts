@@ -1,0 +1,30 @@
+/**
+ * The environment a `run_shell` command starts with: the user's, without anything that looks like
+ * a credential. A command's output goes to the model and to the logs, so a secret it can read is a
+ * secret that leaves the machine.
+ */
+
+/** `ANTHROPIC_API_KEY`, `GITHUB_TOKEN`, `AWS_SECRET_ACCESS_KEY`, `CLIENT_SECRET`, `DB_PASSWORD`… */
+const SECRET_NAME = /(?:^|_)(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)$/i;
+
+/** True for a variable whose value is never handed to a command. */
+export function isSecretName(name: string): boolean {
+  return SECRET_NAME.test(name);
+}
+
+/** The user's environment minus every variable named like a credential (deny-list). */
+export function shellEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const kept: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(env)) {
+    if (value !== undefined && !isSecretName(name)) kept[name] = value;
+  }
+  return kept;
+}
+
+/**
+ * Inside the sandbox: the same, with `TMPDIR` pointing at the sandbox's private `/tmp` (the user's
+ * own temporary directory is read-only or hidden there).
+ */
+export function sandboxEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return { ...shellEnvironment(env), TMPDIR: '/tmp' };
+}

@@ -1,0 +1,87 @@
+import { spawnSync } from 'node:child_process';
+import { accessSync, constants } from 'node:fs';
+import { delimiter, join } from 'node:path';
+
+/**
+ * How `run_shell` runs a command: inside bubblewrap (Linux, Debian's `bubblewrap`), or, when the
+ * user asked for it by name, without any sandbox.
+ *
+ * Under bubblewrap the command sees the whole file system read-only, the working directory
+ * read-write, a private `/tmp`, a fresh `/proc` in a new PID namespace (exarch's processes, and
+ * their `/proc/PID/environ`, are out of reach), no network unless allowed, and no IPC with the
+ * host. bubblewrap is the PID namespace's init: when the command exits, the kernel kills every
+ * process left in it, `setsid` and double forks included. bubblewrap itself is started with the
+ * command's environment (no credentials), since its own `/proc/1/environ` is readable inside.
+ */
+export type ShellSandbox =
+  | { readonly kind: 'bubblewrap'; readonly bwrap: string; readonly network: boolean }
+  | { readonly kind: 'none' };
+
+/** A sandbox was asked for and cannot be had. */
+export class ShellSandboxError extends Error {
+  override readonly name = 'ShellSandboxError';
+}
+
+/** Where bubblewrap is looked for before PATH. */
+const BWRAP_CANDIDATES = ['/usr/bin/bwrap', '/usr/local/bin/bwrap'];
+
+let probed: { path: string } | { reason: string } | undefined;
+
+/**
+ * The bubblewrap sandbox, once bubblewrap is found and shown to work here (a container without
+ * user namespaces may have the binary and still refuse); throws ShellSandboxError saying what to do.
+ */
+export function bubblewrapSandbox(network: boolean, env: NodeJS.ProcessEnv = process.env): ShellSandbox {
+  probed ??= probeBubblewrap(env);
+  if ('reason' in probed) {
+    throw new ShellSandboxError(
+      `run_shell runs commands in a bubblewrap sandbox, and ${probed.reason}: install it (apt-get install bubblewrap) ` +
+        'or pass --allow-shell=unsandboxed to run commands without a sandbox',
+    );
+  }
+  return { kind: 'bubblewrap', bwrap: probed.path, network };
+}
+
+function probeBubblewrap(env: NodeJS.ProcessEnv): { path: string } | { reason: string } {
+  if (process.platform !== 'linux') return { reason: `bubblewrap is Linux-only (this is ${process.platform})` };
+  const dirs = (env['PATH'] ?? '').split(delimiter).filter(Boolean);
+  const path = [...BWRAP_CANDIDATES, ...dirs.map((dir) => join(dir, 'bwrap'))].find(isExecutable);
+  if (path === undefined) return { reason: 'bubblewrap (bwrap) was not found' };
+  const trial = spawnSync(path, [...sandboxArgs('/', false), '/bin/true'], { stdio: 'pipe', timeout: 10_000, encoding: 'utf8' });
+  if (trial.status !== 0) return { reason: `bubblewrap at ${path} cannot start a sandbox here (${(trial.stderr || trial.error?.message || 'no reason given').trim().split('\n')[0]})` };
+  return { path };
+}
+
+function isExecutable(path: string): boolean {
+  try {
+    accessSync(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** bubblewrap's arguments for a command working in `cwd` (mounts in order: later ones sit on top). */
+export function sandboxArgs(cwd: string, network: boolean): string[] {
+  return [
+    '--ro-bind', '/', '/',
+    '--dev', '/dev',
+    '--proc', '/proc',
+    '--tmpfs', '/tmp',
+    // After /tmp, so a working directory under /tmp stays visible (and writable).
+    '--bind', cwd, cwd,
+    '--chdir', cwd,
+    '--unshare-pid',
+    '--unshare-ipc',
+    '--unshare-uts',
+    ...(network ? [] : ['--unshare-net']),
+    '--die-with-parent',
+    // A new session: the command cannot push input into exarch's terminal (TIOCSTI).
+    '--new-session',
+  ];
+}
+
+/** Forgets the probe (tests that change PATH). */
+export function resetSandboxProbe(): void {
+  probed = undefined;
+}
