@@ -1,8 +1,9 @@
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Tool } from '../../src/tools/defineTool.js';
 import { workspaceTools } from '../../src/tools/workspace/index.js';
@@ -86,6 +87,31 @@ describe.skipIf(BWRAP === undefined)('run_shell in the bubblewrap sandbox', () =
     const out = await shell('sleep 993 & setsid sleep 992 & (sleep 991 &) ; echo started');
     expect(out).toContain('started');
     expect([...sleepers(993), ...sleepers(992), ...sleepers(991)]).toEqual([]);
+  });
+
+  it('holds no capability, so it cannot remount the file system read-write (CI runs as root)', async () => {
+    const escaped = join(outside, '..', 'escaped.txt');
+    const out = await shell(`grep CapEff /proc/self/status; mount -o remount,rw,bind / 2>&1; echo x > '${escaped}'; echo done`);
+    expect(out).toMatch(/CapEff:\s+0+\n/);
+    expect(existsSync(escaped)).toBe(false);
+  });
+
+  it('a Unix socket outside the working directory cannot be reached (read-only mounts do not stop connect)', async () => {
+    const socketPath = join(outside, '..', 'host.sock');
+    const unix = createServer((socket) => socket.end('hello from a host socket\n'));
+    await new Promise<void>((resolve) => unix.listen(socketPath, resolve));
+    try {
+      const client = `require('net').connect('${socketPath}').on('data', (d) => process.stdout.write(d)).on('error', (e) => console.log('refused: ' + e.code))`;
+      const out = await shell(`'${process.execPath}' -e "${client}"`);
+      expect(out).not.toContain('hello from a host socket');
+      expect(out).toContain('refused: EPERM');
+      // The same client reaches it from outside the sandbox: the refusal is the sandbox's.
+      // (Asynchronously: the server answers from this very process.)
+      const outsideRun = await promisify(execFile)(process.execPath, ['-e', client], { encoding: 'utf8', timeout: 20_000 });
+      expect(outsideRun.stdout).toContain('hello from a host socket');
+    } finally {
+      await new Promise((resolve) => unix.close(resolve));
+    }
   });
 
   it('the network is refused unless allowed', async () => {

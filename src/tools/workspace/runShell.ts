@@ -5,6 +5,7 @@ import { defineTool, type Tool } from '../defineTool.js';
 import { WorkspaceError } from './paths.js';
 import { sandboxEnvironment, shellEnvironment } from './shellEnvironment.js';
 import { sandboxArgs, type ShellSandbox } from './shellSandbox.js';
+import { unixSocketFilter } from './seccompFilter.js';
 
 /** Default time a command may run before its process group is killed. */
 export const SHELL_DEFAULT_TIMEOUT_MS = 120_000;
@@ -51,15 +52,23 @@ async function runShell(root: string, command: string, timeoutMs: number, sandbo
   });
   return new Promise<string>((resolve, reject) => {
     // detached: the shell (or bubblewrap) leads a new process group, so a kill reaches everything it started.
+    const filter = sandbox.kind === 'bubblewrap' ? unixSocketFilter() : undefined;
     const [file, args, env] =
       sandbox.kind === 'bubblewrap'
-        ? [sandbox.bwrap, [...sandboxArgs(cwd, sandbox.network), '/bin/sh', '-c', command], sandboxEnvironment(process.env)]
+        ? [sandbox.bwrap, [...sandboxArgs(cwd, sandbox.network, filter !== undefined), '/bin/sh', '-c', command], sandboxEnvironment(process.env)]
         : ['/bin/sh', ['-c', command], shellEnvironment(process.env)];
-    const child = spawn(file, args, { cwd, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    // The seccomp program goes to bubblewrap on its own pipe (fd SECCOMP_FD = 3), which it reads to EOF and closes.
+    const child = spawn(file, args, { cwd, env, detached: true, stdio: ['ignore', 'pipe', 'pipe', filter === undefined ? 'ignore' : 'pipe'] });
+    const [, out, err, seccompPipe] = child.stdio;
+    if (out === null || err === null) throw new WorkspaceError('run_shell could not open the command\'s output pipes');
+    if (filter !== undefined && seccompPipe !== null && seccompPipe !== undefined && 'end' in seccompPipe) {
+      // bubblewrap exits (and the 'exit' handler reports it) if it cannot read the program.
+      seccompPipe.on('error', () => undefined).end(filter);
+    }
     const stdout = new Tail(SHELL_STDOUT_CHARS);
     const stderr = new Tail(SHELL_STDERR_CHARS);
-    child.stdout.on('data', (chunk: Buffer) => stdout.push(chunk));
-    child.stderr.on('data', (chunk: Buffer) => stderr.push(chunk));
+    out.on('data', (chunk: Buffer) => stdout.push(chunk));
+    err.on('data', (chunk: Buffer) => stderr.push(chunk));
 
     let settled = false;
     let timedOut = false;
@@ -127,8 +136,8 @@ async function runShell(root: string, command: string, timeoutMs: number, sandbo
       }
       // Background processes may hold the pipes open; do not wait for them forever.
       drainTimer = setTimeout(() => {
-        child.stdout.destroy();
-        child.stderr.destroy();
+        out.destroy();
+        err.destroy();
         finish('(processes it left running in the background still hold its output; their output is not shown)');
       }, DRAIN_MS);
     });

@@ -1,6 +1,8 @@
 import { spawnSync } from 'node:child_process';
-import { accessSync, constants } from 'node:fs';
+import { accessSync, closeSync, constants, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
+import { unixSocketFilter } from './seccompFilter.js';
 
 /**
  * How `run_shell` runs a command: inside bubblewrap (Linux, Debian's `bubblewrap`), or, when the
@@ -47,8 +49,26 @@ function probeBubblewrap(env: NodeJS.ProcessEnv): { path: string } | { reason: s
   const dirs = (env['PATH'] ?? '').split(delimiter).filter(Boolean);
   const path = [...BWRAP_CANDIDATES, ...dirs.map((dir) => join(dir, 'bwrap'))].find(isExecutable);
   if (path === undefined) return { reason: 'bubblewrap (bwrap) was not found' };
-  const trial = spawnSync(path, [...sandboxArgs('/', false), '/bin/true'], { stdio: 'pipe', timeout: 10_000, encoding: 'utf8' });
-  if (trial.status !== 0) return { reason: `bubblewrap at ${path} cannot start a sandbox here (${(trial.stderr || trial.error?.message || 'no reason given').trim().split('\n')[0]})` };
+  // The trial loads the seccomp program too, so a kernel that refuses it is found here, not mid-run.
+  // (spawnSync cannot feed a pipe on fd 3, so the program goes through a file.)
+  const filter = unixSocketFilter();
+  const dir = mkdtempSync(join(tmpdir(), 'exarch-seccomp-'));
+  let fd: number | undefined;
+  try {
+    if (filter !== undefined) {
+      writeFileSync(join(dir, 'filter'), filter);
+      fd = openSync(join(dir, 'filter'), 'r');
+    }
+    const trial = spawnSync(path, [...sandboxArgs('/', false, fd !== undefined), '/bin/true'], {
+      stdio: ['ignore', 'pipe', 'pipe', ...(fd === undefined ? [] : [fd])],
+      timeout: 10_000,
+      encoding: 'utf8',
+    });
+    if (trial.status !== 0) return { reason: `bubblewrap at ${path} cannot start a sandbox here (${(trial.stderr || trial.error?.message || 'no reason given').trim().split('\n')[0]})` };
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+    rmSync(dir, { recursive: true, force: true });
+  }
   return { path };
 }
 
@@ -61,9 +81,16 @@ function isExecutable(path: string): boolean {
   }
 }
 
-/** bubblewrap's arguments for a command working in `cwd` (mounts in order: later ones sit on top). */
-export function sandboxArgs(cwd: string, network: boolean): string[] {
+/** The descriptor bubblewrap reads the seccomp program from (see seccompFilter.ts). */
+export const SECCOMP_FD = 3;
+
+/**
+ * bubblewrap's arguments for a command working in `cwd` (mounts in order: later ones sit on top).
+ * With `seccomp`, bubblewrap loads the program it reads from fd SECCOMP_FD.
+ */
+export function sandboxArgs(cwd: string, network: boolean, seccomp = false): string[] {
   return [
+    ...(seccomp ? ['--seccomp', String(SECCOMP_FD)] : []),
     '--ro-bind', '/', '/',
     '--dev', '/dev',
     '--proc', '/proc',
@@ -75,6 +102,8 @@ export function sandboxArgs(cwd: string, network: boolean): string[] {
     '--unshare-ipc',
     '--unshare-uts',
     ...(network ? [] : ['--unshare-net']),
+    // Run as root (CI, containers), bubblewrap would keep root's capabilities inside: drop them all.
+    '--cap-drop', 'ALL',
     '--die-with-parent',
     // A new session: the command cannot push input into exarch's terminal (TIOCSTI).
     '--new-session',
