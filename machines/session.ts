@@ -272,6 +272,15 @@ function settle(context: SessionContext, outcome: AgentOutcome, extra: { text?: 
 }
 
 
+/** The inbox and queued user messages become (or join) the turn's user message; the caller empties both. */
+function deliverTurnInput(context: SessionContext): void {
+  const blocks: UserBlock[] = [];
+  if (context.inbox.length > 0) blocks.push(text(renderInbox(context.inbox)));
+  for (const message of context.pendingUser) if (message.length > 0) blocks.push(text(message));
+  appendUserBlocks(context.messages, blocks);
+  context.recorder.record({ type: 'message', role: 'user', content: blocks });
+}
+
 /** A child's result enters the inbox; returns the crew to stop, if the child was its last. */
 function acceptChildResult(context: SessionContext, actorId: string, result: AgentResult): { update: Partial<SessionContext>; emptyCrew: string | undefined } {
   const removed = context.children.remove(actorId);
@@ -427,6 +436,9 @@ const machineSetup = setup({
     hasTurnInput: ({ context }) =>
       context.pendingUser.length > 0 || (context.inbox.length > 0 && (context.options.wake === 'each' || context.children.size === 0)),
     capReached: ({ context }) => capReached(context),
+    // The turn's first request has not left yet (`model.starting`), and results arrived since the
+    // turn started. (A user message alone waits for the next turn, as it does during any request.)
+    lateResults: ({ context }) => context.steps === 1 && context.inbox.length > 0,
     refused: ({ event }) => responseOf(event).stopReason in REFUSAL_REASONS,
     hasToolCalls: ({ event }) => responseOf(event).content.some((b) => b.type === 'tool_use'),
     truncated: ({ context, event }) => stepEndFor(context, event).stopReason === 'max_tokens',
@@ -442,14 +454,20 @@ const machineSetup = setup({
   actions: {
     /** Delivers the inbox and queued user messages as one user turn, and restarts the turn's counts. */
     startTurn: assign(({ context }) => {
-      const blocks: UserBlock[] = [];
-      if (context.inbox.length > 0) blocks.push(text(renderInbox(context.inbox)));
-      for (const message of context.pendingUser) if (message.length > 0) blocks.push(text(message));
-      appendUserBlocks(context.messages, blocks);
-      context.recorder.record({ type: 'message', role: 'user', content: blocks });
+      deliverTurnInput(context);
       const latchCounts: Record<string, LatchCount> = {};
       for (const [id, count] of Object.entries(context.latchCounts)) latchCounts[id] = { turn: 0, total: count.total };
       return { inbox: [], pendingUser: [], steps: 0, latchCounts };
+    }),
+    /**
+     * Results that arrived after the turn started but before its first request left (a durable
+     * run's request waits for the journal) join that turn's user message: one request for them all,
+     * never a second request made for them alone. User messages queued meanwhile join too, as at
+     * any turn start (a resume reads the joined message as one).
+     */
+    joinTurn: assign(({ context }) => {
+      deliverTurnInput(context);
+      return { inbox: [], pendingUser: [] };
     }),
     countStep: assign({ steps: ({ context }) => context.steps + 1 }),
     /** Starts the model request (see src/sessionEffects.ts); it answers with `model.done` or `model.error`. */
@@ -779,6 +797,9 @@ export const sessionMachine = machineSetup.createMachine({
         ],
         // Only a complete message is ever committed: a failed stream leaves the history as it was.
         'model.error': { target: 'failed', actions: { type: 'fail', params: {} } },
+        // The request is about to leave: late input joins the turn, and the request is made again
+        // (after the journal holds what the join recorded) with it.
+        'model.starting': { guard: 'lateResults', actions: ['joinTurn', 'requestModel'] },
       },
     },
     dispatchingBatch: {

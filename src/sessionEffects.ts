@@ -11,6 +11,8 @@ export type EffectEvent =
   | { readonly type: 'tick' }
   | { readonly type: 'model.done'; readonly output: ModelResponse }
   | { readonly type: 'model.error'; readonly error: unknown }
+  /** Sent when a request that waited for the journal is about to leave (see `requestModel`). */
+  | { readonly type: 'model.starting' }
   | ToolBatchEvent;
 
 /**
@@ -65,8 +67,17 @@ export class SessionEffects {
     const cancellation = new StepCancellation();
     this.model = cancellation;
     const gate = this.barrier();
-    if (gate) void gate.then(() => cancellation.isAborted || this.closed || this.startModel(input, cancellation));
-    else this.startModel(input, cancellation);
+    if (!gate) {
+      this.startModel(input, cancellation);
+      return;
+    }
+    void gate.then(() => {
+      if (cancellation.isAborted || this.closed) return;
+      // Input that arrived while the journal was written may join the request's turn: the machine
+      // then asks for the request again, which supersedes (aborts) this one before it starts.
+      this.send({ type: 'model.starting' });
+      if (!cancellation.isAborted && !this.closed) this.startModel(input, cancellation);
+    });
   }
 
   private startModel(input: StreamModelInput, cancellation: StepCancellation): void {

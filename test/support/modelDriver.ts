@@ -403,6 +403,10 @@ export class PathDriver {
         return this.provider.gate.release(this.sutId, scriptedStepOf(event.output));
       case 'model.error':
         return this.provider.gate.release(this.sutId, { fault: { retryable: false, message: MODEL_ERROR } });
+      case 'model.starting':
+        // The request held at the gate had left already: the join supersedes it with a new one.
+        this.actor.send(event);
+        return;
       default: {
         const child = this.actor.getSnapshot().context.children.byActorId(event.actorId);
         if (!child) throw new Error(`no live child with actor id ${event.actorId}`);

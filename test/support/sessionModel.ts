@@ -41,6 +41,7 @@ export type ModelEvent =
   | { readonly type: 'batch.drained'; readonly result?: ToolResultBlock }
   | { readonly type: 'model.done'; readonly output: ModelResponse; readonly variant: string }
   | { readonly type: 'model.error'; readonly error: { readonly message: string } }
+  | { readonly type: 'model.starting' }
   | { readonly type: `xstate.done.actor.${number}`; readonly actorId: string; readonly output: AgentResult }
   | { readonly type: `xstate.error.actor.${number}`; readonly actorId: string; readonly error: { readonly message: string } };
 
@@ -394,8 +395,12 @@ export function eventsFor(kind: ModelKind): (snapshot: SessionSnapshot) => Model
       case 'readyForUser':
         if (c.pendingUser.length > 0 || c.inbox.length > 0) return [{ type: 'tick' }, cancel, ...user];
         return [...user, cancel, ...childEvents(snapshot)];
-      case 'streaming':
-        return [...responses(snapshot, kind), { type: 'model.error', error: { message: MODEL_ERROR } }, cancel, ...user, ...childEvents(snapshot)];
+      case 'streaming': {
+        // A result that arrived before the turn's first request left joins its turn (in a durable
+        // run the request waits for the journal; the driver sends the event itself).
+        const starting: ModelEvent[] = c.steps === 1 && c.inbox.length > 0 ? [{ type: 'model.starting' }] : [];
+        return [...responses(snapshot, kind), { type: 'model.error', error: { message: MODEL_ERROR } }, ...starting, cancel, ...user, ...childEvents(snapshot)];
+      }
       case 'dispatchingBatch': {
         const pending = pendingRuns(snapshot);
         // With nothing left to run, the batch drains at once: nothing can come between.
