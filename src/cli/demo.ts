@@ -59,13 +59,14 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   const style = palette(options.color);
   const write = (line: string): void => void options.out.write(`${line}\n`);
 
+  // Before anything is printed: a trace path that cannot be written is the only line.
+  const recorder = options.trace === undefined ? undefined : new TraceRecorder({ file: options.trace, title: 'exarch demo' });
   write(style.bold('exarch demo') + style.dim(' — a scripted model, offline; the session machines are the real ones'));
   write(style.dim(`user → root: ${USER_TASK}`));
   write('');
 
   const provider = scriptedProvider({ agents: demoScripts(speed) });
   const flow = new TurnFlow(write, style);
-  const recorder = options.trace === undefined ? undefined : new TraceRecorder({ file: options.trace, title: 'exarch demo' });
   const actor = createSessionActor(
     { provider, task: USER_TASK, tools: demoTools(Math.round(150 / speed)) },
     {

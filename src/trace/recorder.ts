@@ -56,6 +56,29 @@ export interface TraceRecorderOptions {
 const TASK_EXCERPT = 500;
 const FLUSH_BYTES = 256 * 1024;
 
+/** The trace file cannot be made (a part of its path is a file, no permission): one line for the user. */
+export class TraceFileError extends Error {
+  override readonly name = 'TraceFileError';
+  constructor(
+    readonly file: string,
+    readonly code: string | undefined,
+    message: string,
+  ) {
+    super(message);
+  }
+
+  static from(file: string, error: unknown): TraceFileError {
+    const code = (error as NodeJS.ErrnoException | undefined)?.code;
+    const why =
+      code === 'ENOTDIR' || code === 'EEXIST' || code === 'EISDIR'
+        ? code === 'EISDIR' ? 'it is a directory' : 'a part of the path is a file'
+        : code === 'EACCES' || code === 'EPERM' || code === 'EROFS'
+          ? 'permission denied'
+          : error instanceof Error ? error.message : String(error);
+    return new TraceFileError(file, code, `cannot write the trace to ${file}: ${why}`);
+  }
+}
+
 /**
  * Records a run as a JSONL trace (src/trace/format.ts) from XState's `inspect` option on the root
  * actor: `createActor(sessionMachine, { inspect: recorder.inspect })`. It keeps a few counters per
@@ -78,8 +101,12 @@ export class TraceRecorder {
     this.now = options.now ?? (() => performance.now());
     this.redactor = options.redactor ?? Redactor.fromEnv();
     this.t0 = this.now();
-    makeDirs(dirname(options.file));
-    writeFileSync(options.file, '');
+    try {
+      makeDirs(dirname(options.file));
+      writeFileSync(options.file, '');
+    } catch (error) {
+      throw TraceFileError.from(options.file, error);
+    }
     this.write({
       kind: 'trace.start',
       version: TRACE_VERSION,

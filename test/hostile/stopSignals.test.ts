@@ -36,9 +36,18 @@ describe('paths a run cannot write to are one line', () => {
     ['--log-dir /etc/passwd/x', ['--log-dir', '/etc/passwd/x'], /^exarch: cannot use \/etc\/passwd\/x as the log directory: a part of the path is a file$/],
     // Node 20's recursive mkdir spins for ever on a /proc path; made one component at a time, it fails at once.
     ['--log-dir /proc/x', ['--log-dir', '/proc/x'], /^exarch: cannot use \/proc\/x as the log directory: /],
+    ['--trace /etc/passwd/x.jsonl', ['--trace', '/etc/passwd/x.jsonl'], /^exarch: cannot write the trace to \/etc\/passwd\/x\.jsonl: a part of the path is a file$/],
+    ['--trace /proc/x/t.jsonl', ['--trace', '/proc/x/t.jsonl'], /^exarch: cannot write the trace to \/proc\/x\/t\.jsonl: /],
   ])('%s', async (_what, flags, line) => {
     const run = await exarch(['run', '--no-store', ...flags, 'go'], { server: await serve({ root: [stream({ text: 'never' })] }) });
     expect(run.code).toBe(1);
     expect(run.stderr.trim().split('\n')).toEqual([expect.stringMatching(line)]);
+  });
+
+  it('demo --trace /etc/passwd/x.jsonl: the one line comes before the demo starts', async () => {
+    const run = await exarch(['demo', '--trace', '/etc/passwd/x.jsonl']);
+    expect(run.code).toBe(1);
+    expect(run.stdout).toBe('');
+    expect(run.stderr.trim().split('\n')).toEqual(['exarch: cannot write the trace to /etc/passwd/x.jsonl: a part of the path is a file']);
   });
 });
