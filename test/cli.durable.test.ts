@@ -273,9 +273,20 @@ describe('durable runs from the command line', () => {
     const cwd = workdir();
     writeFileSync(join(cwd, 'a.txt'), 'a');
     mkdirSync(join(cwd, 'sub'));
-    const server = await serveByHistory(delegatingScripts(300));
+    // Once the first process is killed, the worker's requests wait until the second resume has
+    // been refused: the first resume is still running then, however slow the machine.
+    let killedFirst = false;
+    let refusalChecked = (): void => undefined;
+    const checked = new Promise<void>((resolve) => (refusalChecked = resolve));
+    const scripted = historyHandler(delegatingScripts(300));
+    const server = await startAnthropicServer(async (request) => {
+      if (killedFirst && request.agent === 'worker') await checked;
+      return scripted(request);
+    });
+    onCleanup(() => server.close());
     const first = startExarch(['run', 'Survey'], server, cwd);
     await until(() => server.requests.some((r) => r.agent === 'worker'), 'the worker to start');
+    killedFirst = true;
     first.child.kill('SIGKILL');
     const killed = await first.closed;
     expect(killed.signal).toBe('SIGKILL');
@@ -289,6 +300,7 @@ describe('durable runs from the command line', () => {
     const refused = await exarch(['resume', id], { server, cwd });
     expect(refused.code).toBe(1);
     expect(refused.stderr.trim()).toMatch(new RegExp(`^exarch: run ${id} is being run by process ${second.child.pid} on \\S+; try again once it has stopped$`));
+    refusalChecked();
     const done = await second.closed;
     expect(done.code).toBe(0);
     expect(done.stdout).toBe("Heard:\n[agent 'worker' replied]\ntwo files\n");
