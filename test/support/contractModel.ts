@@ -51,6 +51,7 @@ export type ContractEvent =
   | { readonly type: 'tool.settled' }
   | { readonly type: 'batch.drained' }
   | { readonly type: 'model.error' }
+  | { readonly type: 'model.starting' }
   | { readonly type: 'child.finished' }
   | { readonly type: 'model.done'; readonly response: ContractResponse };
 
@@ -135,6 +136,9 @@ export function contractStep(s: ContractState, event: ContractEvent, limits: Con
         return go(s, 'streaming', { steps: 1, truncations: 0, inbox: 0, queuedUser: 0 });
       }
       return s;
+    case 'model.starting':
+      // Issue 15 §2: results that arrived before the turn's first request left join that turn.
+      return s.value === 'streaming' && s.steps === 1 && s.inbox > 0 ? { ...s, inbox: 0, queuedUser: 0 } : s;
     case 'model.error':
       // §5: a fault that is not retried (or retries exhausted) fails the session.
       return s.value === 'streaming' ? go(s, 'failed', { batch: null }) : s;
