@@ -1,7 +1,9 @@
-import { existsSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { call, exarch, serve, stream, workdir } from './support/cliHarness.js';
+import { historyHandler, startAnthropicServer } from './support/anthropicServer.js';
+import { call, exarch, lastUserText, MAIN, onCleanup, serve, stream, workdir, type CliRun } from './support/cliHarness.js';
 
 /** `exarch run` with declared agents: `--agents FILE`, or exarch.config.json in the working directory. */
 
@@ -73,5 +75,41 @@ describe('exarch run --agents', () => {
     const run = await exarch(['runs', '--agents', 'a.json']);
     expect(run.code).toBe(2);
     expect(run.stderr.split('\n')[0]).toBe('exarch: --agents is not an option of runs');
+  });
+
+  it('a durable run records the agents it was started with: resume rebuilds them without the file', async () => {
+    const cwd = workdir();
+    writeFileSync(join(cwd, 'agents.json'), JSON.stringify({ agents: { lister: { description: 'Lists files.', tools: ['list_dir'], model: 'claude-lister' } } }));
+    const server = await startAnthropicServer(
+      historyHandler({
+        root: [stream({ toolCalls: [call('agent', { name: 'worker', task: 'List the files.', type: 'lister' })] }), stream({ text: 'Waiting.' }), (r) => stream({ text: `Heard:\n${lastUserText(r)}` })],
+        worker: [stream({ toolCalls: [call('list_dir', { path: '.' })] }, { chunkDelayMs: 300 }), stream({ toolCalls: [call('reply', { result: 'one file' })] })],
+      }),
+    );
+    onCleanup(() => server.close());
+    const child = spawn(process.execPath, [MAIN, 'run', '--agents', 'agents.json', 'go'], {
+      cwd,
+      env: { PATH: process.env['PATH'], CI: 'true', ANTHROPIC_API_KEY: 'test-key', ANTHROPIC_BASE_URL: server.url },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const closed = new Promise<CliRun>((resolve) => child.on('close', (code, signal) => resolve({ code, signal, stdout: '', stderr })));
+    // Ctrl-C while the worker's first (slow) response streams.
+    while (!server.requests.some((r) => r.agent === 'worker')) await new Promise((resolve) => setTimeout(resolve, 10));
+    child.kill('SIGINT');
+    const first = await closed;
+    expect(first.code).toBe(130);
+    const id = /^exarch: run (\S+) started$/m.exec(first.stderr)?.[1] ?? '';
+    rmSync(join(cwd, 'agents.json'));
+    const resumed = await exarch(['resume', id], { server, cwd });
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(resumed.stdout).toBe("Heard:\n[agent 'worker' replied]\none file\n");
+    const worker = server.requests.filter((r) => r.agent === 'worker').map((r) => r.body);
+    expect(worker.length).toBeGreaterThanOrEqual(2);
+    for (const body of worker) {
+      expect(body.model).toBe('claude-lister');
+      expect(body.tools?.map((t) => t.name)).toEqual(['agent', 'cancel_agent', 'wait_for_agents', 'reply', 'list_dir']);
+    }
   });
 });
