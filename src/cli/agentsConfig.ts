@@ -80,6 +80,8 @@ export function agentsFromJson(raw: unknown, shown: string, tools: readonly Tool
     let schema: z.ZodType | undefined;
     if (reply !== undefined) {
       if (reply['type'] !== 'object') throw new AgentsConfigError(`${shown}: agents.${name}.reply must be a JSON Schema of type "object"`);
+      // A peer dependency: an app may have a zod 4 from before z.fromJSONSchema.
+      if (typeof z.fromJSONSchema !== 'function') throw new AgentsConfigError(`${shown}: agents.${name}.reply needs a newer zod (one with z.fromJSONSchema)`);
       try {
         schema = z.fromJSONSchema(reply as Parameters<typeof z.fromJSONSchema>[0]);
       } catch (error) {
