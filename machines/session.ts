@@ -8,10 +8,10 @@ import { renderInbox } from '../src/inbox.js';
 import { SessionRecorder } from '../src/log/recorder.js';
 import { describeError } from '../src/model/errors.js';
 import { nudgeMessage, pickNudge, replyReminder, truncationReminder, type LatchCount, type NudgeLatch, type NudgeView } from '../src/nudges.js';
-import { inheritOptions, resolveOptions, type ResolvedOptions, type SessionOptions } from '../src/options.js';
+import { childOptions, inheritOptions, resolveOptions, sessionAxes, type ResolvedOptions, type SessionOptions } from '../src/options.js';
 import { defaultSystemPrompt } from '../src/prompts.js';
 import { clip, renderValue } from '../src/render.js';
-import { buildToolbox, errorResult, okResult, planBatch, toolAxes, type PlannedCall, type Toolbox } from '../src/tools/toolbox.js';
+import { buildToolbox, errorResult, okResult, planBatch, type PlannedCall, type Toolbox } from '../src/tools/toolbox.js';
 import type { RunnableCall } from '../src/tools/runTools.js';
 import { effectsOf, type EffectEvent, type SessionEffects } from '../src/sessionEffects.js';
 import { addUsage, ZERO_USAGE } from '../src/usage.js';
@@ -129,8 +129,9 @@ const REFUSAL_REASONS: Partial<Record<StopReason, string>> = {
   model_context_window_exceeded: 'the conversation exceeded the model context window',
 };
 
+/** A session that owes a reply: every sub-agent, and a root given an `output` schema. */
 function isSubAgent(context: SessionContext): boolean {
-  return context.agent.depth > 0;
+  return context.toolbox.axes.replies;
 }
 
 function isQuiet(context: SessionContext): boolean {
@@ -250,13 +251,14 @@ function closeOpenCalls(context: SessionContext, reason: string): void {
   context.recorder.record({ type: 'message', role: 'user', content: results });
 }
 
-function settle(context: SessionContext, outcome: AgentOutcome, extra: { text?: string; reason?: string } = {}): AgentResult {
+function settle(context: SessionContext, outcome: AgentOutcome, extra: { text?: string; reason?: string; value?: unknown } = {}): AgentResult {
   const totalUsage = addUsage(context.usage, context.childUsage);
   const result: AgentResult = {
     name: context.agent.name,
     outcome,
     text: extra.text ?? '',
     ...(extra.reason === undefined ? {} : { reason: extra.reason }),
+    ...('value' in extra ? { value: extra.value } : {}),
     usage: totalUsage,
   };
   context.recorder.record({
@@ -264,6 +266,7 @@ function settle(context: SessionContext, outcome: AgentOutcome, extra: { text?: 
     outcome,
     text: result.text,
     ...(extra.reason === undefined ? {} : { reason: extra.reason }),
+    ...('value' in extra ? { value: extra.value } : {}),
     usage: context.usage,
     totalUsage,
   });
@@ -345,7 +348,7 @@ function resumedContext(made: MadeContext, restore: RestoredSession, spawn: Spaw
     let members = crews.get(live.crewId);
     if (!members) crews.set(live.crewId, (members = []));
     const input = child.restore ? { agent: child.agent, restore: child.restore } : { agent: child.agent, task: child.task };
-    members.push({ actorId: child.actorId, input: inheritOptions(options, input) });
+    members.push({ actorId: child.actorId, input: inheritOptions(childOptions(options, child.profile), input) });
   }
   children.closeCrew();
   for (const [crewId, members] of crews) spawn('crew', { id: crewId, input: { members } });
@@ -414,7 +417,7 @@ function resumedBatch(restored: NonNullable<RestoredSession['batch']>, toolbox: 
 export function validateSessionInput(input: SessionInput): void {
   const options = resolveOptions(input);
   const agent = input.agent ?? ROOT_AGENT;
-  buildToolbox(options.tools, toolAxes(agent.depth, options.maxDepth));
+  buildToolbox(options.tools, sessionAxes(agent.depth, options), options.protocol);
   if (input.history) assertToolPairing(input.history);
   if (input.task !== undefined && typeof input.task !== 'string') throw new TypeError('exarch: `task` must be a string');
 }
@@ -474,7 +477,13 @@ const machineSetup = setup({
     requestModel: ({ context, self }) =>
       effectsFor(self, context)?.requestModel({
         provider: context.options.provider,
-        request: { agent: context.agent, system: context.system, messages: context.messages, tools: context.toolbox.specs },
+        request: {
+          agent: context.agent,
+          system: context.system,
+          messages: context.messages,
+          tools: context.toolbox.specs,
+          ...(context.options.model === undefined ? {} : { model: context.options.model }),
+        },
         listener: context.options.listener,
         retry: context.options.retry,
         stallTimeoutMs: context.options.stallTimeoutMs,
@@ -548,8 +557,8 @@ const machineSetup = setup({
             const child = children.add(actorId, agent);
             let members = crews.get(child.crewId);
             if (!members) crews.set(child.crewId, (members = []));
-            members.push({ actorId, input: inheritOptions(context.options, { task: call.task, agent }) });
-            context.recorder.record({ type: 'spawn', name: call.name, id: agent.id, actorId, task: call.task });
+            members.push({ actorId, input: inheritOptions(childOptions(context.options, call.type), { task: call.task, agent }) });
+            context.recorder.record({ type: 'spawn', name: call.name, id: agent.id, actorId, task: call.task, ...(call.type === undefined ? {} : { profile: call.type }) });
             results.set(
               call.id,
               okResult(call.id, `Sub-agent '${call.name}' started. Its result will arrive later as a message beginning with [agent '${call.name}' …].`),
@@ -655,8 +664,11 @@ const machineSetup = setup({
       return { failure: `failed on ${event.type}` };
     }),
     settleReplied: assign(({ context }) => {
-      const rendered = clip(renderValue(context.batch?.reply?.result), context.options.replyCap);
-      return { result: settle(context, rendered.length > 0 ? 'replied' : 'empty', { text: rendered }) };
+      const reply = context.batch?.reply;
+      const rendered = clip(renderValue(reply?.result), context.options.replyCap);
+      // A typed reply also hands up its parsed value (the host's `AgentResult.value`).
+      const value = context.options.reply !== undefined && reply ? { value: reply.result } : {};
+      return { result: settle(context, rendered.length > 0 ? 'replied' : 'empty', { text: rendered, ...value }) };
     }),
     settleEmpty: assign(({ context }) => ({ result: settle(context, 'empty') })),
     settleCapped: assign(({ context }) => ({ result: settle(context, 'capped', { reason: `step cap of ${context.options.maxSteps} reached` }) })),
@@ -690,13 +702,13 @@ export const sessionMachine = machineSetup.createMachine({
     const options = resolveOptions(input);
     const restore = input.restore;
     const agent = restore?.agent ?? input.agent ?? ROOT_AGENT;
-    const axes = toolAxes(agent.depth, options.maxDepth);
-    const toolbox = buildToolbox(options.tools, axes);
+    const axes = sessionAxes(agent.depth, options);
+    const toolbox = buildToolbox(options.tools, axes, options.protocol);
     if (input.history) assertToolPairing(input.history);
     const journal = options.journal?.open(agent.id);
     const recorder = new SessionRecorder(options.logs.open(agent), journal, restore && { own: restore.usage, subtree: restore.childUsage });
     const system = typeof options.system === 'string' ? options.system : (options.system ?? defaultSystemPrompt)(agent, axes.spawns);
-    const latches = latchesFor(options, agent.depth > 0);
+    const latches = latchesFor(options, axes.replies);
     if (restore) return resumedContext({ options, agent, toolbox, system, latches, recorder, failure: null, result: null }, restore, spawn);
     recorder.record({ type: 'session', agent, ...(input.task === undefined ? {} : { task: input.task }) });
     // A literal rather than a spread of the shared fields: this runs once per sub-agent.

@@ -3,6 +3,7 @@ import type { AgentIdentity, StopReason } from './types.js';
 /** What a latch sees when the session consults the registry. */
 export interface NudgeView {
   readonly agent: AgentIdentity;
+  /** The session owes a reply: every sub-agent, and a root given an `output` schema (it replies like one). */
   readonly isSubAgent: boolean;
   /** No live children and an empty inbox. */
   readonly quiet: boolean;

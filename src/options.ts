@@ -1,8 +1,12 @@
+import type { z } from 'zod';
+import { checkProfiles, type AgentProfiles } from './agentProfiles.js';
 import { JsonlLogSink, nullLogSink, type LogSink } from './log/sessionLog.js';
 import type { RetryPolicy } from './model/streamModel.js';
 import type { NudgeLatch } from './nudges.js';
 import type { RunJournal } from './store/runJournal.js';
 import type { Tool } from './tools/defineTool.js';
+import { DEFAULT_PROTOCOL, typedAgentTool, typedReplyTool, type ProtocolTools } from './tools/protocolTools.js';
+import { toolAxes, type ToolAxes } from './tools/toolbox.js';
 import type { AgentIdentity, Provider, SessionListener } from './types.js';
 
 /** Everything a session (and every sub-agent it spawns) runs with. */
@@ -44,6 +48,25 @@ export interface SessionOptions {
    * `resumeRun`). Without one nothing is stored and nothing is paid for it.
    */
   readonly journal?: RunJournal;
+  /**
+   * Declared agents by type name: the `agent` tool gains `type`, an enum of these names listed with
+   * their descriptions, and a sub-agent started with one runs with that profile's prompt, tools,
+   * model, step cap and reply schema. A durable run must be resumed with the same declarations.
+   */
+  readonly agents?: AgentProfiles;
+  /**
+   * A zod object schema for this session's own result. The session is offered `reply` with this
+   * schema as its input (a root too, which then ends by replying), an invalid reply is refused
+   * naming the fields, and the parsed value is `AgentResult.value` (`RunResult.value` of `runAgent`).
+   */
+  readonly output?: z.ZodType;
+}
+
+/** A declared agent type, resolved: the options its sessions run with. */
+export interface DeclaredAgent {
+  readonly name: string;
+  readonly description: string;
+  readonly options: ResolvedOptions;
 }
 
 export interface ResolvedOptions {
@@ -63,6 +86,16 @@ export interface ResolvedOptions {
   readonly stallTimeoutMs: number;
   readonly wake: 'each' | 'all';
   readonly journal: RunJournal | undefined;
+  /** Declared agent types, shared by every session of the run. */
+  readonly agents: ReadonlyMap<string, DeclaredAgent>;
+  /** The declared type these options are for; undefined for the run's own. */
+  readonly profile: string | undefined;
+  /** The model to ask for; undefined: the provider's. */
+  readonly model: string | undefined;
+  /** The schema of the session's reply, when it is typed. */
+  readonly reply: z.ZodType | undefined;
+  /** The shapes of `agent` and `reply` for these options. */
+  readonly protocol: ProtocolTools;
 }
 
 export const DEFAULTS = {
@@ -93,7 +126,7 @@ export function inheritOptions<T extends object>(parent: ResolvedOptions, extra:
 
 /** Fills defaults and checks every number; a bad option throws one line naming it. */
 export function resolveOptions(options: SessionOptions): ResolvedOptions {
-  if (resolved.has(options)) return options as ResolvedOptions;
+  if (resolved.has(options)) return options as unknown as ResolvedOptions;
   const parent = inherited.get(options);
   if (parent) return parent;
   if (!options || typeof options.provider?.stream !== 'function') {
@@ -120,9 +153,79 @@ export function resolveOptions(options: SessionOptions): ResolvedOptions {
     stallTimeoutMs: count('stallTimeoutMs', options.stallTimeoutMs ?? DEFAULTS.stallTimeoutMs, 1),
     wake: wakeOf(options.wake),
     journal: options.journal,
+    agents: new Map(),
+    profile: undefined,
+    model: undefined,
+    reply: options.output,
+    protocol: DEFAULT_PROTOCOL,
   };
-  resolved.add(result);
-  return result;
+  return declareAgents(result, options);
+}
+
+/** The run's options for sub-agents started without a `type`, by the options of the session that starts them. */
+const generalOf = new WeakMap<ResolvedOptions, ResolvedOptions>();
+
+/**
+ * Adds the declared agents and the output schema to the run's options: one options object per
+ * declared type, made once for the whole run. Without either, `run` is returned as it is.
+ */
+function declareAgents(run: ResolvedOptions, options: SessionOptions): ResolvedOptions {
+  const checked = checkProfiles(options.agents, run.tools);
+  if (checked.length === 0 && options.output === undefined) {
+    resolved.add(run);
+    return run;
+  }
+  const agentTool = typedAgentTool(checked);
+  const protocol = (reply: z.ZodType | undefined, owner: string): ProtocolTools =>
+    checked.length === 0 && reply === undefined ? DEFAULT_PROTOCOL : { ...DEFAULT_PROTOCOL, ...agentTool, ...(reply ? typedReplyTool(reply, owner) : {}) };
+  const agents = new Map<string, DeclaredAgent>();
+  const base: ResolvedOptions = { ...run, agents, protocol: protocol(run.reply, 'the `output` option') };
+  // Sub-agents without a type: the run's options without a reply schema.
+  const general: ResolvedOptions = run.reply === undefined ? base : { ...base, reply: undefined, protocol: protocol(undefined, '') };
+  for (const made of [base, general]) {
+    resolved.add(made);
+    generalOf.set(made, general);
+  }
+  for (const { name, description, profile, tools } of checked) {
+    const declared: ResolvedOptions = {
+      ...base,
+      tools: tools ?? base.tools,
+      system: profile.system ?? base.system,
+      maxSteps: profile.maxSteps === undefined ? base.maxSteps : count(`agents.${name}.maxSteps`, profile.maxSteps, 1),
+      model: profile.model,
+      reply: profile.reply,
+      profile: name,
+      protocol: protocol(profile.reply, `agents.${name}`),
+    };
+    resolved.add(declared);
+    // Its untyped sub-agents keep its tools: a profile's restriction cannot be escaped by delegating.
+    const generalOfDeclared: ResolvedOptions = declared.tools === general.tools ? general : { ...general, tools: declared.tools };
+    resolved.add(generalOfDeclared);
+    generalOf.set(declared, generalOfDeclared);
+    agents.set(name, { name, description, options: declared });
+  }
+  return base;
+}
+
+/**
+ * The options of a sub-agent that `parent` starts: those of the declared `type`, or for an untyped
+ * one the run's (with the parent's tools). Throws one line for a type the run does not declare
+ * (the `agent` tool refuses those; a journal of other declarations can still name one).
+ */
+export function childOptions(parent: ResolvedOptions, type: string | undefined): ResolvedOptions {
+  if (type === undefined) return generalOf.get(parent) ?? parent;
+  const declared = parent.agents.get(type);
+  if (!declared) {
+    const known = [...parent.agents.keys()];
+    throw new Error(`exarch: agent type '${type}' is not declared (declared: ${known.length > 0 ? known.join(', ') : 'none'}); resume a run with the agents it was started with`);
+  }
+  return declared.options;
+}
+
+/** CONTRACT §2's axes for a session of these options; a session with an output schema replies, at the root too. */
+export function sessionAxes(depth: number, options: ResolvedOptions): ToolAxes {
+  const axes = toolAxes(depth, options.maxDepth);
+  return options.reply !== undefined && !axes.replies ? { ...axes, replies: true } : axes;
 }
 
 function wakeOf(wake: unknown): 'each' | 'all' {

@@ -1,4 +1,5 @@
 import { createActor, type ActorOptions, type SnapshotFrom } from 'xstate';
+import type { z } from 'zod';
 import { sessionMachine, validateSessionInput, type SessionInput } from '../machines/session.js';
 import { stopOrphansOf } from '../machines/crew.js';
 import { finalAssistantText } from './history.js';
@@ -69,7 +70,7 @@ export function waitForSettled(actor: SessionActor, signal?: AbortSignal): Promi
   });
 }
 
-export interface RunResult {
+export interface RunResult<V = unknown> {
   /** The state the root settled in. */
   readonly state: 'readyForUser' | AgentOutcome | 'finishedWithoutReply';
   /** The root's last assistant text. */
@@ -78,6 +79,8 @@ export interface RunResult {
   readonly usage: Usage;
   /** One line, when the root failed or was capped. */
   readonly reason?: string;
+  /** With `output`: the root's reply, parsed by that schema (state `replied`); absent if it never gave a valid one. */
+  readonly value?: V;
   readonly snapshot: SessionSnapshot;
 }
 
@@ -91,6 +94,7 @@ export function runResultOf(snapshot: SessionSnapshot, reason?: string): RunResu
     text: finalAssistantText(context.messages),
     usage: result?.usage ?? addUsage(context.usage, context.childUsage),
     ...(why === undefined ? {} : { reason: why }),
+    ...(result !== undefined && 'value' in result ? { value: result.value } : {}),
     snapshot,
   };
 }
@@ -98,19 +102,29 @@ export function runResultOf(snapshot: SessionSnapshot, reason?: string): RunResu
 /**
  * Runs a root agent on `task` until it settles, and returns its final text. The actor is
  * stopped at the end (its children with it); pass `signal` to cancel the whole tree.
+ *
+ * With `output` (a zod object schema) the root is offered `reply` with that schema as its input
+ * and ends by replying; `value` is the parsed reply, typed by the schema.
+ *
+ * @example
+ * ```ts
+ * const { value } = await runAgent('Triage ticket 42', { provider, output: z.object({ severity: z.enum(['low', 'high']) }) });
+ * value?.severity; // 'low' | 'high' | undefined
+ * ```
  */
-export async function runAgent(
+export async function runAgent<S extends z.ZodType = z.ZodType<unknown>>(
   task: string,
-  input: Omit<SessionInput, 'task' | 'agent'>,
+  input: Omit<SessionInput, 'task' | 'agent' | 'output'> & { readonly output?: S },
   options: Omit<ActorOptions<typeof sessionMachine>, 'input'> & { signal?: AbortSignal } = {},
-): Promise<RunResult> {
+): Promise<RunResult<z.output<S>>> {
   const { signal, ...actorOptions } = options;
   const actor = createSessionActor({ ...input, task }, actorOptions);
   const onAbort = (): void => actor.send({ type: 'cancel', reason: 'interrupted' });
   signal?.addEventListener('abort', onAbort, { once: true });
   actor.start();
   try {
-    return runResultOf(await waitForSettled(actor));
+    // The value was parsed by `input.output`, so it has that schema's output type.
+    return runResultOf(await waitForSettled(actor)) as RunResult<z.output<S>>;
   } finally {
     signal?.removeEventListener('abort', onAbort);
     actor.stop();

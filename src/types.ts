@@ -89,6 +89,8 @@ export interface ModelRequest {
   /** The live history. Read-only for providers; it does not change while a request is in flight. */
   readonly messages: readonly Message[];
   readonly tools: readonly ToolSpec[];
+  /** The model this agent's profile asks for (`agents.NAME.model`); absent: the provider's own. */
+  readonly model?: string;
   readonly signal: AbortSignal;
 }
 
@@ -133,6 +135,12 @@ export interface AgentResult {
   readonly text: string;
   /** One line, for `failed` (and the reason of a cancellation, if one was given). */
   readonly reason?: string;
+  /**
+   * The parsed `reply`, for an agent whose profile declares a `reply` schema (or a root run with
+   * `output`): typed by that schema. Absent for every other agent and outcome; `text` is what the
+   * parent model reads either way.
+   */
+  readonly value?: unknown;
   /** This agent's tokens plus those of its whole subtree. */
   readonly usage: Usage;
 }

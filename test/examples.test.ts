@@ -43,6 +43,30 @@ describe('README examples', () => {
     expect(result).toMatchObject({ state: 'readyForUser', text: 'a.md has 3 words.' });
   });
 
+  it('declared agents: a researcher corrects an invalid typed reply, a writer has its own prompt, the host reads the typed brief', async () => {
+    const log = vi.spyOn(console, 'log').mockImplementation(() => undefined);
+    const { brief, provider, result } = await import('../examples/declared-agents.js');
+    const printed = log.mock.calls.map((args) => args.map(String).join(' '));
+    log.mockRestore();
+    expect(result.state).toBe('replied');
+    expect(brief).toEqual({ headline: 'Every agent is a state machine', findings: { topic: 'exarch', sources: ['notes/arch.md', 'notes/adr-7.md'], confidence: 0.9 } });
+    expect(printed.slice(0, 2)).toEqual(['replied Every agent is a state machine', 'notes/arch.md, notes/adr-7.md']);
+    expect(printed[2]).toMatch(/^invalid input for tool 'reply': sources: .+; confidence: .+$/);
+    const scout = provider.requestsOf('root/scout');
+    expect(scout.map((r) => r.model)).toEqual(['claude-haiku-4-5', 'claude-haiku-4-5', 'claude-haiku-4-5']);
+    expect(scout[0]?.tools).toEqual(['agent', 'cancel_agent', 'wait_for_agents', 'reply', 'read_notes']);
+    const pen = provider.requestsOf('root/pen');
+    expect(pen[0]?.tools).toEqual(['agent', 'cancel_agent', 'wait_for_agents', 'reply']);
+    expect(pen[0]?.system).toBe('You write one short headline. Reply with it as `result`.');
+    expect(pen[0]).not.toHaveProperty('model');
+    // The root model read the researcher's typed reply rendered as text; the root itself was offered `reply` for its output.
+    const heard = provider.requestsOf('root')[1]?.lastMessage?.content.find((b) => b.type === 'text');
+    expect(heard?.type === 'text' ? heard.text : '').toBe(
+      `[agent 'scout' replied]\n{\n  "topic": "exarch",\n  "sources": [\n    "notes/arch.md",\n    "notes/adr-7.md"\n  ],\n  "confidence": 0.9\n}`,
+    );
+    expect(provider.requestsOf('root')[0]?.tools).toEqual(['agent', 'cancel_agent', 'wait_for_agents', 'reply', 'read_notes']);
+  });
+
   it('a durable run is interrupted, listed, and resumed from its SQLite store to the same answer', async () => {
     const log = vi.spyOn(console, 'log').mockImplementation(() => undefined);
     const { stopped, status, text } = await import('../examples/durable-run.js');

@@ -32,6 +32,9 @@ const USAGE = `Usage:
       --wake each|all     an agent that ended its turn while sub-agents run is woken by each
                           result (each, the default) or once, when all have reported (all)
       --log-dir DIR       where each agent's JSONL log goes (default .exarch/runs/<time>/)
+      --agents FILE       declared agents (JSON; default ./exarch.config.json when it exists):
+                          { "agents": { "NAME": { "description", "system", "tools", "model",
+                          "maxSteps", "reply": JSON Schema } } }; the model starts one by type
       --allow-write       let agents write files in the working directory
       --allow-shell       let agents run shell commands, in a bubblewrap sandbox: the working
                           directory writable, the rest read-only, no network (Linux)
@@ -136,6 +139,7 @@ function parse(argv: readonly string[]) {
       wake: { type: 'string' },
       'max-retry-wait': { type: 'string' },
       'log-dir': { type: 'string' },
+      agents: { type: 'string' },
       'allow-write': { type: 'boolean' },
       'allow-shell': { type: 'boolean' },
       'allow-shell-unsandboxed': { type: 'boolean' },
@@ -201,7 +205,7 @@ async function view(positionals: readonly string[], values: Values): Promise<num
   return EXIT_OK;
 }
 
-const RUN_FLAGS = ['model', 'max-steps', 'max-depth', 'reply-cap', 'wake', 'max-retry-wait', 'log-dir', 'allow-write', 'allow-shell', 'allow-shell-unsandboxed', 'allow-network'] as const;
+const RUN_FLAGS = ['model', 'max-steps', 'max-depth', 'reply-cap', 'wake', 'max-retry-wait', 'log-dir', 'agents', 'allow-write', 'allow-shell', 'allow-shell-unsandboxed', 'allow-network'] as const;
 
 async function run(positionals: readonly string[], values: ReturnType<typeof parse>['values']): Promise<number> {
   if (positionals.length === 0) throw new UsageError('run needs a task: exarch run "<task>"');
@@ -227,6 +231,7 @@ async function runLive(positionals: readonly string[], values: Values, interrupt
       ...(values.wake === undefined ? {} : { wake: values.wake }),
       ...(values['max-retry-wait'] === undefined ? {} : { maxRetryWait: values['max-retry-wait'] }),
       ...(values['log-dir'] === undefined ? {} : { logDir: values['log-dir'] }),
+      ...(values.agents === undefined ? {} : { agents: values.agents }),
       allowWrite: values['allow-write'] === true,
       allowShell: values['allow-shell-unsandboxed'] === true ? 'unsandboxed' : values['allow-shell'] === true,
       allowNetwork: values['allow-network'] === true,

@@ -10,6 +10,7 @@ import { newRunId, resumeRun, RunError, startRun, type DurableSessionInput, type
 import type { RunStore } from '../store/runStore.js';
 import { DEFAULT_STORE_PATH, openSqliteStore, type SqliteRunStore } from '../store/sqliteStore.js';
 import { workspaceTools } from '../tools/workspace/index.js';
+import { agentsFromJson, loadAgentsConfig } from './agentsConfig.js';
 import type { Provider, SessionListener } from '../types.js';
 import type { InspectionEvent } from 'xstate';
 import { TraceRecorder } from '../trace/recorder.js';
@@ -31,6 +32,8 @@ export interface RunFlags {
   /** Seconds a `retry-after` may ask for before the request fails instead (default 60). */
   readonly maxRetryWait?: string;
   readonly logDir?: string;
+  /** The declared agents' JSON file (default: exarch.config.json in the working directory, if any). */
+  readonly agents?: string;
   readonly allowWrite?: boolean;
   /** `true`: in a bubblewrap sandbox; `'unsandboxed'`: without one (said on stderr). */
   readonly allowShell?: boolean | 'unsandboxed';
@@ -112,6 +115,8 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   const allowNetwork = flags.allowNetwork ?? false;
   // Before anything is written: without bubblewrap, --allow-shell is one line (ShellSandboxError).
   const tools = workspaceTools({ root: io.cwd, allowWrite, allowShell, allowNetwork });
+  // Before anything is written: a config that cannot be used is one line (AgentsConfigError, exit 1).
+  const declared = loadAgentsConfig(flags.agents, io.cwd, tools);
   if (allowShell === 'unsandboxed') io.stderr.write('exarch: --allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network\n');
   // A store that cannot be read stops the run before anything starts (StoreError: one line, exit 1).
   const store = flags.noStore ? undefined : openStore(io.cwd, flags.store);
@@ -128,6 +133,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
       ...(replyCap === undefined ? {} : { replyCap }),
       ...(wake === undefined ? {} : { wake }),
       ...(claude.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: claude.stallTimeoutMs }),
+      ...(declared ? { agents: declared.agents } : {}),
       listener: output.listener,
     };
     if (!store) return await output.follow(localRun(task, session, output.inspect), io.interrupt);
@@ -144,6 +150,8 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
       ...(replyCap === undefined ? {} : { replyCap }),
       ...(wake === undefined ? {} : { wake }),
       ...(maxRetryWait === undefined ? {} : { maxRetryWait }),
+      // The config itself, not its path: a resume rebuilds the same agents even if the file changed.
+      ...(declared ? { agentsConfig: declared.json } : {}),
     };
     const run = await startRun(task, session, { store, id, cwd: io.cwd, record, actor: { inspect: output.inspect } });
     return await output.follow(run, io.interrupt, store);
@@ -187,14 +195,17 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
     const replyCap = numberOf(recorded.replyCap);
     const wake = recorded.wake === 'all' ? 'all' : undefined;
     const output = new RunOutput(io, flags.trace, `exarch resume ${runId}: ${row.task.slice(0, 80)}`, model, logDir, maxSteps);
+    const tools = workspaceTools({
+      root: row.cwd,
+      allowWrite: recorded.allowWrite === true,
+      allowShell: recorded.allowShell === 'unsandboxed' ? 'unsandboxed' : recorded.allowShell === true,
+      allowNetwork: recorded.allowNetwork === true,
+    });
+    const declared = recorded.agentsConfig === undefined ? undefined : agentsFromJson(recorded.agentsConfig, `the agents recorded with run ${runId}`, tools);
     const session: DurableSessionInput = {
       provider: claude.provider,
-      tools: workspaceTools({
-        root: row.cwd,
-        allowWrite: recorded.allowWrite === true,
-        allowShell: recorded.allowShell === 'unsandboxed' ? 'unsandboxed' : recorded.allowShell === true,
-        allowNetwork: recorded.allowNetwork === true,
-      }),
+      tools,
+      ...(declared ? { agents: declared.agents } : {}),
       logs: new JsonlLogSink(logDir),
       ...(maxSteps === undefined ? {} : { maxSteps }),
       ...(maxDepth === undefined ? {} : { maxDepth }),

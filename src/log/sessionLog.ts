@@ -21,8 +21,8 @@ export type LogRecord =
       /** Tool calls cut off at max_tokens (never executed); absent when none. */
       readonly incomplete?: readonly string[];
     }
-  /** A child was spawned: its name, agent id, the parent's actor id for it, and its task. */
-  | { readonly type: 'spawn'; readonly name: string; readonly id: string; readonly actorId: string; readonly task: string }
+  /** A child was spawned: its name, agent id, the parent's actor id for it, its task and its declared type, if any. */
+  | { readonly type: 'spawn'; readonly name: string; readonly id: string; readonly actorId: string; readonly task: string; readonly profile?: string }
   /** A finished child's result entered the inbox (`actorId`: which child it was). */
   | { readonly type: 'inbox'; readonly actorId: string; readonly result: AgentResult }
   /** A durable session was taken up again by a new process, in this state. */
@@ -36,6 +36,8 @@ export type LogRecord =
       readonly outcome: AgentOutcome;
       readonly text: string;
       readonly reason?: string;
+      /** The parsed reply of a typed `reply` (see `AgentResult.value`). */
+      readonly value?: unknown;
       /** This session's own tokens. */
       readonly usage: Usage;
       /** Its own plus its whole subtree's. */

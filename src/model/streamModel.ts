@@ -154,6 +154,7 @@ async function attemptOnce(input: StreamModelInput, attempt: AttemptAbort): Prom
         system: request.system,
         messages: request.messages,
         tools: request.tools,
+        ...(request.model === undefined ? {} : { model: request.model }),
         get signal() {
           return attempt.signal;
         },

@@ -90,7 +90,7 @@ export class AnthropicProvider implements Provider {
     }));
     const system: TextBlockParam[] = request.system ? [{ type: 'text', text: request.system, ...cache }] : [];
     return {
-      model: this.model,
+      model: request.model ?? this.model,
       max_tokens: this.maxTokens,
       stream: true,
       ...(system.length > 0 ? { system } : {}),

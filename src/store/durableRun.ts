@@ -17,8 +17,8 @@ export class RunError extends Error {
   override readonly name = 'RunError';
   constructor(
     message: string,
-    /** `unknown-run`; `held`: another live process runs it; `wrong-directory`; `tools-differ`: resumed with other tools. */
-    readonly reason: 'unknown-run' | 'held' | 'wrong-directory' | 'tools-differ',
+    /** `unknown-run`; `held`: another live process runs it; `wrong-directory`; `tools-differ`: resumed with other tools; `agents-differ`: with other declared agents. */
+    readonly reason: 'unknown-run' | 'held' | 'wrong-directory' | 'tools-differ' | 'agents-differ',
     readonly runId: string,
   ) {
     super(message);
@@ -97,7 +97,9 @@ export async function startRun(task: string, session: DurableSessionInput, optio
   const owner = newOwner();
   const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
   const cwd = path.resolve(options.cwd ?? process.cwd());
-  await store.createRun({ id, task, cwd, options: { ...options.record, tools: toolNames(session) }, startedAt: Date.now(), owner, leaseMs });
+  const agentTypes = agentTypesOf(session);
+  const record = { ...options.record, tools: toolNames(session), ...(agentTypes.length > 0 ? { agentTypes } : {}) };
+  await store.createRun({ id, task, cwd, options: record, startedAt: Date.now(), owner, leaseMs });
   return launch(store, id, owner, leaseMs, 1, { ...session, task }, options, false);
 }
 
@@ -117,6 +119,13 @@ export async function resumeRun(runId: string, session: DurableSessionInput, opt
   const tools = toolNames(session);
   if (tools.join('\n') !== [...row.options.tools].sort().join('\n')) {
     throw new RunError(`run ${runId} was started with the tools [${row.options.tools.join(', ')}], not [${tools.join(', ')}]`, 'tools-differ', runId);
+  }
+  // Declared agents are not stored (they hold schemas and functions): the host passes the same ones
+  // again, and their names are checked, since the journal starts sub-agents by type name.
+  const recordedTypes = Array.isArray(row.options['agentTypes']) ? row.options['agentTypes'].map(String) : [];
+  const agentTypes = agentTypesOf(session);
+  if (agentTypes.join('\n') !== [...recordedTypes].sort().join('\n')) {
+    throw new RunError(`run ${runId} was started with the agent types [${recordedTypes.join(', ')}], not [${agentTypes.join(', ')}]: resume it with the same agents`, 'agents-differ', runId);
   }
   const owner = newOwner();
   const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
@@ -157,6 +166,11 @@ function statusOf(restored: Extract<RestoredRun, { kind: 'ended' | 'settled' }>)
 
 function newOwner(): RunOwner {
   return { host: hostname(), pid: process.pid, token: randomUUID() };
+}
+
+/** The declared agent types' names, sorted: what a resume must declare again. */
+function agentTypesOf(session: DurableSessionInput): string[] {
+  return Object.keys(session.agents ?? {}).sort();
 }
 
 /** The host tools' names, sorted: what a resume must offer again. */

@@ -32,7 +32,7 @@ interface Replayed {
   spawned: number;
   uses: Map<string, number>;
   /** Spawned and not yet delivered, by actor id, in spawn order. */
-  live: Map<string, { agent: AgentIdentity; task: string }>;
+  live: Map<string, { agent: AgentIdentity; task: string; profile: string | undefined }>;
   batch: { content: readonly AssistantBlock[]; stopReason: RestoredBatch['stopReason']; incomplete: readonly string[]; results: Map<string, ToolResultBlock> } | null;
   outcome: Extract<JournalRecord, { type: 'outcome' }> | null;
 }
@@ -86,15 +86,16 @@ function undoneByInterrupt(record: JournalRecord): boolean {
 function restoreSession(session: Replayed, bySession: ReadonlyMap<string, readonly JournalRecord[]>): RestoredSession {
   const children: RestoredChild[] = [];
   const undelivered: { actorId: string; result: AgentResult }[] = [];
-  for (const [actorId, { agent, task }] of session.live) {
+  for (const [actorId, { agent, task, profile }] of session.live) {
+    const typed = profile === undefined ? {} : { profile };
     const records = bySession.get(agent.id);
     if (!records) {
-      children.push({ actorId, agent, task, restore: undefined });
+      children.push({ actorId, agent, task, ...typed, restore: undefined });
       continue;
     }
     const child = replay(records, agent);
     if (child.outcome) undelivered.push({ actorId, result: resultOf(child, child.outcome) });
-    else children.push({ actorId, agent, task, restore: restoreSession(child, bySession) });
+    else children.push({ actorId, agent, task, ...typed, restore: restoreSession(child, bySession) });
   }
   const agent = session.agent;
   if (!agent) throw new Error('exarch: a session journal without its session record');
@@ -123,6 +124,7 @@ function resultOf(session: Replayed, outcome: Extract<JournalRecord, { type: 'ou
     outcome: outcome.outcome,
     text: outcome.text,
     ...(outcome.reason === undefined ? {} : { reason: outcome.reason }),
+    ...('value' in outcome ? { value: outcome.value } : {}),
     usage: outcome.totalUsage,
   };
 }
@@ -210,7 +212,7 @@ function replay(records: readonly JournalRecord[], agent?: AgentIdentity): Repla
         session.uses.set(record.name, (session.uses.get(record.name) ?? 0) + 1);
         const parent = session.agent;
         if (!parent) throw new Error('exarch: a spawn record before the session record');
-        session.live.set(record.actorId, { agent: { ...childIdentity(parent, record.name), id: record.id }, task: record.task });
+        session.live.set(record.actorId, { agent: { ...childIdentity(parent, record.name), id: record.id }, task: record.task, profile: record.profile });
         break;
       }
       case 'inbox':

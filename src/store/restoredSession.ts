@@ -37,6 +37,8 @@ export interface RestoredChild {
   readonly actorId: string;
   readonly agent: AgentIdentity;
   readonly task: string;
+  /** The declared agent type it was started as, if any: it is resumed with that profile. */
+  readonly profile?: string;
   /** Undefined when the child had not recorded anything yet: it starts afresh on its task. */
   readonly restore: RestoredSession | undefined;
 }

@@ -77,6 +77,8 @@ export interface RunOptionsRecord {
   readonly logDir?: string;
   /** Names of the host tools every agent was offered (protocol tools excluded). */
   readonly tools: readonly string[];
+  /** Names of the declared agent types (`agents`), when there were any: a resume must declare the same. */
+  readonly agentTypes?: readonly string[];
   readonly [key: string]: unknown;
 }
 

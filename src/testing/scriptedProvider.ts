@@ -68,6 +68,8 @@ export interface RecordedRequest {
   readonly lastMessage: Message | undefined;
   readonly tools: readonly string[];
   readonly system: string;
+  /** The model the request asked for (a declared agent's `model`); absent when it named none. */
+  readonly model?: string;
 }
 
 /**
@@ -104,6 +106,7 @@ export class ScriptedProvider implements Provider {
       lastMessage: request.messages[request.messages.length - 1],
       tools: request.tools.map((t) => t.name),
       system: request.system,
+      ...(request.model === undefined ? {} : { model: request.model }),
     });
     if (this.options.checkPairing !== false) {
       const problems = findPairingProblems(request.messages);

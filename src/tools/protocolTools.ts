@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { ToolSpec } from '../types.js';
-import { inputValidator, toolSpec } from './defineTool.js';
+import { inputValidator, toolSpec, type Validation } from './defineTool.js';
 
 /**
  * The agent-protocol tools (CONTRACT §2). The session machine handles them itself, since they
@@ -71,3 +71,86 @@ export const validateWaitForAgents = inputValidator('wait_for_agents', waitForAg
 export const SPAWN_TOOLS: readonly ToolSpec[] = [agentSpec, cancelAgentSpec, waitForAgentsSpec];
 export const REPLY_TOOLS: readonly ToolSpec[] = [replySpec];
 export const PROTOCOL_TOOL_NAMES: ReadonlySet<string> = new Set(['agent', 'cancel_agent', 'wait_for_agents', 'reply']);
+
+/** A validated `agent` call: `type` names a declared agent profile, when the model gave one. */
+export interface AgentCall {
+  readonly name: string;
+  readonly task: string;
+  readonly type?: string;
+}
+
+/**
+ * The `agent` and `reply` tools one session is offered, and how their calls are validated. They
+ * change with declared agents (`agent` gains `type`) and with a reply schema (`reply`'s input is
+ * that schema); without either they are the constants above, byte for byte.
+ */
+export interface ProtocolTools {
+  /** `agent`, `cancel_agent`, `wait_for_agents`. */
+  readonly spawn: readonly ToolSpec[];
+  /** `reply`. */
+  readonly reply: readonly ToolSpec[];
+  readonly validateAgent: (input: unknown) => Validation<AgentCall>;
+  /** On success, `value` is what the reply hands up: `result`, or the whole parsed input of a typed reply. */
+  readonly validateReply: (input: unknown) => Validation<unknown>;
+}
+
+export const DEFAULT_PROTOCOL: ProtocolTools = {
+  spawn: SPAWN_TOOLS,
+  reply: REPLY_TOOLS,
+  validateAgent,
+  validateReply: (input) => {
+    const parsed = validateReply(input);
+    return parsed.ok ? { ok: true, value: parsed.value.result } : parsed;
+  },
+};
+
+/** A declared agent type as the `agent` tool lists it. */
+export interface AgentTypeEntry {
+  readonly name: string;
+  readonly description: string;
+}
+
+/**
+ * The `agent` tool and its validator for declared agent types: `type` is an enum of their names,
+ * each described in the schema; an unknown type is refused with the list of the valid ones.
+ */
+export function typedAgentTool(types: readonly AgentTypeEntry[]): Pick<ProtocolTools, 'spawn' | 'validateAgent'> {
+  const names = types.map((t) => t.name);
+  const [first, ...others] = names;
+  if (first === undefined) return { spawn: SPAWN_TOOLS, validateAgent };
+  const listed = types.map((t) => `'${t.name}': ${t.description}`).join('; ');
+  const input = agentInput.extend({
+    type: z
+      .enum([first, ...others], { error: (issue) => `unknown agent type ${JSON.stringify(issue.input)}; the declared types are ${names.map((n) => `'${n}'`).join(', ')}` })
+      .optional()
+      .describe(`The kind of sub-agent to start, with its own tools, model and instructions: ${listed}. Leave it out for a general sub-agent.`),
+  });
+  const spec = toolSpec(
+    'agent',
+    `${agentSpec.description} Declared agent types (pass one as \`type\`): ${types.map((t) => `${t.name} — ${t.description}`).join('; ')}.`,
+    input,
+  );
+  return { spawn: [spec, cancelAgentSpec, waitForAgentsSpec], validateAgent: inputValidator('agent', input) };
+}
+
+/**
+ * The `reply` tool of an agent with a reply schema: its input is the schema itself (a zod object),
+ * so the model fills in the fields and an invalid reply is answered with the fields that failed.
+ * Throws one line when the schema is not an object or has no JSON Schema form.
+ */
+export function typedReplyTool(schema: z.ZodType, owner: string): Pick<ProtocolTools, 'reply' | 'validateReply'> {
+  let spec: ToolSpec;
+  try {
+    spec = toolSpec(
+      'reply',
+      'Finish and hand your result to the agent that started you, as the fields of this tool\'s input: they are the only thing it ' +
+        'receives, and a reply that does not match the schema is refused with the fields to correct. Calling reply ends your ' +
+        'session once the other calls of this response have run.',
+      schema,
+    );
+  } catch (error) {
+    const why = error instanceof Error ? error.message.replace(/^tool 'reply': /, '') : String(error);
+    throw new TypeError(`exarch: the reply schema of ${owner} cannot be a tool input: ${why}`);
+  }
+  return { reply: [spec], validateReply: inputValidator('reply', schema) };
+}

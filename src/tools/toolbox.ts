@@ -1,6 +1,6 @@
 import type { AssistantBlock, ToolResultBlock, ToolSpec } from '../types.js';
 import type { PreparedRun, Tool } from './defineTool.js';
-import { PROTOCOL_TOOL_NAMES, REPLY_TOOLS, SPAWN_TOOLS, validateAgent, validateCancelAgent, validateReply, validateWaitForAgents } from './protocolTools.js';
+import { DEFAULT_PROTOCOL, PROTOCOL_TOOL_NAMES, validateCancelAgent, validateWaitForAgents, type ProtocolTools } from './protocolTools.js';
 
 /** The two independent axes of CONTRACT §2. */
 export interface ToolAxes {
@@ -20,9 +20,11 @@ export interface Toolbox {
   readonly specs: readonly ToolSpec[];
   readonly axes: ToolAxes;
   readonly tools: ReadonlyMap<string, Tool>;
+  /** The protocol tools' shapes (declared agent types, a typed reply). */
+  readonly protocol: ProtocolTools;
 }
 
-const toolboxes = new WeakMap<readonly Tool[], Map<string, Toolbox>>();
+const toolboxes = new WeakMap<ProtocolTools, WeakMap<readonly Tool[], Map<string, Toolbox>>>();
 
 /**
  * The toolbox for `tools` on `axes`; the same object for every session with the same tool list
@@ -30,13 +32,15 @@ const toolboxes = new WeakMap<readonly Tool[], Map<string, Toolbox>>();
  * A host may change its array between sessions: a cached toolbox serves only while it still holds
  * exactly the array's tools.
  */
-export function buildToolbox(tools: readonly Tool[], axes: ToolAxes): Toolbox {
+export function buildToolbox(tools: readonly Tool[], axes: ToolAxes, protocol: ProtocolTools = DEFAULT_PROTOCOL): Toolbox {
   const key = `${axes.spawns ? 's' : ''}${axes.replies ? 'r' : ''}`;
-  let byAxes = toolboxes.get(tools);
+  let byTools = toolboxes.get(protocol);
+  if (!byTools) toolboxes.set(protocol, (byTools = new WeakMap()));
+  let byAxes = byTools.get(tools);
   const cached = byAxes?.get(key);
   if (cached && holdsExactly(cached, tools)) return cached;
-  const toolbox = makeToolbox(tools, axes);
-  if (!byAxes) toolboxes.set(tools, (byAxes = new Map()));
+  const toolbox = makeToolbox(tools, axes, protocol);
+  if (!byAxes) byTools.set(tools, (byAxes = new Map()));
   byAxes.set(key, toolbox);
   return toolbox;
 }
@@ -45,22 +49,22 @@ function holdsExactly(toolbox: Toolbox, tools: readonly Tool[]): boolean {
   return toolbox.tools.size === tools.length && tools.every((tool) => toolbox.tools.get(tool.name) === tool);
 }
 
-function makeToolbox(tools: readonly Tool[], axes: ToolAxes): Toolbox {
+function makeToolbox(tools: readonly Tool[], axes: ToolAxes, protocol: ProtocolTools): Toolbox {
   const byName = new Map<string, Tool>();
   for (const tool of tools) {
     if (PROTOCOL_TOOL_NAMES.has(tool.name)) throw new Error(`exarch: tool name '${tool.name}' is reserved for the agent protocol`);
     if (byName.has(tool.name)) throw new Error(`exarch: two tools are named '${tool.name}'`);
     byName.set(tool.name, tool);
   }
-  const specs = [...(axes.spawns ? SPAWN_TOOLS : []), ...(axes.replies ? REPLY_TOOLS : []), ...tools.map((t) => t.spec)];
-  return { specs, axes, tools: byName };
+  const specs = [...(axes.spawns ? protocol.spawn : []), ...(axes.replies ? protocol.reply : []), ...tools.map((t) => t.spec)];
+  return { specs, axes, tools: byName, protocol };
 }
 
 /** How one call of a batch will be answered. */
 export type PlannedCall =
   | { readonly kind: 'answered'; readonly id: string; readonly result: ToolResultBlock }
   | { readonly kind: 'run'; readonly id: string; readonly name: string; readonly run: PreparedRun; readonly timeoutMs: number | undefined; readonly idempotent: boolean; readonly readOnly: boolean }
-  | { readonly kind: 'agent'; readonly id: string; readonly name: string; readonly task: string }
+  | { readonly kind: 'agent'; readonly id: string; readonly name: string; readonly task: string; readonly type?: string }
   | { readonly kind: 'cancel_agent'; readonly id: string; readonly name: string }
   | { readonly kind: 'wait'; readonly id: string; readonly until: 'all' | 'any' }
   | { readonly kind: 'reply'; readonly id: string; readonly result: unknown };
@@ -110,8 +114,9 @@ export function planBatch(
       continue;
     }
     if (name === 'agent') {
-      const parsed = validateAgent(input);
-      plan.push(parsed.ok ? { kind: 'agent', id, name: parsed.value.name, task: parsed.value.task } : invalid(id, parsed.error));
+      const parsed = toolbox.protocol.validateAgent(input);
+      const type = parsed.ok ? parsed.value.type : undefined;
+      plan.push(parsed.ok ? { kind: 'agent', id, name: parsed.value.name, task: parsed.value.task, ...(type === undefined ? {} : { type }) } : invalid(id, parsed.error));
     } else if (name === 'cancel_agent') {
       const parsed = validateCancelAgent(input);
       plan.push(parsed.ok ? { kind: 'cancel_agent', id, name: parsed.value.name } : invalid(id, parsed.error));
@@ -119,8 +124,8 @@ export function planBatch(
       const parsed = validateWaitForAgents(input);
       plan.push(parsed.ok ? { kind: 'wait', id, until: parsed.value.until ?? 'all' } : invalid(id, parsed.error));
     } else if (name === 'reply') {
-      const parsed = validateReply(input);
-      plan.push(parsed.ok ? { kind: 'reply', id, result: parsed.value.result } : invalid(id, parsed.error));
+      const parsed = toolbox.protocol.validateReply(input);
+      plan.push(parsed.ok ? { kind: 'reply', id, result: parsed.value } : invalid(id, parsed.error));
     } else {
       const tool = toolbox.tools.get(name);
       if (!tool) throw new Error(`tool '${name}' passed the allow-check but is not in the toolbox`);

@@ -1,0 +1,101 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { extname, resolve } from 'node:path';
+import { z } from 'zod';
+import { checkProfiles, type AgentProfile, type AgentProfiles } from '../agentProfiles.js';
+import { describeError } from '../model/errors.js';
+import type { Tool } from '../tools/defineTool.js';
+
+/** The file `exarch run` reads declared agents from when `--agents` is not given, if it exists. */
+export const DEFAULT_CONFIG_FILE = 'exarch.config.json';
+
+/** A config file that cannot be used: one line naming the file and what is wrong (exit 1). */
+export class AgentsConfigError extends Error {
+  override readonly name = 'AgentsConfigError';
+}
+
+/**
+ * The JSON form of a profile (`SessionOptions.agents`): tools by name, and the reply schema as a
+ * JSON Schema object, which becomes a zod schema (`z.fromJSONSchema`).
+ */
+const profileJson = z.strictObject({
+  description: z.string().trim().min(1),
+  system: z.string().min(1).optional(),
+  tools: z.array(z.string()).optional(),
+  model: z.string().trim().min(1).optional(),
+  maxSteps: z.int().min(1).optional(),
+  reply: z.record(z.string(), z.unknown()).optional(),
+});
+
+const configJson = z.strictObject({
+  agents: z.record(z.string(), profileJson),
+});
+
+export type AgentsConfigJson = z.output<typeof configJson>;
+
+/** Declared agents for the CLI, and the JSON a durable run records to rebuild them on resume. */
+export interface LoadedAgents {
+  readonly agents: AgentProfiles;
+  readonly json: AgentsConfigJson;
+}
+
+/**
+ * Reads `--agents FILE`, or `exarch.config.json` in `cwd` when there is one. Undefined when
+ * neither. Every problem is one `AgentsConfigError` line naming the file (a missing file, a
+ * TypeScript config, bad JSON, an unknown field, a tool this run does not allow).
+ */
+export function loadAgentsConfig(file: string | undefined, cwd: string, tools: readonly Tool[]): LoadedAgents | undefined {
+  const path = resolve(cwd, file ?? DEFAULT_CONFIG_FILE);
+  if (file === undefined && !existsSync(path)) return undefined;
+  const shown = file ?? DEFAULT_CONFIG_FILE;
+  if (['.ts', '.mts', '.cts', '.js', '.mjs', '.cjs'].includes(extname(path))) {
+    throw new AgentsConfigError(`${shown}: only a JSON config is supported (a .ts or .js config is not); write the agents as JSON, e.g. ${DEFAULT_CONFIG_FILE}`);
+  }
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new AgentsConfigError(`cannot read ${shown}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : describeError(error)}`);
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (error) {
+    throw new AgentsConfigError(`${shown} is not valid JSON: ${describeError(error)}`);
+  }
+  return agentsFromJson(raw, shown, tools);
+}
+
+/** Declared agents from a config's JSON (a file's, or the one a durable run recorded). */
+export function agentsFromJson(raw: unknown, shown: string, tools: readonly Tool[]): LoadedAgents {
+  const parsed = configJson.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const where = issue && issue.path.length > 0 ? issue.path.map(String).join('.') : '(top level)';
+    throw new AgentsConfigError(`${shown}: ${where}: ${issue?.message ?? 'invalid'} (expected { "agents": { "NAME": { "description": … } } })`);
+  }
+  const agents: Record<string, AgentProfile> = {};
+  for (const [name, profile] of Object.entries(parsed.data.agents)) {
+    const { reply, ...rest } = profile;
+    let schema: z.ZodType | undefined;
+    if (reply !== undefined) {
+      if (reply['type'] !== 'object') throw new AgentsConfigError(`${shown}: agents.${name}.reply must be a JSON Schema of type "object"`);
+      // A peer dependency: an app may have a zod 4 from before z.fromJSONSchema.
+      if (typeof z.fromJSONSchema !== 'function') throw new AgentsConfigError(`${shown}: agents.${name}.reply needs a newer zod (one with z.fromJSONSchema)`);
+      try {
+        schema = z.fromJSONSchema(reply as Parameters<typeof z.fromJSONSchema>[0]);
+      } catch (error) {
+        throw new AgentsConfigError(`${shown}: agents.${name}.reply is not a JSON Schema exarch can use: ${describeError(error)}`);
+      }
+    }
+    agents[name] = { ...rest, ...(schema === undefined ? {} : { reply: schema }) };
+  }
+  try {
+    checkProfiles(agents, tools);
+  } catch (error) {
+    // The library's line names the field; here the file is named too.
+    const line = describeError(error).replace(/^exarch: /, '');
+    throw new AgentsConfigError(`${shown}: ${line}${line.includes("not one of the run's tools") ? '; --allow-write and --allow-shell offer more' : ''}`);
+  }
+  return { agents, json: parsed.data };
+}
