@@ -14,6 +14,9 @@ const MARKER = /^([\s\S]*)\n\n\[… (\d+) characters elided by exarch …\]\n\n(
 const LOWEST = '\uD800\uDC00';
 const HIGHEST = '\uDBFF\uDFFF';
 
+/** The marker's length for a count, spelled out here rather than taken from src/render.ts. */
+const markerLength = (elided: number): number => `\n\n[… ${elided} characters elided by exarch …]\n\n`.length;
+
 /** Head, count and tail of a clipped text, checked against the input by arithmetic. */
 function checkElided(input: string, cap: number, out: string): void {
   expect(out.length).toBeLessThanOrEqual(cap);
@@ -71,6 +74,34 @@ describe('clip at its edges', () => {
     }
   });
 
+  it('ASCII is clipped to the most the cap allows: half the kept text (rounded up) before the marker, half after', () => {
+    const text = 'A'.repeat(5000) + 'B'.repeat(5000);
+    for (const cap of [60, 61, 100, 101, 999, 1000, 1001, 4096, 9990]) {
+      // The largest kept length whose marker still fits, found by arithmetic on the marker's length.
+      let keep = cap;
+      while (keep + markerLength(text.length - keep) > cap) keep -= 1;
+      const expected = 'A'.repeat(Math.ceil(keep / 2)) + `\n\n[… ${text.length - keep} characters elided by exarch …]\n\n` + 'B'.repeat(Math.floor(keep / 2));
+      expect(clip(text, cap)).toBe(expected);
+    }
+  });
+
+  it('a cap with room for the marker and nothing beside it gives the head of the text, not a bare marker', () => {
+    const text = 'x'.repeat(500);
+    const cap = markerLength(500);
+    expect(clip(text, cap)).toBe('x'.repeat(cap));
+  });
+
+  it('at every cap, a text of surrogate pairs keeps whole pairs and uses the cap but for the halves it cut around', () => {
+    // Counts cross 10, 100 and 1000 here, where moving a cut inwards can add a digit to the marker.
+    for (const text of ['x' + LOWEST.repeat(600), HIGHEST.repeat(600), 'xy' + LOWEST.repeat(30) + 'z'.repeat(7)]) {
+      for (let cap = markerLength(text.length) + 4; cap < text.length; cap++) {
+        const out = clip(text, cap);
+        checkElided(text, cap, out);
+        expect(cap - out.length, `cap ${cap}`).toBeLessThanOrEqual(3);
+      }
+    }
+  });
+
   it('the marker reads the count it is given', () => {
     expect(elisionMarker(7)).toBe('\n\n[… 7 characters elided by exarch …]\n\n');
   });
@@ -82,5 +113,14 @@ describe('renderValue beyond JSON', () => {
     expect(renderValue(Symbol('s'))).toBe('Symbol(s)');
     expect(renderValue(0)).toBe('0');
     expect(renderValue(true)).toBe('true');
+  });
+
+  it('numbers that JSON has no text for render as JSON renders them', () => {
+    expect(renderValue(Number.NaN)).toBe('null');
+    expect(renderValue(Number.POSITIVE_INFINITY)).toBe('null');
+  });
+
+  it('an object whose toJSON gives nothing renders to nothing', () => {
+    expect(renderValue({ toJSON: () => undefined })).toBe('');
   });
 });
