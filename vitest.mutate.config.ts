@@ -6,27 +6,37 @@ import base from './vitest.config.js';
  * library in-process. The CLI, browser, crash and package tests run the compiled dist/, which a
  * mutant of src/ never reaches, so they would only cost time.
  */
+const SUITE = [
+  'test/contract.oracles.test.ts',
+  'test/clip.property.test.ts',
+  'test/session.transitions.test.ts',
+  'test/reply.test.ts',
+  'test/nudges.test.ts',
+  'test/pairing.test.ts',
+  'test/render.test.ts',
+  'test/stopReasons.test.ts',
+  'test/subagents.test.ts',
+  'test/tools.test.ts',
+  'test/workspaceTools.test.ts',
+  'test/regressions.test.ts',
+  'test/deadlines.test.ts',
+  'test/anthropicProvider.test.ts',
+  'test/readOnlyTools.test.ts',
+  'test/modelBased.test.ts',
+];
+
+/**
+ * `MUTATE_TESTS` (comma-separated test files) narrows the run to the tests that exercise one area,
+ * e.g. `MUTATE_TESTS=test/render.test.ts,test/clip.property.test.ts npx stryker run --mutate src/render.ts`:
+ * every mutant they kill, the whole suite kills too, so a narrowed score is a lower bound, and a
+ * run of one area takes minutes instead of one that runs every session test per mutant.
+ */
+const narrowed = process.env['MUTATE_TESTS']?.split(',').map((file) => file.trim()).filter((file) => file.length > 0);
+
 export default defineConfig({
   resolve: base.resolve,
   test: {
     testTimeout: 30_000,
-    include: [
-      'test/contract.oracles.test.ts',
-      'test/clip.property.test.ts',
-      'test/session.transitions.test.ts',
-      'test/reply.test.ts',
-      'test/nudges.test.ts',
-      'test/pairing.test.ts',
-      'test/render.test.ts',
-      'test/stopReasons.test.ts',
-      'test/subagents.test.ts',
-      'test/tools.test.ts',
-      'test/workspaceTools.test.ts',
-      'test/regressions.test.ts',
-      'test/deadlines.test.ts',
-      'test/anthropicProvider.test.ts',
-      'test/readOnlyTools.test.ts',
-      'test/modelBased.test.ts',
-    ],
+    include: narrowed && narrowed.length > 0 ? narrowed : SUITE,
   },
 });
