@@ -16,5 +16,7 @@ export default defineConfig({
     // A hang guard, not a speed check (speed goals live in bench/): CLI tests start many
     // processes, and under load (two suites at once on a busy machine) 30 s ran out.
     testTimeout: 120_000,
+    // The same for hooks: removing an installed app's node_modules took over 10 s under load.
+    hookTimeout: 120_000,
   },
 });
