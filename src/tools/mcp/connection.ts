@@ -15,6 +15,8 @@ const MAX_LIST_PAGES = 20;
 export const MAX_TOOLS_PER_SERVER = 128;
 /** setTimeout's largest delay: the SDK's own request timeout is set past reach, exarch's per-call deadline governs. */
 const NO_SDK_TIMEOUT = 2_147_483_647;
+/** Longest wait for a stdio server's exit: the SDK's close takes up to 4 s (EOF, SIGTERM, SIGKILL, 2 s apart). */
+const EXIT_WAIT_MS = 5_000;
 /** Characters of a stdio server's stderr kept, to say why it stopped. */
 const STDERR_TAIL = 4_096;
 
@@ -32,6 +34,8 @@ export class McpConnection {
     private readonly client: Client,
     private readonly transport: OpenTransport,
     private readonly stderrTail: () => string,
+    /** Settles once a stdio server's process has exited and its pipes closed (at once for HTTP). */
+    private readonly exited: Promise<void>,
     /** What the server calls itself (`serverInfo.name`), as it sent it. */
     readonly reportedName: string | undefined,
   ) {
@@ -56,6 +60,7 @@ export class McpConnection {
     ]);
     let tail = '';
     let transport: OpenTransport;
+    let exited: Promise<void> = Promise.resolve();
     if ('url' in spec) {
       const http = new StreamableHTTPClientTransport(new URL(spec.url), {
         ...(spec.headers ? { requestInit: { headers: { ...spec.headers } } } : {}),
@@ -76,6 +81,10 @@ export class McpConnection {
       stdio.stderr?.on('data', (chunk: Buffer) => {
         tail = (tail + chunk.toString('utf8')).slice(-STDERR_TAIL);
       });
+      // The client chains its own handler after this one: the transport calls it on the process's 'close'.
+      exited = new Promise((resolve) => {
+        stdio.onclose = resolve;
+      });
       transport = { kind: 'stdio', stdio };
     }
     const client = new Client(CLIENT_INFO, { capabilities: {} });
@@ -83,12 +92,15 @@ export class McpConnection {
       await client.connect(transport.kind === 'http' ? transport.http : transport.stdio, { timeout: startTimeoutMs });
     } catch (error) {
       await client.close().catch(() => undefined);
+      // The client's own close may still be escalating to SIGTERM and SIGKILL: the error is not
+      // reported before the process is gone (or the escalation had its time).
+      await boundedWait(exited, EXIT_WAIT_MS);
       const why = describeFailure(error);
       const last = lastLine(tail);
       throw new McpServerError(`MCP server '${label}' could not start: ${why}${last ? ` (its last words: ${last})` : ''}`, 'start', label, { cause: error });
     }
     const reported = client.getServerVersion()?.name;
-    return new McpConnection(spec, client, transport, () => tail, typeof reported === 'string' ? reported : undefined);
+    return new McpConnection(spec, client, transport, () => tail, exited, typeof reported === 'string' ? reported : undefined);
   }
 
   /** The server's tools, at most MAX_TOOLS_PER_SERVER (the rest are reported in `dropped`). */
@@ -141,6 +153,9 @@ export class McpConnection {
         await Promise.race([this.transport.http.terminateSession().catch(() => undefined), timer]);
       }
       await this.client.close().catch(() => undefined);
+      // After SIGKILL the transport does not wait for the exit; this does (bounded), so that a
+      // run that returned has no server process left.
+      await boundedWait(this.exited, EXIT_WAIT_MS);
     })();
     return this.closing;
   }
@@ -159,6 +174,13 @@ export class McpConnection {
     const what = 'url' in this.spec ? 'the connection was closed' : 'the process exited';
     return last ? `${what} (its last words: ${last})` : what;
   }
+}
+
+/** Waits for `promise`, or `ms` at most. */
+async function boundedWait(promise: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([promise, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+  clearTimeout(timer);
 }
 
 function lastLine(text: string): string {
