@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { connectMcpServers, McpServerError, runAgent, type McpServerSpec } from '../src/index.js';
+import { connectMcpServers, McpServerError, parseMcpFlag, runAgent, type McpServerSpec } from '../src/index.js';
 import { resumeRun, RunError, startRun, type DurableRun } from '../src/store/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider, type Script } from '../src/testing/index.js';
@@ -245,11 +245,12 @@ describe('MCP servers that do not start', () => {
         { command: process.execPath, args: [SERVER, 'stdio', 'normal', marker] },
         { command: process.execPath, args: [SERVER, 'stdio', 'hang-at-start', marker], name: 'mute' },
       ],
-      { startTimeoutMs: 3_000 },
+      // Long enough for the well-behaved server to start on a busy machine.
+      { startTimeoutMs: 10_000 },
     ).catch((e: unknown) => e);
     expect((error as Error).message).toMatch(/^MCP server 'mute' could not start: MCP error -32001: Request timed out/);
     expect(processesWith(marker)).toEqual([]);
-  });
+  }, 60_000);
 
   it('a bad entry is one line before anything starts', async () => {
     const provider = new ScriptedProvider({ agents: { root: [{ text: 'x' }] } });
@@ -330,5 +331,30 @@ describe('MCP tools in a durable run', () => {
     expect(result.reason).toBeUndefined();
     expect(result.status).toBe('done');
     expect(results(result.snapshot.context.messages).at(-1)).toEqual({ content: 'echo: again', is_error: false });
+  });
+});
+
+describe('hostile servers', () => {
+  it('a message past 4 MiB is refused, over stdio and over HTTP, as an is_error result naming the server', async () => {
+    const server = await httpServer();
+    const { provider } = recording({ root: [{ calls: [{ name: 'mcp__pipe__huge', input: {} }, { name: 'mcp__web__huge', input: {} }, { name: 'mcp__web__echo', input: { text: 'still fine' } }] }, { text: 'survived' }] });
+    const run = await runAgent('flood', { provider, toolTimeoutMs: 20_000, mcp: [stdio('normal', { name: 'pipe' }), { url: server.url, name: 'web' }] });
+    expect(run.text).toBe('survived');
+    const [pipe, web, echo] = results(run.snapshot.context.messages);
+    expect(pipe?.is_error).toBe(true);
+    expect(pipe?.content).toMatch(/^tool 'mcp__pipe__huge' failed: MCP server 'pipe' stopped during the call/);
+    expect(web?.is_error).toBe(true);
+    expect(web?.content).toMatch(/^tool 'mcp__web__huge' failed: MCP server 'web': .*4194304 bytes/);
+    expect(echo).toEqual({ content: 'echo: still fine', is_error: false });
+  });
+});
+
+describe('--mcp values', () => {
+  it('splits a command line as a shell would, without expanding anything', () => {
+    expect(parseMcpFlag(`node "my server.js" --root 'a b' c\\ d $HOME *`)).toEqual({ command: 'node', args: ['my server.js', '--root', 'a b', 'c d', '$HOME', '*'] });
+    expect(parseMcpFlag(`prog "say \\"hi\\"" ''`)).toEqual({ command: 'prog', args: ['say "hi"', ''] });
+    expect(parseMcpFlag(' https://example.com/mcp ')).toEqual({ url: 'https://example.com/mcp' });
+    expect(() => parseMcpFlag('node "unclosed')).toThrow('--mcp value has an unclosed " quote: node "unclosed');
+    expect(() => parseMcpFlag('http://')).toThrow('mcp server url "http://" is not a URL');
   });
 });

@@ -400,6 +400,8 @@ class RunOutput {
       run.interrupt();
     };
     interrupt.addEventListener('abort', onInterrupt, { once: true });
+    // Ctrl-C while the run was being set up (MCP servers starting): an aborted signal fires no event.
+    if (interrupt.aborted) onInterrupt();
     try {
       const result = await run.result;
       board.stop();

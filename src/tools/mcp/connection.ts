@@ -9,7 +9,9 @@ import { McpServerError } from './mcpError.js';
 import { provisionalName, type McpServerSpec } from './serverSpec.js';
 
 /** Bytes one message from a server may take (stdio read buffer, HTTP response body). */
-export const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
+// 4 MiB: far more than a model is shown (outputs are clipped at 50,000 characters by default), and
+// the SDK's stdio reader copies its whole buffer on every chunk, so a larger cap costs time squared.
+export const MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 /** Pages of `tools/list` read, and tools kept per server: a server is not let to flood every request. */
 const MAX_LIST_PAGES = 20;
 export const MAX_TOOLS_PER_SERVER = 128;
@@ -28,6 +30,8 @@ const CLIENT_INFO = { name: 'exarch', version: '0.1.0' };
 export class McpConnection {
   private gone: string | undefined;
   private closing: Promise<void> | undefined;
+  /** Calls in flight, to fail when the server sends what cannot be read (an oversized response). */
+  private readonly inFlight = new Set<AbortController>();
 
   private constructor(
     readonly spec: McpServerSpec,
@@ -53,6 +57,8 @@ export class McpConnection {
    */
   static async open(spec: McpServerSpec, startTimeoutMs: number): Promise<McpConnection> {
     const label = provisionalName(spec);
+    // Set once the connection exists; a response that is too large before then fails the handshake by itself.
+    let onOversize: (error: Error) => void = () => undefined;
     const [{ Client }, { StdioClientTransport }, { StreamableHTTPClientTransport }] = await Promise.all([
       import('@modelcontextprotocol/sdk/client/index.js'),
       import('@modelcontextprotocol/sdk/client/stdio.js'),
@@ -64,7 +70,7 @@ export class McpConnection {
     if ('url' in spec) {
       const http = new StreamableHTTPClientTransport(new URL(spec.url), {
         ...(spec.headers ? { requestInit: { headers: { ...spec.headers } } } : {}),
-        fetch: cappedFetch(MAX_MESSAGE_BYTES),
+        fetch: cappedFetch(MAX_MESSAGE_BYTES, (error) => onOversize(error)),
       });
       transport = { kind: 'http', http };
     } else {
@@ -100,7 +106,9 @@ export class McpConnection {
       throw new McpServerError(`MCP server '${label}' could not start: ${why}${last ? ` (its last words: ${last})` : ''}`, 'start', label, { cause: error });
     }
     const reported = client.getServerVersion()?.name;
-    return new McpConnection(spec, client, transport, () => tail, exited, typeof reported === 'string' ? reported : undefined);
+    const connection = new McpConnection(spec, client, transport, () => tail, exited, typeof reported === 'string' ? reported : undefined);
+    onOversize = (error) => connection.failInFlight(error);
+    return connection;
   }
 
   /** The server's tools, at most MAX_TOOLS_PER_SERVER (the rest are reported in `dropped`). */
@@ -132,15 +140,31 @@ export class McpConnection {
    */
   async call(tool: string, args: Record<string, unknown>, signal: AbortSignal): Promise<unknown> {
     if (this.gone !== undefined) throw new McpServerError(`MCP server '${this.label}' is not running: ${this.gone}`, 'exited', this.label);
+    const own = new AbortController();
+    const forward = (): void => own.abort(signal.reason);
+    signal.addEventListener('abort', forward, { once: true });
+    if (signal.aborted) forward();
+    this.inFlight.add(own);
     try {
-      return await this.client.callTool({ name: tool, arguments: args }, undefined, { signal, timeout: NO_SDK_TIMEOUT });
+      return await this.client.callTool({ name: tool, arguments: args }, undefined, { signal: own.signal, timeout: NO_SDK_TIMEOUT });
     } catch (error) {
-      if (signal.aborted) throw signal.reason instanceof Error ? signal.reason : error;
+      if (own.signal.aborted) throw own.signal.reason instanceof Error ? own.signal.reason : error;
       // The transport reports a process's exit just after it fails the requests in flight.
       await new Promise((resolve) => setImmediate(resolve));
       if (this.gone !== undefined) throw new McpServerError(`MCP server '${this.label}' stopped during the call: ${this.gone}`, 'exited', this.label, { cause: error });
       throw new McpServerError(`MCP server '${this.label}': ${describeFailure(error)}`, 'call', this.label, { cause: error });
+    } finally {
+      this.inFlight.delete(own);
+      signal.removeEventListener('abort', forward);
     }
+  }
+
+  /**
+   * Fails every call in flight: a response was cut off, and the SDK, which would wait for the rest
+   * of an event stream, cannot tell which request it answered.
+   */
+  private failInFlight(error: Error): void {
+    for (const call of this.inFlight) call.abort(new McpServerError(`MCP server '${this.label}': ${error.message}`, 'call', this.label, { cause: error }));
   }
 
   /** Closes the connection; a stdio server gets EOF, then SIGTERM, then SIGKILL (2 s apart) until it has exited. */
@@ -200,7 +224,7 @@ function describeFailure(error: unknown): string {
  * `fetch`, with the body of a message's response (POST) cut off past `maxBytes`: a server cannot
  * make exarch buffer an unbounded answer. The long-lived GET event stream is left alone.
  */
-function cappedFetch(maxBytes: number): (url: string | URL, init?: RequestInit) => Promise<Response> {
+function cappedFetch(maxBytes: number, onOversize: (error: Error) => void): (url: string | URL, init?: RequestInit) => Promise<Response> {
   return async (url, init) => {
     const response = await fetch(url, init);
     if (init?.method !== 'POST' || !response.body) return response;
@@ -209,8 +233,10 @@ function cappedFetch(maxBytes: number): (url: string | URL, init?: RequestInit) 
       new TransformStream<Uint8Array, Uint8Array>({
         transform(chunk, controller) {
           seen += chunk.byteLength;
-          if (seen > maxBytes) controller.error(new Error(`the server's response exceeded ${maxBytes} bytes`));
-          else controller.enqueue(chunk);
+          if (seen <= maxBytes) return controller.enqueue(chunk);
+          const error = new Error(`a response exceeded ${maxBytes} bytes`);
+          controller.error(error);
+          onOversize(error);
         },
       }),
     );
