@@ -11,10 +11,10 @@ import { provisionalName, type McpServerSpec } from './serverSpec.js';
 /** Bytes one message from a server may take (stdio read buffer, HTTP response body). */
 // 4 MiB: far more than a model is shown (outputs are clipped at 50,000 characters by default), and
 // the SDK's stdio reader copies its whole buffer on every chunk, so a larger cap costs time squared.
-export const MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
+const MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 /** Pages of `tools/list` read, and tools kept per server: a server is not let to flood every request. */
 const MAX_LIST_PAGES = 20;
-export const MAX_TOOLS_PER_SERVER = 128;
+const MAX_TOOLS_PER_SERVER = 128;
 /** setTimeout's largest delay: the SDK's own request timeout is set past reach, exarch's per-call deadline governs. */
 const NO_SDK_TIMEOUT = 2_147_483_647;
 /** Longest wait for a stdio server's exit: the SDK's close takes up to 4 s (EOF, SIGTERM, SIGKILL, 2 s apart). */

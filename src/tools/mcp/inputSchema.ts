@@ -1,9 +1,9 @@
 import { depthExceeds } from '../../nesting.js';
 
 /** Nesting an advertised schema may have: real tools' schemas stay far below it. */
-export const MAX_SCHEMA_DEPTH = 32;
+const MAX_SCHEMA_DEPTH = 32;
 /** Characters of JSON an advertised schema may take: every model request carries it. */
-export const MAX_SCHEMA_CHARS = 32_000;
+const MAX_SCHEMA_CHARS = 32_000;
 
 const ANY_OBJECT: Record<string, unknown> = { type: 'object', additionalProperties: true };
 
