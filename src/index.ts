@@ -5,6 +5,10 @@ export { ChildRegistry, type LiveChild } from '../machines/childRegistry.js';
 export { createSessionActor, isSettled, runAgent, waitForSettled, type RunResult, type SessionActor, type SessionSnapshot } from './runtime.js';
 export { defineTool, type Tool, type ToolContext, type ToolDefinition } from './tools/defineTool.js';
 export { toolAxes, type ToolAxes } from './tools/toolbox.js';
+export { ToolErrorResult } from './tools/toolErrorResult.js';
+// The MCP SDK itself is loaded only when a server is connected.
+export { connectMcpServers, McpServerError, McpSpecError, parseMcpFlag, type McpConnectOptions, type McpHttpServer, type McpServerInfo, type McpServerSpec, type McpStdioServer, type McpToolset } from './tools/mcp/index.js';
+export type { McpOption } from './tools/mcp/mcpOption.js';
 export { renderValue, clip, elisionMarker } from './render.js';
 export { renderAgentResult, renderInbox } from './inbox.js';
 export { assertToolPairing, findPairingProblems, PairingError } from './pairing.js';

@@ -5,6 +5,7 @@ import { stopOrphansOf } from '../machines/crew.js';
 import { finalAssistantText } from './history.js';
 import { addUsage } from './usage.js';
 import type { AgentOutcome, Usage } from './types.js';
+import { withMcpTools, type McpOption } from './tools/mcp/mcpOption.js';
 
 export type SessionSnapshot = SnapshotFrom<typeof sessionMachine>;
 export type SessionActor = ReturnType<typeof createSessionActor>;
@@ -101,7 +102,8 @@ export function runResultOf(snapshot: SessionSnapshot, reason?: string): RunResu
 
 /**
  * Runs a root agent on `task` until it settles, and returns its final text. The actor is
- * stopped at the end (its children with it); pass `signal` to cancel the whole tree.
+ * stopped at the end (its children with it); pass `signal` to cancel the whole tree. `mcp`
+ * servers are connected first and closed at the end (see `McpOption`).
  *
  * With `output` (a zod object schema) the root is offered `reply` with that schema as its input
  * and ends by replying; `value` is the parsed reply, typed by the schema.
@@ -114,21 +116,26 @@ export function runResultOf(snapshot: SessionSnapshot, reason?: string): RunResu
  */
 export async function runAgent<S extends z.ZodType = z.ZodType<unknown>>(
   task: string,
-  input: Omit<SessionInput, 'task' | 'agent' | 'output'> & { readonly output?: S },
+  input: Omit<SessionInput, 'task' | 'agent' | 'output'> & { readonly output?: S } & McpOption,
   options: Omit<ActorOptions<typeof sessionMachine>, 'input'> & { signal?: AbortSignal } = {},
 ): Promise<RunResult<z.output<S>>> {
   const { signal, ...actorOptions } = options;
-  const actor = createSessionActor({ ...input, task }, actorOptions);
-  const onAbort = (): void => actor.send({ type: 'cancel', reason: 'interrupted' });
-  signal?.addEventListener('abort', onAbort, { once: true });
-  actor.start();
+  const mcp = await withMcpTools(input);
   try {
-    // The value was parsed by `input.output`, so it has that schema's output type.
-    return runResultOf(await waitForSettled(actor)) as RunResult<z.output<S>>;
+    const actor = createSessionActor({ ...mcp.input, task }, actorOptions);
+    const onAbort = (): void => actor.send({ type: 'cancel', reason: 'interrupted' });
+    signal?.addEventListener('abort', onAbort, { once: true });
+    actor.start();
+    try {
+      // The value was parsed by `input.output`, so it has that schema's output type.
+      return runResultOf(await waitForSettled(actor)) as RunResult<z.output<S>>;
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      actor.stop();
+      // A root that crashed is not stopped by stop(): end what it had started (see stopOrphansOf).
+      stopOrphansOf(actor);
+    }
   } finally {
-    signal?.removeEventListener('abort', onAbort);
-    actor.stop();
-    // A root that crashed is not stopped by stop(): end what it had started (see stopOrphansOf).
-    stopOrphansOf(actor);
+    await mcp.close();
   }
 }

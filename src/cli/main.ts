@@ -41,6 +41,11 @@ const USAGE = `Usage:
       --allow-shell=unsandboxed
                           the same without a sandbox: commands get your full access
       --allow-network     let sandboxed shell commands reach the network
+      --mcp "CMD ARGS"    offer the tools of an MCP server to every agent, as mcp__<server>__<tool>:
+                          a command line (quoted as in a shell) runs the server over stdio; an
+                          http(s):// URL reaches a streamable HTTP server. Repeatable. A server
+                          that does not start stops the run; one that crashes or hangs later
+                          gives the agent an error result; servers are closed when the run ends
       --trace FILE        record the run as a JSONL trace (view it with exarch view)
       --inspect           stream every agent to the live Stately inspector (--inspect-port N,
                           default 8080 on 127.0.0.1)
@@ -144,6 +149,7 @@ function parse(argv: readonly string[]) {
       'allow-shell': { type: 'boolean' },
       'allow-shell-unsandboxed': { type: 'boolean' },
       'allow-network': { type: 'boolean' },
+      mcp: { type: 'string', multiple: true },
       trace: { type: 'string' },
       out: { type: 'string' },
       inspect: { type: 'boolean' },
@@ -205,7 +211,7 @@ async function view(positionals: readonly string[], values: Values): Promise<num
   return EXIT_OK;
 }
 
-const RUN_FLAGS = ['model', 'max-steps', 'max-depth', 'reply-cap', 'wake', 'max-retry-wait', 'log-dir', 'agents', 'allow-write', 'allow-shell', 'allow-shell-unsandboxed', 'allow-network'] as const;
+const RUN_FLAGS = ['model', 'max-steps', 'max-depth', 'reply-cap', 'wake', 'max-retry-wait', 'log-dir', 'agents', 'allow-write', 'allow-shell', 'allow-shell-unsandboxed', 'allow-network', 'mcp'] as const;
 
 async function run(positionals: readonly string[], values: ReturnType<typeof parse>['values']): Promise<number> {
   if (positionals.length === 0) throw new UsageError('run needs a task: exarch run "<task>"');
@@ -235,6 +241,7 @@ async function runLive(positionals: readonly string[], values: Values, interrupt
       allowWrite: values['allow-write'] === true,
       allowShell: values['allow-shell-unsandboxed'] === true ? 'unsandboxed' : values['allow-shell'] === true,
       allowNetwork: values['allow-network'] === true,
+      ...(values.mcp === undefined ? {} : { mcp: values.mcp }),
       ...(values.trace === undefined ? {} : { trace: values.trace }),
       ...(values.store === undefined ? {} : { store: values.store }),
       noStore: values['no-store'] === true,

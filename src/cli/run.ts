@@ -11,6 +11,8 @@ import type { RunStore } from '../store/runStore.js';
 import { DEFAULT_STORE_PATH, openSqliteStore, type SqliteRunStore } from '../store/sqliteStore.js';
 import { workspaceTools } from '../tools/workspace/index.js';
 import { agentsFromJson, loadAgentsConfig } from './agentsConfig.js';
+import type { Tool } from '../tools/defineTool.js';
+import { McpSpecError, parseMcpFlag, type McpServerSpec } from '../tools/mcp/serverSpec.js';
 import type { Provider, SessionListener } from '../types.js';
 import type { InspectionEvent } from 'xstate';
 import { TraceRecorder } from '../trace/recorder.js';
@@ -39,6 +41,8 @@ export interface RunFlags {
   readonly allowShell?: boolean | 'unsandboxed';
   /** Let sandboxed shell commands reach the network. */
   readonly allowNetwork?: boolean;
+  /** `--mcp` values: MCP servers (a command line, or an http(s):// URL) whose tools every agent is offered. */
+  readonly mcp?: readonly string[];
   readonly trace?: string;
   /** The run store file (default .exarch/exarch.db under the working directory). */
   readonly store?: string;
@@ -107,6 +111,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   const wake = flags.wake === 'all' ? 'all' : undefined;
   const maxRetryWait = positiveInt('max-retry-wait', flags.maxRetryWait, 0);
   if (flags.noStore && flags.store !== undefined) throw new UsageError('--store and --no-store cannot be used together');
+  const mcpServers = mcpSpecs(flags.mcp ?? []);
   const model = flags.model ?? io.env['EXARCH_MODEL'] ?? DEFAULT_MODEL;
   const claude = connect(model, io, maxRetryWait);
   if (typeof claude === 'number') return claude;
@@ -118,15 +123,18 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   // Before anything is written: a config that cannot be used is one line (AgentsConfigError, exit 1).
   const declared = loadAgentsConfig(flags.agents, io.cwd, tools);
   if (allowShell === 'unsandboxed') io.stderr.write('exarch: --allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network\n');
+  // A server that does not start stops the run here, before anything is recorded (one line, exit 1).
+  const mcp = await connectMcp(mcpServers, tools, io);
   // A store that cannot be read stops the run before anything starts (StoreError: one line, exit 1).
-  const store = flags.noStore ? undefined : openStore(io.cwd, flags.store);
+  let store: SqliteRunStore | undefined;
   try {
+    store = flags.noStore ? undefined : openStore(io.cwd, flags.store);
     const logDir = flags.logDir ?? join(io.cwd, '.exarch', 'runs', timestamp(new Date()));
     prepareDir('log directory', logDir);
     const output = new RunOutput(io, flags.trace, `exarch run: ${task.slice(0, 80)}`, model, logDir, maxSteps);
     const session: DurableSessionInput = {
       provider: claude.provider,
-      tools,
+      tools: mcp.tools,
       logs: new JsonlLogSink(logDir),
       ...(maxSteps === undefined ? {} : { maxSteps }),
       ...(maxDepth === undefined ? {} : { maxDepth }),
@@ -152,12 +160,40 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
       ...(maxRetryWait === undefined ? {} : { maxRetryWait }),
       // The config itself, not its path: a resume rebuilds the same agents even if the file changed.
       ...(declared ? { agentsConfig: declared.json } : {}),
+      // The --mcp values as given, so that a resume starts the same servers (never put a secret in one).
+      ...(flags.mcp === undefined || flags.mcp.length === 0 ? {} : { mcp: [...flags.mcp] }),
     };
     const run = await startRun(task, session, { store, id, cwd: io.cwd, record, actor: { inspect: output.inspect } });
     return await output.follow(run, io.interrupt, store);
   } finally {
     await store?.close();
+    await mcp.close();
   }
+}
+
+/** The `--mcp` values as server specs; a value that is not one is a usage error. */
+function mcpSpecs(values: readonly string[]): McpServerSpec[] {
+  try {
+    return values.map(parseMcpFlag);
+  } catch (error) {
+    if (error instanceof McpSpecError) throw new UsageError(error.message);
+    throw error;
+  }
+}
+
+/**
+ * Connects the run's MCP servers and says on stderr what each offers: the host's tools plus
+ * theirs, and how to close them. Without servers, nothing is loaded.
+ */
+async function connectMcp(servers: readonly McpServerSpec[], tools: readonly Tool[], io: RunIo): Promise<{ tools: readonly Tool[]; close: () => Promise<void> }> {
+  if (servers.length === 0) return { tools, close: async () => undefined };
+  const { connectMcpServers } = await import('../tools/mcp/toolset.js');
+  const toolset = await connectMcpServers(servers, { takenNames: tools.map((tool) => tool.name) });
+  for (const server of toolset.servers) {
+    io.stderr.write(`exarch: MCP server '${server.name}': ${server.tools.length} tool${server.tools.length === 1 ? '' : 's'} (${server.tools.join(', ')})\n`);
+  }
+  for (const warning of toolset.warnings) io.stderr.write(`exarch: ${warning}\n`);
+  return { tools: [...tools, ...toolset.tools], close: () => toolset.close() };
 }
 
 export interface ResumeFlags {
@@ -175,6 +211,7 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
     io.stderr.write(`exarch: no run ${runId} in ${storeName(io.cwd, flags.store)} (there is no run store there yet)\n`);
     return EXIT.fatal;
   }
+  let mcp: { tools: readonly Tool[]; close: () => Promise<void> } | undefined;
   try {
     const row = await store.getRun(runId);
     if (!row) {
@@ -202,9 +239,12 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
       allowNetwork: recorded.allowNetwork === true,
     });
     const declared = recorded.agentsConfig === undefined ? undefined : agentsFromJson(recorded.agentsConfig, `the agents recorded with run ${runId}`, tools);
+    // The servers the run was started with, started again (their tools must be the same: see resumeRun).
+    const recordedMcp = Array.isArray(recorded.mcp) ? recorded.mcp.filter((value): value is string => typeof value === 'string') : [];
+    mcp = await connectMcp(mcpSpecs(recordedMcp), tools, io);
     const session: DurableSessionInput = {
       provider: claude.provider,
-      tools,
+      tools: mcp.tools,
       ...(declared ? { agents: declared.agents } : {}),
       logs: new JsonlLogSink(logDir),
       ...(maxSteps === undefined ? {} : { maxSteps }),
@@ -231,6 +271,7 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
     return await output.follow(run, io.interrupt, store);
   } finally {
     await store.close();
+    await mcp?.close();
   }
 }
 
@@ -359,6 +400,8 @@ class RunOutput {
       run.interrupt();
     };
     interrupt.addEventListener('abort', onInterrupt, { once: true });
+    // Ctrl-C while the run was being set up (MCP servers starting): an aborted signal fires no event.
+    if (interrupt.aborted) onInterrupt();
     try {
       const result = await run.result;
       board.stop();

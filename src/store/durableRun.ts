@@ -8,6 +8,7 @@ import { finalAssistantText } from '../history.js';
 import { createSessionActor, isSettled, runResultOf, waitForSettled, type RunResult, type SessionActor, type SessionSnapshot } from '../runtime.js';
 import { stopOrphansOf } from '../../machines/crew.js';
 import type { Message } from '../types.js';
+import { withMcpTools, type McpOption } from '../tools/mcp/mcpOption.js';
 import { restoreRun, type RestoredRun } from './restoreRun.js';
 import { RunJournal } from './runJournal.js';
 import type { JournalRow, RunOptionsRecord, RunOwner, RunRow, RunStatus, RunStore, RunSummary } from './runStore.js';
@@ -25,8 +26,11 @@ export class RunError extends Error {
   }
 }
 
-/** What a durable run's sessions run with: a session's input minus what the run itself provides. */
-export type DurableSessionInput = Omit<SessionInput, 'task' | 'agent' | 'restore' | 'journal' | 'history'>;
+/**
+ * What a durable run's sessions run with: a session's input minus what the run itself provides,
+ * plus the run's MCP servers (connected when the run starts or resumes, closed when it stops).
+ */
+export type DurableSessionInput = Omit<SessionInput, 'task' | 'agent' | 'restore' | 'journal' | 'history'> & McpOption;
 
 export interface DurableRunOptions {
   readonly store: RunStore;
@@ -98,9 +102,16 @@ export async function startRun(task: string, session: DurableSessionInput, optio
   const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
   const cwd = path.resolve(options.cwd ?? process.cwd());
   const agentTypes = agentTypesOf(session);
-  const record = { ...options.record, tools: toolNames(session), ...(agentTypes.length > 0 ? { agentTypes } : {}) };
-  await store.createRun({ id, task, cwd, options: record, startedAt: Date.now(), owner, leaseMs });
-  return launch(store, id, owner, leaseMs, 1, { ...session, task }, options, false);
+  const mcp = await withMcpTools(session);
+  try {
+    // The MCP tools' names are recorded with the host's: a resume must be offered them again.
+    const record = { ...options.record, tools: toolNames(mcp.input), ...(agentTypes.length > 0 ? { agentTypes } : {}) };
+    await store.createRun({ id, task, cwd, options: record, startedAt: Date.now(), owner, leaseMs });
+  } catch (error) {
+    await mcp.close();
+    throw error;
+  }
+  return launch(store, id, owner, leaseMs, 1, { ...mcp.input, task }, options, false, mcp.close);
 }
 
 /**
@@ -116,6 +127,20 @@ export async function resumeRun(runId: string, session: DurableSessionInput, opt
   const cwd = path.resolve(options.cwd ?? process.cwd());
   if (row.cwd !== cwd) throw new RunError(`run ${runId} belongs to ${row.cwd}: resume it from there`, 'wrong-directory', runId);
   if (row.status !== 'running' && row.status !== 'interrupted') return finished(row, await store.journal(runId));
+  // The run's MCP servers are connected again (and closed again on any way out but a launch).
+  const mcp = await withMcpTools(session);
+  let launched = false;
+  try {
+    const run = await resumeConnected(store, row, mcp.input, options, mcp.close);
+    launched = !('finished' in run);
+    return run;
+  } finally {
+    if (!launched) await mcp.close();
+  }
+}
+
+async function resumeConnected(store: RunStore, row: RunRow, session: Omit<DurableSessionInput, 'mcp'>, options: DurableRunOptions, closeMcp: () => Promise<void>): Promise<DurableRun | FinishedRun> {
+  const runId = row.id;
   const tools = toolNames(session);
   if (tools.join('\n') !== [...row.options.tools].sort().join('\n')) {
     throw new RunError(`run ${runId} was started with the tools [${row.options.tools.join(', ')}], not [${tools.join(', ')}]`, 'tools-differ', runId);
@@ -144,7 +169,7 @@ export async function resumeRun(runId: string, session: DurableSessionInput, opt
   }
   const nextSeq = (rows.at(-1)?.seq ?? 0) + 1;
   const input: SessionInput = restored.kind === 'resumable' ? { ...session, restore: restored.root } : { ...session, task: row.task };
-  return launch(store, runId, owner, leaseMs, nextSeq, input, options, true);
+  return launch(store, runId, owner, leaseMs, nextSeq, input, options, true, closeMcp);
 }
 
 /** Every run in the store, newest first (`exarch runs`). */
@@ -169,16 +194,27 @@ function newOwner(): RunOwner {
 }
 
 /** The declared agent types' names, sorted: what a resume must declare again. */
-function agentTypesOf(session: DurableSessionInput): string[] {
+function agentTypesOf(session: Omit<DurableSessionInput, 'mcp'>): string[] {
   return Object.keys(session.agents ?? {}).sort();
 }
 
 /** The host tools' names, sorted: what a resume must offer again. */
-function toolNames(session: DurableSessionInput): string[] {
+function toolNames(session: Omit<DurableSessionInput, 'mcp'>): string[] {
   return (session.tools ?? []).map((tool) => tool.name).sort();
 }
 
-function launch(store: RunStore, id: string, owner: RunOwner, leaseMs: number, nextSeq: number, input: SessionInput, options: DurableRunOptions, resuming: boolean): DurableRun {
+/** Starts the root; from here on the run owns `closeMcp` and calls it once the tree has stopped. */
+function launch(
+  store: RunStore,
+  id: string,
+  owner: RunOwner,
+  leaseMs: number,
+  nextSeq: number,
+  input: SessionInput,
+  options: DurableRunOptions,
+  resuming: boolean,
+  closeMcp: () => Promise<void>,
+): DurableRun {
   let storeFailure: Error | undefined;
   let interrupted = false;
   /** Set once the root settled: an interrupt then comes too late, and must not touch the run. */
@@ -194,6 +230,7 @@ function launch(store: RunStore, id: string, owner: RunOwner, leaseMs: number, n
   } catch (error) {
     // Nothing ran: let go of the run, as it was, rather than hold it until this process exits.
     void Promise.resolve(store.release(id, owner, resuming ? 'interrupted' : 'failed')).catch(() => undefined);
+    void closeMcp();
     throw error;
   }
   if (resuming) journal.mark({ type: 'resume' });
@@ -218,8 +255,12 @@ function launch(store: RunStore, id: string, owner: RunOwner, leaseMs: number, n
       stopOrphansOf(root);
       // Sessions close their logs on the next microtasks; their last records go in the last burst.
       await new Promise((resolve) => setImmediate(resolve));
-      await journal.flush();
-      if (!storeFailure) await store.release(id, owner, status);
+      try {
+        await journal.flush();
+        if (!storeFailure) await store.release(id, owner, status);
+      } finally {
+        await closeMcp();
+      }
     }
   })();
   return {

@@ -3,6 +3,7 @@ import { describeError } from '../model/errors.js';
 import { clip, renderValue } from '../render.js';
 import type { AgentIdentity, ToolResultBlock } from '../types.js';
 import type { PreparedRun, ToolContext } from './defineTool.js';
+import { ToolErrorResult } from './toolErrorResult.js';
 
 export interface RunnableCall {
   readonly id: string;
@@ -107,6 +108,10 @@ export function runOne(call: RunnableCall, input: Pick<RunToolsInput, 'agent' | 
       resolve(result);
     };
     const fail = (error: unknown): void => {
+      if (error instanceof ToolErrorResult) {
+        finish({ type: 'tool_result', tool_use_id: call.id, content: clip(error.content, input.outputCap) || '(no output)', is_error: true });
+        return;
+      }
       const message = describeError(error);
       const content = message.startsWith(`tool '${call.name}'`) ? message : `tool '${call.name}' failed: ${message}`;
       finish({ type: 'tool_result', tool_use_id: call.id, content: clip(content, input.outputCap), is_error: true });
