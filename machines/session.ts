@@ -102,6 +102,12 @@ export interface SessionContext {
   readonly inbox: AgentResult[];
   /** Model requests made in the current turn. */
   readonly steps: number;
+  /**
+   * The turn was started by this process (not taken up from a journal), so late results may join
+   * its first request (`joinTurn`). A resumed request is asked again from the committed history
+   * only: its first try may have reached the model without them.
+   */
+  readonly joinable: boolean;
   readonly batch: Batch | null;
   readonly children: ChildRegistry;
   /** Children ever spawned (per name: see `children`). */
@@ -372,6 +378,7 @@ function resumedContext(made: MadeContext, restore: RestoredSession, spawn: Spaw
     latchCounts: { ...restore.latchCounts },
     usage: restore.usage,
     childUsage,
+    joinable: false,
     resumeAt: restore.state,
   };
 }
@@ -441,7 +448,7 @@ const machineSetup = setup({
     capReached: ({ context }) => capReached(context),
     // The turn's first request has not left yet (`model.starting`), and results arrived since the
     // turn started. (A user message alone waits for the next turn, as it does during any request.)
-    lateResults: ({ context }) => context.steps === 1 && context.inbox.length > 0,
+    lateResults: ({ context }) => context.joinable && context.steps === 1 && context.inbox.length > 0,
     refused: ({ event }) => responseOf(event).stopReason in REFUSAL_REASONS,
     hasToolCalls: ({ event }) => responseOf(event).content.some((b) => b.type === 'tool_use'),
     truncated: ({ context, event }) => stepEndFor(context, event).stopReason === 'max_tokens',
@@ -460,7 +467,7 @@ const machineSetup = setup({
       deliverTurnInput(context);
       const latchCounts: Record<string, LatchCount> = {};
       for (const [id, count] of Object.entries(context.latchCounts)) latchCounts[id] = { turn: 0, total: count.total };
-      return { inbox: [], pendingUser: [], steps: 0, latchCounts };
+      return { inbox: [], pendingUser: [], steps: 0, latchCounts, joinable: true };
     }),
     /**
      * Results that arrived after the turn started but before its first request left (a durable
@@ -731,6 +738,7 @@ export const sessionMachine = machineSetup.createMachine({
       childUsage: ZERO_USAGE,
       failure: null,
       result: null,
+      joinable: false,
       resumeAt: null,
     };
   },

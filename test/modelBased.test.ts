@@ -367,6 +367,21 @@ async function driveDurable(kind: ModelKind, path: Path, session: TraversableSes
   return violations.length > 0 && !result.failure ? fail(violations.join('\n  ')) : result;
 }
 
+/**
+ * A request in flight at a crash is asked again from the committed history: results that arrive
+ * meanwhile do not join it (the session is not `joinable`; its first try may have reached the
+ * model without them). A path that joins them to that request cannot be followed from that crash.
+ */
+function joinsAcrossCrash(path: Path, crashAt: number): boolean {
+  if (path.steps[crashAt]?.state.value !== 'streaming') return false;
+  for (const step of path.steps.slice(crashAt + 1)) {
+    const type = step.event.type;
+    if (type === 'model.starting') return true;
+    if (type === 'model.error' || type === 'cancel' || type.startsWith('model')) return false;
+  }
+  return false;
+}
+
 async function runDurable(kind: ModelKind, paths: Path[], session: TraversableSession): Promise<void> {
   const runsBefore = durable.runs;
   const failures: string[] = [];
@@ -382,7 +397,7 @@ async function runDurable(kind: ModelKind, paths: Path[], session: TraversableSe
   };
   for (const [index, path] of paths.entries()) {
     // Steps with a step after them, whose state is not final.
-    const candidates = path.steps.flatMap((s, i) => (i < path.steps.length - 1 && s.state.status === 'active' ? [i] : []));
+    const candidates = path.steps.flatMap((s, i) => (i < path.steps.length - 1 && s.state.status === 'active' && !joinsAcrossCrash(path, i) ? [i] : []));
     if (candidates.length === 0) continue;
     await run(path, candidates[pick(index, candidates.length)] as number, `${kind}-${index}`);
   }
@@ -396,7 +411,7 @@ async function runDurable(kind: ModelKind, paths: Path[], session: TraversableSe
   for (const [index, path] of paths.entries()) {
     path.steps.forEach((s, step) => {
       // A step after it: at the last step of a path the real session may go on by itself past the path's end.
-      if (s.state.status !== 'active' || step === path.steps.length - 1) return;
+      if (s.state.status !== 'active' || step === path.steps.length - 1 || joinsAcrossCrash(path, step)) return;
       const key = stateKey(s.state);
       const list = occurrences.get(key) ?? [];
       if (list.length < 4) list.push({ path, step, index });

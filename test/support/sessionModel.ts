@@ -398,7 +398,7 @@ export function eventsFor(kind: ModelKind): (snapshot: SessionSnapshot) => Model
       case 'streaming': {
         // A result that arrived before the turn's first request left joins its turn (in a durable
         // run the request waits for the journal; the driver sends the event itself).
-        const starting: ModelEvent[] = c.steps === 1 && c.inbox.length > 0 ? [{ type: 'model.starting' }] : [];
+        const starting: ModelEvent[] = c.joinable && c.steps === 1 && c.inbox.length > 0 ? [{ type: 'model.starting' }] : [];
         return [...responses(snapshot, kind), { type: 'model.error', error: { message: MODEL_ERROR } }, ...starting, cancel, ...user, ...childEvents(snapshot)];
       }
       case 'dispatchingBatch': {
