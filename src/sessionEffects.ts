@@ -1,6 +1,7 @@
 import type { AnyActorRef } from 'xstate';
 import type { SessionRecorder } from './log/recorder.js';
 import { runModelStep, StepCancellation, type StreamModelInput } from './model/streamModel.js';
+import { isRootWithOneObserver } from './observe/actors.js';
 import { withDeltaTaps } from './observe/deltaTaps.js';
 import { startToolBatch, type RunnableCall, type RunToolsInput, type ToolBatch, type ToolBatchEvent } from './tools/runTools.js';
 import type { ModelResponse } from './types.js';
@@ -214,8 +215,7 @@ export function effectsOf(session: AnyActorRef, owner: () => SessionEffectsOwner
     // reports in the one case it would otherwise hide: a root whose only observer it is.
     error: (error: unknown) => {
       // Counted before closing, which unsubscribes this listener.
-      const internals = session as unknown as { _parent?: unknown; observers?: ReadonlySet<unknown> };
-      const onlyListener = internals._parent === undefined && internals.observers?.size === 1;
+      const onlyListener = isRootWithOneObserver(session);
       closeEffects(session);
       if (onlyListener) reportUnhandled(error);
     },

@@ -1,8 +1,9 @@
 import type { AnyActorRef, InspectionEvent } from 'xstate';
 
 /**
- * What observation needs of XState's actors beyond their declared API, read here only: whether an
- * actor runs yet, the actors under one, and a stand-in for an actor that is gone.
+ * What exarch reads of XState's actors beyond their declared API, here only: whether an actor runs
+ * yet, whether it is a root with one observer, the actors under one, and a stand-in for an actor
+ * that is gone.
  */
 
 /** XState's `ProcessingStatus.Running` (an actor's `_processingStatus`, not part of its declared type). */
@@ -11,6 +12,12 @@ const RUNNING = 1;
 /** Whether `actor` was started and has not stopped. */
 export function isRunning(actor: AnyActorRef): boolean {
   return (actor as unknown as { _processingStatus?: number })._processingStatus === RUNNING;
+}
+
+/** Whether `actor` is a root (it has no parent) and exactly one observer subscribes to it. */
+export function isRootWithOneObserver(actor: AnyActorRef): boolean {
+  const internals = actor as unknown as { _parent?: unknown; observers?: ReadonlySet<unknown> };
+  return internals._parent === undefined && internals.observers?.size === 1;
 }
 
 /** An actor and everything under it, parents first. */

@@ -16,15 +16,16 @@ import type { RunEvent, RunEventListener } from './events.js';
  * `text.delta`s of one agent merge into one, so a streaming model cannot grow the queue delta by
  * delta.
  *
- * The run ends with its root's `agent.ended` (the first agent seen is the root): iterators finish
- * once they have taken what waits, and what a stop reports in the same tick (its sub-agents'
- * ends) still arrives.
+ * The run ends when its system's root actor ends (for a root session, after its `agent.ended`):
+ * iterators finish once they have taken what waits, and what a stop reports in the same tick (its
+ * sub-agents' ends) still arrives.
  */
 export class RunObserver {
   private readonly decoder = new RunDecoder((event) => this.emit(event));
   private listeners: readonly RunEventListener[] = [];
   private readonly queues = new Set<EventQueue>();
-  private root: string | undefined;
+  /** The XState session id of the system's root actor. */
+  private rootId: string | undefined;
   private finished = false;
   private system: object | undefined;
   private untap: (() => void) | undefined;
@@ -38,7 +39,13 @@ export class RunObserver {
   readonly inspect = (event: InspectionEvent): void => {
     if (this.finished) return;
     if (!this.system) this.bind(systemOf(event));
+    this.rootId ??= event.rootId;
     this.decoder.inspect(event);
+    // The root actor ended (a session's `agent.ended` has just been sent). What the same stop
+    // reports (its sub-agents' ends) comes within this tick.
+    if (event.type === '@xstate.snapshot' && this.rootId !== undefined && (event.actorRef as AnyActorRef | undefined)?.sessionId === this.rootId && (event.snapshot as { status?: unknown }).status !== 'active') {
+      queueMicrotask(() => this.finish());
+    }
   };
 
   /**
@@ -48,6 +55,7 @@ export class RunObserver {
    */
   attach(actor: AnyActorRef): () => void {
     this.bind(actor.system as object);
+    this.rootId ??= actor.sessionId;
     if (isRunning(actor)) for (const ref of actorsOf(actor)) this.decoder.snapshot(ref.sessionId, ref.getSnapshot());
     const subscription = actor.system.inspect(this.inspect);
     const detach = (): void => subscription.unsubscribe();
@@ -80,7 +88,6 @@ export class RunObserver {
 
   private emit(event: RunEvent): void {
     if (this.finished) return;
-    this.root ??= event.agent;
     for (const listener of this.listeners) {
       try {
         listener(event);
@@ -91,8 +98,6 @@ export class RunObserver {
       }
     }
     for (const queue of this.queues) queue.push(event);
-    // What the same stop reports (its sub-agents' ends) comes within this tick.
-    if (event.type === 'agent.ended' && event.agent === this.root) queueMicrotask(() => this.finish());
   }
 
   private finish(): void {
