@@ -151,6 +151,10 @@ export class RunDecoder {
     }
     if (session.status === 'active') return;
     track.ended = true;
+    // An ended agent's history is not kept alive for the rest of the run (a wide fan-out has thousands).
+    track.snapshot = undefined;
+    track.last = undefined;
+    if (sessionId !== undefined) this.bySession.delete(sessionId);
     if (session.status === 'done') {
       const result = session.output as AgentResult | undefined;
       this.emit({
