@@ -2,6 +2,8 @@
 export { sessionMachine, validateSessionInput, type SessionContext, type SessionEvent, type SessionInput, type SessionMachine } from '../machines/session.js';
 export { ROOT_AGENT, childIdentity, hostedSubAgent } from './identity.js';
 export { ChildRegistry, type LiveChild } from '../machines/childRegistry.js';
+export { createRunObserver, events, observe, RunObserver } from './observe/runObserver.js';
+export type * from './observe/events.js';
 export { createSessionActor, isSettled, runAgent, waitForSettled, type RunResult, type SessionActor, type SessionSnapshot } from './runtime.js';
 export { defineTool, type Tool, type ToolContext, type ToolDefinition } from './tools/defineTool.js';
 export { toolAxes, type ToolAxes } from './tools/toolbox.js';

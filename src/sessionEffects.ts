@@ -1,6 +1,8 @@
 import type { AnyActorRef } from 'xstate';
 import type { SessionRecorder } from './log/recorder.js';
 import { runModelStep, StepCancellation, type StreamModelInput } from './model/streamModel.js';
+import { isRootWithOneObserver } from './observe/actors.js';
+import { withDeltaTaps } from './observe/deltaTaps.js';
 import { startToolBatch, type RunnableCall, type RunToolsInput, type ToolBatch, type ToolBatchEvent } from './tools/runTools.js';
 import type { ModelResponse } from './types.js';
 
@@ -48,6 +50,8 @@ export class SessionEffects {
   constructor(
     private readonly send: (event: EffectEvent) => void,
     private readonly barrier: () => Promise<void> | undefined = noBarrier,
+    /** The session's actor system, whose observers may tap its text deltas (src/observe/deltaTaps.ts). */
+    private readonly system?: object,
   ) {}
 
   private readonly sendTick = (): void => {
@@ -81,7 +85,7 @@ export class SessionEffects {
   }
 
   private startModel(input: StreamModelInput, cancellation: StepCancellation): void {
-    runModelStep(input, cancellation).then(
+    runModelStep(this.system ? withDeltaTaps(this.system, input) : input, cancellation).then(
       (output) => {
         if (cancellation.isAborted) return;
         this.model = undefined;
@@ -202,7 +206,7 @@ export function effectsOf(session: AnyActorRef, owner: () => SessionEffectsOwner
   if (found) return found.effects;
   if (inert.has(session)) return undefined;
   const { recorder, atRest, barrier } = owner();
-  const effects = new SessionEffects((event) => session.send(event), barrier);
+  const effects = new SessionEffects((event) => session.send(event), barrier, session.system as object | undefined);
   const subscription = session.subscribe({
     // Completion is both ends of a session: its final state, and a stop from outside.
     complete: () => closeEffects(session),
@@ -211,8 +215,7 @@ export function effectsOf(session: AnyActorRef, owner: () => SessionEffectsOwner
     // reports in the one case it would otherwise hide: a root whose only observer it is.
     error: (error: unknown) => {
       // Counted before closing, which unsubscribes this listener.
-      const internals = session as unknown as { _parent?: unknown; observers?: ReadonlySet<unknown> };
-      const onlyListener = internals._parent === undefined && internals.observers?.size === 1;
+      const onlyListener = isRootWithOneObserver(session);
       closeEffects(session);
       if (onlyListener) reportUnhandled(error);
     },

@@ -90,3 +90,16 @@ describe('npm run bench: model requests of a fan-out under real latency (bench/l
     expect(requests[1]).toBeGreaterThan(2);
   }, 60_000);
 });
+
+describe('npm run bench: text deltas to a consumer of the run events (bench/events.mjs)', () => {
+  it('every row delivers every character; the iterator takes merged deltas when the model streams in chunks', () => {
+    const script = fileURLToPath(new URL('../bench/events.mjs', import.meta.url));
+    const result = spawnSync(process.execPath, [script, '--runs', '1', '--deltas', '5000', '--no-write'], { encoding: 'utf8', timeout: 60_000 });
+    // The script checks each consumer got all 5,000 characters, and fails otherwise.
+    expect(result.status, result.stderr).toBe(0);
+    const rows = result.stdout.split('\n').filter((line) => line.startsWith('| observe') || line.startsWith('| for await'));
+    const taken = rows.map((row) => Number(row.split('|')[3]?.trim().replace(/,/g, '')));
+    expect(taken[0]).toBe(5000);
+    expect(taken[1]).toBeLessThan(5000);
+  }, 60_000);
+});

@@ -78,4 +78,27 @@ describe('README examples', () => {
     expect(text).toBe('a.md says hello.');
     expect(readme).toContain(codeOf('durable-run.ts'));
   });
+
+  it('a host follows the whole tree as typed events: the async iterable and the listener form', async () => {
+    const log = vi.spyOn(console, 'log').mockImplementation(() => undefined);
+    const { lines, requests } = await import('../examples/host-events.js');
+    log.mockRestore();
+    // Written from the protocol: each session starts, streams, runs its batch, waits or replies.
+    expect(lines.filter((line) => line.startsWith('root › researcher › reader'))).toEqual([
+      'root › researcher › reader: started (Read auth.log)',
+      'root › researcher › reader: readyForUser',
+      'root › researcher › reader: streaming',
+      'root › researcher › reader: calls reply',
+      'root › researcher › reader: dispatchingBatch',
+      'root › researcher › reader: replied',
+      'root › researcher › reader: ended done',
+    ]);
+    expect(lines).toContain('root › researcher: ← reader replied: auth.log: 401 after 30 min');
+    expect(lines).toContain('root: ← researcher replied: cookie not renewed');
+    expect(lines.at(-1)).toBe('root: ended stopped');
+    // root 2, researcher 2, reader 1.
+    expect(requests).toBe(5);
+    expect(readme).toContain(codeOf('host-events.ts'));
+  });
 });
+

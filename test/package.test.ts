@@ -83,6 +83,7 @@ const printed: Record<string, RegExp[]> = {
   'custom-tool': [/^error: invalid input for tool 'word_count': path: /m, /^readyForUser a\.md has 3 words\.$/m],
   'durable-run': [/^\[ '[0-9A-Z]{26} interrupted 2 agents' \]$/m, /^done a\.md says hello\.$/m],
   'declared-agents': [/^replied Every agent is a state machine$/m, /^notes\/arch\.md, notes\/adr-7\.md$/m, /^invalid input for tool 'reply': sources: .+; confidence: .+$/m],
+  'host-events': [/^root › researcher › reader: ended done$/m, /^5 model requests$/m],
   'host-machine': [/^ {2}"cause": "session cookie not renewed"$/m],
   'root-session': [/^a says hello, b says world\.$/m, /^readyForUser → streaming → dispatchingBatch → streaming → readyForUser → streaming → readyForUser$/m],
 };

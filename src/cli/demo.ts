@@ -8,6 +8,7 @@ import type { Message } from '../types.js';
 import { demoScripts, demoTools, EXPLORER_BRIEF, USER_TASK } from './demoScript.js';
 import { excerpt, palette, type Palette } from './palette.js';
 import { TurnFlow } from './turnFlow.js';
+import { RunObserver } from '../observe/runObserver.js';
 
 /**
  * `exarch demo`: plays the incident of the reply-tool design record (demoScript.ts) on the real
@@ -67,12 +68,15 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
 
   const provider = scriptedProvider({ agents: demoScripts(speed) });
   const flow = new TurnFlow(write, style);
+  // One observer decodes the run for the narration and the trace.
+  const observer = new RunObserver();
+  observer.subscribe(flow.onEvent);
+  if (recorder) observer.subscribe(recorder.onEvent);
   const actor = createSessionActor(
     { provider, task: USER_TASK, tools: demoTools(Math.round(150 / speed)) },
     {
       inspect: (event) => {
-        flow.observe(event);
-        recorder?.inspect(event);
+        observer.inspect(event);
         options.inspect?.(event);
       },
     },

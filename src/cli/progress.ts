@@ -1,7 +1,9 @@
 import { createLogUpdate } from 'log-update';
 import type { InspectionEvent } from 'xstate';
+import type { RunEvent } from '../observe/events.js';
+import { RunObserver } from '../observe/runObserver.js';
 import type { PlannedCall } from '../tools/toolbox.js';
-import type { AgentIdentity, Message, SessionListener, Usage } from '../types.js';
+import type { AgentIdentity, Message, Usage } from '../types.js';
 import { addUsage, ZERO_USAGE } from '../usage.js';
 import { cut, padVisible, palette, type Palette } from './palette.js';
 
@@ -10,7 +12,6 @@ interface AgentRow {
   state: string;
   /** Model requests over all turns. */
   steps: number;
-  lastTurnSteps: number;
   usage: Usage;
   readonly startedAt: number;
   endedAt: number | undefined;
@@ -33,12 +34,6 @@ interface SessionLikeSnapshot {
   };
 }
 
-function sessionSnapshotOf(event: InspectionEvent): SessionLikeSnapshot | undefined {
-  if (event.type !== '@xstate.snapshot') return undefined;
-  const snapshot = event.snapshot as Partial<SessionLikeSnapshot>;
-  return snapshot.context?.agent !== undefined ? (snapshot as SessionLikeSnapshot) : undefined;
-}
-
 export interface ProgressOptions {
   readonly out: NodeJS.WritableStream;
   /** Redraw a live tree in place (a terminal) or write one plain line per state change. */
@@ -57,10 +52,10 @@ const TICK_MS = 1_000;
  * characters, running which tool on what, waiting for how many sub-agents), steps, tokens and
  * elapsed time. On a terminal a tree redrawn in place by log-update (on each change, at most every
  * 100 ms, and every second so elapsed times tick); elsewhere one plain line per state change.
- * Fed by XState's `inspect` option, so it sees every actor of the tree, and by the session
- * listener for what never passes through the machines (text deltas).
+ * Fed by the run's events (src/observe/): `board.inspect` as XState's `inspect` option, or
+ * `onEvent` from an observer shared with other consumers.
  */
-export class ProgressBoard implements SessionListener {
+export class ProgressBoard {
   private readonly rows = new Map<string, AgentRow>();
   private readonly style: Palette;
   private readonly now: () => number;
@@ -69,6 +64,7 @@ export class ProgressBoard implements SessionListener {
   private redraw: NodeJS.Timeout | undefined;
   private readonly ticker: NodeJS.Timeout | undefined;
   private stopped = false;
+  private readonly observer = new RunObserver();
 
   constructor(private readonly options: ProgressOptions) {
     this.style = palette(options.color);
@@ -80,15 +76,25 @@ export class ProgressBoard implements SessionListener {
       this.ticker = setInterval(() => this.draw(), TICK_MS);
       this.ticker.unref();
     }
+    this.observer.subscribe(this.onEvent);
   }
 
-  readonly inspect = (event: InspectionEvent): void => {
-    const snapshot = sessionSnapshotOf(event);
-    if (snapshot) this.update(snapshot);
+  /** Pass as `inspect` when creating the root actor. */
+  readonly inspect = (event: InspectionEvent): void => this.observer.inspect(event);
+
+  /** One run event: every snapshot of a session, and the text it streams. */
+  readonly onEvent = (event: RunEvent): void => {
+    if (event.type === 'agent.snapshot') this.update(event.snapshot, event.requests);
+    else if (event.type === 'text.delta') this.streamed(event.agent, event.text);
   };
 
+  /** Text an agent's model streamed (a `text.delta`). */
   onTextDelta(agent: AgentIdentity, delta: string): void {
-    const row = this.rows.get(agent.id);
+    this.streamed(agent.id, delta);
+  }
+
+  private streamed(agentId: string, delta: string): void {
+    const row = this.rows.get(agentId);
     if (!row) return;
     row.streamedChars += delta.length;
     row.doing = `streaming, ${formatCount(row.streamedChars)} chars`;
@@ -109,20 +115,18 @@ export class ProgressBoard implements SessionListener {
     }
   }
 
-  private update(snapshot: SessionLikeSnapshot): void {
-    const { agent, steps, usage } = snapshot.context;
+  /** @param requests the agent's model requests so far (the observer counts them). */
+  private update(snapshot: SessionLikeSnapshot, requests: number): void {
+    const { agent, usage } = snapshot.context;
     let row = this.rows.get(agent.id);
     if (!row) {
-      row = { agent, state: '', steps: 0, lastTurnSteps: 0, usage: ZERO_USAGE, startedAt: this.now(), endedAt: undefined, doing: '', streamedChars: 0 };
+      row = { agent, state: '', steps: 0, usage: ZERO_USAGE, startedAt: this.now(), endedAt: undefined, doing: '', streamedChars: 0 };
       this.rows.set(agent.id, row);
     }
     const state = String(snapshot.value);
-    // Each entry into `streaming` is one request; `steps` (the current turn's count) rising while
-    // the value stays `streaming` is a continuation after pause_turn.
-    if (state === 'streaming' && (row.state !== 'streaming' || steps > row.lastTurnSteps)) row.streamedChars = 0;
-    if (state === 'streaming' && row.state !== 'streaming') row.steps += 1;
-    else if (state === 'streaming' && steps > row.lastTurnSteps) row.steps += steps - row.lastTurnSteps;
-    row.lastTurnSteps = steps;
+    // A new request streams afresh.
+    if (requests > row.steps) row.streamedChars = 0;
+    row.steps = requests;
     row.usage = usage;
     if (snapshot.status !== 'active' && row.endedAt === undefined) row.endedAt = this.now();
     const doing = snapshot.status === 'active' ? activity(state, snapshot, row.streamedChars) : '';

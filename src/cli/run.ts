@@ -13,7 +13,8 @@ import { workspaceTools } from '../tools/workspace/index.js';
 import { agentsFromJson, loadAgentsConfig } from './agentsConfig.js';
 import type { Tool } from '../tools/defineTool.js';
 import { McpSpecError, parseMcpFlag, type McpServerSpec } from '../tools/mcp/serverSpec.js';
-import type { Provider, SessionListener } from '../types.js';
+import type { Provider } from '../types.js';
+import { RunObserver } from '../observe/runObserver.js';
 import type { InspectionEvent } from 'xstate';
 import { TraceRecorder } from '../trace/recorder.js';
 import { estimateCost } from './pricing.js';
@@ -142,7 +143,6 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
       ...(wake === undefined ? {} : { wake }),
       ...(claude.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: claude.stallTimeoutMs }),
       ...(declared ? { agents: declared.agents } : {}),
-      listener: output.listener,
     };
     if (!store) return await output.follow(localRun(task, session, output.inspect), io.interrupt);
     const id = newRunId();
@@ -252,7 +252,6 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
       ...(replyCap === undefined ? {} : { replyCap }),
       ...(wake === undefined ? {} : { wake }),
       ...(claude.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: claude.stallTimeoutMs }),
-      listener: output.listener,
     };
     let run: Awaited<ReturnType<typeof resumeRun>>;
     try {
@@ -348,6 +347,7 @@ function localRun(task: string, session: DurableSessionInput, inspect: (event: I
 class RunOutput {
   private readonly board: ProgressBoard;
   private readonly recorder: TraceRecorder | undefined;
+  private readonly observer = new RunObserver();
 
   constructor(
     private readonly io: RunIo,
@@ -360,16 +360,13 @@ class RunOutput {
     const color = io.stderr.isTTY === true && !io.env['NO_COLOR'] && !io.env['CI'];
     this.board = new ProgressBoard({ out: io.stderr, live: color, color });
     this.recorder = trace === undefined ? undefined : new TraceRecorder({ file: trace, title });
-  }
-
-  /** What never passes through the machines (text deltas), for the progress tree. */
-  get listener(): SessionListener {
-    return this.board;
+    // One observer decodes the run for both.
+    this.observer.subscribe(this.board.onEvent);
+    if (this.recorder) this.observer.subscribe(this.recorder.onEvent);
   }
 
   readonly inspect = (event: InspectionEvent): void => {
-    this.board.inspect(event);
-    this.recorder?.inspect(event);
+    this.observer.inspect(event);
     this.io.inspect?.(event);
   };
 

@@ -1,6 +1,9 @@
-import type { ActorRefLike, AnyEventObject, InspectionEvent } from 'xstate';
+import type { InspectionEvent } from 'xstate';
 import { textOf, toolUses } from '../history.js';
 import { replyReminder } from '../nudges.js';
+import type { RunEvent } from '../observe/events.js';
+import { parentIdOf } from '../observe/decoder.js';
+import { RunObserver } from '../observe/runObserver.js';
 import { renderValue } from '../render.js';
 import type { SessionSnapshot } from '../runtime.js';
 import type { AgentIdentity, AgentResult, Message, ToolUseBlock } from '../types.js';
@@ -27,24 +30,27 @@ import { cut, excerpt, padVisible, type Palette } from './palette.js';
 export class TurnFlow {
   private readonly started = performance.now();
   private readonly agents = new Map<string, AgentView>();
-  /** Session actors by xstate session id, to name the receiver of a child's `done` event. */
-  private readonly bySessionId = new Map<string, AgentIdentity>();
+  private readonly observer = new RunObserver();
   /** Lines of newly spawned children, by child id, until their parent's snapshot is printed. */
   private readonly held = new Map<string, string[]>();
 
   constructor(
     private readonly write: (line: string) => void,
     private readonly style: Palette,
-  ) {}
+  ) {
+    this.observer.subscribe(this.onEvent);
+  }
 
   /** Pass as the actor's `inspect` option. */
   observe(event: InspectionEvent): void {
-    if (event.type === '@xstate.snapshot' && isSessionSnapshot(event.snapshot)) {
-      this.onSnapshot(event.actorRef.sessionId, event.snapshot);
-    } else if (event.type === '@xstate.event') {
-      this.onEvent(event.actorRef.sessionId, event.event, event.sourceRef);
-    }
+    this.observer.inspect(event);
   }
+
+  /** One run event, from an observer shared with other consumers (or `observe`'s own). */
+  readonly onEvent = (event: RunEvent): void => {
+    if (event.type === 'agent.snapshot') this.onSnapshot(event.snapshot);
+    else if (event.type === 'delivery') this.onDelivery(event.agent, event.result);
+  };
 
   /**
    * Every state each agent was seen in, in order, by agent id. Two `streaming` in a row are two
@@ -69,9 +75,8 @@ export class TurnFlow {
     this.held.clear();
   }
 
-  private onSnapshot(sessionId: string, snapshot: SessionSnapshot): void {
+  private onSnapshot(snapshot: SessionSnapshot): void {
     const { agent } = snapshot.context;
-    this.bySessionId.set(sessionId, agent);
     let view = this.agents.get(agent.id);
     if (!view) {
       view = { snapshot, value: undefined, states: [], assistantSeen: 0, announced: agent.depth === 0 };
@@ -109,20 +114,14 @@ export class TurnFlow {
   }
 
   /**
-   * A child's result arriving at its parent: the `done` event of a child session, which its crew
-   * (machines/crew.ts) receives first and forwards to the parent unchanged. The model request and
-   * the tool batch end with `done` events too; only an `AgentResult` output counts.
+   * A child's result arriving at its parent. A child that crashed has no result: its parent's
+   * next state says what follows.
    */
-  private onEvent(targetSessionId: string, event: AnyEventObject, source: ActorRefLike | undefined): void {
-    if (!event.type.startsWith('xstate.done.actor.')) return;
-    const child: unknown = source?.getSnapshot();
-    // The child has settled already; show that before its parent reacts.
-    if (source && isSessionSnapshot(child)) this.onSnapshot(source.sessionId, child);
-    const parent = this.bySessionId.get(targetSessionId);
-    const output: unknown = 'output' in event ? event.output : undefined;
-    if (!parent || !isAgentResult(output)) return;
-    const size = output.text.length > 0 ? ` (${output.text.length} chars)` : '';
-    this.line(parent, this.style.inbox('inbox ←'), this.style.inbox(`[agent '${output.name}' ${outcomeTag(output)}]${size}`));
+  private onDelivery(parentId: string, result: AgentResult | undefined): void {
+    const parent = this.agents.get(parentId)?.snapshot.context.agent;
+    if (!parent || !result) return;
+    const size = result.text.length > 0 ? ` (${result.text.length} chars)` : '';
+    this.line(parent, this.style.inbox('inbox ←'), this.style.inbox(`[agent '${result.name}' ${outcomeTag(result)}]${size}`));
   }
 
   /**
@@ -194,20 +193,8 @@ interface AgentView {
   announced: boolean;
 }
 
-/** The parent's agent id: a child's id is its parent's id, a slash, and its name. */
 function parentOf(agent: AgentIdentity | undefined): string | undefined {
-  if (!agent || agent.depth === 0) return undefined;
-  return agent.id.slice(0, agent.id.lastIndexOf('/'));
-}
-
-function isSessionSnapshot(snapshot: unknown): snapshot is SessionSnapshot {
-  if (typeof snapshot !== 'object' || snapshot === null || !('context' in snapshot)) return false;
-  const { context } = snapshot;
-  return typeof context === 'object' && context !== null && 'agent' in context;
-}
-
-function isAgentResult(value: unknown): value is AgentResult {
-  return typeof value === 'object' && value !== null && 'name' in value && 'outcome' in value && 'text' in value;
+  return agent ? (parentIdOf(agent) ?? undefined) : undefined;
 }
 
 /** The words of the inbox tag (CONTRACT §4), without the reason of a failure. */

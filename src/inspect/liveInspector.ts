@@ -3,6 +3,8 @@ import type { AddressInfo } from 'node:net';
 import { createInspector, type StatelyInspectionEvent } from '@statelyai/inspect';
 import type { AnyActorRef, InspectionEvent } from 'xstate';
 import { WebSocket, WebSocketServer } from 'ws';
+import { actorsOf, standIn } from '../observe/actors.js';
+import { sessionOf } from '../observe/decoder.js';
 import { bridgePage } from './bridgePage.js';
 
 /**
@@ -74,7 +76,7 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 
 /** A session's context as the inspector shows it: what the session is doing, not its machinery. */
 function isSessionContext(context: unknown): context is Record<string, unknown> & { agent: Record<string, unknown>; messages: unknown[] } {
-  return isRecord(context) && isRecord(context.agent) && Array.isArray(context.messages);
+  return sessionOf({ context }) !== undefined && Array.isArray((context as { messages?: unknown }).messages);
 }
 
 export function sessionContextView(context: unknown): unknown {
@@ -254,30 +256,6 @@ class Held {
     this.next = 0;
     return held;
   }
-}
-
-/** An actor and everything under it, parents first. */
-function actorsOf(root: AnyActorRef): AnyActorRef[] {
-  const out: AnyActorRef[] = [];
-  const visit = (actor: AnyActorRef): void => {
-    out.push(actor);
-    const children = (actor.getSnapshot() as { children?: Record<string, AnyActorRef> } | undefined)?.children;
-    for (const child of Object.values(children ?? {})) visit(child);
-  };
-  visit(root);
-  return out;
-}
-
-/** What the package reads of an actor ref, without the actor (and the history it holds). */
-function standIn(actorRef: InspectionEvent['actorRef'], snapshot: unknown): InspectionEvent['actorRef'] {
-  const ref = actorRef as unknown as { id: string; sessionId: string; logic?: unknown; _parent?: { sessionId: string } };
-  return {
-    id: ref.id,
-    sessionId: ref.sessionId,
-    logic: ref.logic,
-    _parent: ref._parent ? { sessionId: ref._parent.sessionId } : undefined,
-    getSnapshot: () => snapshot,
-  } as unknown as InspectionEvent['actorRef'];
 }
 
 function isInbound(value: unknown): value is Inbound {
@@ -469,7 +447,6 @@ export async function startLiveInspector(options: LiveInspectorOptions = {}): Pr
 /** A session actor is named by its agent id (`root`, `root/explorer`) rather than its actor id (`1`, `2`). */
 function nameSessions(event: StatelyInspectionEvent): StatelyInspectionEvent {
   if (event.type !== '@xstate.actor') return event;
-  const context: unknown = event.snapshot.context;
-  const agent = isRecord(context) && isRecord(context.agent) ? context.agent : undefined;
-  return typeof agent?.id === 'string' ? { ...event, name: agent.id } : event;
+  const agent = sessionOf(event.snapshot)?.context.agent;
+  return agent ? { ...event, name: agent.id } : event;
 }
