@@ -107,7 +107,7 @@ export interface PostgresStoreOptions extends StoreOptions {
   readonly poolSize?: number;
   /**
    * How long a call keeps retrying while the server cannot be reached (a restart, a failover)
-   * before it fails; default 60 s. 0: fail at once.
+   * before it fails; default 60 s. 0: fail at once. The first use is never retried.
    */
   readonly reconnectMs?: number;
 }
@@ -170,9 +170,12 @@ export class PostgresRunStore implements RunStore {
     this.pool.on('error', () => {});
   }
 
-  /** Creates the schema, or checks it, once; every call waits for it. */
+  /**
+   * Creates the schema, or checks it, once; every call waits for it. Not retried: a server that
+   * cannot be reached when a store is first used is one line at once, not a minute's wait.
+   */
   private schema(): Promise<void> {
-    this.ready ??= this.retrying(() => this.migrate()).catch((error: unknown) => {
+    this.ready ??= this.migrate().catch((error: unknown) => {
       this.ready = undefined;
       throw this.failure(error);
     });
@@ -281,8 +284,16 @@ export class PostgresRunStore implements RunStore {
   }
 
   async journal(runId: string): Promise<JournalRow[]> {
+    return this.journalAfter(runId, 0);
+  }
+
+  /**
+   * The run's records after `afterSeq`, in order: what a follower polls for, reading each record
+   * once however long the run.
+   */
+  async journalAfter(runId: string, afterSeq: number): Promise<JournalRow[]> {
     const { rows } = await this.call(() =>
-      this.pool.query<{ seq: number; session: string; ts: string; body: string }>('SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 ORDER BY seq', [runId]),
+      this.pool.query<{ seq: number; session: string; ts: string; body: string }>('SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND seq > $2 ORDER BY seq', [runId, afterSeq]),
     );
     return rows.map((r) => ({ runId, seq: r.seq, session: r.session, ts: Number(r.ts), record: JSON.parse(r.body) as JournalRow['record'] }));
   }
