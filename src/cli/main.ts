@@ -207,7 +207,7 @@ async function view(positionals: readonly string[], values: Values): Promise<num
   if (RUN_ID.test(target) && !existsSync(target)) {
     const where = { ...(values.store === undefined ? {} : { store: values.store }), ...(values.db === undefined ? {} : { db: values.db }) };
     usableTarget(where);
-    const store = openExistingStore(process.cwd(), where);
+    const store = await openExistingStore(process.cwd(), where);
     if (!store) throw new Error(`no run with id ${target} (there is no run store in this directory yet)`);
     try {
       written = await writeViewerForRun(store, target, values.out ?? join('.exarch', 'view', `${target}.html`));

@@ -9,9 +9,8 @@ import { createSessionActor, runResultOf, waitForSettled, type RunResult, type S
 import { newRunId, resumeRun, RunError, startRun, type DurableSessionInput, type FinishedRun } from '../store/durableRun.js';
 import type { RunRow, RunStore } from '../store/runStore.js';
 import { finalAssistantText } from '../history.js';
-import { openPostgresStore } from '../store/postgresStore.js';
 import { restoreRun } from '../store/restoreRun.js';
-import { startBoss, submitRun, type Submission } from '../workers/runQueue.js';
+import type { Submission } from '../workers/runQueue.js';
 import { checkTarget, openExistingStore, openStore, storeName, StoreTargetError } from './storeTarget.js';
 import { workspaceTools } from '../tools/workspace/index.js';
 import { agentsFromJson, loadAgentsConfig } from './agentsConfig.js';
@@ -146,7 +145,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   const claude = connect(model, io, maxRetryWait);
   if (typeof claude === 'number') return claude;
   // A store that cannot be read stops the run before anything starts (StoreError: one line, exit 1).
-  const store = flags.noStore ? undefined : openStore(io.cwd, flags);
+  const store = flags.noStore ? undefined : await openStore(io.cwd, flags);
   try {
     const logDir = flags.logDir ?? join(io.cwd, '.exarch', 'runs', timestamp(new Date()));
     prepareDir('log directory', logDir);
@@ -197,6 +196,9 @@ const FOLLOW_POLL_MS = 200;
  * Ctrl-C stops following; the run goes on on the workers.
  */
 async function submitAndFollow(db: string, submission: Submission, detach: boolean, io: RunIo, model: string, maxSteps: number | undefined): Promise<number> {
+  // Loaded only here: a command without --db never pays for pg and pg-boss.
+  const { openPostgresStore } = await import('../store/postgresStore.js');
+  const { startBoss, submitRun } = await import('../workers/runQueue.js');
   const store = openPostgresStore(db);
   try {
     const boss = await startBoss(db);
@@ -258,7 +260,7 @@ export interface ResumeFlags {
  */
 export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo): Promise<number> {
   usableTarget(flags);
-  const store = openExistingStore(io.cwd, flags);
+  const store = await openExistingStore(io.cwd, flags);
   if (!store) {
     io.stderr.write(`exarch: no run ${runId} in ${storeName(io.cwd, flags)} (there is no run store there yet)\n`);
     return EXIT.fatal;

@@ -15,7 +15,7 @@ const TASK_CHARS = 60;
 /** `exarch runs`: one line per recorded run, newest first, on stdout. */
 export async function listRunsCommand(target: StoreTarget, io: RunsIo): Promise<number> {
   usableTarget(target);
-  const store = openExistingStore(io.cwd, target);
+  const store = await openExistingStore(io.cwd, target);
   if (!store) {
     io.stderr.write(`exarch: no runs recorded in ${storeName(io.cwd, target)}\n`);
     return EXIT.ok;

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { describeUrl, isPostgresUrl, openPostgresStore } from '../store/postgresStore.js';
+import { describeUrl, isPostgresUrl } from '../store/postgresUrl.js';
 import type { RunStore } from '../store/runStore.js';
 import { DEFAULT_STORE_PATH, openSqliteStore } from '../store/sqliteStore.js';
 
@@ -27,9 +27,9 @@ export function checkTarget(target: StoreTarget): void {
 }
 
 /** The store at `--db URL`, `--store FILE`, or `.exarch/exarch.db` under the working directory. */
-export function openStore(cwd: string, target: StoreTarget): OpenedStore {
+export async function openStore(cwd: string, target: StoreTarget): Promise<OpenedStore> {
   checkTarget(target);
-  if (target.db !== undefined) return openPostgresStore(target.db);
+  if (target.db !== undefined) return openPostgres(target.db);
   return openSqliteStore(storeName(cwd, target));
 }
 
@@ -38,9 +38,9 @@ export function openStore(cwd: string, target: StoreTarget): OpenedStore {
  * no SQLite file yet, which such a command must not create. A Postgres server is always there (its
  * schema is made on first use, as for any command).
  */
-export function openExistingStore(cwd: string, target: StoreTarget): OpenedStore | undefined {
+export async function openExistingStore(cwd: string, target: StoreTarget): Promise<OpenedStore | undefined> {
   checkTarget(target);
-  if (target.db !== undefined) return openPostgresStore(target.db);
+  if (target.db !== undefined) return openPostgres(target.db);
   return existsSync(storeName(cwd, target)) ? openStore(cwd, target) : undefined;
 }
 
@@ -48,4 +48,10 @@ export function openExistingStore(cwd: string, target: StoreTarget): OpenedStore
 export function storeName(cwd: string, target: StoreTarget): string {
   if (target.db !== undefined) return describeUrl(target.db);
   return resolve(cwd, target.store ?? DEFAULT_STORE_PATH);
+}
+
+/** pg is loaded only by a command given `--db`. */
+async function openPostgres(url: string): Promise<OpenedStore> {
+  const { openPostgresStore } = await import('../store/postgresStore.js');
+  return openPostgresStore(url);
 }

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { EXIT, storedSession, UsageError } from './run.js';
-import { isPostgresUrl } from '../store/postgresStore.js';
+import { isPostgresUrl } from '../store/postgresUrl.js';
 import { startWorker, type WorkerEvent } from '../workers/worker.js';
 
 export interface WorkerFlags {

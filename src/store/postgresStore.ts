@@ -2,6 +2,7 @@ import pg from 'pg';
 import { stringifyBounded } from '../nesting.js';
 import { Redactor } from '../redact.js';
 import { mayClaim, reportedStatus, type StoreOptions } from './memoryStore.js';
+import { describeUrl } from './postgresUrl.js';
 import { StoreError } from './storeError.js';
 import { RUN_STATUSES, type ClaimResult, type JournalRow, type NewRun, type RunOwner, type RunRow, type RunStatus, type RunStore, type RunSummary } from './runStore.js';
 
@@ -121,22 +122,6 @@ export function isConnectionError(error: unknown): boolean {
   const code = (error as { code?: unknown }).code;
   if (typeof code === 'string' && CONNECTION_CODES.has(code)) return true;
   return /Connection terminated|connection timeout|Client has encountered a connection error/i.test(error.message);
-}
-
-/** The URL as it may be shown: without its password. */
-export function describeUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password !== '') parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return 'postgres://(unparsable URL)';
-  }
-}
-
-/** Whether `--db`/`--store` names a Postgres server rather than a SQLite file. */
-export function isPostgresUrl(target: string): boolean {
-  return /^postgres(?:ql)?:\/\//i.test(target);
 }
 
 /**
