@@ -19,7 +19,7 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(() => {
   if (HAS_POSTGRES) server.stop();
-});
+}, 120_000);
 
 async function serveByHistory(scripts: Parameters<typeof historyHandler>[0]): Promise<AnthropicTestServer> {
   const model = await startAnthropicServer(historyHandler(scripts));

@@ -21,7 +21,7 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(() => {
   if (HAS_POSTGRES) server.stop();
-});
+}, 120_000);
 
 const HOST = hostname();
 const me = (token: string): RunOwner => ({ host: HOST, pid: process.pid, token });

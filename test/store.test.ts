@@ -32,7 +32,7 @@ let postgres: PostgresServer | undefined;
 beforeAll(async () => {
   if (HAS_POSTGRES) postgres = await startPostgres();
 }, 120_000);
-afterAll(() => postgres?.stop());
+afterAll(() => postgres?.stop(), 120_000);
 const options: StoreOptions = { now: () => clock };
 
 beforeEach(() => {
