@@ -5,15 +5,17 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, wri
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { JournalRecord } from '../src/store/journalRecord.js';
 import { MemoryRunStore, type StoreOptions } from '../src/store/memoryStore.js';
 import type { ClaimResult, JournalRow, NewRun, RunOwner } from '../src/store/runStore.js';
+import { openPostgresStore, type PostgresRunStore } from '../src/store/postgresStore.js';
 import { openSqliteStore, SqliteRunStore } from '../src/store/sqliteStore.js';
 import { StoreError, type StoreErrorReason } from '../src/store/storeError.js';
+import { postgresAvailable, startPostgres, type PostgresServer } from './support/postgresServer.js';
 
 /**
- * The run stores: one contract both must keep (the memory store stands in for the SQLite one in
+ * The run stores: one contract all must keep (the memory store stands in for the others in
  * tests, so they must not drift apart), then what only a file can get wrong. Real files, real
  * processes; the oracles read the database with their own connection, never through the store.
  */
@@ -23,19 +25,26 @@ const EXARCH_ID = 0x45584152;
 
 let dir: string;
 let clock: number;
-const opened: { close(): void }[] = [];
+const opened: { close(): void | Promise<void> }[] = [];
+const HAS_POSTGRES = postgresAvailable('test/store.test.ts (its Postgres part)');
+let postgres: PostgresServer | undefined;
+
+beforeAll(async () => {
+  if (HAS_POSTGRES) postgres = await startPostgres();
+}, 120_000);
+afterAll(() => postgres?.stop(), 120_000);
 const options: StoreOptions = { now: () => clock };
 
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'exarch-store-'));
   clock = 1_000_000;
 });
-afterEach(() => {
-  for (const store of opened.splice(0)) store.close();
+afterEach(async () => {
+  for (const store of opened.splice(0)) await store.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
-function track<T extends { close(): void }>(store: T): T {
+function track<T extends { close(): void | Promise<void> }>(store: T): T {
   opened.push(store);
   return store;
 }
@@ -74,77 +83,90 @@ function errorOf(fn: () => unknown): StoreError {
   throw new Error('expected a StoreError');
 }
 
-type AnyStore = MemoryRunStore | SqliteRunStore;
-const STORES: [string, () => AnyStore][] = [
+/** The StoreError `fn` throws or rejects with: a contract test runs the same way against a store that answers synchronously and one that answers with promises. */
+async function refusal(fn: () => unknown): Promise<StoreError> {
+  try {
+    await fn();
+  } catch (error) {
+    if (error instanceof StoreError) return error;
+    throw error;
+  }
+  throw new Error('expected a StoreError');
+}
+
+type AnyStore = MemoryRunStore | SqliteRunStore | PostgresRunStore;
+const STORES: [string, () => AnyStore | Promise<AnyStore>][] = [
   ['memory', () => new MemoryRunStore(options)],
   ['sqlite', () => openSqliteStore(join(dir, 'runs.db'), options)],
+  // A fresh database per test on one real server.
+  ['postgres', async () => openPostgresStore(await postgres!.createDatabase(), options)],
 ];
 
 for (const [kind, make] of STORES) {
-  describe(`${kind} run store: the RunStore contract`, () => {
+  describe.skipIf(kind === 'postgres' && !HAS_POSTGRES)(`${kind} run store: the RunStore contract`, () => {
     let store: AnyStore;
-    beforeEach(() => {
-      store = track(make());
+    beforeEach(async () => {
+      store = track(await make());
     });
 
-    it('keeps a run as created: running, owned, leased from now; a taken id is a conflict', () => {
+    it('keeps a run as created: running, owned, leased from now; a taken id is a conflict', async () => {
       const run = newRun('r1');
-      store.createRun(run);
-      expect(store.getRun('r1')).toEqual({
+      await store.createRun(run);
+      expect(await store.getRun('r1')).toEqual({
         id: 'r1', task: 'task r1', cwd: '/work', options: run.options, startedAt: 100,
         status: 'running', owner: me('first'), leaseUntil: clock + 60_000, endedAt: null,
       });
-      expect(store.getRun('nope')).toBeUndefined();
-      expect(errorOf(() => store.createRun(newRun('r1', { task: 'other' }))).reason).toBe('conflict');
-      expect(store.getRun('r1')?.task).toBe('task r1');
+      expect(await store.getRun('nope')).toBeUndefined();
+      expect((await refusal(() => store.createRun(newRun('r1', { task: 'other' })))).reason).toBe('conflict');
+      expect((await store.getRun('r1'))?.task).toBe('task r1');
     });
 
-    it('gives the journal back in seq order, records intact, per run', () => {
-      store.createRun(newRun('a'));
-      store.createRun(newRun('b'));
+    it('gives the journal back in seq order, records intact, per run', async () => {
+      await store.createRun(newRun('a'));
+      await store.createRun(newRun('b'));
       const records: JournalRecord[] = [session('root'), message('héllo "quoted"\n'), usage(3, 4), { type: 'tool', result: { type: 'tool_result', tool_use_id: 't1', content: 'ok', is_error: true } }, { type: 'queued', text: 'more' }, { type: 'interrupt' }];
-      store.append([row('a', 3, records[2]!), row('a', 1, records[0]!)]);
-      store.append([row('b', 1, message('other run'), 'root/x')]);
-      store.append([row('a', 2, records[1]!), row('a', 5, records[4]!), row('a', 4, records[3]!), row('a', 6, records[5]!, '')]);
-      const journal = store.journal('a');
+      await store.append([row('a', 3, records[2]!), row('a', 1, records[0]!)]);
+      await store.append([row('b', 1, message('other run'), 'root/x')]);
+      await store.append([row('a', 2, records[1]!), row('a', 5, records[4]!), row('a', 4, records[3]!), row('a', 6, records[5]!, '')]);
+      const journal = await store.journal('a');
       expect(journal.map((r) => r.seq)).toEqual([1, 2, 3, 4, 5, 6]);
       expect(journal.map((r) => r.record)).toEqual(records);
       expect(journal[5]).toEqual({ runId: 'a', seq: 6, session: '', ts: 5006, record: { type: 'interrupt' } });
-      expect(store.journal('b')).toEqual([row('b', 1, message('other run'), 'root/x')]);
-      expect(store.journal('none')).toEqual([]);
+      expect(await store.journal('b')).toEqual([row('b', 1, message('other run'), 'root/x')]);
+      expect(await store.journal('none')).toEqual([]);
     });
 
-    it('appends a batch atomically: one taken seq and none of the batch is kept', () => {
-      store.createRun(newRun('a'));
-      store.append([row('a', 1, message('one')), row('a', 2, message('two'))]);
-      expect(errorOf(() => store.append([row('a', 3, message('3')), row('a', 4, message('4')), row('a', 2, message('again'))])).reason).toBe('conflict');
-      expect(errorOf(() => store.append([row('a', 5, message('5')), row('a', 5, message('5 twice'))])).reason).toBe('conflict');
-      expect(store.journal('a').map((r) => r.record)).toEqual([message('one'), message('two')]);
-      store.append([row('a', 3, message('3'))]);
-      expect(store.journal('a').map((r) => r.seq)).toEqual([1, 2, 3]);
+    it('appends a batch atomically: one taken seq and none of the batch is kept', async () => {
+      await store.createRun(newRun('a'));
+      await store.append([row('a', 1, message('one')), row('a', 2, message('two'))]);
+      expect((await refusal(() => store.append([row('a', 3, message('3')), row('a', 4, message('4')), row('a', 2, message('again'))]))).reason).toBe('conflict');
+      expect((await refusal(() => store.append([row('a', 5, message('5')), row('a', 5, message('5 twice'))]))).reason).toBe('conflict');
+      expect((await store.journal('a')).map((r) => r.record)).toEqual([message('one'), message('two')]);
+      await store.append([row('a', 3, message('3'))]);
+      expect((await store.journal('a')).map((r) => r.seq)).toEqual([1, 2, 3]);
     });
 
-    it('hands out copies: changing what was passed in or read back changes nothing stored', () => {
+    it('hands out copies: changing what was passed in or read back changes nothing stored', async () => {
       const run = newRun('a');
-      store.createRun(run);
+      await store.createRun(run);
       const record = { type: 'queued', text: 'before' };
-      store.append([row('a', 1, record as JournalRecord)]);
+      await store.append([row('a', 1, record as JournalRecord)]);
       record.text = 'after';
-      (store.journal('a')[0]!.record as { text: string }).text = 'mutated';
-      (store.getRun('a')!.options.tools as string[]).push('mutated');
-      expect(store.journal('a')[0]!.record).toEqual({ type: 'queued', text: 'before' });
-      expect(store.getRun('a')!.options.tools).toEqual(['read_file']);
+      ((await store.journal('a'))[0]!.record as { text: string }).text = 'mutated';
+      ((await store.getRun('a'))!.options.tools as string[]).push('mutated');
+      expect((await store.journal('a'))[0]!.record).toEqual({ type: 'queued', text: 'before' });
+      expect((await store.getRun('a'))!.options.tools).toEqual(['read_file']);
     });
 
-    it('lists runs newest first (started_at, then id) with agents, requests and usage summed from the journal', () => {
-      store.createRun(newRun('old', { startedAt: 100 }));
-      store.createRun(newRun('b-new', { startedAt: 300 }));
-      store.createRun(newRun('mid', { startedAt: 200 }));
-      store.createRun(newRun('a-new', { startedAt: 300 }));
-      store.createRun(newRun('c-new', { startedAt: 300 }));
-      store.append([row('mid', 1, session('root')), row('mid', 2, message('x')), row('mid', 3, usage(10, 20, 30, 40)), row('mid', 4, session('root/c'), 'root/c')]);
-      store.append([row('mid', 5, usage(1, 2, 3, 4), 'root/c'), row('old', 1, session('root')), row('old', 2, usage(7, 0))]);
-      const runs = store.listRuns();
+    it('lists runs newest first (started_at, then id) with agents, requests and usage summed from the journal', async () => {
+      await store.createRun(newRun('old', { startedAt: 100 }));
+      await store.createRun(newRun('b-new', { startedAt: 300 }));
+      await store.createRun(newRun('mid', { startedAt: 200 }));
+      await store.createRun(newRun('a-new', { startedAt: 300 }));
+      await store.createRun(newRun('c-new', { startedAt: 300 }));
+      await store.append([row('mid', 1, session('root')), row('mid', 2, message('x')), row('mid', 3, usage(10, 20, 30, 40)), row('mid', 4, session('root/c'), 'root/c')]);
+      await store.append([row('mid', 5, usage(1, 2, 3, 4), 'root/c'), row('old', 1, session('root')), row('old', 2, usage(7, 0))]);
+      const runs = await store.listRuns();
       expect(runs.map((r) => r.id)).toEqual(['c-new', 'b-new', 'a-new', 'mid', 'old']);
       const byId = new Map(runs.map((r) => [r.id, r]));
       expect(byId.get('mid')).toMatchObject({ task: 'task mid', agents: 2, requests: 2, usage: { inputTokens: 11, outputTokens: 22, cacheCreationInputTokens: 33, cacheReadInputTokens: 44 } });
@@ -152,71 +174,71 @@ for (const [kind, make] of STORES) {
       expect(byId.get('a-new')).toMatchObject({ agents: 0, requests: 0, usage: { inputTokens: 0, outputTokens: 0, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 } });
     });
 
-    it('lists a running run whose owner is dead, or whose lease ran out, as interrupted', () => {
-      store.createRun(newRun('live'));
-      store.createRun(newRun('dead', { owner: { host: HOST, pid: deadPid(), token: 'gone' } }));
-      store.createRun(newRun('remote', { owner: { host: `not-${HOST}`, pid: deadPid(), token: 'far' } }));
-      store.createRun(newRun('expired', { leaseMs: 10 }));
-      store.createRun(newRun('finished'));
-      store.release('finished', me('first'), 'done');
+    it('lists a running run whose owner is dead, or whose lease ran out, as interrupted', async () => {
+      await store.createRun(newRun('live'));
+      await store.createRun(newRun('dead', { owner: { host: HOST, pid: deadPid(), token: 'gone' } }));
+      await store.createRun(newRun('remote', { owner: { host: `not-${HOST}`, pid: deadPid(), token: 'far' } }));
+      await store.createRun(newRun('expired', { leaseMs: 10 }));
+      await store.createRun(newRun('finished'));
+      await store.release('finished', me('first'), 'done');
       clock += 11;
-      const status = new Map(store.listRuns().map((r) => [r.id, r.status]));
+      const status = new Map((await store.listRuns()).map((r) => [r.id, r.status]));
       expect(Object.fromEntries(status)).toEqual({ live: 'running', dead: 'interrupted', remote: 'running', expired: 'interrupted', finished: 'done' });
     });
 
-    it('claims: refused while a live owner holds an unexpired lease, granted once it has expired', () => {
-      store.createRun(newRun('r', { owner: me('holder'), leaseMs: 1000 }));
-      const refused = store.claim('r', me('me'), 5000);
+    it('claims: refused while a live owner holds an unexpired lease, granted once it has expired', async () => {
+      await store.createRun(newRun('r', { owner: me('holder'), leaseMs: 1000 }));
+      const refused = await store.claim('r', me('me'), 5000);
       expect(refused).toEqual({ ok: false, holder: me('holder'), leaseUntil: clock + 1000 } satisfies ClaimResult);
       const remote = { host: `not-${HOST}`, pid: deadPid(), token: 'remote' };
-      store.createRun(newRun('far', { owner: remote, leaseMs: 1000 }));
-      expect(store.claim('far', me('me'), 5000)).toEqual({ ok: false, holder: remote, leaseUntil: clock + 1000 });
+      await store.createRun(newRun('far', { owner: remote, leaseMs: 1000 }));
+      expect(await store.claim('far', me('me'), 5000)).toEqual({ ok: false, holder: remote, leaseUntil: clock + 1000 });
 
       clock += 1001;
-      expect(store.claim('r', me('me'), 5000)).toEqual({ ok: true });
-      expect(store.claim('far', me('me'), 5000)).toEqual({ ok: true });
-      expect(store.getRun('r')).toMatchObject({ status: 'running', owner: me('me'), leaseUntil: clock + 5000 });
-      expect(store.claim('r', me('holder'), 5000)).toEqual({ ok: false, holder: me('me'), leaseUntil: clock + 5000 });
+      expect(await store.claim('r', me('me'), 5000)).toEqual({ ok: true });
+      expect(await store.claim('far', me('me'), 5000)).toEqual({ ok: true });
+      expect(await store.getRun('r')).toMatchObject({ status: 'running', owner: me('me'), leaseUntil: clock + 5000 });
+      expect(await store.claim('r', me('holder'), 5000)).toEqual({ ok: false, holder: me('me'), leaseUntil: clock + 5000 });
     });
 
-    it('claims over a dead owner on this host at once, whatever its lease', () => {
+    it('claims over a dead owner on this host at once, whatever its lease', async () => {
       const dead = { host: HOST, pid: deadPid(), token: 'crashed' };
-      store.createRun(newRun('r', { owner: dead, leaseMs: 3_600_000 }));
-      expect(store.claim('r', me('me'), 5000)).toEqual({ ok: true });
-      expect(store.getRun('r')?.owner).toEqual(me('me'));
+      await store.createRun(newRun('r', { owner: dead, leaseMs: 3_600_000 }));
+      expect(await store.claim('r', me('me'), 5000)).toEqual({ ok: true });
+      expect((await store.getRun('r'))?.owner).toEqual(me('me'));
     });
 
-    it('lets the holder claim again (same token), and refuses an unknown run', () => {
-      store.createRun(newRun('r', { owner: me('t'), leaseMs: 1000 }));
+    it('lets the holder claim again (same token), and refuses an unknown run', async () => {
+      await store.createRun(newRun('r', { owner: me('t'), leaseMs: 1000 }));
       clock += 500;
-      expect(store.claim('r', me('t'), 2000)).toEqual({ ok: true });
-      expect(store.getRun('r')?.leaseUntil).toBe(clock + 2000);
-      const error = errorOf(() => store.claim('nope', me('t'), 1000));
+      expect(await store.claim('r', me('t'), 2000)).toEqual({ ok: true });
+      expect((await store.getRun('r'))?.leaseUntil).toBe(clock + 2000);
+      const error = await refusal(() => store.claim('nope', me('t'), 1000));
       expect(error.reason).toBe('unknown-run');
       expect(error.message).toContain('nope');
     });
 
-    it('renews only for the holder', () => {
-      store.createRun(newRun('r', { owner: me('t'), leaseMs: 1000 }));
+    it('renews only for the holder', async () => {
+      await store.createRun(newRun('r', { owner: me('t'), leaseMs: 1000 }));
       clock += 800;
-      expect(store.renew('r', me('other'), 9000)).toBe(false);
-      expect(store.getRun('r')?.leaseUntil).toBe(1_001_000);
-      expect(store.renew('r', me('t'), 9000)).toBe(true);
-      expect(store.getRun('r')?.leaseUntil).toBe(clock + 9000);
-      expect(store.renew('nope', me('t'), 9000)).toBe(false);
+      expect(await store.renew('r', me('other'), 9000)).toBe(false);
+      expect((await store.getRun('r'))?.leaseUntil).toBe(1_001_000);
+      expect(await store.renew('r', me('t'), 9000)).toBe(true);
+      expect((await store.getRun('r'))?.leaseUntil).toBe(clock + 9000);
+      expect(await store.renew('nope', me('t'), 9000)).toBe(false);
     });
 
-    it('releases only for the holder: status set, ended, owner and lease cleared; a later claim reopens it', () => {
-      store.createRun(newRun('r', { owner: me('t') }));
-      store.release('r', me('other'), 'failed');
-      expect(store.getRun('r')).toMatchObject({ status: 'running', owner: me('t'), endedAt: null });
+    it('releases only for the holder: status set, ended, owner and lease cleared; a later claim reopens it', async () => {
+      await store.createRun(newRun('r', { owner: me('t') }));
+      await store.release('r', me('other'), 'failed');
+      expect(await store.getRun('r')).toMatchObject({ status: 'running', owner: me('t'), endedAt: null });
       clock += 42;
-      store.release('r', me('t'), 'capped');
-      expect(store.getRun('r')).toMatchObject({ status: 'capped', owner: null, leaseUntil: 0, endedAt: clock });
-      expect(store.renew('r', me('t'), 1000)).toBe(false);
-      store.release('nope', me('t'), 'done');
-      expect(store.claim('r', me('next'), 1000)).toEqual({ ok: true });
-      expect(store.getRun('r')).toMatchObject({ status: 'running', owner: me('next'), endedAt: null, leaseUntil: clock + 1000 });
+      await store.release('r', me('t'), 'capped');
+      expect(await store.getRun('r')).toMatchObject({ status: 'capped', owner: null, leaseUntil: 0, endedAt: clock });
+      expect(await store.renew('r', me('t'), 1000)).toBe(false);
+      await store.release('nope', me('t'), 'done');
+      expect(await store.claim('r', me('next'), 1000)).toEqual({ ok: true });
+      expect(await store.getRun('r')).toMatchObject({ status: 'running', owner: me('next'), endedAt: null, leaseUntil: clock + 1000 });
     });
   });
 }

@@ -7,7 +7,8 @@ import type { LiveInspector } from '../inspect/liveInspector.js';
 import { writeViewer } from '../viewer/index.js';
 import { describeError } from '../model/errors.js';
 import { runDemo } from './demo.js';
-import { EXIT, openExistingStore, resumeCommand, runCommand, UsageError } from './run.js';
+import { EXIT, resumeCommand, runCommand, usableTarget, UsageError } from './run.js';
+import { openExistingStore } from './storeTarget.js';
 import { writeViewerForRun } from '../store/journalTrace.js';
 import type { WrittenViewer } from '../viewer/write.js';
 import { listRunsCommand } from './runs.js';
@@ -51,17 +52,26 @@ const USAGE = `Usage:
                           default 8080 on 127.0.0.1)
       --store FILE        the run store (default .exarch/exarch.db under the working directory);
                           the run's id is printed first, and exarch resume takes it up again
+      --db URL            keep the run in PostgreSQL (postgres://user@host:port/database)
+                          instead of the file: the store workers share
       --no-store          run without recording it (it cannot be resumed)
-  exarch resume RUN_ID [--store FILE] [--trace FILE]
+      --detach            with --db: print the run id once it is queued and return
+  exarch worker --db URL [--concurrency N] [--drain-timeout S] [--job-expiry S]
+                                  take runs queued with run --db and run them here, N at a time
+                                  (default 1); SIGTERM drains: runs get S seconds (default 30) to
+                                  finish, the rest go back to the queue; a job not finished within
+                                  --job-expiry seconds (default 900) is offered to another worker
+  exarch resume RUN_ID [--store FILE | --db URL] [--trace FILE]
                                   take up a run that was killed, crashed or interrupted, with the
                                   options it was started with; ends as run would
-  exarch runs [--store FILE]      list the recorded runs: id, start, status, agents, requests,
+  exarch runs [--store FILE | --db URL]
+                                  list the recorded runs: id, start, status, agents, requests,
                                   estimated cost, task
   exarch demo [--speed N] [--trace FILE] [--inspect]
                                   offline demo, no API key: a sub-agent returns its report through
                                   the reply tool while the turn flow of every agent prints live;
                                   writes a trace (default .exarch/demo/trace.jsonl) and its viewer
-  exarch view TRACE|RUN_ID [--out FILE.html] [--store FILE]
+  exarch view TRACE|RUN_ID [--out FILE.html] [--store FILE | --db URL]
                                   write the turn-flow viewer for a trace or a recorded run: one
                                   self-contained HTML file (default: next to the trace, .html
                                   instead of .jsonl; for a run, .exarch/view/RUN_ID.html)
@@ -101,9 +111,10 @@ async function main(argv: readonly string[]): Promise<number> {
     if (command === 'resume') return await resume(rest, values);
     if (command === 'runs') return await runs(rest, values);
     if (command === 'view') return await view(rest, values);
+    if (command === 'worker') return await worker(rest, values);
     if (command !== 'demo') throw new UsageError(`unknown command '${command}'`);
     if (rest.length > 0) throw new UsageError(`demo takes no arguments, got '${rest.join(' ')}'`);
-    refuseFlags('demo', values, [...RUN_FLAGS, 'out', 'store', 'no-store']);
+    refuseFlags('demo', values, [...RUN_FLAGS, 'out', 'store', 'db', 'no-store', 'detach', 'concurrency', 'drain-timeout', 'job-expiry']);
     const trace = values.trace ?? join('.exarch', 'demo', 'trace.jsonl');
     const live = await liveInspector(values);
     try {
@@ -155,6 +166,11 @@ function parse(argv: readonly string[]) {
       inspect: { type: 'boolean' },
       'inspect-port': { type: 'string' },
       store: { type: 'string' },
+      db: { type: 'string' },
+      detach: { type: 'boolean' },
+      concurrency: { type: 'string' },
+      'drain-timeout': { type: 'string' },
+      'job-expiry': { type: 'string' },
       'no-store': { type: 'boolean' },
     },
   });
@@ -191,19 +207,21 @@ const RUN_ID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 
 async function view(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length !== 1) throw new UsageError('view takes one trace file or run id: exarch view TRACE|RUN_ID [--out FILE.html]');
-  refuseFlags('view', values, [...RUN_FLAGS, 'trace', 'speed', 'inspect', 'inspect-port', 'no-store']);
+  refuseFlags('view', values, [...RUN_FLAGS, 'trace', 'speed', 'inspect', 'inspect-port', 'no-store', 'detach', 'concurrency', 'drain-timeout', 'job-expiry']);
   const target = positionals[0] ?? '';
   let written: WrittenViewer;
   if (RUN_ID.test(target) && !existsSync(target)) {
-    const store = openExistingStore(process.cwd(), values.store);
+    const where = { ...(values.store === undefined ? {} : { store: values.store }), ...(values.db === undefined ? {} : { db: values.db }) };
+    usableTarget(where);
+    const store = await openExistingStore(process.cwd(), where);
     if (!store) throw new Error(`no run with id ${target} (there is no run store in this directory yet)`);
     try {
       written = await writeViewerForRun(store, target, values.out ?? join('.exarch', 'view', `${target}.html`));
     } finally {
-      store.close();
+      await store.close();
     }
   } else {
-    if (values.store !== undefined) throw new UsageError('--store goes with a run id, not a trace file');
+    if (values.store !== undefined || values.db !== undefined) throw new UsageError(`--${values.store === undefined ? 'db' : 'store'} goes with a run id, not a trace file`);
     written = writeViewer(target, values.out ?? htmlFor(target));
   }
   process.stdout.write(`${written.outFile}\n`);
@@ -216,7 +234,7 @@ const RUN_FLAGS = ['model', 'max-steps', 'max-depth', 'reply-cap', 'wake', 'max-
 async function run(positionals: readonly string[], values: ReturnType<typeof parse>['values']): Promise<number> {
   if (positionals.length === 0) throw new UsageError('run needs a task: exarch run "<task>"');
   if (positionals.length > 1) throw new UsageError(`run takes one task; quote it: exarch run "${positionals.join(' ')}"`);
-  refuseFlags('run', values, ['speed', 'out']);
+  refuseFlags('run', values, ['speed', 'out', 'concurrency', 'drain-timeout', 'job-expiry']);
   const interrupt = interruptSignal();
   const live = await liveInspector(values);
   try {
@@ -244,7 +262,9 @@ async function runLive(positionals: readonly string[], values: Values, interrupt
       ...(values.mcp === undefined ? {} : { mcp: values.mcp }),
       ...(values.trace === undefined ? {} : { trace: values.trace }),
       ...(values.store === undefined ? {} : { store: values.store }),
+      ...(values.db === undefined ? {} : { db: values.db }),
       noStore: values['no-store'] === true,
+      detach: values.detach === true,
     },
     { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), interrupt, ...(live ? { inspect: live.inspect } : {}) },
   );
@@ -252,19 +272,38 @@ async function runLive(positionals: readonly string[], values: Values, interrupt
 
 async function resume(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length !== 1) throw new UsageError('resume takes one run id: exarch resume RUN_ID (exarch runs lists them)');
-  refuseFlags('resume', values, [...RUN_FLAGS, 'speed', 'out', 'no-store', 'inspect', 'inspect-port']);
+  refuseFlags('resume', values, [...RUN_FLAGS, 'speed', 'out', 'no-store', 'inspect', 'inspect-port', 'detach', 'concurrency', 'drain-timeout', 'job-expiry']);
   const interrupt = interruptSignal();
   return resumeCommand(
     positionals[0] ?? '',
-    { ...(values.store === undefined ? {} : { store: values.store }), ...(values.trace === undefined ? {} : { trace: values.trace }) },
+    {
+      ...(values.store === undefined ? {} : { store: values.store }),
+      ...(values.db === undefined ? {} : { db: values.db }),
+      ...(values.trace === undefined ? {} : { trace: values.trace }),
+    },
     { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), interrupt },
+  );
+}
+
+async function worker(positionals: readonly string[], values: Values): Promise<number> {
+  if (positionals.length > 0) throw new UsageError(`worker takes no arguments, got '${positionals.join(' ')}'`);
+  refuseFlags('worker', values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'store', 'no-store', 'detach', 'inspect', 'inspect-port']);
+  const { workerCommand } = await import('./workerCommand.js');
+  return workerCommand(
+    {
+      ...(values.db === undefined ? {} : { db: values.db }),
+      ...(values.concurrency === undefined ? {} : { concurrency: values.concurrency }),
+      ...(values['drain-timeout'] === undefined ? {} : { drainTimeout: values['drain-timeout'] }),
+      ...(values['job-expiry'] === undefined ? {} : { jobExpiry: values['job-expiry'] }),
+    },
+    { stderr: process.stderr, env: process.env, stop: interruptSignal() },
   );
 }
 
 async function runs(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`runs takes no arguments, got '${positionals.join(' ')}'`);
-  refuseFlags('runs', values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'no-store', 'inspect', 'inspect-port']);
-  return listRunsCommand(values.store, { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() });
+  refuseFlags('runs', values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'no-store', 'inspect', 'inspect-port', 'detach', 'concurrency', 'drain-timeout', 'job-expiry']);
+  return listRunsCommand({ ...(values.store === undefined ? {} : { store: values.store }), ...(values.db === undefined ? {} : { db: values.db }) }, { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() });
 }
 
 /** What ends a run from outside: Ctrl-C, a supervisor's (or `kill`'s) SIGTERM, a closed terminal's SIGHUP. */

@@ -1,14 +1,17 @@
-import { accessSync, constants, existsSync } from 'node:fs';
+import { accessSync, constants } from 'node:fs';
 import { makeDirs } from '../fs/makeDirs.js';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { AnthropicProvider, DEFAULT_MODEL } from '../providers/anthropic.js';
 import { JsonlLogSink } from '../log/sessionLog.js';
 import { DEFAULTS } from '../options.js';
 import { describeError } from '../model/errors.js';
 import { createSessionActor, runResultOf, waitForSettled, type RunResult, type SessionActor } from '../runtime.js';
 import { newRunId, resumeRun, RunError, startRun, type DurableSessionInput, type FinishedRun } from '../store/durableRun.js';
-import type { RunStore } from '../store/runStore.js';
-import { DEFAULT_STORE_PATH, openSqliteStore, type SqliteRunStore } from '../store/sqliteStore.js';
+import type { RunRow, RunStore } from '../store/runStore.js';
+import { finalAssistantText } from '../history.js';
+import { restoreRun } from '../store/restoreRun.js';
+import type { Submission } from '../workers/runQueue.js';
+import { checkTarget, openExistingStore, openStore, storeName, StoreTargetError } from './storeTarget.js';
 import { workspaceTools } from '../tools/workspace/index.js';
 import { agentsFromJson, loadAgentsConfig } from './agentsConfig.js';
 import type { Tool } from '../tools/defineTool.js';
@@ -47,8 +50,12 @@ export interface RunFlags {
   readonly trace?: string;
   /** The run store file (default .exarch/exarch.db under the working directory). */
   readonly store?: string;
+  /** A PostgreSQL run store (`postgres://…`) instead of the file. */
+  readonly db?: string;
   /** Run without recording (no resume). */
   readonly noStore?: boolean;
+  /** With `db`: print the run id and return once the run is queued, rather than follow it. */
+  readonly detach?: boolean;
 }
 
 export interface RunIo {
@@ -111,11 +118,10 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   if (flags.wake !== undefined && flags.wake !== 'each' && flags.wake !== 'all') throw new UsageError(`--wake must be each or all, got '${flags.wake}'`);
   const wake = flags.wake === 'all' ? 'all' : undefined;
   const maxRetryWait = positiveInt('max-retry-wait', flags.maxRetryWait, 0);
-  if (flags.noStore && flags.store !== undefined) throw new UsageError('--store and --no-store cannot be used together');
+  if (flags.noStore && (flags.store !== undefined || flags.db !== undefined)) throw new UsageError(`--${flags.db === undefined ? 'store' : 'db'} and --no-store cannot be used together`);
+  usableTarget(flags);
   const mcpServers = mcpSpecs(flags.mcp ?? []);
   const model = flags.model ?? io.env['EXARCH_MODEL'] ?? DEFAULT_MODEL;
-  const claude = connect(model, io, maxRetryWait);
-  if (typeof claude === 'number') return claude;
   const allowWrite = flags.allowWrite ?? false;
   const allowShell = flags.allowShell ?? false;
   const allowNetwork = flags.allowNetwork ?? false;
@@ -124,12 +130,34 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   // Before anything is written: a config that cannot be used is one line (AgentsConfigError, exit 1).
   const declared = loadAgentsConfig(flags.agents, io.cwd, tools);
   if (allowShell === 'unsandboxed') io.stderr.write('exarch: --allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network\n');
+  if (flags.detach && flags.db === undefined) throw new UsageError('--detach needs --db: only a run queued for workers goes on without this process');
+  if (flags.db !== undefined) {
+    const record = {
+      model,
+      allowWrite,
+      allowShell,
+      allowNetwork,
+      tools: tools.map((tool) => tool.name).sort(),
+      ...(flags.logDir === undefined ? {} : { logDir: flags.logDir }),
+      ...(maxSteps === undefined ? {} : { maxSteps }),
+      ...(maxDepth === undefined ? {} : { maxDepth }),
+      ...(replyCap === undefined ? {} : { replyCap }),
+      ...(wake === undefined ? {} : { wake }),
+      ...(maxRetryWait === undefined ? {} : { maxRetryWait }),
+      ...(declared ? { agentsConfig: declared.json } : {}),
+    };
+    if (mcpServers.length > 0) throw new UsageError('--mcp with --db: the workers do not start MCP servers yet; run it here without --db');
+    return submitAndFollow(flags.db, { task, cwd: io.cwd, record }, flags.detach === true, io, model, maxSteps);
+  }
+  // The workers need the key; a run here needs it now.
+  const claude = connect(model, io, maxRetryWait);
+  if (typeof claude === 'number') return claude;
   // A server that does not start stops the run here, before anything is recorded (one line, exit 1).
   const mcp = await connectMcp(mcpServers, tools, io);
-  // A store that cannot be read stops the run before anything starts (StoreError: one line, exit 1).
-  let store: SqliteRunStore | undefined;
+  let store: RunStore | undefined;
   try {
-    store = flags.noStore ? undefined : openStore(io.cwd, flags.store);
+    // A store that cannot be read stops the run before anything starts (StoreError: one line, exit 1).
+    store = flags.noStore ? undefined : await openStore(io.cwd, flags);
     const logDir = flags.logDir ?? join(io.cwd, '.exarch', 'runs', timestamp(new Date()));
     prepareDir('log directory', logDir);
     const output = new RunOutput(io, flags.trace, `exarch run: ${task.slice(0, 80)}`, model, logDir, maxSteps);
@@ -196,8 +224,71 @@ async function connectMcp(servers: readonly McpServerSpec[], tools: readonly Too
   return { tools: [...tools, ...toolset.tools], close: () => toolset.close() };
 }
 
+/** How often a follower reads the store for what the workers did. */
+const FOLLOW_POLL_MS = 200;
+
+/**
+ * `exarch run --db URL "task"`: the run is recorded and queued for the workers (`exarch worker`);
+ * this process then follows it from the store (one line per agent started and ended, then the
+ * root's answer on stdout and the usual summary) or, with `--detach`, prints its id and returns.
+ * Ctrl-C stops following; the run goes on on the workers.
+ */
+async function submitAndFollow(db: string, submission: Submission, detach: boolean, io: RunIo, model: string, maxSteps: number | undefined): Promise<number> {
+  // Loaded only here: a command without --db never pays for pg and pg-boss.
+  const { openPostgresStore } = await import('../store/postgresStore.js');
+  const { startBoss, submitRun } = await import('../workers/runQueue.js');
+  const store = openPostgresStore(db);
+  try {
+    const boss = await startBoss(db);
+    let id: string;
+    try {
+      id = await submitRun(store, boss, submission);
+    } finally {
+      await boss.stop({ graceful: false, wait: true });
+    }
+    if (detach) {
+      io.stdout.write(`${id}\n`);
+      io.stderr.write(`exarch: run ${id} queued for the workers; follow it with exarch runs --db, resume or view it by id\n`);
+      return EXIT.ok;
+    }
+    io.stderr.write(`exarch: run ${id} started (queued for the workers)\n`);
+    let seq = 0;
+    const named = new Map<string, string>();
+    for (;;) {
+      if (io.interrupt.aborted) {
+        io.stderr.write(`exarch: stopped following run ${id}; it goes on on the workers (exarch runs --db …, exarch view ${id} --db …)\n`);
+        return EXIT.interrupted;
+      }
+      for (const row of await store.journalAfter(id, seq)) {
+        seq = row.seq;
+        const { record } = row;
+        if (record.type === 'session') {
+          named.set(row.session, record.agent.path.join('/'));
+          io.stderr.write(`exarch: ${record.agent.path.join('/')} started\n`);
+        } else if (record.type === 'outcome') {
+          io.stderr.write(`exarch: ${named.get(row.session) ?? row.session} ${record.outcome}\n`);
+        }
+      }
+      const run = await store.getRun(id);
+      if (run && (run.status === 'done' || run.status === 'capped' || run.status === 'failed')) {
+        const restored = restoreRun(await store.journal(id));
+        const messages = restored.kind === 'ended' || restored.kind === 'settled' ? restored.messages : restored.kind === 'resumable' ? restored.root.messages : [];
+        const reason = restored.kind === 'ended' ? restored.result.reason : undefined;
+        const stored = (await store.listRuns()).find((r) => r.id === id);
+        const code = new RunOutput(io, undefined, '', model, '', maxSteps).ended({ id, finished: true, status: run.status, text: finalAssistantText(messages), ...(reason === undefined ? {} : { reason }) });
+        if (stored) io.stderr.write(`exarch: ${stored.agents} agent${stored.agents === 1 ? '' : 's'}, ${stored.requests} model request${stored.requests === 1 ? '' : 's'} (on the workers)\n`);
+        return code;
+      }
+      await new Promise((resolve) => setTimeout(resolve, FOLLOW_POLL_MS));
+    }
+  } finally {
+    await store.close();
+  }
+}
+
 export interface ResumeFlags {
   readonly store?: string;
+  readonly db?: string;
   readonly trace?: string;
 }
 
@@ -206,53 +297,31 @@ export interface ResumeFlags {
  * the run store, with the options it was started with, and ends as `exarch run` would.
  */
 export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo): Promise<number> {
-  const store = openExistingStore(io.cwd, flags.store);
+  usableTarget(flags);
+  const store = await openExistingStore(io.cwd, flags);
   if (!store) {
-    io.stderr.write(`exarch: no run ${runId} in ${storeName(io.cwd, flags.store)} (there is no run store there yet)\n`);
+    io.stderr.write(`exarch: no run ${runId} in ${storeName(io.cwd, flags)} (there is no run store there yet)\n`);
     return EXIT.fatal;
   }
   let mcp: { tools: readonly Tool[]; close: () => Promise<void> } | undefined;
   try {
     const row = await store.getRun(runId);
     if (!row) {
-      io.stderr.write(`exarch: no run ${runId} in ${storeName(io.cwd, flags.store)}\n`);
+      io.stderr.write(`exarch: no run ${runId} in ${store.file}\n`);
       return EXIT.fatal;
     }
     if (row.status !== 'running' && row.status !== 'interrupted') {
       io.stderr.write(`exarch: run ${runId} is already finished (${row.status}); nothing to resume\n`);
       return EXIT.ok;
     }
-    const recorded = row.options;
-    const model = typeof recorded.model === 'string' ? recorded.model : DEFAULT_MODEL;
-    const claude = connect(model, io, numberOf(recorded.maxRetryWait));
-    if (typeof claude === 'number') return claude;
-    const logDir = typeof recorded.logDir === 'string' ? recorded.logDir : join(row.cwd, '.exarch', 'runs', timestamp(new Date(row.startedAt)));
-    const maxSteps = numberOf(recorded.maxSteps);
-    const maxDepth = numberOf(recorded.maxDepth);
-    const replyCap = numberOf(recorded.replyCap);
-    const wake = recorded.wake === 'all' ? 'all' : undefined;
+    const rebuilt = storedSession(row, io);
+    if (typeof rebuilt === 'number') return rebuilt;
+    const { model, logDir, maxSteps } = rebuilt;
     const output = new RunOutput(io, flags.trace, `exarch resume ${runId}: ${row.task.slice(0, 80)}`, model, logDir, maxSteps);
-    const tools = workspaceTools({
-      root: row.cwd,
-      allowWrite: recorded.allowWrite === true,
-      allowShell: recorded.allowShell === 'unsandboxed' ? 'unsandboxed' : recorded.allowShell === true,
-      allowNetwork: recorded.allowNetwork === true,
-    });
-    const declared = recorded.agentsConfig === undefined ? undefined : agentsFromJson(recorded.agentsConfig, `the agents recorded with run ${runId}`, tools);
     // The servers the run was started with, started again (their tools must be the same: see resumeRun).
-    const recordedMcp = Array.isArray(recorded.mcp) ? recorded.mcp.filter((value): value is string => typeof value === 'string') : [];
-    mcp = await connectMcp(mcpSpecs(recordedMcp), tools, io);
-    const session: DurableSessionInput = {
-      provider: claude.provider,
-      tools: mcp.tools,
-      ...(declared ? { agents: declared.agents } : {}),
-      logs: new JsonlLogSink(logDir),
-      ...(maxSteps === undefined ? {} : { maxSteps }),
-      ...(maxDepth === undefined ? {} : { maxDepth }),
-      ...(replyCap === undefined ? {} : { replyCap }),
-      ...(wake === undefined ? {} : { wake }),
-      ...(claude.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: claude.stallTimeoutMs }),
-    };
+    const recordedMcp = Array.isArray(row.options.mcp) ? row.options.mcp.filter((value): value is string => typeof value === 'string') : [];
+    mcp = await connectMcp(mcpSpecs(recordedMcp), rebuilt.session.tools ?? [], io);
+    const session: DurableSessionInput = { ...rebuilt.session, tools: mcp.tools };
     let run: Awaited<ReturnType<typeof resumeRun>>;
     try {
       run = await resumeRun(runId, session, { store, cwd: io.cwd, actor: { inspect: output.inspect } });
@@ -274,21 +343,59 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
   }
 }
 
-/** The run store at `--store FILE`, or `.exarch/exarch.db` under the working directory. */
-export function openStore(cwd: string, file: string | undefined): SqliteRunStore {
-  return openSqliteStore(storeName(cwd, file));
+
+/** A stored run's sessions as they were started: model, tools, caps and logs from its record. */
+export interface StoredSession {
+  readonly session: DurableSessionInput;
+  readonly model: string;
+  readonly logDir: string;
+  readonly maxSteps: number | undefined;
 }
 
 /**
- * The run store for a command that only reads it (`runs`, `resume`, `view`): undefined when there
- * is no file yet, which such a command must not create.
+ * Rebuilds the live half of a stored run's sessions (`resume`, and a worker taking a run): the
+ * provider from the environment, the rest from the run's record. An exit code when the key or a
+ * setting is missing (said on stderr).
  */
-export function openExistingStore(cwd: string, file: string | undefined): SqliteRunStore | undefined {
-  return existsSync(storeName(cwd, file)) ? openStore(cwd, file) : undefined;
+export function storedSession(row: RunRow, io: Pick<RunIo, 'env' | 'stderr' | 'provider'>): StoredSession | number {
+  const recorded = row.options;
+  const model = typeof recorded.model === 'string' ? recorded.model : DEFAULT_MODEL;
+  const claude = connect(model, io, numberOf(recorded.maxRetryWait));
+  if (typeof claude === 'number') return claude;
+  const logDir = typeof recorded.logDir === 'string' ? recorded.logDir : join(row.cwd, '.exarch', 'runs', timestamp(new Date(row.startedAt)));
+  const maxSteps = numberOf(recorded.maxSteps);
+  const maxDepth = numberOf(recorded.maxDepth);
+  const replyCap = numberOf(recorded.replyCap);
+  const wake = recorded.wake === 'all' ? 'all' : undefined;
+  const tools = workspaceTools({
+    root: row.cwd,
+    allowWrite: recorded.allowWrite === true,
+    allowShell: recorded.allowShell === 'unsandboxed' ? 'unsandboxed' : recorded.allowShell === true,
+    allowNetwork: recorded.allowNetwork === true,
+  });
+  const declared = recorded.agentsConfig === undefined ? undefined : agentsFromJson(recorded.agentsConfig, `the agents recorded with run ${row.id}`, tools);
+  const session: DurableSessionInput = {
+    provider: claude.provider,
+    tools,
+    ...(declared ? { agents: declared.agents } : {}),
+    logs: new JsonlLogSink(logDir),
+    ...(maxSteps === undefined ? {} : { maxSteps }),
+    ...(maxDepth === undefined ? {} : { maxDepth }),
+    ...(replyCap === undefined ? {} : { replyCap }),
+    ...(wake === undefined ? {} : { wake }),
+    ...(claude.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: claude.stallTimeoutMs }),
+  };
+  return { session, model, logDir, maxSteps };
 }
 
-function storeName(cwd: string, file: string | undefined): string {
-  return resolve(cwd, file ?? DEFAULT_STORE_PATH);
+/** `--store` and `--db` checked before anything opens: a mistake in them is a usage error. */
+export function usableTarget(target: { readonly store?: string; readonly db?: string }): void {
+  try {
+    checkTarget(target);
+  } catch (error) {
+    if (error instanceof StoreTargetError) throw new UsageError(error.message);
+    throw error;
+  }
 }
 
 function numberOf(value: unknown): number | undefined {
@@ -296,7 +403,7 @@ function numberOf(value: unknown): number | undefined {
 }
 
 /** Claude through the SDK, or the test's provider; an exit code when the key or a setting is missing. */
-function connect(model: string, io: RunIo, maxRetryWaitS?: number): { provider: Provider; stallTimeoutMs: number | undefined } | number {
+function connect(model: string, io: Pick<RunIo, 'env' | 'stderr' | 'provider'>, maxRetryWaitS?: number): { provider: Provider; stallTimeoutMs: number | undefined } | number {
   const apiKey = io.env['ANTHROPIC_API_KEY'];
   if (!io.provider && !apiKey) {
     io.stderr.write('exarch: ANTHROPIC_API_KEY is not set: set it to run against Claude, or try `exarch demo` (offline, no key needed)\n');

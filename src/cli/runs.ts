@@ -1,8 +1,7 @@
 import type { RunSummary } from '../store/runStore.js';
 import { estimateCost } from './pricing.js';
-import { resolve } from 'node:path';
-import { DEFAULT_STORE_PATH } from '../store/sqliteStore.js';
-import { openExistingStore, EXIT } from './run.js';
+import { EXIT, usableTarget } from './run.js';
+import { openExistingStore, storeName, type StoreTarget } from './storeTarget.js';
 import { formatCount } from './progress.js';
 
 export interface RunsIo {
@@ -14,10 +13,11 @@ export interface RunsIo {
 const TASK_CHARS = 60;
 
 /** `exarch runs`: one line per recorded run, newest first, on stdout. */
-export async function listRunsCommand(storeFile: string | undefined, io: RunsIo): Promise<number> {
-  const store = openExistingStore(io.cwd, storeFile);
+export async function listRunsCommand(target: StoreTarget, io: RunsIo): Promise<number> {
+  usableTarget(target);
+  const store = await openExistingStore(io.cwd, target);
   if (!store) {
-    io.stderr.write(`exarch: no runs recorded in ${resolve(io.cwd, storeFile ?? DEFAULT_STORE_PATH)}\n`);
+    io.stderr.write(`exarch: no runs recorded in ${storeName(io.cwd, target)}\n`);
     return EXIT.ok;
   }
   try {
@@ -29,7 +29,7 @@ export async function listRunsCommand(storeFile: string | undefined, io: RunsIo)
     io.stdout.write(formatRuns(runs));
     return EXIT.ok;
   } finally {
-    store.close();
+    await store.close();
   }
 }
 

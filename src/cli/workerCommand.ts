@@ -1,0 +1,70 @@
+import { hostname } from 'node:os';
+import { EXIT, storedSession, UsageError } from './run.js';
+import { isPostgresUrl } from '../store/postgresUrl.js';
+import { startWorker, type WorkerEvent } from '../workers/worker.js';
+
+export interface WorkerFlags {
+  readonly db?: string;
+  readonly concurrency?: string;
+  /** Seconds a SIGTERM waits for runs to finish before handing them back (default 30). */
+  readonly drainTimeout?: string;
+  /** Seconds a job stays with one worker before the queue offers it to another (default 900). */
+  readonly jobExpiry?: string;
+}
+
+export interface WorkerIo {
+  readonly stderr: NodeJS.WritableStream;
+  readonly env: NodeJS.ProcessEnv;
+  /** Aborted on the first SIGTERM/SIGINT: the worker drains. */
+  readonly stop: AbortSignal;
+}
+
+function positive(flag: string, raw: string | undefined, fallback: number): number {
+  if (raw === undefined) return fallback;
+  const value = Number(raw);
+  if (!/^\d+$/.test(raw.trim()) || !Number.isSafeInteger(value) || value < 1) throw new UsageError(`--${flag} must be an integer ≥ 1, got '${raw}'`);
+  return value;
+}
+
+/**
+ * `exarch worker --db URL [--concurrency N]`: takes runs queued by `exarch run --db` and runs them
+ * here, until SIGTERM or Ctrl-C; then it drains (runs get `--drain-timeout` seconds to finish, the
+ * rest are handed back to the queue) and exits 0. One line on stderr per run taken and ended.
+ */
+export async function workerCommand(flags: WorkerFlags, io: WorkerIo): Promise<number> {
+  if (flags.db === undefined) throw new UsageError('worker needs --db postgres://…: the store and queue it takes runs from');
+  if (!isPostgresUrl(flags.db)) throw new UsageError(`--db takes a PostgreSQL URL (postgres://user@host:port/database), got '${flags.db}'`);
+  const concurrency = positive('concurrency', flags.concurrency, 1);
+  const drainMs = positive('drain-timeout', flags.drainTimeout, 30) * 1000;
+  const expireInSeconds = positive('job-expiry', flags.jobExpiry, 900);
+  let missing: number | undefined;
+  const say = (event: WorkerEvent): void => {
+    const line =
+      event.type === 'started' ? `run ${event.runId} ${event.resumed ? 'resumed' : 'started'}`
+      : event.type === 'finished' ? `run ${event.runId} ${event.status}`
+      : event.type === 'held' ? `run ${event.runId} is still held elsewhere; the queue offers it again later`
+      : event.type === 'handed-back' ? `run ${event.runId} handed back to the queue`
+      : `run ${event.runId ?? '?'}: ${event.detail}`;
+    io.stderr.write(`exarch worker: ${line}\n`);
+  };
+  const worker = await startWorker({
+    db: flags.db,
+    concurrency,
+    policy: { expireInSeconds },
+    onEvent: say,
+    session: (row) => {
+      const rebuilt = storedSession(row, { env: io.env, stderr: io.stderr });
+      if (typeof rebuilt === 'number') {
+        missing = rebuilt;
+        throw new Error('the worker cannot reach the model (see above)');
+      }
+      return rebuilt.session;
+    },
+  });
+  io.stderr.write(`exarch worker: ready on ${hostname()} (pid ${process.pid}), ${concurrency} run${concurrency === 1 ? '' : 's'} at a time\n`);
+  await new Promise<void>((resolve) => (io.stop.aborted ? resolve() : io.stop.addEventListener('abort', () => resolve(), { once: true })));
+  io.stderr.write(`exarch worker: stopping: ${worker.active} run${worker.active === 1 ? '' : 's'} in progress get ${drainMs / 1000} s to finish\n`);
+  await worker.stop({ timeoutMs: drainMs });
+  io.stderr.write('exarch worker: stopped\n');
+  return missing ?? EXIT.ok;
+}

@@ -1,0 +1,9 @@
+/**
+ * `exarch/postgres`: runs kept in PostgreSQL and worked on by a pool of workers (pg-boss). Its
+ * own entry point, as `exarch/sqlite` is: a host that does not ask for it loads neither pg nor
+ * pg-boss.
+ */
+export { openPostgresStore, PostgresRunStore, POSTGRES_SCHEMA_VERSION, type PostgresStoreOptions } from './store/postgresStore.js';
+export { describeUrl, isPostgresUrl } from './store/postgresUrl.js';
+export { RUN_QUEUE, startBoss, submitRun, type QueuePolicy, type RunJob, type Submission } from './workers/runQueue.js';
+export { startWorker, type Worker, type WorkerEvent, type WorkerOptions } from './workers/worker.js';

@@ -1,0 +1,416 @@
+import pg from 'pg';
+import { stringifyBounded } from '../nesting.js';
+import { Redactor } from '../redact.js';
+import { mayClaim, reportedStatus, type StoreOptions } from './memoryStore.js';
+import { describeUrl } from './postgresUrl.js';
+import { StoreError } from './storeError.js';
+import { RUN_STATUSES, type ClaimResult, type JournalRow, type NewRun, type RunOwner, type RunRow, type RunStatus, type RunStore, type RunSummary } from './runStore.js';
+
+/**
+ * Schema steps by the version they lead to, each run once, all pending ones in one transaction
+ * (under an advisory lock, so two processes starting on an empty database do not both migrate).
+ * Never edit a released step: add the next one. Everything lives in the `exarch` schema, so a
+ * database shared with an application (or with pg-boss, which keeps to `pgboss`) is left alone.
+ *
+ * `journal` is one row per record keyed by (run, seq): concurrent writers (workers appending for
+ * different sessions of one run) collide on the key, which Postgres checks for us; SQLite's
+ * one-row-per-burst layout would need a range check under a lock. `body` is the record's JSON as
+ * text, not jsonb: jsonb refuses `\u0000` and lone surrogate escapes that a model may send, and a
+ * resume reads the text back as written.
+ */
+const MIGRATIONS: Readonly<Record<number, string>> = {
+  1: `
+    CREATE TABLE exarch.runs (
+      id TEXT PRIMARY KEY,
+      task TEXT NOT NULL,
+      cwd TEXT NOT NULL,
+      options TEXT NOT NULL,
+      started_at BIGINT NOT NULL,
+      status TEXT NOT NULL,
+      owner_host TEXT,
+      owner_pid INTEGER,
+      owner_token TEXT,
+      lease_until BIGINT NOT NULL DEFAULT 0,
+      ended_at BIGINT,
+      agents INTEGER,
+      requests INTEGER,
+      input_tokens BIGINT,
+      output_tokens BIGINT,
+      cache_creation_input_tokens BIGINT,
+      cache_read_input_tokens BIGINT
+    );
+    CREATE INDEX runs_listed ON exarch.runs (started_at DESC, id DESC);
+    CREATE TABLE exarch.journal (
+      run_id TEXT NOT NULL,
+      seq INTEGER NOT NULL,
+      session TEXT NOT NULL,
+      ts BIGINT NOT NULL,
+      type TEXT NOT NULL,
+      body TEXT NOT NULL,
+      PRIMARY KEY (run_id, seq)
+    );
+  `,
+};
+
+/** The newest schema this exarch reads and writes. */
+export const POSTGRES_SCHEMA_VERSION = Math.max(...Object.keys(MIGRATIONS).map(Number));
+
+/** Held while migrating: any constant of ours ('EXAR'), shared by every exarch process. */
+const MIGRATION_LOCK = 0x45584152;
+
+/** A run's totals, summed from its journal by the server. */
+const TOTALS = `
+  count(*) FILTER (WHERE j.type = 'session')::int AS agents,
+  count(*) FILTER (WHERE j.type = 'usage')::int AS requests,
+  coalesce(sum((j.body::jsonb #>> '{request,inputTokens}')::bigint) FILTER (WHERE j.type = 'usage'), 0)::bigint AS input_tokens,
+  coalesce(sum((j.body::jsonb #>> '{request,outputTokens}')::bigint) FILTER (WHERE j.type = 'usage'), 0)::bigint AS output_tokens,
+  coalesce(sum((j.body::jsonb #>> '{request,cacheCreationInputTokens}')::bigint) FILTER (WHERE j.type = 'usage'), 0)::bigint AS cache_creation_input_tokens,
+  coalesce(sum((j.body::jsonb #>> '{request,cacheReadInputTokens}')::bigint) FILTER (WHERE j.type = 'usage'), 0)::bigint AS cache_read_input_tokens`;
+
+/** Released runs carry their totals; the others are summed from their journal, by key. */
+const LIST_RUNS = `
+  SELECT r.id, r.task, r.cwd, r.options, r.started_at, r.status, r.owner_host, r.owner_pid, r.owner_token, r.lease_until, r.ended_at,
+    coalesce(r.agents, t.agents) AS agents, coalesce(r.requests, t.requests) AS requests,
+    coalesce(r.input_tokens, t.input_tokens) AS input_tokens, coalesce(r.output_tokens, t.output_tokens) AS output_tokens,
+    coalesce(r.cache_creation_input_tokens, t.cache_creation_input_tokens) AS cache_creation_input_tokens,
+    coalesce(r.cache_read_input_tokens, t.cache_read_input_tokens) AS cache_read_input_tokens
+  FROM exarch.runs AS r
+  LEFT JOIN LATERAL (SELECT ${TOTALS} FROM exarch.journal AS j WHERE j.run_id = r.id AND r.agents IS NULL) AS t ON true
+  ORDER BY r.started_at DESC, r.id DESC`;
+
+/** A `runs` row as pg returns it (BIGINT comes back as a string: parsed in `toRunRow`). */
+interface RunColumns {
+  readonly id: string;
+  readonly task: string;
+  readonly cwd: string;
+  readonly options: string;
+  readonly started_at: string;
+  readonly status: string;
+  readonly owner_host: string | null;
+  readonly owner_pid: number | null;
+  readonly owner_token: string | null;
+  readonly lease_until: string;
+  readonly ended_at: string | null;
+}
+
+interface TotalsColumns {
+  readonly agents: number;
+  readonly requests: number;
+  readonly input_tokens: string;
+  readonly output_tokens: string;
+  readonly cache_creation_input_tokens: string;
+  readonly cache_read_input_tokens: string;
+}
+
+/** Options of a Postgres store besides the clock and redactor both stores take. */
+export interface PostgresStoreOptions extends StoreOptions {
+  /** Connections kept open (default 4). */
+  readonly poolSize?: number;
+  /**
+   * How long a call keeps retrying while the server cannot be reached (a restart, a failover)
+   * before it fails; default 60 s. 0: fail at once. The first use is never retried.
+   */
+  readonly reconnectMs?: number;
+}
+
+/** Error codes that mean the connection, not the statement, failed: the call is tried again. */
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH', '57P01', '57P02', '57P03', '08000', '08001', '08003', '08004', '08006']);
+
+/** Whether `error` is a lost or refused connection (the server restarting), not a refusal of the statement. */
+export function isConnectionError(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string' && CONNECTION_CODES.has(code)) return true;
+  return /Connection terminated|connection timeout|Client has encountered a connection error/i.test(error.message);
+}
+
+/**
+ * Runs in PostgreSQL: the store a pool of workers shares. Same contract as `SqliteRunStore`
+ * (every method answers with a promise): the schema is created or brought up to date on first
+ * use, and a database written by a newer exarch is refused (`StoreError` 'newer-schema') without
+ * a byte written. What is written is redacted, as in the SQLite store.
+ *
+ * A call that finds the server gone (restarting) is tried again until `reconnectMs`; an append
+ * whose commit was lost with the connection is recognised on the retry (its rows are there, as
+ * written) and not reported as a conflict.
+ */
+export class PostgresRunStore implements RunStore {
+  /** The URL without its password: what messages name. */
+  readonly file: string;
+  readonly pool: pg.Pool;
+  private readonly now: () => number;
+  private readonly redactor: Redactor;
+  private readonly reconnectMs: number;
+  private ready: Promise<void> | undefined;
+  private closed = false;
+
+  constructor(url: string, options: PostgresStoreOptions = {}) {
+    this.file = describeUrl(url);
+    this.now = options.now ?? Date.now;
+    this.redactor = options.redactor ?? Redactor.fromEnv();
+    this.reconnectMs = options.reconnectMs ?? 60_000;
+    this.pool = new pg.Pool({ connectionString: url, max: options.poolSize ?? 4, connectionTimeoutMillis: 10_000 });
+    // An idle connection the server dropped (a restart) is an event, not a crash: the pool
+    // discards it and the next query opens a new one.
+    this.pool.on('error', () => {});
+  }
+
+  /**
+   * Creates the schema, or checks it, once; every call waits for it. Not retried: a server that
+   * cannot be reached when a store is first used is one line at once, not a minute's wait.
+   */
+  private schema(): Promise<void> {
+    this.ready ??= this.migrate().catch((error: unknown) => {
+      this.ready = undefined;
+      throw this.failure(error);
+    });
+    return this.ready;
+  }
+
+  private async migrate(): Promise<void> {
+    await this.transaction(async (client) => {
+      await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+      await client.query('CREATE SCHEMA IF NOT EXISTS exarch');
+      await client.query('CREATE TABLE IF NOT EXISTS exarch.schema_version (version INTEGER NOT NULL)');
+      const { rows } = await client.query<{ version: number }>('SELECT version FROM exarch.schema_version');
+      const version = rows[0]?.version ?? 0;
+      if (version > POSTGRES_SCHEMA_VERSION) throw new StoreError('newer-schema', this.file, `schema ${version}; this exarch reads ${POSTGRES_SCHEMA_VERSION}`);
+      if (version === POSTGRES_SCHEMA_VERSION) return;
+      for (let step = version + 1; step <= POSTGRES_SCHEMA_VERSION; step++) await client.query(MIGRATIONS[step] ?? '');
+      if (rows.length === 0) await client.query('INSERT INTO exarch.schema_version (version) VALUES ($1)', [POSTGRES_SCHEMA_VERSION]);
+      else await client.query('UPDATE exarch.schema_version SET version = $1', [POSTGRES_SCHEMA_VERSION]);
+    });
+  }
+
+  async createRun(run: NewRun): Promise<void> {
+    const { id, task, cwd, startedAt, owner } = run;
+    const options = this.redactor.json(stringifyBounded(run.options));
+    let attempts = 0;
+    await this.call(async () => {
+      attempts++;
+      try {
+        await this.pool.query(
+          `INSERT INTO exarch.runs (id, task, cwd, options, started_at, status, owner_host, owner_pid, owner_token, lease_until)
+           VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9)`,
+          [id, this.redactor.text(task), cwd, options, startedAt, owner.host, owner.pid, owner.token, this.now() + run.leaseMs],
+        );
+      } catch (error) {
+        const conflict = this.conflict(error, `run ${id}`);
+        // After a lost connection the first attempt may have committed: the run is then ours.
+        if (conflict instanceof StoreError && attempts > 1 && (await this.getRun(id))?.owner?.token === owner.token) return;
+        throw conflict;
+      }
+    });
+  }
+
+  async getRun(id: string): Promise<RunRow | undefined> {
+    const { rows } = await this.call(() => this.pool.query<RunColumns>('SELECT * FROM exarch.runs WHERE id = $1', [id]));
+    return rows[0] && this.toRunRow(rows[0]);
+  }
+
+  async listRuns(): Promise<RunSummary[]> {
+    const { rows } = await this.call(() => this.pool.query<RunColumns & TotalsColumns>(LIST_RUNS));
+    const now = this.now();
+    return rows.map((r) => {
+      const run = this.toRunRow(r);
+      const usage = {
+        inputTokens: Number(r.input_tokens),
+        outputTokens: Number(r.output_tokens),
+        cacheCreationInputTokens: Number(r.cache_creation_input_tokens),
+        cacheReadInputTokens: Number(r.cache_read_input_tokens),
+      };
+      return { ...run, status: reportedStatus(run, now), agents: r.agents, requests: r.requests, usage };
+    });
+  }
+
+  /**
+   * One INSERT of the whole batch (one round trip, one transaction): a taken (run, seq) rolls all
+   * of it back. Rows are bounded and redacted as the SQLite store writes them.
+   */
+  async append(rows: readonly JournalRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    const columns = { runId: [] as string[], seq: [] as number[], session: [] as string[], ts: [] as number[], type: [] as string[], body: [] as string[] };
+    for (const row of rows) {
+      columns.runId.push(row.runId);
+      columns.seq.push(row.seq);
+      columns.session.push(row.session);
+      columns.ts.push(row.ts);
+      columns.type.push(row.record.type);
+      columns.body.push(this.redactor.json(stringifyBounded(row.record)));
+    }
+    const params = [columns.runId, columns.seq, columns.session, columns.ts, columns.type, columns.body];
+    let attempts = 0;
+    await this.call(async () => {
+      attempts++;
+      try {
+        await this.pool.query(
+          `INSERT INTO exarch.journal (run_id, seq, session, ts, type, body)
+           SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::bigint[], $5::text[], $6::text[])`,
+          params,
+        );
+      } catch (error) {
+        const conflict = this.conflict(error, 'a journal row of this batch (run and seq)');
+        // After a lost connection the first attempt may have committed: its own rows are no conflict.
+        if (conflict instanceof StoreError && attempts > 1 && (await this.holdsExactly(columns))) return;
+        throw conflict;
+      }
+    });
+  }
+
+  /** Whether the journal already holds exactly these rows (a retried append that had committed). */
+  private async holdsExactly(columns: { runId: string[]; seq: number[]; session: string[]; body: string[] }): Promise<boolean> {
+    const { rows } = await this.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM exarch.journal AS j
+       JOIN unnest($1::text[], $2::int[], $3::text[], $4::text[]) AS w(run_id, seq, session, body)
+       ON j.run_id = w.run_id AND j.seq = w.seq AND j.session = w.session AND j.body = w.body`,
+      [columns.runId, columns.seq, columns.session, columns.body],
+    );
+    return rows[0]?.n === columns.seq.length;
+  }
+
+  async journal(runId: string): Promise<JournalRow[]> {
+    return this.journalAfter(runId, 0);
+  }
+
+  /**
+   * The run's records after `afterSeq`, in order: what a follower polls for, reading each record
+   * once however long the run.
+   */
+  async journalAfter(runId: string, afterSeq: number): Promise<JournalRow[]> {
+    const { rows } = await this.call(() =>
+      this.pool.query<{ seq: number; session: string; ts: string; body: string }>('SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND seq > $2 ORDER BY seq', [runId, afterSeq]),
+    );
+    return rows.map((r) => ({ runId, seq: r.seq, session: r.session, ts: Number(r.ts), record: JSON.parse(r.body) as JournalRow['record'] }));
+  }
+
+  /** The run's row locked (FOR UPDATE) while the holder is judged: two claimants never both win. */
+  async claim(runId: string, owner: RunOwner, leaseMs: number): Promise<ClaimResult> {
+    return this.call(() =>
+      this.transaction(async (client) => {
+        const { rows } = await client.query<RunColumns>('SELECT * FROM exarch.runs WHERE id = $1 FOR UPDATE', [runId]);
+        const run = rows[0];
+        if (!run) throw new StoreError('unknown-run', this.file, runId);
+        const now = this.now();
+        const holder = ownerOf(run);
+        const leaseUntil = Number(run.lease_until);
+        if (holder !== null && !mayClaim(holder, leaseUntil, owner, now)) return { ok: false, holder, leaseUntil };
+        await client.query(
+          `UPDATE exarch.runs SET status = 'running', owner_host = $2, owner_pid = $3, owner_token = $4, lease_until = $5, ended_at = NULL,
+             agents = NULL, requests = NULL, input_tokens = NULL, output_tokens = NULL, cache_creation_input_tokens = NULL, cache_read_input_tokens = NULL
+           WHERE id = $1`,
+          [runId, owner.host, owner.pid, owner.token, now + leaseMs],
+        );
+        return { ok: true } as const;
+      }),
+    );
+  }
+
+  async renew(runId: string, owner: RunOwner, leaseMs: number): Promise<boolean> {
+    const result = await this.call(() => this.pool.query('UPDATE exarch.runs SET lease_until = $3 WHERE id = $1 AND owner_token = $2', [runId, owner.token, this.now() + leaseMs]));
+    return result.rowCount === 1;
+  }
+
+  /** Lets go of the run and writes its totals (summed by the server), so `listRuns` need not sum them again. */
+  async release(runId: string, owner: RunOwner, status: RunStatus): Promise<void> {
+    await this.call(() =>
+      this.pool.query(
+        `UPDATE exarch.runs AS r SET status = $3, ended_at = $4, owner_host = NULL, owner_pid = NULL, owner_token = NULL, lease_until = 0,
+           agents = t.agents, requests = t.requests, input_tokens = t.input_tokens, output_tokens = t.output_tokens,
+           cache_creation_input_tokens = t.cache_creation_input_tokens, cache_read_input_tokens = t.cache_read_input_tokens
+         FROM (SELECT ${TOTALS} FROM exarch.journal AS j WHERE j.run_id = $1) AS t
+         WHERE r.id = $1 AND r.owner_token = $2`,
+        [runId, owner.token, status, status === 'running' ? null : this.now()],
+      ),
+    );
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.pool.end();
+  }
+
+  /** A statement after the schema is ready, tried again while the server cannot be reached. */
+  private async call<T>(fn: () => Promise<T>): Promise<T> {
+    await this.schema();
+    try {
+      return await this.retrying(fn);
+    } catch (error) {
+      throw this.failure(error);
+    }
+  }
+
+  private async retrying<T>(fn: () => Promise<T>): Promise<T> {
+    const deadline = Date.now() + this.reconnectMs;
+    for (let pause = 50; ; pause = Math.min(pause * 2, 1000)) {
+      try {
+        return await fn();
+      } catch (error) {
+        if (this.closed || !isConnectionError(error) || Date.now() + pause > deadline) throw error;
+        await new Promise((resolve) => setTimeout(resolve, pause));
+      }
+    }
+  }
+
+  private async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    let broken: unknown;
+    try {
+      await client.query('BEGIN');
+      const result = await fn(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (error) {
+      broken = isConnectionError(error) ? error : undefined;
+      if (broken === undefined) await client.query('ROLLBACK').catch(() => {});
+      throw error;
+    } finally {
+      // A connection that failed is not handed out again.
+      client.release(broken instanceof Error ? broken : undefined);
+    }
+  }
+
+  private toRunRow(r: RunColumns): RunRow {
+    if (!isRunStatus(r.status)) throw new StoreError('corrupt', this.file, `run ${r.id} has status ${JSON.stringify(r.status)}`);
+    const options = JSON.parse(r.options) as RunRow['options'];
+    return {
+      id: r.id,
+      task: r.task,
+      cwd: r.cwd,
+      options,
+      startedAt: Number(r.started_at),
+      status: r.status,
+      owner: ownerOf(r),
+      leaseUntil: Number(r.lease_until),
+      endedAt: r.ended_at === null ? null : Number(r.ended_at),
+    };
+  }
+
+  /** A key taken is the caller's conflict; anything else, as Postgres said. */
+  private conflict(error: unknown, what: string): unknown {
+    if (error instanceof pg.DatabaseError && error.code === '23505') return new StoreError('conflict', this.file, what, { cause: error });
+    return error;
+  }
+
+  /** A server that cannot be reached (after the retries), or refuses us, is one line naming it. */
+  private failure(error: unknown): unknown {
+    if (error instanceof StoreError) return error;
+    if (isConnectionError(error) || (error instanceof pg.DatabaseError && /^(28|3D)/.test(error.code ?? ''))) {
+      return new StoreError('unreadable', this.file, error instanceof Error ? error.message : String(error), { cause: error });
+    }
+    return error;
+  }
+}
+
+/** Opens a store on the server at `url` (connecting lazily, on first use); see `PostgresRunStore`. */
+export function openPostgresStore(url: string, options: PostgresStoreOptions = {}): PostgresRunStore {
+  return new PostgresRunStore(url, options);
+}
+
+function ownerOf(r: RunColumns): RunOwner | null {
+  return r.owner_token === null ? null : { host: r.owner_host ?? '', pid: r.owner_pid ?? 0, token: r.owner_token };
+}
+
+function isRunStatus(status: string): status is RunStatus {
+  return (RUN_STATUSES as readonly string[]).includes(status);
+}

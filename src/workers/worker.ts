@@ -1,0 +1,150 @@
+import type PgBoss from 'pg-boss';
+import { resumeRun, RunError, type DurableRun, type DurableSessionInput } from '../store/durableRun.js';
+import { openPostgresStore, type PostgresRunStore } from '../store/postgresStore.js';
+import type { RunRow } from '../store/runStore.js';
+import { RUN_QUEUE, startBoss, type QueuePolicy, type RunJob } from './runQueue.js';
+
+/** What happened to a job, for the host's log (`exarch worker` prints one line each). */
+export type WorkerEvent =
+  | { readonly type: 'started'; readonly runId: string; readonly resumed: boolean }
+  | { readonly type: 'finished'; readonly runId: string; readonly status: string }
+  | { readonly type: 'held'; readonly runId: string; readonly detail: string }
+  | { readonly type: 'handed-back'; readonly runId: string }
+  | { readonly type: 'error'; readonly runId: string | undefined; readonly detail: string };
+
+export interface WorkerOptions {
+  /** The PostgreSQL URL of the run store and the queue. */
+  readonly db: string;
+  /** Runs this worker works on at once (default 1). */
+  readonly concurrency?: number;
+  /**
+   * The live half of a run's sessions, rebuilt by the host from the stored run: provider, tools
+   * (the same names the run was started with), logs, caps. Called once per run taken.
+   */
+  readonly session: (run: RunRow) => DurableSessionInput | Promise<DurableSessionInput>;
+  /** The run lease (default 30 s): how soon another worker may resume a run this one stopped renewing. */
+  readonly leaseMs?: number;
+  /** How often an idle worker asks the queue for work (default 1 s; pg-boss's minimum is 0.5). */
+  readonly pollingIntervalSeconds?: number;
+  /** The queue's policy, set by this worker (see `QueuePolicy`); expired jobs are looked for every quarter of the expiry. */
+  readonly policy?: QueuePolicy;
+  readonly onEvent?: (event: WorkerEvent) => void;
+}
+
+export interface Worker {
+  /**
+   * Stops taking runs and drains: runs in progress get `timeoutMs` (default 30 s) to finish; those
+   * still going are then interrupted (their journals say so) and handed back to the queue, where
+   * another worker resumes them. Resolves once every run has ended or been handed back.
+   */
+  stop(options?: { readonly timeoutMs?: number }): Promise<void>;
+  /** Runs in progress. */
+  readonly active: number;
+}
+
+/** A run handed back on stop: the job fails, and pg-boss offers it again after its retry delay. */
+class HandedBack extends Error {
+  override readonly name = 'HandedBack';
+}
+
+/**
+ * A worker: takes runs from the pg-boss queue (`submitRun`) and runs each whole tree here, journaled
+ * to the Postgres store, at most `concurrency` at once. Every run is taken as a resume takes it
+ * (`resumeRun`): a new run has an empty journal, a run whose worker died is taken up with the
+ * durable-run guarantees (no completed model or tool call repeated, a call in flight answered as
+ * unknown).
+ *
+ * @example
+ * ```ts
+ * const worker = await startWorker({ db: 'postgres://…', concurrency: 8, session: (run) => ({ provider, tools }) });
+ * process.once('SIGTERM', () => void worker.stop({ timeoutMs: 20_000 }));
+ * ```
+ */
+export async function startWorker(options: WorkerOptions): Promise<Worker> {
+  const store = openPostgresStore(options.db, { poolSize: Math.max(4, (options.concurrency ?? 1) * 2) });
+  // First use: a store that cannot be opened (or a newer schema) fails here, before any job is taken.
+  await store.listRuns().catch(async (error: unknown) => {
+    await store.close();
+    throw error;
+  });
+  const expireInSeconds = options.policy?.expireInSeconds ?? 900;
+  const boss = await startBoss(options.db, {
+    maintenanceIntervalSeconds: Math.max(1, Math.min(120, Math.floor(expireInSeconds / 4))),
+    policy: { expireInSeconds, ...(options.policy?.retryDelaySeconds === undefined ? {} : { retryDelaySeconds: options.policy.retryDelaySeconds }) },
+  });
+  const running = new Set<DurableRun>();
+  let draining = false;
+  const emit = (event: WorkerEvent): void => options.onEvent?.(event);
+  const handle = async ([job]: PgBoss.Job<RunJob>[]): Promise<void> => {
+    if (!job) return;
+    // Taken between the stop and pg-boss's last fetch: offered again at once, untouched.
+    if (draining) throw new HandedBack(`worker stopping; run ${job.data.runId} not started`);
+    await runJob(job.data.runId, store, options, running, () => draining, emit);
+  };
+  const workers: string[] = [];
+  for (let i = 0; i < (options.concurrency ?? 1); i++) {
+    workers.push(await boss.work<RunJob>(RUN_QUEUE, { batchSize: 1, pollingIntervalSeconds: options.pollingIntervalSeconds ?? 1 }, handle));
+  }
+  let stopped: Promise<void> | undefined;
+  return {
+    get active() {
+      return running.size;
+    },
+    stop(stopOptions = {}) {
+      stopped ??= (async () => {
+        draining = true;
+        for (const id of workers) await boss.offWork({ id });
+        const all = Promise.allSettled([...running].map((run) => run.result));
+        const timeoutMs = stopOptions.timeoutMs ?? 30_000;
+        let timer: NodeJS.Timeout | undefined;
+        const late = await Promise.race([all.then(() => false), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), timeoutMs)))]);
+        clearTimeout(timer);
+        if (late) for (const run of running) run.interrupt();
+        await Promise.allSettled([...running].map((run) => run.result));
+        // Lets pg-boss record the handed-back jobs (failed → retried) before it closes.
+        await boss.stop({ graceful: true, wait: true, timeout: 10_000 });
+        await store.close();
+      })();
+      return stopped;
+    },
+  };
+}
+
+async function runJob(runId: string, store: PostgresRunStore, options: WorkerOptions, running: Set<DurableRun>, draining: () => boolean, emit: (event: WorkerEvent) => void): Promise<void> {
+  const row = await store.getRun(runId);
+  if (!row) {
+    // Its store was emptied, or the job belongs to another database's store: nothing to run.
+    emit({ type: 'error', runId, detail: 'no such run in the store' });
+    return;
+  }
+  let run: Awaited<ReturnType<typeof resumeRun>>;
+  try {
+    run = await resumeRun(runId, await options.session(row), { store, cwd: row.cwd, ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }) });
+  } catch (error) {
+    if (error instanceof RunError && error.reason === 'held') {
+      // A live worker has it (this job expired under it): offered again later, until it ends.
+      emit({ type: 'held', runId, detail: error.message });
+      throw error;
+    }
+    emit({ type: 'error', runId, detail: error instanceof Error ? error.message : String(error) });
+    // Another directory, other tools: no worker will do better; the job is not retried.
+    if (error instanceof RunError) return;
+    throw error;
+  }
+  if ('finished' in run) {
+    emit({ type: 'finished', runId, status: run.status });
+    return;
+  }
+  emit({ type: 'started', runId, resumed: (await store.journal(runId)).some((r) => r.record.type === 'session') });
+  running.add(run);
+  try {
+    const result = await run.result;
+    if (result.status === 'interrupted' && draining()) {
+      emit({ type: 'handed-back', runId });
+      throw new HandedBack(`run ${runId} handed back by a stopping worker`);
+    }
+    emit({ type: 'finished', runId, status: result.status });
+  } finally {
+    running.delete(run);
+  }
+}
