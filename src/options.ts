@@ -1,3 +1,4 @@
+import { ApprovalDesk, checkApprovalPolicy, type ApprovalPolicy, type ApprovalRequest } from './approvals.js';
 import { JsonlLogSink, nullLogSink, type LogSink } from './log/sessionLog.js';
 import type { RetryPolicy } from './model/streamModel.js';
 import type { NudgeLatch } from './nudges.js';
@@ -44,6 +45,13 @@ export interface SessionOptions {
    * `resumeRun`). Without one nothing is stored and nothing is paid for it.
    */
   readonly journal?: RunJournal;
+  /**
+   * Tool calls that wait for a person before they run, at any depth (see `ApprovalPolicy`).
+   * Their session rests in `awaitingApproval` until `respond(root, answer)` answers.
+   */
+  readonly approve?: ApprovalPolicy;
+  /** Called at the root for each call that starts waiting for approval. */
+  readonly onApprovalRequest?: (request: ApprovalRequest) => void;
 }
 
 export interface ResolvedOptions {
@@ -63,6 +71,8 @@ export interface ResolvedOptions {
   readonly stallTimeoutMs: number;
   readonly wake: 'each' | 'all';
   readonly journal: RunJournal | undefined;
+  /** The tree's approvals: one desk per root, shared by every sub-agent. */
+  readonly approvals: ApprovalDesk;
 }
 
 export const DEFAULTS = {
@@ -120,6 +130,7 @@ export function resolveOptions(options: SessionOptions): ResolvedOptions {
     stallTimeoutMs: count('stallTimeoutMs', options.stallTimeoutMs ?? DEFAULTS.stallTimeoutMs, 1),
     wake: wakeOf(options.wake),
     journal: options.journal,
+    approvals: new ApprovalDesk(checkApprovalPolicy(options.approve), options.onApprovalRequest),
   };
   resolved.add(result);
   return result;
