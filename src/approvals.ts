@@ -95,12 +95,16 @@ export class ApprovalDesk {
     this.pending.delete(callId);
   }
 
-  /** Calls still waiting, oldest first; those of sessions that have ended are dropped. */
+  /**
+   * Calls still waiting, oldest first. Those of sessions that have ended (stopped from outside) are
+   * dropped; a request made as its session enters `awaitingApproval` (before that snapshot is
+   * committed) counts.
+   */
   waiting(): ApprovalRequest[] {
     const out: ApprovalRequest[] = [];
     for (const [callId, { request, session }] of this.pending) {
-      const snapshot = session.getSnapshot() as { status?: string; value?: unknown };
-      if (snapshot.status === 'active' && snapshot.value === 'awaitingApproval') out.push(request);
+      const snapshot = session.getSnapshot() as { status?: string };
+      if (snapshot.status === 'active') out.push(request);
       else this.pending.delete(callId);
     }
     return out;
@@ -159,4 +163,49 @@ export function checkApprovalPolicy(policy: unknown): ApprovalPolicy | undefined
   if (policy === undefined || policy === 'all' || typeof policy === 'function') return policy as ApprovalPolicy | undefined;
   if (Array.isArray(policy) && policy.every((name) => typeof name === 'string')) return policy as readonly string[];
   throw new TypeError("exarch: `approve` must be a list of tool names, 'all', or a function of the call");
+}
+
+interface SessionLike {
+  readonly status: string;
+  readonly value: unknown;
+  readonly context: {
+    readonly agent: AgentIdentity;
+    readonly pendingUser: readonly unknown[];
+    readonly inbox: readonly unknown[];
+    readonly options: { readonly wake: 'each' | 'all' };
+    readonly children: { readonly size: number };
+  };
+  readonly children: Readonly<Record<string, AnyActorRef | undefined>>;
+}
+
+function isSession(snapshot: unknown): snapshot is SessionLike {
+  const s = snapshot as Partial<SessionLike> | undefined;
+  return typeof s?.context === 'object' && s.context !== null && 'agent' in s.context;
+}
+
+/**
+ * Whether nothing in the tree of `root` can move until a person answers: every session that is not
+ * final waits for approval, or for sub-agents (resting, or in `waitingForAgents`) that all do. A
+ * host with no one to ask stops the run then (the CLI's `waiting`), and not before: the rest of the
+ * tree finishes what it can first.
+ */
+export function blockedOnApprovals(root: AnyActorRef): boolean {
+  let waitsForPerson = false;
+  const blocked = (actor: AnyActorRef): boolean => {
+    const snapshot = actor.getSnapshot() as unknown;
+    if (!isSession(snapshot)) return Object.values((snapshot as { children?: Record<string, AnyActorRef> }).children ?? {}).every((child) => blocked(child));
+    if (snapshot.status !== 'active') return true;
+    const { context, value } = snapshot;
+    if (value === 'awaitingApproval') {
+      waitsForPerson = true;
+    } else if (value === 'readyForUser') {
+      // A turn about to start (a message, results that wake it) is work still to do.
+      const wakes = context.inbox.length > 0 && (context.options.wake === 'each' || context.children.size === 0);
+      if (context.pendingUser.length > 0 || wakes) return false;
+    } else if (value !== 'waitingForAgents') {
+      return false;
+    }
+    return Object.values(snapshot.children).every((child) => child === undefined || blocked(child));
+  };
+  return blocked(root) && waitsForPerson;
 }

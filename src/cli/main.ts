@@ -10,6 +10,7 @@ import { runDemo } from './demo.js';
 import { EXIT, openExistingStore, resumeCommand, runCommand, UsageError } from './run.js';
 import { writeViewerForRun } from '../store/journalTrace.js';
 import type { WrittenViewer } from '../viewer/write.js';
+import { answerCommand } from './approve.js';
 import { listRunsCommand } from './runs.js';
 import { DEFAULT_MODEL } from '../providers/anthropic.js';
 import { Redactor } from '../redact.js';
@@ -44,9 +45,17 @@ const USAGE = `Usage:
       --store FILE        the run store (default .exarch/exarch.db under the working directory);
                           the run's id is printed first, and exarch resume takes it up again
       --no-store          run without recording it (it cannot be resumed)
-  exarch resume RUN_ID [--store FILE] [--trace FILE]
-                                  take up a run that was killed, crashed or interrupted, with the
-                                  options it was started with; ends as run would
+      --approve TOOLS|all calls of these tools (comma-separated) wait for a person's approval,
+                          at any depth: asked inline on a terminal, one at a time
+      --no-wait           never ask: once only approvals are left, stop as waiting (exit 4)
+                          and list them (also what happens without a terminal)
+  exarch resume RUN_ID [--store FILE] [--trace FILE] [--no-wait]
+                                  take up a run that was killed, crashed, interrupted or left
+                                  waiting, with the options it was started with; ends as run would
+  exarch approve RUN_ID CALL_ID [--always] [--store FILE]
+  exarch deny RUN_ID CALL_ID ["reason"] [--store FILE]
+                                  record an answer to a call a waiting run asks about (--always:
+                                  approve that tool for the rest of the run); resume runs it
   exarch runs [--store FILE]      list the recorded runs: id, start, status, agents, requests,
                                   estimated cost, task
   exarch demo [--speed N] [--trace FILE] [--inspect]
@@ -62,7 +71,8 @@ const USAGE = `Usage:
 
 Environment: ANTHROPIC_API_KEY (required by run), ANTHROPIC_BASE_URL, EXARCH_MODEL,
 EXARCH_STALL_TIMEOUT_MS (default 120000).
-Exit codes: 0 done, 1 fatal, 2 bad usage, 3 root capped, 130 interrupted (resumable).`;
+Exit codes: 0 done, 1 fatal, 2 bad usage, 3 root capped, 4 waiting for approval (resumable),
+130 interrupted (resumable).`;
 
 const EXIT_OK = EXIT.ok;
 const EXIT_FATAL = EXIT.fatal;
@@ -92,10 +102,11 @@ async function main(argv: readonly string[]): Promise<number> {
     if (command === 'run') return await run(rest, values);
     if (command === 'resume') return await resume(rest, values);
     if (command === 'runs') return await runs(rest, values);
+    if (command === 'approve' || command === 'deny') return await answer(command, rest, values);
     if (command === 'view') return await view(rest, values);
     if (command !== 'demo') throw new UsageError(`unknown command '${command}'`);
     if (rest.length > 0) throw new UsageError(`demo takes no arguments, got '${rest.join(' ')}'`);
-    refuseFlags('demo', values, [...RUN_FLAGS, 'out', 'store', 'no-store']);
+    refuseFlags('demo', values, [...RUN_FLAGS, 'out', 'store', 'no-store', 'approve', 'no-wait', 'always']);
     const trace = values.trace ?? join('.exarch', 'demo', 'trace.jsonl');
     const live = await liveInspector(values);
     try {
@@ -146,6 +157,9 @@ function parse(argv: readonly string[]) {
       'inspect-port': { type: 'string' },
       store: { type: 'string' },
       'no-store': { type: 'boolean' },
+      approve: { type: 'string' },
+      'no-wait': { type: 'boolean' },
+      always: { type: 'boolean' },
     },
   });
 }
@@ -181,7 +195,7 @@ const RUN_ID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 
 async function view(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length !== 1) throw new UsageError('view takes one trace file or run id: exarch view TRACE|RUN_ID [--out FILE.html]');
-  refuseFlags('view', values, [...RUN_FLAGS, 'trace', 'speed', 'inspect', 'inspect-port', 'no-store']);
+  refuseFlags('view', values, [...RUN_FLAGS, 'trace', 'speed', 'inspect', 'inspect-port', 'no-store', 'approve', 'no-wait', 'always']);
   const target = positionals[0] ?? '';
   let written: WrittenViewer;
   if (RUN_ID.test(target) && !existsSync(target)) {
@@ -206,7 +220,7 @@ const RUN_FLAGS = ['model', 'max-steps', 'max-depth', 'reply-cap', 'wake', 'max-
 async function run(positionals: readonly string[], values: ReturnType<typeof parse>['values']): Promise<number> {
   if (positionals.length === 0) throw new UsageError('run needs a task: exarch run "<task>"');
   if (positionals.length > 1) throw new UsageError(`run takes one task; quote it: exarch run "${positionals.join(' ')}"`);
-  refuseFlags('run', values, ['speed', 'out']);
+  refuseFlags('run', values, ['speed', 'out', 'always']);
   const interrupt = interruptSignal();
   const live = await liveInspector(values);
   try {
@@ -233,25 +247,38 @@ async function runLive(positionals: readonly string[], values: Values, interrupt
       ...(values.trace === undefined ? {} : { trace: values.trace }),
       ...(values.store === undefined ? {} : { store: values.store }),
       noStore: values['no-store'] === true,
+      ...(values.approve === undefined ? {} : { approve: values.approve }),
+      noWait: values['no-wait'] === true,
     },
-    { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), interrupt, ...(live ? { inspect: live.inspect } : {}) },
+    { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), interrupt, stdin: process.stdin, ...(live ? { inspect: live.inspect } : {}) },
   );
 }
 
 async function resume(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length !== 1) throw new UsageError('resume takes one run id: exarch resume RUN_ID (exarch runs lists them)');
-  refuseFlags('resume', values, [...RUN_FLAGS, 'speed', 'out', 'no-store', 'inspect', 'inspect-port']);
+  refuseFlags('resume', values, [...RUN_FLAGS, 'speed', 'out', 'no-store', 'inspect', 'inspect-port', 'approve', 'always']);
   const interrupt = interruptSignal();
   return resumeCommand(
     positionals[0] ?? '',
-    { ...(values.store === undefined ? {} : { store: values.store }), ...(values.trace === undefined ? {} : { trace: values.trace }) },
-    { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), interrupt },
+    { ...(values.store === undefined ? {} : { store: values.store }), ...(values.trace === undefined ? {} : { trace: values.trace }), noWait: values['no-wait'] === true },
+    { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), interrupt, stdin: process.stdin },
   );
+}
+
+/** `exarch approve RUN_ID CALL_ID [--always]`, `exarch deny RUN_ID CALL_ID ["reason"]`: record the answer only. */
+async function answer(command: 'approve' | 'deny', positionals: readonly string[], values: Values): Promise<number> {
+  const usage = command === 'approve' ? 'exarch approve RUN_ID CALL_ID [--always] [--store FILE]' : 'exarch deny RUN_ID CALL_ID ["reason"] [--store FILE]';
+  const most = command === 'approve' ? 2 : 3;
+  if (positionals.length < 2 || positionals.length > most) throw new UsageError(`${command} takes a run id and a call id: ${usage}`);
+  refuseFlags(command, values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'no-store', 'inspect', 'inspect-port', 'approve', 'no-wait', ...(command === 'deny' ? (['always'] as const) : [])]);
+  const [runId = '', callId = '', reason] = positionals;
+  const decision = command === 'deny' ? 'deny' : values.always === true ? 'always' : 'approve';
+  return answerCommand(runId, callId, { decision, ...(reason === undefined ? {} : { reason }) }, values.store, { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() });
 }
 
 async function runs(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`runs takes no arguments, got '${positionals.join(' ')}'`);
-  refuseFlags('runs', values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'no-store', 'inspect', 'inspect-port']);
+  refuseFlags('runs', values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'no-store', 'inspect', 'inspect-port', 'approve', 'no-wait', 'always']);
   return listRunsCommand(values.store, { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() });
 }
 

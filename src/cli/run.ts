@@ -13,10 +13,14 @@ import { workspaceTools } from '../tools/workspace/index.js';
 import type { Provider, SessionListener } from '../types.js';
 import type { InspectionEvent } from 'xstate';
 import { TraceRecorder } from '../trace/recorder.js';
+import { blockedOnApprovals, respond, type ApprovalPolicy, type ApprovalRequest } from '../approvals.js';
+import type { Tool } from '../tools/defineTool.js';
+import { ApprovalPrompt } from './approvalPrompt.js';
+import { clip } from '../render.js';
 import { estimateCost } from './pricing.js';
 import { formatCount, ProgressBoard } from './progress.js';
 
-export const EXIT = { ok: 0, fatal: 1, usage: 2, capped: 3, interrupted: 130 } as const;
+export const EXIT = { ok: 0, fatal: 1, usage: 2, capped: 3, waiting: 4, interrupted: 130 } as const;
 
 /** A mistake in how exarch was called: one line, then the usage, exit 2. */
 export class UsageError extends Error {}
@@ -41,6 +45,10 @@ export interface RunFlags {
   readonly store?: string;
   /** Run without recording (no resume). */
   readonly noStore?: boolean;
+  /** Tool names whose calls wait for a person's approval, comma-separated, or `all`. */
+  readonly approve?: string;
+  /** Never ask at the terminal: stop as `waiting` (exit 4) once only approvals are left. */
+  readonly noWait?: boolean;
 }
 
 export interface RunIo {
@@ -50,6 +58,8 @@ export interface RunIo {
   readonly cwd: string;
   /** Aborted on SIGINT: the tree is cancelled, pending calls answered, logs flushed. */
   readonly interrupt: AbortSignal;
+  /** Where approvals are asked inline (a terminal); without one, a run with waiting calls stops as `waiting`. */
+  readonly stdin?: NodeJS.ReadableStream & { isTTY?: boolean };
   /** For tests: a provider instead of Claude. */
   readonly provider?: Provider;
   /** Another inspection observer (the live inspector). */
@@ -112,16 +122,18 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   const allowNetwork = flags.allowNetwork ?? false;
   // Before anything is written: without bubblewrap, --allow-shell is one line (ShellSandboxError).
   const tools = workspaceTools({ root: io.cwd, allowWrite, allowShell, allowNetwork });
+  const approve = approvalPolicy(flags.approve, tools);
   if (allowShell === 'unsandboxed') io.stderr.write('exarch: --allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network\n');
   // A store that cannot be read stops the run before anything starts (StoreError: one line, exit 1).
   const store = flags.noStore ? undefined : openStore(io.cwd, flags.store);
   try {
     const logDir = flags.logDir ?? join(io.cwd, '.exarch', 'runs', timestamp(new Date()));
     prepareDir('log directory', logDir);
-    const output = new RunOutput(io, flags.trace, `exarch run: ${task.slice(0, 80)}`, model, logDir, maxSteps);
+    const output = new RunOutput(io, flags.trace, `exarch run: ${task.slice(0, 80)}`, model, logDir, maxSteps, { noWait: flags.noWait === true, store: flags.store });
     const session: DurableSessionInput = {
       provider: claude.provider,
       tools,
+      ...(approve === undefined ? {} : { approve, onApprovalRequest: output.onApprovalRequest }),
       logs: new JsonlLogSink(logDir),
       ...(maxSteps === undefined ? {} : { maxSteps }),
       ...(maxDepth === undefined ? {} : { maxDepth }),
@@ -144,6 +156,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
       ...(replyCap === undefined ? {} : { replyCap }),
       ...(wake === undefined ? {} : { wake }),
       ...(maxRetryWait === undefined ? {} : { maxRetryWait }),
+      ...(approve === undefined ? {} : { approve }),
     };
     const run = await startRun(task, session, { store, id, cwd: io.cwd, record, actor: { inspect: output.inspect } });
     return await output.follow(run, io.interrupt, store);
@@ -155,6 +168,8 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
 export interface ResumeFlags {
   readonly store?: string;
   readonly trace?: string;
+  /** As for `run`: stop as `waiting` rather than ask at the terminal. */
+  readonly noWait?: boolean;
 }
 
 /**
@@ -173,7 +188,7 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
       io.stderr.write(`exarch: no run ${runId} in ${storeName(io.cwd, flags.store)}\n`);
       return EXIT.fatal;
     }
-    if (row.status !== 'running' && row.status !== 'interrupted') {
+    if (row.status !== 'running' && row.status !== 'interrupted' && row.status !== 'waiting') {
       io.stderr.write(`exarch: run ${runId} is already finished (${row.status}); nothing to resume\n`);
       return EXIT.ok;
     }
@@ -186,9 +201,11 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
     const maxDepth = numberOf(recorded.maxDepth);
     const replyCap = numberOf(recorded.replyCap);
     const wake = recorded.wake === 'all' ? 'all' : undefined;
-    const output = new RunOutput(io, flags.trace, `exarch resume ${runId}: ${row.task.slice(0, 80)}`, model, logDir, maxSteps);
+    const output = new RunOutput(io, flags.trace, `exarch resume ${runId}: ${row.task.slice(0, 80)}`, model, logDir, maxSteps, { noWait: flags.noWait === true, store: flags.store });
+    const approve = recordedPolicy(recorded.approve);
     const session: DurableSessionInput = {
       provider: claude.provider,
+      ...(approve === undefined ? {} : { approve, onApprovalRequest: output.onApprovalRequest }),
       tools: workspaceTools({
         root: row.cwd,
         allowWrite: recorded.allowWrite === true,
@@ -240,6 +257,24 @@ function storeName(cwd: string, file: string | undefined): string {
   return resolve(cwd, file ?? DEFAULT_STORE_PATH);
 }
 
+/** `--approve all` or `--approve write_file,run_shell`: names that are not tools of this run are one line. */
+function approvalPolicy(raw: string | undefined, tools: readonly Tool[]): 'all' | string[] | undefined {
+  if (raw === undefined) return undefined;
+  if (raw.trim() === 'all') return 'all';
+  const names = raw.split(',').map((name) => name.trim()).filter((name) => name !== '');
+  if (names.length === 0) throw new UsageError('--approve needs tool names (comma-separated) or all');
+  const known = new Set(tools.map((tool) => tool.name));
+  const unknown = names.filter((name) => !known.has(name));
+  if (unknown.length > 0) throw new UsageError(`--approve: no tool named ${unknown.map((n) => `'${n}'`).join(', ')} in this run (its tools: ${[...known].join(', ')})`);
+  return names;
+}
+
+/** The policy a run was recorded with. */
+function recordedPolicy(value: unknown): ApprovalPolicy | undefined {
+  if (value === 'all') return 'all';
+  return Array.isArray(value) && value.every((name) => typeof name === 'string') ? (value as string[]) : undefined;
+}
+
 function numberOf(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isSafeInteger(value) ? value : undefined;
 }
@@ -272,8 +307,10 @@ function connect(model: string, io: RunIo, maxRetryWaitS?: number): { provider: 
 interface FollowedRun {
   readonly id?: string;
   readonly actor: SessionActor;
-  readonly result: Promise<RunResult & { readonly storeError?: Error }>;
+  readonly result: Promise<RunResult & { readonly storeError?: Error; readonly status?: string }>;
   interrupt(): void;
+  /** Stops the run to wait for approvals (a durable one is then `waiting`). */
+  suspend(): void;
 }
 
 /** A run that is not recorded: the root actor alone. */
@@ -289,13 +326,19 @@ function localRun(task: string, session: DurableSessionInput, inspect: (event: I
       await new Promise((resolve) => setImmediate(resolve));
     }
   })();
-  return { actor, result, interrupt: () => actor.send({ type: 'cancel', reason: 'interrupted' }) };
+  const cancel = (reason: string) => (): void => actor.send({ type: 'cancel', reason });
+  return { actor, result, interrupt: cancel('interrupted'), suspend: cancel('waiting for approval') };
 }
 
 /** Progress, trace and the ending of `run` and `resume`: stdout answer, summary, exit code. */
 class RunOutput {
   private readonly board: ProgressBoard;
   private readonly recorder: TraceRecorder | undefined;
+  /** Requests that arrived before `follow` took the run (kept for it), and the handler once it has. */
+  private readonly early: ApprovalRequest[] = [];
+  private onRequest: ((request: ApprovalRequest) => void) | undefined;
+  /** Checks, once per turn of the event loop, whether only approvals are left (see `follow`). */
+  private watch: (() => void) | undefined;
 
   constructor(
     private readonly io: RunIo,
@@ -304,6 +347,7 @@ class RunOutput {
     private readonly model: string,
     private readonly logDir: string,
     private readonly maxSteps: number | undefined,
+    private readonly approvals: { readonly noWait: boolean; readonly store: string | undefined } = { noWait: false, store: undefined },
   ) {
     const color = io.stderr.isTTY === true && !io.env['NO_COLOR'] && !io.env['CI'];
     this.board = new ProgressBoard({ out: io.stderr, live: color, color });
@@ -315,7 +359,14 @@ class RunOutput {
     return this.board;
   }
 
+  /** The root's `onApprovalRequest`. */
+  readonly onApprovalRequest = (request: ApprovalRequest): void => {
+    if (this.onRequest) this.onRequest(request);
+    else this.early.push(request);
+  };
+
   readonly inspect = (event: InspectionEvent): void => {
+    this.watch?.();
     this.board.inspect(event);
     this.recorder?.inspect(event);
     this.io.inspect?.(event);
@@ -340,6 +391,68 @@ class RunOutput {
     return EXIT.ok;
   }
 
+  /**
+   * On a terminal (stdin and stderr), and without `--no-wait`, each call that waits for approval is
+   * asked inline, one at a time. Otherwise the run goes on until nothing in the tree can move
+   * without a person, then stops as `waiting` with the calls listed (exit 4).
+   */
+  private takeApprovals(run: FollowedRun): TakenApprovals {
+    const { io, board } = this;
+    const waiting: ApprovalRequest[] = [];
+    let close = (): void => undefined;
+    const inline = !this.approvals.noWait && io.stdin?.isTTY === true && io.stderr.isTTY === true;
+    if (inline && io.stdin) {
+      const prompt = new ApprovalPrompt(io.stdin, io.stderr, board, (answer) => respond(run.actor, answer));
+      this.onRequest = prompt.request;
+      close = () => prompt.close();
+    } else {
+      let scheduled: NodeJS.Immediate | undefined;
+      let stopped = false;
+      const check = (): void => {
+        scheduled = undefined;
+        if (stopped || !blockedOnApprovals(run.actor)) return;
+        stopped = true;
+        waiting.push(...run.actor.getSnapshot().context.options.approvals.waiting());
+        run.suspend();
+      };
+      const desk = run.actor.getSnapshot().context.options.approvals;
+      this.watch = () => {
+        if (!stopped && scheduled === undefined && desk.waiting().length > 0) scheduled = setImmediate(check);
+      };
+      this.onRequest = () => this.watch?.();
+      close = () => {
+        stopped = true;
+        if (scheduled) clearImmediate(scheduled);
+        this.watch = undefined;
+      };
+    }
+    for (const request of this.early.splice(0)) this.onRequest?.(request);
+    return {
+      waiting,
+      close: () => {
+        close();
+        this.onRequest = undefined;
+      },
+    };
+  }
+
+  /** The exit-4 listing: each waiting call with its tool, its agent and the commands that answer it. */
+  private listWaiting(runId: string | undefined, waiting: readonly ApprovalRequest[]): void {
+    const { io } = this;
+    const n = waiting.length;
+    const store = this.approvals.store === undefined ? '' : ` --store ${this.approvals.store}`;
+    io.stderr.write(`exarch: stopped: ${n} tool call${n === 1 ? '' : 's'} wait${n === 1 ? 's' : ''} for approval\n`);
+    for (const request of waiting) {
+      io.stderr.write(`  ${request.callId}  ${request.tool}  by ${request.agent.id}  ${clip(JSON.stringify(request.input), 160)}\n`);
+      if (runId !== undefined) io.stderr.write(`    exarch approve ${runId} ${request.callId}${store}    or: exarch deny ${runId} ${request.callId} "reason"${store}\n`);
+    }
+    io.stderr.write(
+      runId === undefined
+        ? 'exarch: this run was not recorded (--no-store), so it cannot be answered and resumed\n'
+        : `exarch: then continue with: exarch resume ${runId}${store}\n`,
+    );
+  }
+
   async follow(run: FollowedRun, interrupt: AbortSignal, store?: RunStore): Promise<number> {
     const { io, board, recorder } = this;
     let interrupted = false;
@@ -348,8 +461,10 @@ class RunOutput {
       run.interrupt();
     };
     interrupt.addEventListener('abort', onInterrupt, { once: true });
+    const approvals = this.takeApprovals(run);
     try {
       const result = await run.result;
+      approvals.close();
       board.stop();
       const state = String(result.snapshot.value);
       const summary = async (): Promise<void> => {
@@ -362,6 +477,11 @@ class RunOutput {
         await summary();
         io.stderr.write(`exarch: the run store could not be written: ${describeError(result.storeError)}\n`);
         return EXIT.fatal;
+      }
+      if (approvals.waiting.length > 0) {
+        await summary();
+        this.listWaiting(run.id, approvals.waiting);
+        return EXIT.waiting;
       }
       if (interrupted) {
         await summary();
@@ -381,11 +501,18 @@ class RunOutput {
       }
       return EXIT.ok;
     } finally {
+      approvals.close();
       interrupt.removeEventListener('abort', onInterrupt);
       board.stop();
       recorder?.close();
     }
   }
+}
+
+/** Where `follow` takes calls that wait for approval, and what was left waiting when the run stopped for them. */
+interface TakenApprovals {
+  readonly waiting: readonly ApprovalRequest[];
+  close(): void;
 }
 
 function writeSummary(out: NodeJS.WritableStream, totals: ReturnType<ProgressBoard['totals']>, model: string, logDir: string): void {

@@ -17,8 +17,11 @@ export class RunError extends Error {
   override readonly name = 'RunError';
   constructor(
     message: string,
-    /** `unknown-run`; `held`: another live process runs it; `wrong-directory`; `tools-differ`: resumed with other tools. */
-    readonly reason: 'unknown-run' | 'held' | 'wrong-directory' | 'tools-differ',
+    /**
+     * `unknown-run`; `held`: another live process runs it; `wrong-directory`; `tools-differ`: resumed
+     * with other tools; `not-waiting`: an approval for a call that does not wait for one.
+     */
+    readonly reason: 'unknown-run' | 'held' | 'wrong-directory' | 'tools-differ' | 'not-waiting',
     readonly runId: string,
   ) {
     super(message);
@@ -53,6 +56,11 @@ export interface DurableRun {
    * answered `cancelled` in the logs), and a resume undoes those cancellations.
    */
   interrupt(): void;
+  /**
+   * Stops the run to wait for approvals no one is there to give: as `interrupt`, but the run's
+   * status is `waiting`. Its waiting calls stay open in the journal (`exarch approve`, then a resume).
+   */
+  suspend(): void;
 }
 
 export interface DurableRunResult extends RunResult {
@@ -113,7 +121,7 @@ export async function resumeRun(runId: string, session: DurableSessionInput, opt
   if (!row) throw new RunError(`no run with id ${runId}`, 'unknown-run', runId);
   const cwd = path.resolve(options.cwd ?? process.cwd());
   if (row.cwd !== cwd) throw new RunError(`run ${runId} belongs to ${row.cwd}: resume it from there`, 'wrong-directory', runId);
-  if (row.status !== 'running' && row.status !== 'interrupted') return finished(row, await store.journal(runId));
+  if (row.status !== 'running' && row.status !== 'interrupted' && row.status !== 'waiting') return finished(row, await store.journal(runId));
   const tools = toolNames(session);
   if (tools.join('\n') !== [...row.options.tools].sort().join('\n')) {
     throw new RunError(`run ${runId} was started with the tools [${row.options.tools.join(', ')}], not [${tools.join(', ')}]`, 'tools-differ', runId);
@@ -167,6 +175,7 @@ function toolNames(session: DurableSessionInput): string[] {
 function launch(store: RunStore, id: string, owner: RunOwner, leaseMs: number, nextSeq: number, input: SessionInput, options: DurableRunOptions, resuming: boolean): DurableRun {
   let storeFailure: Error | undefined;
   let interrupted = false;
+  let suspended = false;
   /** Set once the root settled: an interrupt then comes too late, and must not touch the run. */
   let settled = false;
   // Assigned below; the journal reports a failed write only from a later microtask or promise.
@@ -195,7 +204,7 @@ function launch(store: RunStore, id: string, owner: RunOwner, leaseMs: number, n
     try {
       const snapshot = await waitForSettled(root);
       settled = true;
-      status = storeFailure ? 'failed' : interrupted ? 'interrupted' : statusOfSnapshot(snapshot);
+      status = storeFailure ? 'failed' : suspended ? 'waiting' : interrupted ? 'interrupted' : statusOfSnapshot(snapshot);
       return { ...runResultOf(snapshot, storeFailure && `the run store could not be written: ${storeFailure.message}`), status, ...(storeFailure ? { storeError: storeFailure } : {}) };
     } finally {
       settled = true;
@@ -217,6 +226,13 @@ function launch(store: RunStore, id: string, owner: RunOwner, leaseMs: number, n
       interrupted = true;
       journal.mark({ type: 'interrupt' });
       root.send({ type: 'cancel', reason: 'interrupted' });
+    },
+    suspend() {
+      if (interrupted || settled) return;
+      interrupted = suspended = true;
+      // The same undoable cancel as an interrupt: a resume takes every session up where it was.
+      journal.mark({ type: 'interrupt' });
+      root.send({ type: 'cancel', reason: 'waiting for approval' });
     },
   };
 }

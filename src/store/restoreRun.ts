@@ -84,6 +84,10 @@ export function restoreRun(rows: readonly JournalRow[]): RestoredRun {
   return atRest ? { kind: 'settled', messages: restored.messages } : { kind: 'resumable', root: { ...restored, approvedTools: [...approvedTools] } };
 }
 
+function isWaitCall(content: readonly AssistantBlock[] | undefined, id: string): boolean {
+  return content?.some((block) => block.type === 'tool_use' && block.id === id && block.name === 'wait_for_agents') === true;
+}
+
 function isBatchCommit(record: JournalRecord): record is Extract<JournalRecord, { type: 'message' }> {
   return record.type === 'message' && record.role === 'user' && record.content.length > 0 && record.content.every((block) => block.type === 'tool_result');
 }
@@ -213,7 +217,10 @@ function replay(records: readonly JournalRecord[], agent?: AgentIdentity): Repla
       case 'tool':
         // A call waiting for a person has no result until one answers: what the interrupt that
         // stopped the run to wait answered it with (`cancelled`) is undone.
-        if (session.batch?.awaiting.has(record.result.tool_use_id)) break;
+        // An approved call that had not started yet (the batch still waited on others) did not run either.
+        if (session.batch?.awaiting.has(record.result.tool_use_id) || session.batch?.approved.has(record.result.tool_use_id)) break;
+        // Likewise a wait for sub-agents: live, it is answered in the message that commits its batch.
+        if (session.state === 'waitingForAgents' && isWaitCall(session.batch?.content, record.result.tool_use_id)) break;
         session.batch?.results.set(record.result.tool_use_id, record.result);
         break;
       case 'awaiting':
