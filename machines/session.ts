@@ -149,8 +149,9 @@ function isQuiet(context: SessionContext): boolean {
   return context.inbox.length === 0 && context.children.size === 0;
 }
 
+/** The step cap, or the tree's budget (src/budget.ts): a session that would go on ends `capped`. */
 function capReached(context: SessionContext): boolean {
-  return context.steps >= context.options.maxSteps;
+  return context.steps >= context.options.maxSteps || context.options.budget.caps(context.agent);
 }
 
 /** Why the last step stopped, as the nudge registry sees it. */
@@ -197,6 +198,7 @@ function commitResponseTo(context: SessionContext, response: ModelResponse): Usa
   appendAssistantBlocks(context.messages, blocks);
   if (blocks.length > 0) context.recorder.record({ type: 'message', role: 'assistant', content: blocks });
   const usage = addUsage(context.usage, response.usage);
+  context.options.budget.add(response.usage);
   context.recorder.record({
     type: 'usage',
     request: response.usage,
@@ -516,7 +518,8 @@ const machineSetup = setup({
     }),
     countStep: assign({ steps: ({ context }) => context.steps + 1 }),
     /** Starts the model request (see src/sessionEffects.ts); it answers with `model.done` or `model.error`. */
-    requestModel: ({ context, self }) =>
+    requestModel: ({ context, self }) => {
+      context.options.budget.requestStarting(context.agent);
       effectsFor(self, context)?.requestModel({
         provider: context.options.provider,
         request: { agent: context.agent, system: context.system, messages: context.messages, tools: context.toolbox.specs },
@@ -524,7 +527,8 @@ const machineSetup = setup({
         retry: context.options.retry,
         stallTimeoutMs: context.options.stallTimeoutMs,
         onRetry: (info) => context.recorder.record({ type: 'retry', ...info }),
-      }),
+      });
+    },
     /** Starts the batch's runnable calls; they answer with `tool.settled` and, last, `batch.drained`. */
     runBatch: ({ context, self }) => {
       const calls: RunnableCall[] = [];
@@ -747,7 +751,10 @@ const machineSetup = setup({
       return { result: settle(context, rendered.length > 0 ? 'replied' : 'empty', { text: rendered }) };
     }),
     settleEmpty: assign(({ context }) => ({ result: settle(context, 'empty') })),
-    settleCapped: assign(({ context }) => ({ result: settle(context, 'capped', { reason: `step cap of ${context.options.maxSteps} reached` }) })),
+    settleCapped: assign(({ context }) => {
+      const reason = context.options.budget.caps(context.agent) ? 'budget' : `step cap of ${context.options.maxSteps} reached`;
+      return { result: settle(context, 'capped', { reason }) };
+    }),
     settleFailed: assign(({ context }) => ({ result: settle(context, 'failed', { reason: context.failure ?? 'unknown failure' }) })),
     settleCancelled: assign(({ context, event }) => ({
       result: settle(context, 'cancelled', event.type === 'cancel' && event.reason ? { reason: event.reason } : {}),
@@ -774,7 +781,7 @@ const AFTER_BATCH = [
 
 export const sessionMachine = machineSetup.createMachine({
   id: 'session',
-  context: ({ input, spawn }) => {
+  context: ({ input, spawn, self }) => {
     const options = resolveOptions(input);
     const restore = input.restore;
     const agent = restore?.agent ?? input.agent ?? ROOT_AGENT;
@@ -786,6 +793,7 @@ export const sessionMachine = machineSetup.createMachine({
     const system = typeof options.system === 'string' ? options.system : (options.system ?? defaultSystemPrompt)(agent, axes.spawns);
     const latches = latchesFor(options, agent.depth > 0);
     if (restore?.approvedTools) options.approvals.approveAlways(restore.approvedTools);
+    if (agent.depth === 0) options.budget.attachRoot(self);
     if (restore) return resumedContext({ options, agent, toolbox, system, latches, recorder, failure: null, result: null }, restore, spawn);
     recorder.record({ type: 'session', agent, ...(input.task === undefined ? {} : { task: input.task }) });
     // A literal rather than a spread of the shared fields: this runs once per sub-agent.

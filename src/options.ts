@@ -1,4 +1,5 @@
 import { ApprovalDesk, checkApprovalPolicy, type ApprovalPolicy, type ApprovalRequest } from './approvals.js';
+import { BudgetMeter, checkBudget, type TreeBudget } from './budget.js';
 import { JsonlLogSink, nullLogSink, type LogSink } from './log/sessionLog.js';
 import type { RetryPolicy } from './model/streamModel.js';
 import type { NudgeLatch } from './nudges.js';
@@ -52,6 +53,8 @@ export interface SessionOptions {
   readonly approve?: ApprovalPolicy;
   /** Called at the root for each call that starts waiting for approval. */
   readonly onApprovalRequest?: (request: ApprovalRequest) => void;
+  /** A bound on the whole tree's tokens or cost (see `BudgetMeter` for the exact bound kept). */
+  readonly budget?: TreeBudget;
 }
 
 export interface ResolvedOptions {
@@ -73,6 +76,8 @@ export interface ResolvedOptions {
   readonly journal: RunJournal | undefined;
   /** The tree's approvals: one desk per root, shared by every sub-agent. */
   readonly approvals: ApprovalDesk;
+  /** The tree's spend: one meter per root, shared by every sub-agent. */
+  readonly budget: BudgetMeter;
 }
 
 export const DEFAULTS = {
@@ -131,6 +136,7 @@ export function resolveOptions(options: SessionOptions): ResolvedOptions {
     wake: wakeOf(options.wake),
     journal: options.journal,
     approvals: new ApprovalDesk(checkApprovalPolicy(options.approve), options.onApprovalRequest),
+    budget: new BudgetMeter(checkBudget(options.budget)),
   };
   resolved.add(result);
   return result;

@@ -178,3 +178,33 @@ async function until(check: () => boolean, what: string, ms = 10_000): Promise<v
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }
+
+describe('exarch run --max-tokens', () => {
+  it('a fan-out of 20 stops within one request per running agent of the budget; the root answers on stdout, exit 0', async () => {
+    const cwd = workdir();
+    const U = 100; // input tokens of every response; output tokens are the server's count of what it streamed
+    const worker = (i: number) => [
+      ...[0, 1, 2].map((s) => stream({ toolCalls: [call('list_dir', { path: '.' })], usage: { input_tokens: U } }, { chunkDelayMs: 5 + ((i * 7 + s * 3) % 11) })),
+      stream({ toolCalls: [call('reply', { result: `done ${i}` })], usage: { input_tokens: U } }),
+    ];
+    const scripts: Record<string, ReturnType<typeof worker>> = {
+      root: [
+        stream({ toolCalls: [...Array.from({ length: 20 }, (_, i) => call('agent', { name: `w${i}`, task: `work ${i}` })), call('wait_for_agents', {})], usage: { input_tokens: U } }),
+        stream({ text: 'Final answer from what I have.', usage: { input_tokens: U } }),
+      ],
+    };
+    for (let i = 0; i < 20; i++) scripts[`w${i}`] = worker(i);
+    const s = await server(historyHandler(scripts));
+    const run = await exarch(['run', '--max-tokens', '2500', 'Fan out'], { server: s, cwd });
+    expect(run.code).toBe(0);
+    expect(run.stdout).toBe('Final answer from what I have.\n');
+    expect(run.stderr).toMatch(/^exarch: the budget stopped the run: the tree spent [\d.,k]+ tokens; running sub-agents were cancelled and the root answered in its final turn$/m);
+    // Every response spends at least U tokens, so at most 25 complete before the budget is reached;
+    // then at most one request per running sub-agent (20) is in flight, and the root has one final turn.
+    expect(s.requests.length).toBeLessThanOrEqual(25 + 20 + 1);
+    expect(s.requests.length).toBeLessThan(2 + 20 * 4);
+    expect(requestsOf(s, 'root')).toHaveLength(2);
+    expect(lastUserText(requestsOf(s, 'root')[1] as ReceivedRequest).match(/^\[agent 'w\d+' [^\]]+\]$/gm)).toHaveLength(20);
+    expect(s.pairingViolations).toEqual([]);
+  });
+});

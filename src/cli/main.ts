@@ -49,6 +49,9 @@ const USAGE = `Usage:
                           at any depth: asked inline on a terminal, one at a time
       --no-wait           never ask: once only approvals are left, stop as waiting (exit 4)
                           and list them (also what happens without a terminal)
+      --max-tokens N      a budget for the whole tree: no request starts once its responses
+      --max-cost USD      have used N tokens (or cost USD at list prices); running sub-agents
+                          are cancelled and the root answers in one final turn (else exit 3)
   exarch resume RUN_ID [--store FILE] [--trace FILE] [--no-wait]
                                   take up a run that was killed, crashed, interrupted or left
                                   waiting, with the options it was started with; ends as run would
@@ -158,6 +161,8 @@ function parse(argv: readonly string[]) {
       store: { type: 'string' },
       'no-store': { type: 'boolean' },
       approve: { type: 'string' },
+      'max-tokens': { type: 'string' },
+      'max-cost': { type: 'string' },
       'no-wait': { type: 'boolean' },
       always: { type: 'boolean' },
     },
@@ -215,7 +220,7 @@ async function view(positionals: readonly string[], values: Values): Promise<num
   return EXIT_OK;
 }
 
-const RUN_FLAGS = ['model', 'max-steps', 'max-depth', 'reply-cap', 'wake', 'max-retry-wait', 'log-dir', 'allow-write', 'allow-shell', 'allow-shell-unsandboxed', 'allow-network'] as const;
+const RUN_FLAGS = ['model', 'max-tokens', 'max-cost', 'max-steps', 'max-depth', 'reply-cap', 'wake', 'max-retry-wait', 'log-dir', 'allow-write', 'allow-shell', 'allow-shell-unsandboxed', 'allow-network'] as const;
 
 async function run(positionals: readonly string[], values: ReturnType<typeof parse>['values']): Promise<number> {
   if (positionals.length === 0) throw new UsageError('run needs a task: exarch run "<task>"');
@@ -248,6 +253,8 @@ async function runLive(positionals: readonly string[], values: Values, interrupt
       ...(values.store === undefined ? {} : { store: values.store }),
       noStore: values['no-store'] === true,
       ...(values.approve === undefined ? {} : { approve: values.approve }),
+      ...(values['max-tokens'] === undefined ? {} : { maxTokens: values['max-tokens'] }),
+      ...(values['max-cost'] === undefined ? {} : { maxCost: values['max-cost'] }),
       noWait: values['no-wait'] === true,
     },
     { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), interrupt, stdin: process.stdin, ...(live ? { inspect: live.inspect } : {}) },

@@ -17,6 +17,8 @@ import { blockedOnApprovals, respond, type ApprovalPolicy, type ApprovalRequest 
 import type { Tool } from '../tools/defineTool.js';
 import { ApprovalPrompt } from './approvalPrompt.js';
 import { clip } from '../render.js';
+import type { TreeBudget } from '../budget.js';
+import { ZERO_USAGE } from '../usage.js';
 import { estimateCost } from './pricing.js';
 import { formatCount, ProgressBoard } from './progress.js';
 
@@ -49,6 +51,9 @@ export interface RunFlags {
   readonly approve?: string;
   /** Never ask at the terminal: stop as `waiting` (exit 4) once only approvals are left. */
   readonly noWait?: boolean;
+  /** The whole tree's tokens / US$ (see `TreeBudget`). */
+  readonly maxTokens?: string;
+  readonly maxCost?: string;
 }
 
 export interface RunIo {
@@ -123,6 +128,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   // Before anything is written: without bubblewrap, --allow-shell is one line (ShellSandboxError).
   const tools = workspaceTools({ root: io.cwd, allowWrite, allowShell, allowNetwork });
   const approve = approvalPolicy(flags.approve, tools);
+  const budget = budgetOf(flags, model);
   if (allowShell === 'unsandboxed') io.stderr.write('exarch: --allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network\n');
   // A store that cannot be read stops the run before anything starts (StoreError: one line, exit 1).
   const store = flags.noStore ? undefined : openStore(io.cwd, flags.store);
@@ -134,6 +140,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
       provider: claude.provider,
       tools,
       ...(approve === undefined ? {} : { approve, onApprovalRequest: output.onApprovalRequest }),
+      ...(budget === undefined ? {} : { budget }),
       logs: new JsonlLogSink(logDir),
       ...(maxSteps === undefined ? {} : { maxSteps }),
       ...(maxDepth === undefined ? {} : { maxDepth }),
@@ -157,6 +164,8 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
       ...(wake === undefined ? {} : { wake }),
       ...(maxRetryWait === undefined ? {} : { maxRetryWait }),
       ...(approve === undefined ? {} : { approve }),
+      ...(flags.maxTokens === undefined ? {} : { maxTokens: flags.maxTokens }),
+      ...(flags.maxCost === undefined ? {} : { maxCost: flags.maxCost }),
     };
     const run = await startRun(task, session, { store, id, cwd: io.cwd, record, actor: { inspect: output.inspect } });
     return await output.follow(run, io.interrupt, store);
@@ -203,8 +212,10 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
     const wake = recorded.wake === 'all' ? 'all' : undefined;
     const output = new RunOutput(io, flags.trace, `exarch resume ${runId}: ${row.task.slice(0, 80)}`, model, logDir, maxSteps, { noWait: flags.noWait === true, store: flags.store });
     const approve = recordedPolicy(recorded.approve);
+    const budget = budgetOf({ ...(typeof recorded.maxTokens === 'string' ? { maxTokens: recorded.maxTokens } : {}), ...(typeof recorded.maxCost === 'string' ? { maxCost: recorded.maxCost } : {}) }, model);
     const session: DurableSessionInput = {
       provider: claude.provider,
+      ...(budget === undefined ? {} : { budget }),
       ...(approve === undefined ? {} : { approve, onApprovalRequest: output.onApprovalRequest }),
       tools: workspaceTools({
         root: row.cwd,
@@ -267,6 +278,19 @@ function approvalPolicy(raw: string | undefined, tools: readonly Tool[]): 'all' 
   const unknown = names.filter((name) => !known.has(name));
   if (unknown.length > 0) throw new UsageError(`--approve: no tool named ${unknown.map((n) => `'${n}'`).join(', ')} in this run (its tools: ${[...known].join(', ')})`);
   return names;
+}
+
+/** `--max-tokens N`, `--max-cost USD`: the tree's budget, priced at the model's list prices. */
+function budgetOf(flags: Pick<RunFlags, 'maxTokens' | 'maxCost'>, model: string): TreeBudget | undefined {
+  const maxTokens = positiveInt('max-tokens', flags.maxTokens);
+  let maxCost: number | undefined;
+  if (flags.maxCost !== undefined) {
+    maxCost = Number(flags.maxCost);
+    if (!/^\d+(\.\d+)?$/.test(flags.maxCost.trim()) || !(maxCost > 0)) throw new UsageError(`--max-cost must be a positive amount of US$, got '${flags.maxCost}'`);
+    if (estimateCost(model, ZERO_USAGE) === undefined) throw new UsageError(`--max-cost: no prices are known for the model '${model}'; use --max-tokens`);
+  }
+  if (maxTokens === undefined && maxCost === undefined) return undefined;
+  return { ...(maxTokens === undefined ? {} : { maxTokens }), ...(maxCost === undefined ? {} : { maxCost, price: (usage) => estimateCost(model, usage) ?? 0 }) };
 }
 
 /** The policy a run was recorded with. */
@@ -495,6 +519,12 @@ class RunOutput {
       }
       if (result.text) io.stdout.write(result.text.endsWith('\n') ? result.text : `${result.text}\n`);
       await summary();
+      const meter = result.snapshot.context.options.budget;
+      if (meter.spent) {
+        const { tokens, cost } = meter.totals;
+        io.stderr.write(`exarch: the budget stopped the run: the tree spent ${formatCount(tokens)} tokens${cost > 0 ? ` (about $${cost.toFixed(3)})` : ''}; running sub-agents were cancelled and the root ${state === 'capped' ? 'could not answer in its final turn' : 'answered in its final turn'}\n`);
+        if (state === 'capped') return EXIT.capped;
+      }
       if (state === 'capped') {
         io.stderr.write(`exarch: the root agent stopped at its step cap (${this.maxSteps ?? DEFAULTS.maxSteps} model requests in one turn)\n`);
         return EXIT.capped;
