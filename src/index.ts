@@ -12,6 +12,8 @@ export { replyReminder, truncationReminder, REPLY_REMINDER_ID, TRUNCATION_REMIND
 export { ProviderError, StallError, describeError } from './model/errors.js';
 export type { RetryPolicy } from './model/streamModel.js';
 export { DEFAULTS, type SessionOptions } from './options.js';
+export { cancelAgent, findAgent, messageAgent } from './steering.js';
+export { BudgetMeter, type TreeBudget } from './budget.js';
 export { ApprovalDesk, denialMessage, respond, type ApprovalAnswer, type ApprovalCall, type ApprovalDecision, type ApprovalPolicy, type ApprovalRequest, type ApprovalRoot } from './approvals.js';
 export { JsonlLogSink, MemoryLogSink, nullLogSink, type JsonlLogSinkOptions, type LogRecord, type LogSink, type SessionLog } from './log/sessionLog.js';
 export { Redactor, REDACTED, MIN_SECRET_CHARS, secretsIn } from './redact.js';
