@@ -1,4 +1,5 @@
 import { and, assign, enqueueActions, fromPromise, setup, type AnyActorLogic, type AnyActorRef } from 'xstate';
+import { denialMessage, type ApprovalAnswerEvent } from '../src/approvals.js';
 import { childIdentity, ROOT_AGENT } from '../src/identity.js';
 import { assertToolPairing } from '../src/pairing.js';
 import { ChildRegistry, type LiveChild } from './childRegistry.js';
@@ -20,10 +21,12 @@ import type {
   AgentIdentity,
   AgentOutcome,
   AgentResult,
+  AssistantBlock,
   Message,
   ModelResponse,
   StopReason,
   ToolResultBlock,
+  ToolUseBlock,
   UserBlock,
   Usage,
 } from '../src/types.js';
@@ -59,6 +62,8 @@ export type SessionEvent =
   | { readonly type: 'user.message'; readonly text: string }
   /** Cancels the session and its whole subtree. */
   | { readonly type: 'cancel'; readonly reason?: string }
+  /** A person's answer to a call the session waits on (routed by the tree's desk: see `respond`). */
+  | ApprovalAnswerEvent
   /** From the session's effects: the model's response or failure, tool results, ticks. */
   | EffectEvent
   /** A spawned sub-agent finished (actor ids of sub-agents are decimal numbers). */
@@ -81,10 +86,17 @@ interface Batch {
    * `waitingForAgents`, and the call is answered (with the inbox after it) once it does.
    */
   readonly wait: { readonly id: string; readonly until: 'all' | 'any' } | null;
+  /**
+   * Calls waiting for a person (`awaitingApproval`), by id, with their tool and input. Emptied in
+   * place as answers arrive; nothing of the batch runs before it is empty.
+   */
+  readonly awaiting: Map<string, { readonly tool: string; readonly input: Readonly<Record<string, unknown>> }>;
   /** Why the step that produced the batch stopped (`max_tokens`: it was cut off). */
   readonly stepEnd: StepEnd;
   /** Mutable for the same reason as `results`: teardown must not answer a batch twice. */
   committed: boolean;
+  /** Whether its `cancel_agent` calls went out (a batch that waited for approval passes two entries). */
+  cancelsSent: boolean;
 }
 
 export interface SessionContext {
@@ -144,8 +156,9 @@ function isQuiet(context: SessionContext): boolean {
   return context.inbox.length === 0 && context.children.size === 0;
 }
 
+/** The step cap, or the tree's budget (src/budget.ts): a session that would go on ends `capped`. */
 function capReached(context: SessionContext): boolean {
-  return context.steps >= context.options.maxSteps;
+  return context.steps >= context.options.maxSteps || context.options.budget.caps(context.agent);
 }
 
 /** Why the last step stopped, as the nudge registry sees it. */
@@ -192,6 +205,7 @@ function commitResponseTo(context: SessionContext, response: ModelResponse): Usa
   appendAssistantBlocks(context.messages, blocks);
   if (blocks.length > 0) context.recorder.record({ type: 'message', role: 'assistant', content: blocks });
   const usage = addUsage(context.usage, response.usage);
+  context.options.budget.add(response.usage);
   context.recorder.record({
     type: 'usage',
     request: response.usage,
@@ -398,9 +412,15 @@ function resumedBatch(restored: NonNullable<RestoredSession['batch']>, toolbox: 
     results.set(result.tool_use_id, result);
     recorder.note({ type: 'tool', result });
   };
+  const waitingFor = new Set(restored.awaiting ?? []);
+  const approved = new Set(restored.approved ?? []);
+  const awaiting: Batch['awaiting'] = new Map();
   for (const call of plan) {
     const settled = results.get(call.id);
     if (call.kind === 'reply' && reply === null) reply = { result: call.result };
+    // Still waiting for a person, or approved and not yet started: nothing of it ran.
+    if (!settled && waitingFor.has(call.id)) awaiting.set(call.id, { tool: call.kind === 'run' ? call.name : '', input: inputOf(restored.content, call.id) });
+    if (!settled && (waitingFor.has(call.id) || approved.has(call.id))) continue;
     if (call.kind === 'cancel_agent' && settled && settled.is_error !== true) {
       const child = children.byNameOf(call.name);
       if (child) cancels.push(child);
@@ -417,7 +437,32 @@ function resumedBatch(restored: NonNullable<RestoredSession['batch']>, toolbox: 
       answer(call.kind === 'answered' ? call.result : errorResult(call.id, 'not answered: the process stopped before this call was handled'));
     }
   }
-  return { plan, results, reply, cancels, wait, stepEnd: { stopReason: restored.stopReason, stepText: textOf(restored.content) }, committed: false };
+  const stepEnd = { stopReason: restored.stopReason, stepText: textOf(restored.content) };
+  return { plan, results, reply, cancels, wait, awaiting, stepEnd, committed: false, cancelsSent: false };
+}
+
+/** The input of the `tool_use` block `id` of a response. */
+function inputOf(content: readonly AssistantBlock[], id: string): Readonly<Record<string, unknown>> {
+  for (const block of content) if (block.type === 'tool_use' && block.id === id) return block.input;
+  return {};
+}
+
+/** Host tool calls of a response that must wait for a person (the approval policy; see src/approvals.ts). */
+function callsNeedingApproval(context: SessionContext, response: ModelResponse): ToolUseBlock[] {
+  const gated: ToolUseBlock[] = [];
+  for (const block of response.content) {
+    if (block.type !== 'tool_use' || !context.toolbox.tools.has(block.name) || response.incompleteToolUseIds.includes(block.id)) continue;
+    if (response.invalidToolInputs?.[block.id] !== undefined) continue;
+    if (context.options.approvals.needs({ tool: block.name, input: block.input, agent: context.agent })) gated.push(block);
+  }
+  return gated;
+}
+
+/** Why the session runs: its first user message (a sub-agent's holds its task verbatim; the root's is the run's task). */
+function taskOf(context: SessionContext): string {
+  const first = context.messages.find((message) => message.role === 'user');
+  if (!first) return '';
+  return first.content.map((block) => (block.type === 'text' ? block.text : '')).join('');
 }
 
 /** Throws a one-line error for input a session cannot start with. */
@@ -459,6 +504,8 @@ const machineSetup = setup({
     replyStaged: ({ context }) => context.batch?.reply != null,
     waitPending: ({ context }) => !waitSatisfied(context),
     waitSatisfied: ({ context }) => waitSatisfied(context),
+    needsApproval: ({ context, event }) => callsNeedingApproval(context, responseOf(event)).length > 0,
+    approvalsAnswered: ({ context }) => (context.batch?.awaiting.size ?? 0) === 0,
     resumesAt: ({ context }, params: { state: ResumeState }) => context.resumeAt === params.state,
   },
   actions: {
@@ -481,7 +528,8 @@ const machineSetup = setup({
     }),
     countStep: assign({ steps: ({ context }) => context.steps + 1 }),
     /** Starts the model request (see src/sessionEffects.ts); it answers with `model.done` or `model.error`. */
-    requestModel: ({ context, self }) =>
+    requestModel: ({ context, self }) => {
+      context.options.budget.requestStarting(context.agent);
       effectsFor(self, context)?.requestModel({
         provider: context.options.provider,
         request: {
@@ -495,7 +543,8 @@ const machineSetup = setup({
         retry: context.options.retry,
         stallTimeoutMs: context.options.stallTimeoutMs,
         onRetry: (info) => context.recorder.record({ type: 'retry', ...info }),
-      }),
+      });
+    },
     /** Starts the batch's runnable calls; they answer with `tool.settled` and, last, `batch.drained`. */
     runBatch: ({ context, self }) => {
       const calls: RunnableCall[] = [];
@@ -543,13 +592,18 @@ const machineSetup = setup({
       let spawned = context.spawned;
       const crews = new Map<string, CrewMember[]>();
       const cancels: LiveChild[] = [];
+      const gated = new Map(callsNeedingApproval(context, response).map((block) => [block.id, block]));
+      const awaiting: Batch['awaiting'] = new Map();
       for (const call of plan) {
         switch (call.kind) {
           case 'answered':
             results.set(call.id, call.result);
             break;
-          case 'run':
+          case 'run': {
+            const block = gated.get(call.id);
+            if (block) awaiting.set(call.id, { tool: block.name, input: block.input });
             break;
+          }
           case 'agent': {
             if (children.byNameOf(call.name)) {
               results.set(call.id, errorResult(call.id, `a sub-agent named '${call.name}' is still running; pick another name or cancel it first`));
@@ -610,13 +664,51 @@ const machineSetup = setup({
       // Sub-agents live in crews (machines/crew.ts), each spawned with its share of this batch.
       children.closeCrew();
       for (const [crewId, members] of crews) spawn('crew', { id: crewId, input: { members } });
-      return { usage, batch: { plan, results, reply, cancels, wait, stepEnd: stepEndOf(response), committed: false }, spawned };
+      return { usage, batch: { plan, results, reply, cancels, wait, awaiting, stepEnd: stepEndOf(response), committed: false, cancelsSent: false }, spawned };
     }),
     /** Sends the batch's `cancel_agent` calls to the children's crews; after `openBatch`, so they reach children it spawned. */
     sendCancels: enqueueActions(({ context, enqueue }) => {
+      const batch = context.batch;
+      if (!batch || batch.cancelsSent) return;
+      batch.cancelsSent = true;
       const reason = `cancelled by ${context.agent.name}`;
-      for (const { crewId, actorId } of context.batch?.cancels ?? []) enqueue.sendTo(crewId, { type: 'crew.cancel', actorId, reason });
+      for (const { crewId, actorId } of batch.cancels) enqueue.sendTo(crewId, { type: 'crew.cancel', actorId, reason });
     }),
+    /**
+     * Entering `awaitingApproval`: the waiting calls are journaled (a resume waits on) and go to the
+     * tree's desk, which tells the host; a call of a tool approved `always` meanwhile runs unasked.
+     */
+    requestApprovals: ({ context, self }) => {
+      const batch = context.batch;
+      if (!batch) return;
+      const desk = context.options.approvals;
+      for (const [callId, call] of batch.awaiting) {
+        if (!desk.alwaysApproved(call.tool)) continue;
+        batch.awaiting.delete(callId);
+        context.recorder.note({ type: 'approval', callId, tool: call.tool, decision: 'approve' });
+      }
+      if (batch.awaiting.size === 0) return;
+      context.recorder.note({ type: 'awaiting', calls: [...batch.awaiting.keys()] });
+      const task = taskOf(context);
+      for (const [callId, call] of batch.awaiting) desk.request({ type: 'approval.requested', callId, tool: call.tool, input: call.input, agent: context.agent, task }, self);
+    },
+    /** A person answered one waiting call: a denial is its `is_error` result; an approval lets it run. */
+    answerApproval: ({ context, event }) => {
+      if (event.type !== 'approval.answer') return;
+      const call = context.batch?.awaiting.get(event.callId);
+      if (!context.batch || !call) return;
+      context.batch.awaiting.delete(event.callId);
+      context.options.approvals.settle(event.callId);
+      const reason = event.reason === undefined ? {} : { reason: event.reason };
+      context.recorder.note({ type: 'approval', callId: event.callId, tool: call.tool, decision: event.decision, ...reason });
+      if (event.decision === 'deny') context.batch.results.set(event.callId, errorResult(event.callId, denialMessage(call.tool, event.reason)));
+    },
+    /** Leaving `awaitingApproval` other than by its answers (a cancel): the desk stops offering its calls. */
+    withdrawApprovals: ({ context }) => {
+      for (const callId of context.batch?.awaiting.keys() ?? []) context.options.approvals.settle(callId);
+    },
+    /** Journaled before the approved calls start: a resume then treats them as calls that were running. */
+    noteDispatching: ({ context }) => context.recorder.note({ type: 'dispatching' }),
     settleCall: ({ context, event }) => settleCallIn(context, event),
     /** Takes the last result (it comes with `batch.drained`) and commits the batch. */
     commitBatch: assign(({ context, event }) => {
@@ -678,7 +770,10 @@ const machineSetup = setup({
       return { result: settle(context, rendered.length > 0 ? 'replied' : 'empty', { text: rendered, ...value }) };
     }),
     settleEmpty: assign(({ context }) => ({ result: settle(context, 'empty') })),
-    settleCapped: assign(({ context }) => ({ result: settle(context, 'capped', { reason: `step cap of ${context.options.maxSteps} reached` }) })),
+    settleCapped: assign(({ context }) => {
+      const reason = context.options.budget.caps(context.agent) ? 'budget' : `step cap of ${context.options.maxSteps} reached`;
+      return { result: settle(context, 'capped', { reason }) };
+    }),
     settleFailed: assign(({ context }) => ({ result: settle(context, 'failed', { reason: context.failure ?? 'unknown failure' }) })),
     settleCancelled: assign(({ context, event }) => ({
       result: settle(context, 'cancelled', event.type === 'cancel' && event.reason ? { reason: event.reason } : {}),
@@ -705,7 +800,7 @@ const AFTER_BATCH = [
 
 export const sessionMachine = machineSetup.createMachine({
   id: 'session',
-  context: ({ input, spawn }) => {
+  context: ({ input, spawn, self }) => {
     const options = resolveOptions(input);
     const restore = input.restore;
     const agent = restore?.agent ?? input.agent ?? ROOT_AGENT;
@@ -716,6 +811,8 @@ export const sessionMachine = machineSetup.createMachine({
     const recorder = new SessionRecorder(options.logs.open(agent), journal, restore && { own: restore.usage, subtree: restore.childUsage });
     const system = typeof options.system === 'string' ? options.system : (options.system ?? defaultSystemPrompt)(agent, axes.spawns);
     const latches = latchesFor(options, axes.replies);
+    if (restore?.approvedTools) options.approvals.approveAlways(restore.approvedTools);
+    if (agent.depth === 0) options.budget.attachRoot(self);
     if (restore) return resumedContext({ options, agent, toolbox, system, latches, recorder, failure: null, result: null }, restore, spawn);
     recorder.record({ type: 'session', agent, ...(input.task === undefined ? {} : { task: input.task }) });
     // A literal rather than a spread of the shared fields: this runs once per sub-agent.
@@ -767,6 +864,8 @@ export const sessionMachine = machineSetup.createMachine({
         { guard: { type: 'resumesAt', params: { state: 'waitingForAgents' } }, target: 'waitingForAgents' },
         // Runs the calls of the open batch that have no result (see `resumedContext`).
         { guard: { type: 'resumesAt', params: { state: 'dispatchingBatch' } }, target: 'dispatchingBatch' },
+        // It waited for a person: it waits on, with the answers recorded meanwhile (`exarch approve`).
+        { guard: { type: 'resumesAt', params: { state: 'awaitingApproval' } }, target: 'awaitingApproval' },
         { guard: { type: 'resumesAt', params: { state: 'nudged' } }, target: 'nudged' },
         { target: 'readyForUser' },
       ],
@@ -791,6 +890,7 @@ export const sessionMachine = machineSetup.createMachine({
       on: {
         'model.done': [
           { guard: 'refused', target: 'failed', actions: ['commitResponse', { type: 'fail', params: {} }] },
+          { guard: and(['hasToolCalls', 'needsApproval']), target: 'awaitingApproval', actions: 'openBatch' },
           { guard: 'hasToolCalls', target: 'dispatchingBatch', actions: 'openBatch' },
           {
             guard: and(['truncated', 'truncationReminderLeft', 'capReached']),
@@ -834,6 +934,15 @@ export const sessionMachine = machineSetup.createMachine({
           ...AFTER_BATCH,
         ],
       },
+    },
+    awaitingApproval: {
+      // Some host tool calls of the batch wait for a person; nothing of the batch runs until every
+      // one is answered (protocol calls were answered as it opened: its sub-agents run meanwhile).
+      // No request, no step. Then the batch runs as any other, its denied calls answered already.
+      entry: ['sendCancels', 'requestApprovals', 'flushLog', 'holdBatch'],
+      exit: ['withdrawApprovals', 'releaseBatch'],
+      on: { 'approval.answer': { actions: 'answerApproval' } },
+      always: { guard: 'approvalsAnswered', target: 'dispatchingBatch', actions: 'noteDispatching' },
     },
     waitingForAgents: {
       // No request and no step: children's results arrive (the machine-wide handlers file them in

@@ -1,5 +1,7 @@
 import type { z } from 'zod';
 import { checkProfiles, type AgentProfiles } from './agentProfiles.js';
+import { ApprovalDesk, checkApprovalPolicy, type ApprovalPolicy, type ApprovalRequest } from './approvals.js';
+import { BudgetMeter, checkBudget, type TreeBudget } from './budget.js';
 import { JsonlLogSink, nullLogSink, type LogSink } from './log/sessionLog.js';
 import type { RetryPolicy } from './model/streamModel.js';
 import type { NudgeLatch } from './nudges.js';
@@ -60,6 +62,15 @@ export interface SessionOptions {
    * naming the fields, and the parsed value is `AgentResult.value` (`RunResult.value` of `runAgent`).
    */
   readonly output?: z.ZodType;
+  /**
+   * Tool calls that wait for a person before they run, at any depth (see `ApprovalPolicy`).
+   * Their session rests in `awaitingApproval` until `respond(root, answer)` answers.
+   */
+  readonly approve?: ApprovalPolicy;
+  /** Called at the root for each call that starts waiting for approval. */
+  readonly onApprovalRequest?: (request: ApprovalRequest) => void;
+  /** A bound on the whole tree's tokens or cost (see `BudgetMeter` for the exact bound kept). */
+  readonly budget?: TreeBudget;
 }
 
 /** A declared agent type, resolved: the options its sessions run with. */
@@ -96,6 +107,10 @@ export interface ResolvedOptions {
   readonly reply: z.ZodType | undefined;
   /** The shapes of `agent` and `reply` for these options. */
   readonly protocol: ProtocolTools;
+  /** The tree's approvals: one desk per root, shared by every sub-agent. */
+  readonly approvals: ApprovalDesk;
+  /** The tree's spend: one meter per root, shared by every sub-agent. */
+  readonly budget: BudgetMeter;
 }
 
 export const DEFAULTS = {
@@ -158,6 +173,8 @@ export function resolveOptions(options: SessionOptions): ResolvedOptions {
     model: undefined,
     reply: options.output,
     protocol: DEFAULT_PROTOCOL,
+    approvals: new ApprovalDesk(checkApprovalPolicy(options.approve), options.onApprovalRequest),
+    budget: new BudgetMeter(checkBudget(options.budget)),
   };
   return declareAgents(result, options);
 }

@@ -91,4 +91,55 @@ describe.skipIf(TMUX === undefined)('exarch run in a terminal', () => {
     expect(answer).toBeGreaterThan(tree);
     expect(summary).toBeGreaterThan(answer);
   });
+
+  it('asks about each call that waits for approval inline, one at a time, then draws the tree again', async () => {
+    const cwd = workdir();
+    const server = await serve({
+      root: [
+        stream({ toolCalls: [call('write_file', { path: 'a.md', content: 'A' }), call('write_file', { path: 'b.md', content: 'B' })] }),
+        stream({ text: 'One written, one refused.' }),
+      ],
+    });
+    const session = `exarch-approve-${process.pid}-${Date.now()}`;
+    const script = join(cwd, 'run.sh');
+    writeFileSync(
+      script,
+      [
+        'unset CI NO_COLOR',
+        `export ANTHROPIC_API_KEY=test-key ANTHROPIC_BASE_URL='${server.url}' TERM=xterm-256color`,
+        `cd '${cwd}'`,
+        `'${process.execPath}' '${MAIN}' run --allow-write --approve write_file 'write two files'`,
+        'echo "EXIT=$?"',
+        'sleep 60',
+      ].join('\n'),
+    );
+    tmux('new-session', '-d', '-s', session, '-x', '150', '-y', '40', `sh '${script}'`);
+    onCleanup(() => {
+      try {
+        tmux('kill-session', '-t', session);
+      } catch {
+        // Already gone.
+      }
+    });
+    // The first question alone (the second waits its turn), with the tree cleared away.
+    const first = await waitFor(session, /Approve\? \[y\]es, \[n\]o, \[a\]lways for write_file: $/m, 'the first question');
+    expect(first).toMatch(/^exarch: root wants to run write_file \(toolu_\S+\)$/m);
+    expect(first).toContain('  input: {"path":"a.md","content":"A"}');
+    expect(first).not.toContain('b.md');
+    expect(first).not.toMatch(/^root\s+awaitingApproval/m);
+    tmux('send-keys', '-t', session, 'y', 'Enter');
+    await waitFor(session, /input: \{"path":"b\.md","content":"B"\}\n.*Approve\?/, 'the second question');
+    tmux('send-keys', '-t', session, 'n', 'Enter');
+    await waitFor(session, /Reason, for the agent \(optional\): $/m, 'the reason question');
+    tmux('send-keys', '-t', session, 'not b', 'Enter');
+    const final = await waitFor(session, /^EXIT=\d+$/m, 'the end of the run');
+    expect(final).toMatch(/^EXIT=0$/m);
+    expect(final).toContain('One written, one refused.');
+    expect(existsSync(join(cwd, 'a.md'))).toBe(true);
+    expect(existsSync(join(cwd, 'b.md'))).toBe(false);
+    const answered = server.requests[1]?.body.messages.at(-1);
+    expect(JSON.stringify(answered)).toContain("tool 'write_file' was not run: a person denied this call: not b");
+    // The tree is drawn again after the questions, once, and stays with the summary.
+    expect(final.split('\n').filter((l) => /^root\s+readyForUser\s/.test(l))).toHaveLength(1);
+  });
 });

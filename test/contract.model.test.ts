@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { SessionSnapshot } from '../src/runtime.js';
 import { contractStep, initialContractState, isFinal, type ContractEvent, type ContractState } from './support/contractModel.js';
-import { describeEvent, eventsFor, machineEdges, MODEL_LIMITS, traversableSession, type ModelEvent, type ModelKind } from './support/sessionModel.js';
+import { describeEvent, eventsFor, machineEdges, MODEL_LIMITS, needsApproval, traversableSession, type ModelEvent, type ModelKind } from './support/sessionModel.js';
 
 /**
  * The session machine against the contract's own statement of its transitions
@@ -24,6 +24,7 @@ function contractEventOf(event: ModelEvent): ContractEvent {
   }
   if (event.type.startsWith('xstate.done.actor.') || event.type.startsWith('xstate.error.actor.')) return { type: 'child.finished' };
   if (event.type === 'xstate.init') throw new Error('xstate.init is never offered');
+  if (event.type === 'approval.answer') return { type: 'approval.answer', decision: event.decision };
   return { type: event.type } as ContractEvent;
 }
 
@@ -50,7 +51,7 @@ function walk(kind: ModelKind): { checked: number; disagreements: Disagreement[]
     for (const event of events(snapshot)) {
       const next = session.logic.transition(snapshot, event, undefined as never);
       for (const t of session.taken.get(next) ?? []) labels.add(edgeLabel.get(t) ?? '?');
-      const predicted = contractStep(contract, contractEventOf(event), MODEL_LIMITS);
+      const predicted = contractStep(contract, contractEventOf(event), { ...MODEL_LIMITS, approve: needsApproval });
       const here = [...path, describeEvent(event)];
       checked += 1;
       const machineSays = `${String(next.value)}${next.status === 'done' && next.output ? ` (${next.output.outcome})` : ''}`;

@@ -100,5 +100,18 @@ describe('README examples', () => {
     expect(requests).toBe(5);
     expect(readme).toContain(codeOf('host-events.ts'));
   });
+
+  it('approvals: each request arrives at the root with the path, tool and input, and respond resumes exactly that call', async () => {
+    const log = vi.spyOn(console, 'log').mockImplementation(() => undefined);
+    const { asked, settled, written } = await import('../examples/approvals.js');
+    log.mockRestore();
+    expect(asked.map((r) => [r.agent.id, r.tool, r.input['path'], r.task])).toEqual([
+      ['root/scribe', 'write_note', 'notes.md', 'Write the notes.'],
+      ['root/scribe', 'write_note', '/etc/motd', 'Write the notes.'],
+    ]);
+    expect(written).toEqual(['notes.md']);
+    expect(settled.value).toBe('readyForUser');
+    expect(readme).toContain(codeOf('approvals.ts'));
+  });
 });
 

@@ -221,7 +221,12 @@ function inFlightAt(rows: readonly JournalRow[], session: string): string[] {
   const own = rows.filter((r) => r.session === session);
   const lastMessage = own.findLast((r) => r.record.type === 'message');
   if (lastMessage?.record.type !== 'message' || lastMessage.record.role !== 'assistant') return [];
-  const answered = new Set(own.flatMap((r) => (r.record.type === 'tool' && r.seq > lastMessage.seq ? [r.record.result.tool_use_id] : [])));
+  const after = own.filter((r) => r.seq > lastMessage.seq);
+  // Issue 17: nothing of a batch runs while it waits for a person, and a denied call never runs.
+  if (after.some((r) => r.record.type === 'awaiting') && !after.some((r) => r.record.type === 'dispatching')) return [];
+  const answered = new Set(
+    after.flatMap((r) => (r.record.type === 'tool' ? [r.record.result.tool_use_id] : r.record.type === 'approval' && r.record.decision === 'deny' ? [r.record.callId] : [])),
+  );
   return lastMessage.record.content.flatMap((b) => (b.type === 'tool_use' && b.name === 'work' && !answered.has(b.id) ? [b.id] : []));
 }
 

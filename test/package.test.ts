@@ -80,6 +80,7 @@ function run(command: string, args: string[], cwd: string, what: string): SpawnS
 
 /** What each example prints, as a user running it sees it. A new example needs its line here. */
 const printed: Record<string, RegExp[]> = {
+  approvals: [/'root\/scribe write_note notes\.md',\s+'root\/scribe write_note \/etc\/motd'/, /^\[ 'notes\.md' \]$/m],
   'custom-tool': [/^error: invalid input for tool 'word_count': path: /m, /^readyForUser a\.md has 3 words\.$/m],
   'durable-run': [/^\[ '[0-9A-Z]{26} interrupted 2 agents' \]$/m, /^done a\.md says hello\.$/m],
   'declared-agents': [/^replied Every agent is a state machine$/m, /^notes\/arch\.md, notes\/adr-7\.md$/m, /^invalid input for tool 'reply': sources: .+; confidence: .+$/m],

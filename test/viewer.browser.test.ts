@@ -10,6 +10,10 @@ import { EXPLORER_BRIEF } from '../src/cli/demoScript.js';
 import { parseTrace } from '../src/trace/format.js';
 import { writeViewer } from '../src/viewer/index.js';
 import { browserForTests } from './support/browser.js';
+import { z } from 'zod';
+import { createSessionActor, defineTool, respond, waitForSettled } from '../src/index.js';
+import { scriptedProvider } from '../src/testing/index.js';
+import { TraceRecorder } from '../src/trace/recorder.js';
 import { syntheticReply, syntheticTrace, traceText } from './support/traceFactory.js';
 
 /**
@@ -272,4 +276,50 @@ describe.skipIf(CHROMIUM === undefined)('the viewer on a synthetic 200-agent tra
     expect(errors).toEqual([]);
     expect(requests).toEqual([]);
   }, 60_000);
+});
+
+/** Issue 17: a sub-agent whose call waited for a person, recorded live, approved after a pause. */
+async function recordApproval(file: string): Promise<void> {
+  const recorder = new TraceRecorder({ file, title: 'approval' });
+  const note = defineTool({ name: 'write_note', description: 'Write a note', input: z.object({ text: z.string() }), run: async ({ text }) => `wrote ${text}` });
+  const provider = scriptedProvider({
+    agents: {
+      root: [{ calls: [{ name: 'agent', input: { name: 'scribe', task: 'Write the note.' } }, { name: 'wait_for_agents', input: {} }] }, { text: 'noted' }],
+      scribe: [{ calls: [{ name: 'write_note', input: { text: 'hello' } }] }, { calls: [{ name: 'reply', input: { result: 'written' } }] }],
+    },
+  });
+  const actor = createSessionActor(
+    {
+      provider,
+      tools: [note],
+      task: 'Take a note',
+      approve: ['write_note'],
+      // Answered a moment later, so the wait is a bar of its own in the lane.
+      onApprovalRequest: (request) => setTimeout(() => respond(actor, { callId: request.callId, decision: 'approve' }), 50),
+    },
+    { inspect: recorder.inspect },
+  );
+  actor.start();
+  await waitForSettled(actor);
+  actor.stop();
+  recorder.close();
+}
+
+describe.skipIf(CHROMIUM === undefined)('the viewer on a run whose call waited for approval', () => {
+  it('draws the awaitingApproval bar in the lane and highlights that state in the statechart', async () => {
+    const file = join(dir, 'approval.trace.jsonl');
+    await recordApproval(file);
+    const { page, errors, requests } = await open(file, 'approval');
+    const states = await page.$$eval('#lanes .lane[data-agent="root/scribe"] [data-state]', (nodes) => nodes.map((n) => n.getAttribute('data-state') ?? ''));
+    expect(states).toEqual(expect.arrayContaining(['streaming', 'awaitingApproval', 'dispatchingBatch']));
+    expect(states.indexOf('awaitingApproval')).toBeLessThan(states.lastIndexOf('dispatchingBatch'));
+    await page.locator('#lanes .lane[data-agent="root/scribe"] [data-state="awaitingApproval"]').first().click();
+    expect(await page.locator('#details').innerText()).toContain('awaitingApproval');
+    expect(await page.$$eval('[data-statechart-state].active', (nodes) => nodes.map((n) => n.getAttribute('data-statechart-state')))).toEqual(['awaitingApproval']);
+    expect(await page.locator('.sc-edge.taken[data-from="streaming"][data-to="awaitingApproval"]').count()).toBe(1);
+    // The legend names the state, and says it in words.
+    expect(await page.locator('.item[title="waiting for a person to approve a tool call"]').innerText()).toBe('awaitingApproval');
+    expect(errors).toEqual([]);
+    expect(requests).toEqual([]);
+  });
 });

@@ -11,6 +11,7 @@ import { EXIT, resumeCommand, runCommand, usableTarget, UsageError } from './run
 import { openExistingStore } from './storeTarget.js';
 import { writeViewerForRun } from '../store/journalTrace.js';
 import type { WrittenViewer } from '../viewer/write.js';
+import { answerCommand } from './approve.js';
 import { listRunsCommand } from './runs.js';
 import { DEFAULT_MODEL } from '../providers/anthropic.js';
 import { Redactor } from '../redact.js';
@@ -55,15 +56,26 @@ const USAGE = `Usage:
       --db URL            keep the run in PostgreSQL (postgres://user@host:port/database)
                           instead of the file: the store workers share
       --no-store          run without recording it (it cannot be resumed)
+      --approve TOOLS|all calls of these tools (comma-separated) wait for a person's approval,
+                          at any depth: asked inline on a terminal, one at a time
+      --no-wait           never ask: once only approvals are left, stop as waiting (exit 4)
+                          and list them (also what happens without a terminal)
+      --max-tokens N      a budget for the whole tree: no request starts once its responses
+      --max-cost USD      have used N tokens (or cost USD at list prices); running sub-agents
+                          are cancelled and the root answers in one final turn (else exit 3)
       --detach            with --db: print the run id once it is queued and return
   exarch worker --db URL [--concurrency N] [--drain-timeout S] [--job-expiry S]
                                   take runs queued with run --db and run them here, N at a time
                                   (default 1); SIGTERM drains: runs get S seconds (default 30) to
                                   finish, the rest go back to the queue; a job not finished within
                                   --job-expiry seconds (default 900) is offered to another worker
-  exarch resume RUN_ID [--store FILE | --db URL] [--trace FILE]
-                                  take up a run that was killed, crashed or interrupted, with the
-                                  options it was started with; ends as run would
+  exarch resume RUN_ID [--store FILE | --db URL] [--trace FILE] [--no-wait]
+                                  take up a run that was killed, crashed, interrupted or left
+                                  waiting, with the options it was started with; ends as run would
+  exarch approve RUN_ID CALL_ID [--always] [--store FILE]
+  exarch deny RUN_ID CALL_ID ["reason"] [--store FILE]
+                                  record an answer to a call a waiting run asks about (--always:
+                                  approve that tool for the rest of the run); resume runs it
   exarch runs [--store FILE | --db URL]
                                   list the recorded runs: id, start, status, agents, requests,
                                   estimated cost, task
@@ -80,7 +92,8 @@ const USAGE = `Usage:
 
 Environment: ANTHROPIC_API_KEY (required by run), ANTHROPIC_BASE_URL, EXARCH_MODEL,
 EXARCH_STALL_TIMEOUT_MS (default 120000).
-Exit codes: 0 done, 1 fatal, 2 bad usage, 3 root capped, 130 interrupted (resumable).`;
+Exit codes: 0 done, 1 fatal, 2 bad usage, 3 root capped, 4 waiting for approval (resumable),
+130 interrupted (resumable).`;
 
 const EXIT_OK = EXIT.ok;
 const EXIT_FATAL = EXIT.fatal;
@@ -110,11 +123,12 @@ async function main(argv: readonly string[]): Promise<number> {
     if (command === 'run') return await run(rest, values);
     if (command === 'resume') return await resume(rest, values);
     if (command === 'runs') return await runs(rest, values);
+    if (command === 'approve' || command === 'deny') return await answer(command, rest, values);
     if (command === 'view') return await view(rest, values);
     if (command === 'worker') return await worker(rest, values);
     if (command !== 'demo') throw new UsageError(`unknown command '${command}'`);
     if (rest.length > 0) throw new UsageError(`demo takes no arguments, got '${rest.join(' ')}'`);
-    refuseFlags('demo', values, [...RUN_FLAGS, 'out', 'store', 'db', 'no-store', 'detach', 'concurrency', 'drain-timeout', 'job-expiry']);
+    refuseFlags('demo', values, [...RUN_FLAGS, 'out', 'store', 'db', 'no-store', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', 'approve', 'no-wait', 'always']);
     const trace = values.trace ?? join('.exarch', 'demo', 'trace.jsonl');
     const live = await liveInspector(values);
     try {
@@ -172,6 +186,11 @@ function parse(argv: readonly string[]) {
       'drain-timeout': { type: 'string' },
       'job-expiry': { type: 'string' },
       'no-store': { type: 'boolean' },
+      approve: { type: 'string' },
+      'max-tokens': { type: 'string' },
+      'max-cost': { type: 'string' },
+      'no-wait': { type: 'boolean' },
+      always: { type: 'boolean' },
     },
   });
 }
@@ -207,7 +226,7 @@ const RUN_ID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 
 async function view(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length !== 1) throw new UsageError('view takes one trace file or run id: exarch view TRACE|RUN_ID [--out FILE.html]');
-  refuseFlags('view', values, [...RUN_FLAGS, 'trace', 'speed', 'inspect', 'inspect-port', 'no-store', 'detach', 'concurrency', 'drain-timeout', 'job-expiry']);
+  refuseFlags('view', values, [...RUN_FLAGS, 'trace', 'speed', 'inspect', 'inspect-port', 'no-store', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', 'approve', 'no-wait', 'always']);
   const target = positionals[0] ?? '';
   let written: WrittenViewer;
   if (RUN_ID.test(target) && !existsSync(target)) {
@@ -229,12 +248,12 @@ async function view(positionals: readonly string[], values: Values): Promise<num
   return EXIT_OK;
 }
 
-const RUN_FLAGS = ['model', 'max-steps', 'max-depth', 'reply-cap', 'wake', 'max-retry-wait', 'log-dir', 'agents', 'allow-write', 'allow-shell', 'allow-shell-unsandboxed', 'allow-network', 'mcp'] as const;
+const RUN_FLAGS = ['model', 'max-tokens', 'max-cost', 'max-steps', 'max-depth', 'reply-cap', 'wake', 'max-retry-wait', 'log-dir', 'agents', 'allow-write', 'allow-shell', 'allow-shell-unsandboxed', 'allow-network', 'mcp'] as const;
 
 async function run(positionals: readonly string[], values: ReturnType<typeof parse>['values']): Promise<number> {
   if (positionals.length === 0) throw new UsageError('run needs a task: exarch run "<task>"');
   if (positionals.length > 1) throw new UsageError(`run takes one task; quote it: exarch run "${positionals.join(' ')}"`);
-  refuseFlags('run', values, ['speed', 'out', 'concurrency', 'drain-timeout', 'job-expiry']);
+  refuseFlags('run', values, ['speed', 'out', 'concurrency', 'drain-timeout', 'job-expiry', 'always']);
   const interrupt = interruptSignal();
   const live = await liveInspector(values);
   try {
@@ -265,14 +284,18 @@ async function runLive(positionals: readonly string[], values: Values, interrupt
       ...(values.db === undefined ? {} : { db: values.db }),
       noStore: values['no-store'] === true,
       detach: values.detach === true,
+      ...(values.approve === undefined ? {} : { approve: values.approve }),
+      ...(values['max-tokens'] === undefined ? {} : { maxTokens: values['max-tokens'] }),
+      ...(values['max-cost'] === undefined ? {} : { maxCost: values['max-cost'] }),
+      noWait: values['no-wait'] === true,
     },
-    { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), interrupt, ...(live ? { inspect: live.inspect } : {}) },
+    { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), interrupt, stdin: process.stdin, ...(live ? { inspect: live.inspect } : {}) },
   );
 }
 
 async function resume(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length !== 1) throw new UsageError('resume takes one run id: exarch resume RUN_ID (exarch runs lists them)');
-  refuseFlags('resume', values, [...RUN_FLAGS, 'speed', 'out', 'no-store', 'inspect', 'inspect-port', 'detach', 'concurrency', 'drain-timeout', 'job-expiry']);
+  refuseFlags('resume', values, [...RUN_FLAGS, 'speed', 'out', 'no-store', 'inspect', 'inspect-port', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', 'approve', 'always']);
   const interrupt = interruptSignal();
   return resumeCommand(
     positionals[0] ?? '',
@@ -280,14 +303,15 @@ async function resume(positionals: readonly string[], values: Values): Promise<n
       ...(values.store === undefined ? {} : { store: values.store }),
       ...(values.db === undefined ? {} : { db: values.db }),
       ...(values.trace === undefined ? {} : { trace: values.trace }),
+      noWait: values['no-wait'] === true,
     },
-    { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), interrupt },
+    { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), interrupt, stdin: process.stdin },
   );
 }
 
 async function worker(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`worker takes no arguments, got '${positionals.join(' ')}'`);
-  refuseFlags('worker', values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'store', 'no-store', 'detach', 'inspect', 'inspect-port']);
+  refuseFlags('worker', values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'store', 'no-store', 'detach', 'inspect', 'inspect-port', 'approve', 'no-wait', 'always']);
   const { workerCommand } = await import('./workerCommand.js');
   return workerCommand(
     {
@@ -300,9 +324,20 @@ async function worker(positionals: readonly string[], values: Values): Promise<n
   );
 }
 
+/** `exarch approve RUN_ID CALL_ID [--always]`, `exarch deny RUN_ID CALL_ID ["reason"]`: record the answer only. */
+async function answer(command: 'approve' | 'deny', positionals: readonly string[], values: Values): Promise<number> {
+  const usage = command === 'approve' ? 'exarch approve RUN_ID CALL_ID [--always] [--store FILE]' : 'exarch deny RUN_ID CALL_ID ["reason"] [--store FILE]';
+  const most = command === 'approve' ? 2 : 3;
+  if (positionals.length < 2 || positionals.length > most) throw new UsageError(`${command} takes a run id and a call id: ${usage}`);
+  refuseFlags(command, values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'no-store', 'inspect', 'inspect-port', 'approve', 'no-wait', 'db', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', ...(command === 'deny' ? (['always'] as const) : [])]);
+  const [runId = '', callId = '', reason] = positionals;
+  const decision = command === 'deny' ? 'deny' : values.always === true ? 'always' : 'approve';
+  return answerCommand(runId, callId, { decision, ...(reason === undefined ? {} : { reason }) }, values.store, { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() });
+}
+
 async function runs(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`runs takes no arguments, got '${positionals.join(' ')}'`);
-  refuseFlags('runs', values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'no-store', 'inspect', 'inspect-port', 'detach', 'concurrency', 'drain-timeout', 'job-expiry']);
+  refuseFlags('runs', values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'no-store', 'inspect', 'inspect-port', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', 'approve', 'no-wait', 'always']);
   return listRunsCommand({ ...(values.store === undefined ? {} : { store: values.store }), ...(values.db === undefined ? {} : { db: values.db }) }, { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() });
 }
 

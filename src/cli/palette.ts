@@ -31,6 +31,7 @@ export function palette(color: boolean): Palette {
     streaming: blue,
     dispatchingBatch: yellow,
     waitingForAgents: dim,
+    awaitingApproval: yellow,
     nudged: magenta,
     replied: green,
     readyForUser: green,

@@ -65,6 +65,7 @@ export class ProgressBoard {
   private readonly ticker: NodeJS.Timeout | undefined;
   private stopped = false;
   private readonly observer = new RunObserver();
+  private paused = false;
 
   constructor(private readonly options: ProgressOptions) {
     this.style = palette(options.color);
@@ -106,7 +107,7 @@ export class ProgressBoard {
    * below it; in plain mode, written as it is.
    */
   print(line: string): void {
-    if (this.screen && !this.stopped) {
+    if (this.screen && !this.stopped && !this.paused) {
       this.screen.clear();
       this.options.out.write(`${line}\n`);
       this.draw();
@@ -162,8 +163,24 @@ export class ProgressBoard {
     this.redraw.unref();
   }
 
+  /**
+   * Clears the live tree and holds its redraws, so that a question (an approval) can be asked on
+   * the terminal without the tree drawing over it; `resume` draws it again below.
+   */
+  pause(): void {
+    if (!this.screen || this.stopped || this.paused) return;
+    this.paused = true;
+    this.screen.clear();
+  }
+
+  resume(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    this.draw();
+  }
+
   private draw(): void {
-    if (!this.screen || this.stopped) return;
+    if (!this.screen || this.stopped || this.paused) return;
     const lines = [...this.rows.values()].sort((a, b) => (a.agent.id < b.agent.id ? -1 : 1)).map((row) => this.line(row, true));
     this.screen(lines.join('\n'));
   }
@@ -177,6 +194,7 @@ export class ProgressBoard {
     clearTimeout(this.redraw);
     clearInterval(this.ticker);
     this.redraw = undefined;
+    this.paused = false;
     this.draw();
     this.stopped = true;
     this.screen?.done();

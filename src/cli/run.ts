@@ -20,10 +20,15 @@ import type { Provider } from '../types.js';
 import { RunObserver } from '../observe/runObserver.js';
 import type { InspectionEvent } from 'xstate';
 import { TraceRecorder } from '../trace/recorder.js';
+import { blockedOnApprovals, respond, type ApprovalPolicy, type ApprovalRequest } from '../approvals.js';
+import { ApprovalPrompt } from './approvalPrompt.js';
+import { clip } from '../render.js';
+import type { TreeBudget } from '../budget.js';
+import { ZERO_USAGE } from '../usage.js';
 import { estimateCost } from './pricing.js';
 import { formatCount, ProgressBoard } from './progress.js';
 
-export const EXIT = { ok: 0, fatal: 1, usage: 2, capped: 3, interrupted: 130 } as const;
+export const EXIT = { ok: 0, fatal: 1, usage: 2, capped: 3, waiting: 4, interrupted: 130 } as const;
 
 /** A mistake in how exarch was called: one line, then the usage, exit 2. */
 export class UsageError extends Error {}
@@ -56,6 +61,13 @@ export interface RunFlags {
   readonly noStore?: boolean;
   /** With `db`: print the run id and return once the run is queued, rather than follow it. */
   readonly detach?: boolean;
+  /** Tool names whose calls wait for a person's approval, comma-separated, or `all`. */
+  readonly approve?: string;
+  /** Never ask at the terminal: stop as `waiting` (exit 4) once only approvals are left. */
+  readonly noWait?: boolean;
+  /** The whole tree's tokens / US$ (see `TreeBudget`). */
+  readonly maxTokens?: string;
+  readonly maxCost?: string;
 }
 
 export interface RunIo {
@@ -65,6 +77,8 @@ export interface RunIo {
   readonly cwd: string;
   /** Aborted on SIGINT: the tree is cancelled, pending calls answered, logs flushed. */
   readonly interrupt: AbortSignal;
+  /** Where approvals are asked inline (a terminal); without one, a run with waiting calls stops as `waiting`. */
+  readonly stdin?: NodeJS.ReadableStream & { isTTY?: boolean };
   /** For tests: a provider instead of Claude. */
   readonly provider?: Provider;
   /** Another inspection observer (the live inspector). */
@@ -129,6 +143,8 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   const tools = workspaceTools({ root: io.cwd, allowWrite, allowShell, allowNetwork });
   // Before anything is written: a config that cannot be used is one line (AgentsConfigError, exit 1).
   const declared = loadAgentsConfig(flags.agents, io.cwd, tools);
+  const approve = approvalPolicy(flags.approve, tools);
+  const budget = budgetOf(flags, model);
   if (allowShell === 'unsandboxed') io.stderr.write('exarch: --allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network\n');
   if (flags.detach && flags.db === undefined) throw new UsageError('--detach needs --db: only a run queued for workers goes on without this process');
   if (flags.db !== undefined) {
@@ -160,10 +176,12 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
     store = flags.noStore ? undefined : await openStore(io.cwd, flags);
     const logDir = flags.logDir ?? join(io.cwd, '.exarch', 'runs', timestamp(new Date()));
     prepareDir('log directory', logDir);
-    const output = new RunOutput(io, flags.trace, `exarch run: ${task.slice(0, 80)}`, model, logDir, maxSteps);
+    const output = new RunOutput(io, flags.trace, `exarch run: ${task.slice(0, 80)}`, model, logDir, maxSteps, { noWait: flags.noWait === true, store: flags.store });
     const session: DurableSessionInput = {
       provider: claude.provider,
       tools: mcp.tools,
+      ...(approve === undefined ? {} : { approve, onApprovalRequest: output.onApprovalRequest }),
+      ...(budget === undefined ? {} : { budget }),
       logs: new JsonlLogSink(logDir),
       ...(maxSteps === undefined ? {} : { maxSteps }),
       ...(maxDepth === undefined ? {} : { maxDepth }),
@@ -190,6 +208,9 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
       ...(declared ? { agentsConfig: declared.json } : {}),
       // The --mcp values as given, so that a resume starts the same servers (never put a secret in one).
       ...(flags.mcp === undefined || flags.mcp.length === 0 ? {} : { mcp: [...flags.mcp] }),
+      ...(approve === undefined ? {} : { approve }),
+      ...(flags.maxTokens === undefined ? {} : { maxTokens: flags.maxTokens }),
+      ...(flags.maxCost === undefined ? {} : { maxCost: flags.maxCost }),
     };
     const run = await startRun(task, session, { store, id, cwd: io.cwd, record, actor: { inspect: output.inspect } });
     return await output.follow(run, io.interrupt, store);
@@ -290,6 +311,8 @@ export interface ResumeFlags {
   readonly store?: string;
   readonly db?: string;
   readonly trace?: string;
+  /** As for `run`: stop as `waiting` rather than ask at the terminal. */
+  readonly noWait?: boolean;
 }
 
 /**
@@ -310,18 +333,26 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
       io.stderr.write(`exarch: no run ${runId} in ${store.file}\n`);
       return EXIT.fatal;
     }
-    if (row.status !== 'running' && row.status !== 'interrupted') {
+    if (row.status !== 'running' && row.status !== 'interrupted' && row.status !== 'waiting') {
       io.stderr.write(`exarch: run ${runId} is already finished (${row.status}); nothing to resume\n`);
       return EXIT.ok;
     }
     const rebuilt = storedSession(row, io);
     if (typeof rebuilt === 'number') return rebuilt;
     const { model, logDir, maxSteps } = rebuilt;
-    const output = new RunOutput(io, flags.trace, `exarch resume ${runId}: ${row.task.slice(0, 80)}`, model, logDir, maxSteps);
+    const recorded = row.options;
+    const output = new RunOutput(io, flags.trace, `exarch resume ${runId}: ${row.task.slice(0, 80)}`, model, logDir, maxSteps, { noWait: flags.noWait === true, store: flags.store });
+    const approve = recordedPolicy(recorded.approve);
+    const budget = budgetOf({ ...(typeof recorded.maxTokens === 'string' ? { maxTokens: recorded.maxTokens } : {}), ...(typeof recorded.maxCost === 'string' ? { maxCost: recorded.maxCost } : {}) }, model);
     // The servers the run was started with, started again (their tools must be the same: see resumeRun).
-    const recordedMcp = Array.isArray(row.options.mcp) ? row.options.mcp.filter((value): value is string => typeof value === 'string') : [];
+    const recordedMcp = Array.isArray(recorded.mcp) ? recorded.mcp.filter((value): value is string => typeof value === 'string') : [];
     mcp = await connectMcp(mcpSpecs(recordedMcp), rebuilt.session.tools ?? [], io);
-    const session: DurableSessionInput = { ...rebuilt.session, tools: mcp.tools };
+    const session: DurableSessionInput = {
+      ...rebuilt.session,
+      tools: mcp.tools,
+      ...(budget === undefined ? {} : { budget }),
+      ...(approve === undefined ? {} : { approve, onApprovalRequest: output.onApprovalRequest }),
+    };
     let run: Awaited<ReturnType<typeof resumeRun>>;
     try {
       run = await resumeRun(runId, session, { store, cwd: io.cwd, actor: { inspect: output.inspect } });
@@ -398,6 +429,37 @@ export function usableTarget(target: { readonly store?: string; readonly db?: st
   }
 }
 
+/** `--approve all` or `--approve write_file,run_shell`: names that are not tools of this run are one line. */
+function approvalPolicy(raw: string | undefined, tools: readonly Tool[]): 'all' | string[] | undefined {
+  if (raw === undefined) return undefined;
+  if (raw.trim() === 'all') return 'all';
+  const names = raw.split(',').map((name) => name.trim()).filter((name) => name !== '');
+  if (names.length === 0) throw new UsageError('--approve needs tool names (comma-separated) or all');
+  const known = new Set(tools.map((tool) => tool.name));
+  const unknown = names.filter((name) => !known.has(name));
+  if (unknown.length > 0) throw new UsageError(`--approve: no tool named ${unknown.map((n) => `'${n}'`).join(', ')} in this run (its tools: ${[...known].join(', ')})`);
+  return names;
+}
+
+/** `--max-tokens N`, `--max-cost USD`: the tree's budget, priced at the model's list prices. */
+function budgetOf(flags: Pick<RunFlags, 'maxTokens' | 'maxCost'>, model: string): TreeBudget | undefined {
+  const maxTokens = positiveInt('max-tokens', flags.maxTokens);
+  let maxCost: number | undefined;
+  if (flags.maxCost !== undefined) {
+    maxCost = Number(flags.maxCost);
+    if (!/^\d+(\.\d+)?$/.test(flags.maxCost.trim()) || !(maxCost > 0)) throw new UsageError(`--max-cost must be a positive amount of US$, got '${flags.maxCost}'`);
+    if (estimateCost(model, ZERO_USAGE) === undefined) throw new UsageError(`--max-cost: no prices are known for the model '${model}'; use --max-tokens`);
+  }
+  if (maxTokens === undefined && maxCost === undefined) return undefined;
+  return { ...(maxTokens === undefined ? {} : { maxTokens }), ...(maxCost === undefined ? {} : { maxCost, price: (usage) => estimateCost(model, usage) ?? 0 }) };
+}
+
+/** The policy a run was recorded with. */
+function recordedPolicy(value: unknown): ApprovalPolicy | undefined {
+  if (value === 'all') return 'all';
+  return Array.isArray(value) && value.every((name) => typeof name === 'string') ? (value as string[]) : undefined;
+}
+
 function numberOf(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isSafeInteger(value) ? value : undefined;
 }
@@ -430,8 +492,10 @@ function connect(model: string, io: Pick<RunIo, 'env' | 'stderr' | 'provider'>, 
 interface FollowedRun {
   readonly id?: string;
   readonly actor: SessionActor;
-  readonly result: Promise<RunResult & { readonly storeError?: Error }>;
+  readonly result: Promise<RunResult & { readonly storeError?: Error; readonly status?: string }>;
   interrupt(): void;
+  /** Stops the run to wait for approvals (a durable one is then `waiting`). */
+  suspend(): void;
 }
 
 /** A run that is not recorded: the root actor alone. */
@@ -447,7 +511,8 @@ function localRun(task: string, session: DurableSessionInput, inspect: (event: I
       await new Promise((resolve) => setImmediate(resolve));
     }
   })();
-  return { actor, result, interrupt: () => actor.send({ type: 'cancel', reason: 'interrupted' }) };
+  const cancel = (reason: string) => (): void => actor.send({ type: 'cancel', reason });
+  return { actor, result, interrupt: cancel('interrupted'), suspend: cancel('waiting for approval') };
 }
 
 /** Progress, trace and the ending of `run` and `resume`: stdout answer, summary, exit code. */
@@ -455,6 +520,11 @@ class RunOutput {
   private readonly board: ProgressBoard;
   private readonly recorder: TraceRecorder | undefined;
   private readonly observer = new RunObserver();
+  /** Requests that arrived before `follow` took the run (kept for it), and the handler once it has. */
+  private readonly early: ApprovalRequest[] = [];
+  private onRequest: ((request: ApprovalRequest) => void) | undefined;
+  /** Checks, once per turn of the event loop, whether only approvals are left (see `follow`). */
+  private watch: (() => void) | undefined;
 
   constructor(
     private readonly io: RunIo,
@@ -463,6 +533,7 @@ class RunOutput {
     private readonly model: string,
     private readonly logDir: string,
     private readonly maxSteps: number | undefined,
+    private readonly approvals: { readonly noWait: boolean; readonly store: string | undefined } = { noWait: false, store: undefined },
   ) {
     const color = io.stderr.isTTY === true && !io.env['NO_COLOR'] && !io.env['CI'];
     this.board = new ProgressBoard({ out: io.stderr, live: color, color });
@@ -472,7 +543,14 @@ class RunOutput {
     if (this.recorder) this.observer.subscribe(this.recorder.onEvent);
   }
 
+  /** The root's `onApprovalRequest`. */
+  readonly onApprovalRequest = (request: ApprovalRequest): void => {
+    if (this.onRequest) this.onRequest(request);
+    else this.early.push(request);
+  };
+
   readonly inspect = (event: InspectionEvent): void => {
+    this.watch?.();
     this.observer.inspect(event);
     this.io.inspect?.(event);
   };
@@ -496,6 +574,68 @@ class RunOutput {
     return EXIT.ok;
   }
 
+  /**
+   * On a terminal (stdin and stderr), and without `--no-wait`, each call that waits for approval is
+   * asked inline, one at a time. Otherwise the run goes on until nothing in the tree can move
+   * without a person, then stops as `waiting` with the calls listed (exit 4).
+   */
+  private takeApprovals(run: FollowedRun): TakenApprovals {
+    const { io, board } = this;
+    const waiting: ApprovalRequest[] = [];
+    let close = (): void => undefined;
+    const inline = !this.approvals.noWait && io.stdin?.isTTY === true && io.stderr.isTTY === true;
+    if (inline && io.stdin) {
+      const prompt = new ApprovalPrompt(io.stdin, io.stderr, board, (answer) => respond(run.actor, answer));
+      this.onRequest = prompt.request;
+      close = () => prompt.close();
+    } else {
+      let scheduled: NodeJS.Immediate | undefined;
+      let stopped = false;
+      const check = (): void => {
+        scheduled = undefined;
+        if (stopped || !blockedOnApprovals(run.actor)) return;
+        stopped = true;
+        waiting.push(...run.actor.getSnapshot().context.options.approvals.waiting());
+        run.suspend();
+      };
+      const desk = run.actor.getSnapshot().context.options.approvals;
+      this.watch = () => {
+        if (!stopped && scheduled === undefined && desk.waiting().length > 0) scheduled = setImmediate(check);
+      };
+      this.onRequest = () => this.watch?.();
+      close = () => {
+        stopped = true;
+        if (scheduled) clearImmediate(scheduled);
+        this.watch = undefined;
+      };
+    }
+    for (const request of this.early.splice(0)) this.onRequest?.(request);
+    return {
+      waiting,
+      close: () => {
+        close();
+        this.onRequest = undefined;
+      },
+    };
+  }
+
+  /** The exit-4 listing: each waiting call with its tool, its agent and the commands that answer it. */
+  private listWaiting(runId: string | undefined, waiting: readonly ApprovalRequest[]): void {
+    const { io } = this;
+    const n = waiting.length;
+    const store = this.approvals.store === undefined ? '' : ` --store ${this.approvals.store}`;
+    io.stderr.write(`exarch: stopped: ${n} tool call${n === 1 ? '' : 's'} wait${n === 1 ? 's' : ''} for approval\n`);
+    for (const request of waiting) {
+      io.stderr.write(`  ${request.callId}  ${request.tool}  by ${request.agent.id}  ${clip(JSON.stringify(request.input), 160)}\n`);
+      if (runId !== undefined) io.stderr.write(`    exarch approve ${runId} ${request.callId}${store}    or: exarch deny ${runId} ${request.callId} "reason"${store}\n`);
+    }
+    io.stderr.write(
+      runId === undefined
+        ? 'exarch: this run was not recorded (--no-store), so it cannot be answered and resumed\n'
+        : `exarch: then continue with: exarch resume ${runId}${store}\n`,
+    );
+  }
+
   async follow(run: FollowedRun, interrupt: AbortSignal, store?: RunStore): Promise<number> {
     const { io, board, recorder } = this;
     let interrupted = false;
@@ -506,8 +646,10 @@ class RunOutput {
     interrupt.addEventListener('abort', onInterrupt, { once: true });
     // Ctrl-C while the run was being set up (MCP servers starting): an aborted signal fires no event.
     if (interrupt.aborted) onInterrupt();
+    const approvals = this.takeApprovals(run);
     try {
       const result = await run.result;
+      approvals.close();
       board.stop();
       const state = String(result.snapshot.value);
       const summary = async (): Promise<void> => {
@@ -521,6 +663,11 @@ class RunOutput {
         io.stderr.write(`exarch: the run store could not be written: ${describeError(result.storeError)}\n`);
         return EXIT.fatal;
       }
+      if (approvals.waiting.length > 0) {
+        await summary();
+        this.listWaiting(run.id, approvals.waiting);
+        return EXIT.waiting;
+      }
       if (interrupted) {
         await summary();
         io.stderr.write(`exarch: interrupted: the agents were cancelled and their logs written${run.id === undefined ? '' : `; resume with: exarch resume ${run.id}`}\n`);
@@ -533,17 +680,30 @@ class RunOutput {
       }
       if (result.text) io.stdout.write(result.text.endsWith('\n') ? result.text : `${result.text}\n`);
       await summary();
+      const meter = result.snapshot.context.options.budget;
+      if (meter.spent) {
+        const { tokens, cost } = meter.totals;
+        io.stderr.write(`exarch: the budget stopped the run: the tree spent ${formatCount(tokens)} tokens${cost > 0 ? ` (about $${cost.toFixed(3)})` : ''}; running sub-agents were cancelled and the root ${state === 'capped' ? 'could not answer in its final turn' : 'answered in its final turn'}\n`);
+        if (state === 'capped') return EXIT.capped;
+      }
       if (state === 'capped') {
         io.stderr.write(`exarch: the root agent stopped at its step cap (${this.maxSteps ?? DEFAULTS.maxSteps} model requests in one turn)\n`);
         return EXIT.capped;
       }
       return EXIT.ok;
     } finally {
+      approvals.close();
       interrupt.removeEventListener('abort', onInterrupt);
       board.stop();
       recorder?.close();
     }
   }
+}
+
+/** Where `follow` takes calls that wait for approval, and what was left waiting when the run stopped for them. */
+interface TakenApprovals {
+  readonly waiting: readonly ApprovalRequest[];
+  close(): void;
 }
 
 function writeSummary(out: NodeJS.WritableStream, totals: ReturnType<ProgressBoard['totals']>, model: string, logDir: string): void {

@@ -18,8 +18,12 @@ export class RunError extends Error {
   override readonly name = 'RunError';
   constructor(
     message: string,
-    /** `unknown-run`; `held`: another live process runs it; `wrong-directory`; `tools-differ`: resumed with other tools; `agents-differ`: with other declared agents. */
-    readonly reason: 'unknown-run' | 'held' | 'wrong-directory' | 'tools-differ' | 'agents-differ',
+    /**
+     * `unknown-run`; `held`: another live process runs it; `wrong-directory`; `tools-differ`: resumed
+     * with other tools; `agents-differ`: with other declared agents; `not-waiting`: an approval for a
+     * call that does not wait for one.
+     */
+    readonly reason: 'unknown-run' | 'held' | 'wrong-directory' | 'tools-differ' | 'agents-differ' | 'not-waiting',
     readonly runId: string,
   ) {
     super(message);
@@ -57,6 +61,11 @@ export interface DurableRun {
    * answered `cancelled` in the logs), and a resume undoes those cancellations.
    */
   interrupt(): void;
+  /**
+   * Stops the run to wait for approvals no one is there to give: as `interrupt`, but the run's
+   * status is `waiting`. Its waiting calls stay open in the journal (`exarch approve`, then a resume).
+   */
+  suspend(): void;
 }
 
 export interface DurableRunResult extends RunResult {
@@ -126,7 +135,7 @@ export async function resumeRun(runId: string, session: DurableSessionInput, opt
   if (!row) throw new RunError(`no run with id ${runId}`, 'unknown-run', runId);
   const cwd = path.resolve(options.cwd ?? process.cwd());
   if (row.cwd !== cwd) throw new RunError(`run ${runId} belongs to ${row.cwd}: resume it from there`, 'wrong-directory', runId);
-  if (row.status !== 'running' && row.status !== 'interrupted') return finished(row, await store.journal(runId));
+  if (row.status !== 'running' && row.status !== 'interrupted' && row.status !== 'waiting') return finished(row, await store.journal(runId));
   // The run's MCP servers are connected again (and closed again on any way out but a launch).
   const mcp = await withMcpTools(session);
   let launched = false;
@@ -217,6 +226,7 @@ function launch(
 ): DurableRun {
   let storeFailure: Error | undefined;
   let interrupted = false;
+  let suspended = false;
   /** Set once the root settled: an interrupt then comes too late, and must not touch the run. */
   let settled = false;
   // Assigned below; the journal reports a failed write only from a later microtask or promise.
@@ -246,7 +256,7 @@ function launch(
     try {
       const snapshot = await waitForSettled(root);
       settled = true;
-      status = storeFailure ? 'failed' : interrupted ? 'interrupted' : statusOfSnapshot(snapshot);
+      status = storeFailure ? 'failed' : suspended ? 'waiting' : interrupted ? 'interrupted' : statusOfSnapshot(snapshot);
       return { ...runResultOf(snapshot, storeFailure && `the run store could not be written: ${storeFailure.message}`), status, ...(storeFailure ? { storeError: storeFailure } : {}) };
     } finally {
       settled = true;
@@ -272,6 +282,13 @@ function launch(
       interrupted = true;
       journal.mark({ type: 'interrupt' });
       root.send({ type: 'cancel', reason: 'interrupted' });
+    },
+    suspend() {
+      if (interrupted || settled) return;
+      interrupted = suspended = true;
+      // The same undoable cancel as an interrupt: a resume takes every session up where it was.
+      journal.mark({ type: 'interrupt' });
+      root.send({ type: 'cancel', reason: 'waiting for approval' });
     },
   };
 }

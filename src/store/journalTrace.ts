@@ -288,6 +288,15 @@ class Converter {
       case 'waiting':
         this.enter(track, 'waitingForAgents');
         break;
+      case 'awaiting':
+        this.enter(track, 'awaitingApproval');
+        break;
+      case 'approval':
+        this.write({ kind: 'event', agent: session, type: 'approval.answer', detail: `${record.decision} ${record.tool} (${record.callId})${record.reason ? `: ${record.reason}` : ''}` });
+        break;
+      case 'dispatching':
+        this.enter(track, 'dispatchingBatch');
+        break;
       case 'queued':
         this.write({ kind: 'event', agent: session, type: 'user.message', detail: `${record.text.length} characters` });
         break;

@@ -3,6 +3,8 @@ import type { LatchCount } from '../nudges.js';
 import { addUsage, ZERO_USAGE } from '../usage.js';
 import { childIdentity } from '../identity.js';
 import type { AgentIdentity, AgentResult, AssistantBlock, Message, ToolResultBlock, Usage, UserBlock } from '../types.js';
+import { denialMessage } from '../approvals.js';
+import { errorResult } from '../tools/toolbox.js';
 import type { JournalRecord } from './journalRecord.js';
 import type { RestoredBatch, RestoredChild, RestoredSession, ResumeState } from './restoredSession.js';
 import type { JournalRow } from './runStore.js';
@@ -33,7 +35,14 @@ interface Replayed {
   uses: Map<string, number>;
   /** Spawned and not yet delivered, by actor id, in spawn order. */
   live: Map<string, { agent: AgentIdentity; task: string; profile: string | undefined }>;
-  batch: { content: readonly AssistantBlock[]; stopReason: RestoredBatch['stopReason']; incomplete: readonly string[]; results: Map<string, ToolResultBlock> } | null;
+  batch: {
+    content: readonly AssistantBlock[];
+    stopReason: RestoredBatch['stopReason'];
+    incomplete: readonly string[];
+    results: Map<string, ToolResultBlock>;
+    awaiting: Set<string>;
+    approved: Set<string>;
+  } | null;
   outcome: Extract<JournalRecord, { type: 'outcome' }> | null;
 }
 
@@ -48,8 +57,10 @@ interface Replayed {
  */
 export function restoreRun(rows: readonly JournalRow[]): RestoredRun {
   const bySession = new Map<string, JournalRecord[]>();
+  const approvedTools = new Set<string>();
   let interrupted = false;
   for (const { session, record } of rows) {
+    if (record.type === 'approval' && record.decision === 'always') approvedTools.add(record.tool);
     if (session === '') {
       if (record.type === 'interrupt') interrupted = true;
       else if (record.type === 'resume') interrupted = false;
@@ -70,7 +81,11 @@ export function restoreRun(rows: readonly JournalRow[]): RestoredRun {
   if (root.outcome) return { kind: 'ended', result: resultOf(root, root.outcome), messages: root.messages };
   const restored = restoreSession(root, bySession);
   const atRest = restored.state === 'readyForUser' && restored.children.length === 0 && restored.inbox.length === 0 && restored.undelivered.length === 0 && restored.pendingUser.length === 0;
-  return atRest ? { kind: 'settled', messages: restored.messages } : { kind: 'resumable', root: restored };
+  return atRest ? { kind: 'settled', messages: restored.messages } : { kind: 'resumable', root: { ...restored, approvedTools: [...approvedTools] } };
+}
+
+function isWaitCall(content: readonly AssistantBlock[] | undefined, id: string): boolean {
+  return content?.some((block) => block.type === 'tool_use' && block.id === id && block.name === 'wait_for_agents') === true;
 }
 
 function isBatchCommit(record: JournalRecord): record is Extract<JournalRecord, { type: 'message' }> {
@@ -114,7 +129,14 @@ function restoreSession(session: Replayed, bySession: ReadonlyMap<string, readon
     uses: [...session.uses],
     children,
     undelivered,
-    batch: batch && { content: batch.content, stopReason: batch.stopReason, incomplete: batch.incomplete, results: [...batch.results.values()] },
+    batch: batch && {
+      content: batch.content,
+      stopReason: batch.stopReason,
+      incomplete: batch.incomplete,
+      results: [...batch.results.values()],
+      awaiting: [...batch.awaiting],
+      approved: [...batch.approved],
+    },
   };
 }
 
@@ -186,7 +208,7 @@ function replay(records: readonly JournalRecord[], agent?: AgentIdentity): Repla
         session.steps += 1;
         const calls = response.some((block) => block.type === 'tool_use');
         if (calls) {
-          session.batch = { content: response, stopReason: record.stopReason, incomplete: record.incomplete ?? [], results: new Map() };
+          session.batch = { content: response, stopReason: record.stopReason, incomplete: record.incomplete ?? [], results: new Map(), awaiting: new Set(), approved: new Set() };
           session.state = 'dispatchingBatch';
         } else {
           session.state = record.stopReason === 'pause_turn' ? 'streaming' : 'readyForUser';
@@ -195,7 +217,31 @@ function replay(records: readonly JournalRecord[], agent?: AgentIdentity): Repla
         break;
       }
       case 'tool':
+        // A call waiting for a person has no result until one answers: what the interrupt that
+        // stopped the run to wait answered it with (`cancelled`) is undone.
+        // An approved call that had not started yet (the batch still waited on others) did not run either.
+        if (session.batch?.awaiting.has(record.result.tool_use_id) || session.batch?.approved.has(record.result.tool_use_id)) break;
+        // Likewise a wait for sub-agents: live, it is answered in the message that commits its batch.
+        if (session.state === 'waitingForAgents' && isWaitCall(session.batch?.content, record.result.tool_use_id)) break;
         session.batch?.results.set(record.result.tool_use_id, record.result);
+        break;
+      case 'awaiting':
+        if (!session.batch) break;
+        for (const id of record.calls) session.batch.awaiting.add(id);
+        session.state = 'awaitingApproval';
+        break;
+      case 'approval': {
+        const batch = session.batch;
+        if (!batch?.awaiting.delete(record.callId)) break;
+        if (record.decision === 'deny') batch.results.set(record.callId, errorResult(record.callId, denialMessage(record.tool, record.reason)));
+        else batch.approved.add(record.callId);
+        break;
+      }
+      case 'dispatching':
+        // From here an approved call without a result was running, or about to: as any running call.
+        session.batch?.awaiting.clear();
+        session.batch?.approved.clear();
+        session.state = 'dispatchingBatch';
         break;
       case 'waiting':
         session.state = 'waitingForAgents';

@@ -2,7 +2,7 @@ import type { LatchCount } from '../nudges.js';
 import type { AgentIdentity, AgentResult, AssistantBlock, Message, StopReason, ToolResultBlock, Usage } from '../types.js';
 
 /** The states a resumed session picks up in (a final session is not resumed: its result is delivered). */
-export type ResumeState = 'readyForUser' | 'streaming' | 'dispatchingBatch' | 'waitingForAgents' | 'nudged';
+export type ResumeState = 'readyForUser' | 'streaming' | 'dispatchingBatch' | 'awaitingApproval' | 'waitingForAgents' | 'nudged';
 
 /**
  * A session as its journal left it, ready to be taken up again (the `restore` input of the session
@@ -31,6 +31,8 @@ export interface RestoredSession {
   readonly undelivered: readonly { readonly actorId: string; readonly result: AgentResult }[];
   /** The open batch of `dispatchingBatch`: the response that opened it and the calls answered so far. */
   readonly batch: RestoredBatch | null;
+  /** The root only: tools a person approved for the rest of the run (`always`), anywhere in the tree. */
+  readonly approvedTools?: readonly string[];
 }
 
 export interface RestoredChild {
@@ -48,4 +50,7 @@ export interface RestoredBatch {
   readonly stopReason: StopReason;
   readonly incomplete: readonly string[];
   readonly results: readonly ToolResultBlock[];
+  /** In `awaitingApproval`: the calls still waiting for a person, and those approved (they run on resume). */
+  readonly awaiting?: readonly string[];
+  readonly approved?: readonly string[];
 }

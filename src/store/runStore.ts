@@ -35,11 +35,12 @@ export interface RunStore {
 
 /**
  * `running` while a process works on it (or, after SIGKILL, until a resume takes it: `listRuns`
- * reports a `running` run whose owner is dead as `interrupted`).
+ * reports a `running` run whose owner is dead as `interrupted`). `waiting`: stopped because tool
+ * calls wait for a person's approval and no one was there to ask; resumable once they are answered.
  */
-export type RunStatus = 'running' | 'done' | 'capped' | 'failed' | 'interrupted';
+export type RunStatus = 'running' | 'done' | 'capped' | 'failed' | 'interrupted' | 'waiting';
 
-export const RUN_STATUSES: readonly RunStatus[] = ['running', 'done', 'capped', 'failed', 'interrupted'];
+export const RUN_STATUSES: readonly RunStatus[] = ['running', 'done', 'capped', 'failed', 'interrupted', 'waiting'];
 
 /** Who is running a run: a process on a host. `token` tells two owners with the same pid apart. */
 export interface RunOwner {

@@ -1,7 +1,7 @@
 import type { AgentOutcome } from '../types.js';
 
 /**
- * The viewer's colours, by meaning: waiting is grey (waiting for sub-agents a darker grey), working blue, a tool batch amber, a nudge
+ * The viewer's colours, by meaning: waiting is grey (waiting for sub-agents a darker grey, for a person's approval orange), working blue, a tool batch amber, a nudge
  * purple, done green, and the bad endings red. The page, its legend and the statechart all read
  * them from here.
  */
@@ -10,6 +10,7 @@ export const STATE_COLORS: Readonly<Record<string, string>> = {
   streaming: '#3b82f6',
   dispatchingBatch: '#f59e0b',
   waitingForAgents: '#94a3b8',
+  awaitingApproval: '#ea580c',
   nudged: '#a855f7',
   replied: '#16a34a',
   finishedWithoutReply: '#84cc16',
@@ -27,6 +28,7 @@ export const STATE_MEANINGS: Readonly<Record<string, string>> = {
   streaming: 'working: a model request in flight',
   dispatchingBatch: 'tool batch running',
   waitingForAgents: 'waiting for its sub-agents (wait_for_agents), no request',
+  awaitingApproval: 'waiting for a person to approve a tool call',
   nudged: 'reminded, streams again',
   replied: 'done: replied to its parent',
   finishedWithoutReply: 'done without a reply (empty)',

@@ -11,13 +11,15 @@
  * live children, inbox and queued user messages, and the open batch.
  */
 
-export type ContractValue = 'readyForUser' | 'streaming' | 'dispatchingBatch' | 'waitingForAgents' | 'nudged' | 'replied' | 'finishedWithoutReply' | 'capped' | 'failed' | 'cancelled';
+export type ContractValue = 'readyForUser' | 'streaming' | 'dispatchingBatch' | 'awaitingApproval' | 'waitingForAgents' | 'nudged' | 'replied' | 'finishedWithoutReply' | 'capped' | 'failed' | 'cancelled';
 
 export interface ContractLimits {
   /** §6: model requests per turn. */
   readonly maxSteps: number;
   /** §5: truncation reminders per turn. */
   readonly truncationBudget: number;
+  /** Issue 17: which host tool calls wait for a person (by their input). None without it. */
+  readonly approve?: (input: unknown) => boolean;
 }
 
 export interface ContractState {
@@ -38,6 +40,8 @@ export interface ContractState {
     readonly truncated: boolean;
     /** A `wait_for_agents` call (the first of the response) that has to wait: children were running. */
     readonly wait: 'all' | 'any' | null;
+    /** Issue 17: host tool calls still waiting for a person's answer. */
+    readonly awaiting: number;
   } | null;
   /** For `replied`: whether the payload rendered to nothing (§3: outcome empty). */
   readonly outcome?: 'replied' | 'empty';
@@ -53,6 +57,8 @@ export type ContractEvent =
   | { readonly type: 'model.error' }
   | { readonly type: 'model.starting' }
   | { readonly type: 'child.finished' }
+  /** Issue 17: a person answers one waiting call. */
+  | { readonly type: 'approval.answer'; readonly decision: 'approve' | 'deny' }
   | { readonly type: 'model.done'; readonly response: ContractResponse };
 
 /** A complete model response as the contract sees it. */
@@ -139,6 +145,13 @@ export function contractStep(s: ContractState, event: ContractEvent, limits: Con
     case 'model.starting':
       // Issue 15 §2: results that arrived before the turn's first request left join that turn.
       return s.value === 'streaming' && s.steps === 1 && s.inbox > 0 ? { ...s, inbox: 0, queuedUser: 0 } : s;
+    case 'approval.answer': {
+      // Issue 17: nothing of the batch runs until every waiting call is answered; a denied call is
+      // answered (an error result) and never runs, an approved one runs with the rest of the batch.
+      if (s.value !== 'awaitingApproval' || !s.batch) return s;
+      const batch = { ...s.batch, awaiting: s.batch.awaiting - 1, pending: s.batch.pending - (event.decision === 'deny' ? 1 : 0) };
+      return batch.awaiting === 0 ? go(s, 'dispatchingBatch', { batch }) : { ...s, batch };
+    }
     case 'model.error':
       // §5: a fault that is not retried (or retries exhausted) fails the session.
       return s.value === 'streaming' ? go(s, 'failed', { batch: null }) : s;
@@ -166,9 +179,11 @@ export function contractStep(s: ContractState, event: ContractEvent, limits: Con
         const waitCall = complete.find((c) => c.name === 'wait_for_agents');
         const until = waitCall && typeof waitCall.input === 'object' && waitCall.input !== null && (waitCall.input as { until?: unknown }).until === 'any' ? 'any' : 'all';
         const kids = s.kids + spawned;
-        return go(s, 'dispatchingBatch', {
+        const awaiting = complete.filter((c) => !['reply', 'agent', 'cancel_agent', 'wait_for_agents'].includes(c.name) && (limits.approve?.(c.input) ?? false)).length;
+        return go(s, awaiting > 0 ? 'awaitingApproval' : 'dispatchingBatch', {
           kids,
           batch: {
+            awaiting,
             pending: runs,
             reply: reply === undefined ? 'none' : payloadIsEmpty(reply.input) ? 'empty' : 'content',
             truncated: r.stopReason === 'max_tokens',

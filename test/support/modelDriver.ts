@@ -167,7 +167,7 @@ export function stateViolations(snapshot: SessionSnapshot, kind: ModelKind | 'an
   const value = String(snapshot.value);
   const problems = c.messages.length === 0 ? [] : findPairingProblems(c.messages);
   // Only while a batch runs, or waits for sub-agents, may the history end with calls still unanswered.
-  const open = (value === 'dispatchingBatch' || value === 'waitingForAgents') && snapshot.status === 'active';
+  const open = (value === 'dispatchingBatch' || value === 'waitingForAgents' || value === 'awaitingApproval') && snapshot.status === 'active';
   const allowed = open ? problems.filter((p) => !/without tool_result \(history ends\)$/.test(p)) : problems;
   // A waiting session waits for someone: with no sub-agent running, its wait would never end.
   if (value === 'waitingForAgents' && snapshot.status === 'active' && c.children.size === 0) out.push('waitingForAgents with no sub-agent running');
@@ -407,6 +407,13 @@ export class PathDriver {
         // The request held at the gate had left already: the join supersedes it with a new one.
         this.actor.send(event);
         return;
+      case 'approval.answer': {
+        // The model's call ids are not the real session's: answer the real session's first waiting call.
+        const callId = this.actor.getSnapshot().context.batch?.awaiting.keys().next().value;
+        if (callId === undefined) throw new Error('the real session waits on no call');
+        this.actor.send({ ...event, callId });
+        return;
+      }
       default: {
         const child = this.actor.getSnapshot().context.children.byActorId(event.actorId);
         if (!child) throw new Error(`no live child with actor id ${event.actorId}`);

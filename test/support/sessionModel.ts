@@ -42,6 +42,8 @@ export type ModelEvent =
   | { readonly type: 'model.done'; readonly output: ModelResponse; readonly variant: string }
   | { readonly type: 'model.error'; readonly error: { readonly message: string } }
   | { readonly type: 'model.starting' }
+  /** A person's answer to the first call the session waits on (the driver finds its real id). */
+  | { readonly type: 'approval.answer'; readonly callId: string; readonly decision: 'approve' | 'deny'; readonly reason?: string }
   | { readonly type: `xstate.done.actor.${number}`; readonly actorId: string; readonly output: AgentResult }
   | { readonly type: `xstate.error.actor.${number}`; readonly actorId: string; readonly error: { readonly message: string } };
 
@@ -50,6 +52,9 @@ export const MODEL_LIMITS = { maxSteps: 3, truncationBudget: 1, replyCap: 64 } a
 
 /** The one ordinary tool the models use; the real run gates it (see modelDriver.ts). */
 export const WORK_TOOL_NAME = 'work';
+
+/** The models' approval policy: a `work` call whose input says `ask: true` waits for a person. */
+export const needsApproval = (input: unknown): boolean => typeof input === 'object' && input !== null && (input as { ask?: unknown }).ask === true;
 
 /** A provider for the traversal only: the model never streams. */
 const inertProvider: Provider = {
@@ -72,6 +77,7 @@ export function modelInput(kind: ModelKind, provider: Provider = inertProvider, 
   return {
     provider,
     tools: [work],
+    approve: ({ input }) => needsApproval(input),
     ...MODEL_LIMITS,
     ...(kind === 'root' ? {} : { task: 'the sub-agent task', agent: { name: 'sut', path: ['root', 'sut'], depth: 1, id: 'root/sut' } }),
   };
@@ -114,7 +120,7 @@ export function machineStates(): string[] {
 /** Copies what the machine mutates in place, so a snapshot can be transitioned more than once. */
 function detach(snapshot: SessionSnapshot): SessionSnapshot {
   const context = snapshot.context;
-  const batch = context.batch && { ...context.batch, results: new Map(context.batch.results) };
+  const batch = context.batch && { ...context.batch, results: new Map(context.batch.results), awaiting: new Map(context.batch.awaiting) };
   return { ...snapshot, context: { ...context, messages: [...context.messages], inbox: [...context.inbox], children: cloneRegistry(context.children), batch } } as SessionSnapshot;
 }
 
@@ -218,7 +224,7 @@ export function traversableSession(kind: ModelKind): TraversableSession {
 export function restoredFromModel(snapshot: SessionSnapshot, journaled?: ResumeState): RestoredSession {
   const c = snapshot.context;
   const value = String(snapshot.value);
-  if (snapshot.status !== 'active' || !['readyForUser', 'streaming', 'dispatchingBatch', 'waitingForAgents', 'nudged'].includes(value)) {
+  if (snapshot.status !== 'active' || !['readyForUser', 'streaming', 'dispatchingBatch', 'awaitingApproval', 'waitingForAgents', 'nudged'].includes(value)) {
     throw new Error(`a ${value} (${snapshot.status}) session is not resumed`);
   }
   if (journaled !== undefined && journaled !== value && !(journaled === 'nudged' && value === 'streaming')) {
@@ -249,6 +255,9 @@ export function restoredFromModel(snapshot: SessionSnapshot, journaled?: ResumeS
             stopReason: response.stopReason,
             incomplete: response.incompleteToolUseIds,
             results: [...batch.results.values()],
+            // Waiting for a person; approved (no result yet, not waiting) but not yet started, while it still waits on others.
+            awaiting: [...batch.awaiting.keys()],
+            approved: value === 'awaitingApproval' ? pendingRuns(snapshot).filter((id) => !batch.awaiting.has(id)) : [],
           }
         : null,
   };
@@ -295,6 +304,7 @@ export function stateKey(snapshot: SessionSnapshot): string {
       calls: batch.plan.length,
       results: batch.results.size,
       pending: pendingRuns(snapshot).length,
+      awaiting: batch.awaiting.size,
       reply: batch.reply ? fingerprint(renderValue(batch.reply.result)) : null,
       stop: batch.stepEnd.stopReason,
     },
@@ -339,6 +349,9 @@ function responses(snapshot: SessionSnapshot, kind: ModelKind): ModelEvent[] {
     response('contextExceeded', [text('too long')], 'model_context_window_exceeded'),
     response('work', [text('working'), call(WORK_TOOL_NAME, {})], 'tool_use'),
     response('work2', [call(WORK_TOOL_NAME, {}), call(WORK_TOOL_NAME, {})], 'tool_use'),
+    // Issue 17: calls that wait for a person, alone and beside one that does not.
+    response('askWork', [call(WORK_TOOL_NAME, { ask: true })], 'tool_use'),
+    response('askTwice', [call(WORK_TOOL_NAME, { ask: true }), call(WORK_TOOL_NAME, {}), call(WORK_TOOL_NAME, { ask: true })], 'tool_use'),
   ];
   const cut = cutOff(WORK_TOOL_NAME);
   out.push(response('cutOffCall', [text('calling'), cut.block], 'max_tokens', [cut.id]));
@@ -410,6 +423,17 @@ export function eventsFor(kind: ModelKind): (snapshot: SessionSnapshot) => Model
         const settled: ModelEvent = pending.length === 1 ? { type: 'batch.drained', result } : { type: 'tool.settled', result };
         return [settled, cancel, ...user, ...childEvents(snapshot)];
       }
+      case 'awaitingApproval': {
+        // A person answers the first waiting call; meanwhile children finish and the outside world acts.
+        const first = c.batch?.awaiting.keys().next().value ?? '';
+        return [
+          { type: 'approval.answer', callId: first, decision: 'approve' },
+          { type: 'approval.answer', callId: first, decision: 'deny', reason: 'not now' },
+          cancel,
+          ...user,
+          ...childEvents(snapshot),
+        ];
+      }
       case 'waitingForAgents':
         // Only a child finishing ends the wait; the outside world can act meanwhile.
         return [...childEvents(snapshot), cancel, ...user];
@@ -427,5 +451,6 @@ export function describeEvent(event: EventObject): string {
   if (event.type.startsWith('xstate.done.actor.')) return `child ${actorId} done`;
   if (event.type.startsWith('xstate.error.actor.')) return `child ${actorId} crashed`;
   if (event.type === 'model.error') return 'model error';
+  if (event.type === 'approval.answer' && 'decision' in event) return `approval ${String(event.decision)}`;
   return event.type;
 }

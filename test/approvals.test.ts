@@ -1,0 +1,154 @@
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineTool, respond, waitForSettled, type ApprovalRequest } from '../src/index.js';
+import type { Message } from '../src/types.js';
+import { startTraced, toolResults } from './helpers.js';
+
+/**
+ * Issue 17, approvals: a call of a tool that needs a person is not run; its session rests in
+ * `awaitingApproval` (the rest of the tree goes on) and the request surfaces at the root; the answer
+ * given at the root resumes exactly that call.
+ */
+
+/** A host tool with an effect the test can count: each run appends its note. */
+function noteTool() {
+  const written: string[] = [];
+  const tool = defineTool({
+    name: 'write_note',
+    description: 'Write a note',
+    input: z.object({ text: z.string() }),
+    run: async ({ text }) => {
+      written.push(text);
+      return `wrote ${text}`;
+    },
+  });
+  return { tool, written };
+}
+
+const spawn = (name: string, task: string) => ({ name: 'agent', input: { name, task } });
+const note = (text: string) => ({ name: 'write_note', input: { text } });
+const reply = (result: unknown) => ({ calls: [{ name: 'reply', input: { result } }] });
+
+function resultsOf(messages: readonly Message[]): string[] {
+  return toolResults(messages).map((r) => `${r.is_error === true ? 'error' : 'ok'}: ${r.content}`);
+}
+
+/** Resolves with the first `count` requests the root hears of. */
+function requests(count: number): { seen: ApprovalRequest[]; arrived: Promise<void>; onApprovalRequest: (r: ApprovalRequest) => void } {
+  const seen: ApprovalRequest[] = [];
+  let done: () => void = () => undefined;
+  const arrived = new Promise<void>((resolve) => (done = resolve));
+  return {
+    seen,
+    arrived,
+    onApprovalRequest: (request) => {
+      seen.push(request);
+      if (seen.length === count) done();
+    },
+  };
+}
+
+describe('approvals', () => {
+  it("a grandchild's call waits in awaitingApproval while its sibling finishes; approved at the root, it runs once", async () => {
+    const { tool, written } = noteTool();
+    const asked = requests(1);
+    const traced = startTraced(
+      {
+        root: [{ calls: [spawn('lead', 'Lead the notes.'), { name: 'wait_for_agents', input: {} }] }, { text: 'all done' }],
+        lead: [{ calls: [spawn('scribe', 'Write the note hello.'), spawn('sibling', 'Say hi.'), { name: 'wait_for_agents', input: {} }] }, reply('lead done')],
+        scribe: [{ calls: [note('hello')] }, reply('written')],
+        sibling: [reply('hi')],
+      },
+      { task: 'Take notes', tools: [tool], approve: ['write_note'], onApprovalRequest: asked.onApprovalRequest },
+    );
+    await asked.arrived;
+    const [request] = asked.seen;
+    expect(request).toMatchObject({ type: 'approval.requested', tool: 'write_note', input: { text: 'hello' }, task: 'Write the note hello.' });
+    expect(request?.agent.path).toEqual(['root', 'lead', 'scribe']);
+    expect(request?.callId).toMatch(/^toolu_/);
+    // The sibling finishes while the scribe waits; nothing is written before the answer.
+    await until(() => traced.last.get('root/lead/sibling')?.status === 'done');
+    expect(traced.last.get('root/lead/scribe')?.value).toBe('awaitingApproval');
+    expect(written).toEqual([]);
+    respond(traced.actor, { callId: request?.callId ?? '', decision: 'approve' });
+    const settled = await waitForSettled(traced.actor);
+    expect(settled.context.failure).toBe(null);
+    expect(settled.value).toBe('readyForUser');
+    expect(written).toEqual(['hello']);
+    expect(traced.trail.get('root/lead/scribe')).toEqual(['readyForUser', 'streaming', 'awaitingApproval', 'dispatchingBatch', 'streaming', 'dispatchingBatch', 'replied']);
+    expect(resultsOf(lastMessageOf(traced, 'root/lead/scribe', 1))).toEqual(['ok: wrote hello']);
+  });
+
+  it('a denial is an is_error result carrying the reason, and the tool does not run', async () => {
+    const { tool, written } = noteTool();
+    const asked = requests(1);
+    const traced = startTraced(
+      { root: [{ calls: [note('secret')] }, { text: 'understood' }] },
+      { task: 'Note it', tools: [tool], approve: 'all', onApprovalRequest: asked.onApprovalRequest },
+    );
+    await asked.arrived;
+    respond(traced.actor, { callId: asked.seen[0]?.callId ?? '', decision: 'deny', reason: 'not in this folder' });
+    await waitForSettled(traced.actor);
+    expect(written).toEqual([]);
+    expect(resultsOf(lastMessageOf(traced, 'root', 1))).toEqual(["error: tool 'write_note' was not run: a person denied this call: not in this folder"]);
+  });
+
+  it('always approves the call and every later call of that tool in the run without asking', async () => {
+    const { tool, written } = noteTool();
+    const asked = requests(1);
+    const traced = startTraced(
+      {
+        root: [{ calls: [note('one')] }, { calls: [spawn('helper', 'Write two.')] }, { text: 'waiting' }, { text: 'done' }],
+        helper: [{ calls: [note('two'), note('three')] }, reply('ok')],
+      },
+      { task: 'Notes', tools: [tool], approve: ['write_note'], onApprovalRequest: asked.onApprovalRequest },
+    );
+    await asked.arrived;
+    respond(traced.actor, { callId: asked.seen[0]?.callId ?? '', decision: 'always' });
+    await waitForSettled(traced.actor);
+    expect(asked.seen).toHaveLength(1);
+    expect(written.sort()).toEqual(['one', 'three', 'two']);
+    expect(traced.trail.get('root/helper')).not.toContain('awaitingApproval');
+  });
+
+  it('a predicate decides per call; an answer for a call that is not waiting changes nothing', async () => {
+    const { tool, written } = noteTool();
+    const asked = requests(1);
+    const traced = startTraced(
+      { root: [{ calls: [note('safe'), note('rm -rf')] }, { text: 'ok' }] },
+      { task: 'Notes', tools: [tool], approve: ({ input }) => String(input['text']).includes('rm'), onApprovalRequest: asked.onApprovalRequest },
+    );
+    await asked.arrived;
+    expect(asked.seen.map((r) => r.input)).toEqual([{ text: 'rm -rf' }]);
+    expect(respond(traced.actor, { callId: 'toolu_not_waiting', decision: 'approve' })).toBe(false);
+    expect(traced.actor.getSnapshot().value).toBe('awaitingApproval');
+    respond(traced.actor, { callId: asked.seen[0]?.callId ?? '', decision: 'deny' });
+    await waitForSettled(traced.actor);
+    // Nothing of a batch runs while one of its calls waits: the safe call ran after the answer.
+    expect(written).toEqual(['safe']);
+  });
+
+  it('cancelling a session that waits answers its calls cancelled and withdraws the request', async () => {
+    const { tool, written } = noteTool();
+    const asked = requests(1);
+    const traced = startTraced({ root: [{ calls: [note('x')] }] }, { task: 'Notes', tools: [tool], approve: 'all', onApprovalRequest: asked.onApprovalRequest });
+    await asked.arrived;
+    traced.actor.send({ type: 'cancel' });
+    const snapshot = traced.actor.getSnapshot();
+    expect(snapshot.value).toBe('cancelled');
+    expect(resultsOf(snapshot.context.messages)).toEqual(['error: cancelled']);
+    expect(snapshot.context.options.approvals.waiting()).toEqual([]);
+    expect(written).toEqual([]);
+  });
+});
+
+/** What request `index` of an agent ended with (the results it was just given). */
+function lastMessageOf(traced: ReturnType<typeof startTraced>, agent: string, index: number): Message[] {
+  const last = traced.provider.requestsOf(agent)[index]?.lastMessage;
+  return last ? [last] : [];
+}
+
+async function until(check: () => boolean): Promise<void> {
+  for (let i = 0; i < 500 && !check(); i++) await new Promise((resolve) => setTimeout(resolve, 5));
+  if (!check()) throw new Error('condition never held');
+}
