@@ -337,7 +337,15 @@ describe('MCP tools in a durable run', () => {
 describe('hostile servers', () => {
   it('a message past 4 MiB is refused, over stdio and over HTTP, as an is_error result naming the server', async () => {
     const server = await httpServer();
-    const { provider } = recording({ root: [{ calls: [{ name: 'mcp__pipe__huge', input: {} }, { name: 'mcp__web__huge', input: {} }, { name: 'mcp__web__echo', input: { text: 'still fine' } }] }, { text: 'survived' }] });
+    // The echo comes in a later step: over HTTP the cap fails every call in flight on that
+    // server at that moment, so in the same batch it raced the huge one.
+    const { provider } = recording({
+      root: [
+        { calls: [{ name: 'mcp__pipe__huge', input: {} }, { name: 'mcp__web__huge', input: {} }] },
+        { calls: [{ name: 'mcp__web__echo', input: { text: 'still fine' } }] },
+        { text: 'survived' },
+      ],
+    });
     const run = await runAgent('flood', { provider, toolTimeoutMs: 20_000, mcp: [stdio('normal', { name: 'pipe' }), { url: server.url, name: 'web' }] });
     expect(run.text).toBe('survived');
     const [pipe, web, echo] = results(run.snapshot.context.messages);

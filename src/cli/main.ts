@@ -56,8 +56,8 @@ const USAGE = `Usage:
       --db URL            keep the run in PostgreSQL (postgres://user@host:port/database)
                           instead of the file: the store workers share
       --no-store          run without recording it (it cannot be resumed)
-      --approve TOOLS|all calls of these tools (comma-separated) wait for a person's approval,
-                          at any depth: asked inline on a terminal, one at a time
+      --approve TOOLS|all calls of these tools (comma-separated), by any agent, wait for a
+                          person's approval: asked inline on a terminal, one at a time
       --no-wait           never ask: once only approvals are left, stop as waiting (exit 4)
                           and list them (also what happens without a terminal)
       --max-tokens N      a budget for the whole tree: no request starts once its responses

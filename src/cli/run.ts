@@ -147,22 +147,28 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   const budget = budgetOf(flags, model);
   if (allowShell === 'unsandboxed') io.stderr.write('exarch: --allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network\n');
   if (flags.detach && flags.db === undefined) throw new UsageError('--detach needs --db: only a run queued for workers goes on without this process');
+  // What a resume (here or on a worker) rebuilds the run with: the options, never a secret.
+  const recorded = {
+    model,
+    allowWrite,
+    allowShell,
+    allowNetwork,
+    ...(maxSteps === undefined ? {} : { maxSteps }),
+    ...(maxDepth === undefined ? {} : { maxDepth }),
+    ...(replyCap === undefined ? {} : { replyCap }),
+    ...(wake === undefined ? {} : { wake }),
+    ...(maxRetryWait === undefined ? {} : { maxRetryWait }),
+    // The config itself, not its path: a resume rebuilds the same agents even if the file changed.
+    ...(declared ? { agentsConfig: declared.json } : {}),
+    // The --mcp values as given, so that a resume starts the same servers (never put a secret in one).
+    ...(flags.mcp === undefined || flags.mcp.length === 0 ? {} : { mcp: [...flags.mcp] }),
+    ...(approve === undefined ? {} : { approve }),
+    ...(flags.maxTokens === undefined ? {} : { maxTokens: flags.maxTokens }),
+    ...(flags.maxCost === undefined ? {} : { maxCost: flags.maxCost }),
+  };
   if (flags.db !== undefined) {
-    const record = {
-      model,
-      allowWrite,
-      allowShell,
-      allowNetwork,
-      tools: tools.map((tool) => tool.name).sort(),
-      ...(flags.logDir === undefined ? {} : { logDir: flags.logDir }),
-      ...(maxSteps === undefined ? {} : { maxSteps }),
-      ...(maxDepth === undefined ? {} : { maxDepth }),
-      ...(replyCap === undefined ? {} : { replyCap }),
-      ...(wake === undefined ? {} : { wake }),
-      ...(maxRetryWait === undefined ? {} : { maxRetryWait }),
-      ...(declared ? { agentsConfig: declared.json } : {}),
-    };
     if (mcpServers.length > 0) throw new UsageError('--mcp with --db: the workers do not start MCP servers yet; run it here without --db');
+    const record = { ...recorded, tools: tools.map((tool) => tool.name).sort(), ...(flags.logDir === undefined ? {} : { logDir: flags.logDir }) };
     return submitAndFollow(flags.db, { task, cwd: io.cwd, record }, flags.detach === true, io, model, maxSteps);
   }
   // The workers need the key; a run here needs it now.
@@ -193,25 +199,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
     if (!store) return await output.follow(localRun(task, session, output.inspect), io.interrupt);
     const id = newRunId();
     io.stderr.write(`exarch: run ${id} started\n`);
-    const record = {
-      model,
-      logDir,
-      allowWrite,
-      allowShell,
-      allowNetwork,
-      ...(maxSteps === undefined ? {} : { maxSteps }),
-      ...(maxDepth === undefined ? {} : { maxDepth }),
-      ...(replyCap === undefined ? {} : { replyCap }),
-      ...(wake === undefined ? {} : { wake }),
-      ...(maxRetryWait === undefined ? {} : { maxRetryWait }),
-      // The config itself, not its path: a resume rebuilds the same agents even if the file changed.
-      ...(declared ? { agentsConfig: declared.json } : {}),
-      // The --mcp values as given, so that a resume starts the same servers (never put a secret in one).
-      ...(flags.mcp === undefined || flags.mcp.length === 0 ? {} : { mcp: [...flags.mcp] }),
-      ...(approve === undefined ? {} : { approve }),
-      ...(flags.maxTokens === undefined ? {} : { maxTokens: flags.maxTokens }),
-      ...(flags.maxCost === undefined ? {} : { maxCost: flags.maxCost }),
-    };
+    const record = { ...recorded, logDir };
     const run = await startRun(task, session, { store, id, cwd: io.cwd, record, actor: { inspect: output.inspect } });
     return await output.follow(run, io.interrupt, store);
   } finally {
