@@ -530,6 +530,9 @@ const machineSetup = setup({
     /** Starts the model request (see src/sessionEffects.ts); it answers with `model.done` or `model.error`. */
     requestModel: ({ context, self }) => {
       context.options.budget.requestStarting(context.agent);
+      // Results are appended to this very array until the turn's first request leaves (see joinTurn).
+      const inbox = context.inbox;
+      const lateResults = context.joinable && context.steps === 1 ? () => inbox.length > 0 : undefined;
       effectsFor(self, context)?.requestModel({
         provider: context.options.provider,
         request: {
@@ -543,7 +546,7 @@ const machineSetup = setup({
         retry: context.options.retry,
         stallTimeoutMs: context.options.stallTimeoutMs,
         onRetry: (info) => context.recorder.record({ type: 'retry', ...info }),
-      });
+      }, lateResults);
     },
     /** Starts the batch's runnable calls; they answer with `tool.settled` and, last, `batch.drained`. */
     runBatch: ({ context, self }) => {

@@ -64,7 +64,12 @@ export class SessionEffects {
     this.tick ??= setImmediate(this.sendTick);
   }
 
-  requestModel(input: StreamModelInput): void {
+  /**
+   * @param lateInput for a request that waits for the journal: whether input arrived meanwhile that
+   * the machine may join to the request (`model.starting` is sent only then: an event per step
+   * would cost every durable step a macrostep).
+   */
+  requestModel(input: StreamModelInput, lateInput?: () => boolean): void {
     if (this.closed) return;
     this.model?.abort(new Error('superseded by a new request'));
     this.model = undefined;
@@ -79,7 +84,7 @@ export class SessionEffects {
       if (cancellation.isAborted || this.closed) return;
       // Input that arrived while the journal was written may join the request's turn: the machine
       // then asks for the request again, which supersedes (aborts) this one before it starts.
-      this.send({ type: 'model.starting' });
+      if (lateInput?.() === true) this.send({ type: 'model.starting' });
       if (!cancellation.isAborted && !this.closed) this.startModel(input, cancellation);
     });
   }
