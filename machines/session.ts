@@ -99,15 +99,27 @@ interface Batch {
   cancelsSent: boolean;
 }
 
-export interface SessionContext {
-  readonly options: ResolvedOptions;
-  readonly agent: AgentIdentity;
+/**
+ * What a session is made with and never replaces. One member rather than four: every `assign`
+ * copies the context with `Object.assign({}, context, update)`, and V8 turns a copy of twenty or
+ * more properties into a dictionary-mode object, whose every read and copy is a hash lookup: at
+ * twenty members that cost a plain step about a fifth of its time (bench/run.mjs, loop rows).
+ * test/sessionContextShape.test.ts holds the member count under that cliff.
+ */
+export interface SessionFixed {
   readonly toolbox: Toolbox;
   readonly system: string;
   readonly latches: readonly NudgeLatch[];
+  readonly recorder: SessionRecorder;
+}
+
+export interface SessionContext {
+  readonly options: ResolvedOptions;
+  readonly agent: AgentIdentity;
+  /** Kept in one member, see `SessionFixed`. */
+  readonly fixed: SessionFixed;
   /** Append-only; see the note at the top. */
   readonly messages: Message[];
-  readonly recorder: SessionRecorder;
   /** User messages waiting for the next turn. */
   readonly pendingUser: readonly string[];
   /** Results of finished children waiting for the next turn; appended in place, replaced at a turn start. */
@@ -149,7 +161,7 @@ const REFUSAL_REASONS: Partial<Record<StopReason, string>> = {
 
 /** A session that owes a reply: every sub-agent, and a root given an `output` schema. */
 function isSubAgent(context: SessionContext): boolean {
-  return context.toolbox.axes.replies;
+  return context.fixed.toolbox.axes.replies;
 }
 
 function isQuiet(context: SessionContext): boolean {
@@ -176,7 +188,7 @@ function nudgeView(context: SessionContext, step: StepEnd): Omit<NudgeView, 'fir
 }
 
 function latchFor(context: SessionContext, on: NudgeLatch['on'], step: StepEnd): NudgeLatch | undefined {
-  return pickNudge(context.latches, on, context.latchCounts, nudgeView(context, step));
+  return pickNudge(context.fixed.latches, on, context.latchCounts, nudgeView(context, step));
 }
 
 /** The model's response, from the `model.done` event. */
@@ -196,17 +208,17 @@ function stepEndFor(context: SessionContext, event: SessionEvent): StepEnd {
 function settleCallIn(context: SessionContext, event: SessionEvent): void {
   if ((event.type !== 'tool.settled' && event.type !== 'batch.drained') || !event.result || !context.batch || context.batch.committed) return;
   context.batch.results.set(event.result.tool_use_id, event.result);
-  context.recorder.note({ type: 'tool', result: event.result });
+  context.fixed.recorder.note({ type: 'tool', result: event.result });
 }
 
 /** Appends a complete assistant message to the history; returns the session's usage with its tokens. */
 function commitResponseTo(context: SessionContext, response: ModelResponse): Usage {
   const blocks = nonEmptyBlocks(response.content);
   appendAssistantBlocks(context.messages, blocks);
-  if (blocks.length > 0) context.recorder.record({ type: 'message', role: 'assistant', content: blocks });
+  if (blocks.length > 0) context.fixed.recorder.record({ type: 'message', role: 'assistant', content: blocks });
   const usage = addUsage(context.usage, response.usage);
   context.options.budget.add(response.usage);
-  context.recorder.record({
+  context.fixed.recorder.record({
     type: 'usage',
     request: response.usage,
     session: usage,
@@ -232,7 +244,7 @@ function commitBatchTo(context: SessionContext, fill?: string): boolean {
   const blocks: UserBlock[] = waited && context.inbox.length > 0 ? [...results, text(renderInbox(context.inbox))] : results;
   appendUserBlocks(context.messages, blocks);
   // One record: a resume replays the delivery with the results, so the inbox is not delivered twice.
-  context.recorder.record({ type: 'message', role: 'user', content: blocks });
+  context.fixed.recorder.record({ type: 'message', role: 'user', content: blocks });
   if (blocks === results) return false;
   context.inbox.length = 0;
   return true;
@@ -268,7 +280,7 @@ function closeOpenCalls(context: SessionContext, reason: string): void {
   if (open.length === 0) return;
   const results = open.map((call) => errorResult(call.id, reason));
   appendUserBlocks(context.messages, results);
-  context.recorder.record({ type: 'message', role: 'user', content: results });
+  context.fixed.recorder.record({ type: 'message', role: 'user', content: results });
 }
 
 function settle(context: SessionContext, outcome: AgentOutcome, extra: { text?: string; reason?: string; value?: unknown } = {}): AgentResult {
@@ -281,7 +293,7 @@ function settle(context: SessionContext, outcome: AgentOutcome, extra: { text?: 
     ...('value' in extra ? { value: extra.value } : {}),
     usage: totalUsage,
   };
-  context.recorder.record({
+  context.fixed.recorder.record({
     type: 'outcome',
     outcome,
     text: result.text,
@@ -290,7 +302,7 @@ function settle(context: SessionContext, outcome: AgentOutcome, extra: { text?: 
     usage: context.usage,
     totalUsage,
   });
-  context.recorder.flush();
+  context.fixed.recorder.flush();
   return result;
 }
 
@@ -301,14 +313,14 @@ function deliverTurnInput(context: SessionContext): void {
   if (context.inbox.length > 0) blocks.push(text(renderInbox(context.inbox)));
   for (const message of context.pendingUser) if (message.length > 0) blocks.push(text(message));
   appendUserBlocks(context.messages, blocks);
-  context.recorder.record({ type: 'message', role: 'user', content: blocks });
+  context.fixed.recorder.record({ type: 'message', role: 'user', content: blocks });
 }
 
 /** A child's result enters the inbox; returns the crew to stop, if the child was its last. */
 function acceptChildResult(context: SessionContext, actorId: string, result: AgentResult): { update: Partial<SessionContext>; emptyCrew: string | undefined } {
   const removed = context.children.remove(actorId);
   context.inbox.push(result);
-  context.recorder.record({ type: 'inbox', actorId, result });
+  context.fixed.recorder.record({ type: 'inbox', actorId, result });
   return { update: { childUsage: addUsage(context.childUsage, result.usage) }, emptyCrew: removed?.emptyCrew };
 }
 
@@ -332,7 +344,7 @@ function atRest(snapshot: unknown): boolean {
 function effectsFor(self: AnyActorRef, context: SessionContext): SessionEffects | undefined {
   return effectsOf(self, () => {
     const journal = context.options.journal;
-    return { recorder: context.recorder, atRest, ...(journal ? { barrier: () => journal.barrier() } : {}) };
+    return { recorder: context.fixed.recorder, atRest, ...(journal ? { barrier: () => journal.barrier() } : {}) };
   });
 }
 
@@ -345,7 +357,7 @@ export function unknownEffectMessage(toolName: string): string {
 }
 
 /** What every session's context has, new or resumed. */
-type MadeContext = Pick<SessionContext, 'options' | 'agent' | 'toolbox' | 'system' | 'latches' | 'recorder' | 'failure' | 'result'>;
+type MadeContext = Pick<SessionContext, 'options' | 'agent' | 'fixed' | 'failure' | 'result'>;
 
 type Spawner = (src: 'crew', options: { id: string; input: { members: CrewMember[] } }) => unknown;
 
@@ -358,7 +370,7 @@ type Spawner = (src: 'crew', options: { id: string; input: { members: CrewMember
  * is made from it like a new one, through its input, at every depth.
  */
 function resumedContext(made: MadeContext, restore: RestoredSession, spawn: Spawner): SessionContext {
-  const { options, recorder, toolbox } = made;
+  const { options, fixed: { recorder, toolbox } } = made;
   recorder.record({ type: 'resumed', state: restore.state });
   const children = new ChildRegistry();
   children.restoreUses(restore.uses);
@@ -451,7 +463,7 @@ function inputOf(content: readonly AssistantBlock[], id: string): Readonly<Recor
 function callsNeedingApproval(context: SessionContext, response: ModelResponse): ToolUseBlock[] {
   const gated: ToolUseBlock[] = [];
   for (const block of response.content) {
-    if (block.type !== 'tool_use' || !context.toolbox.tools.has(block.name) || response.incompleteToolUseIds.includes(block.id)) continue;
+    if (block.type !== 'tool_use' || !context.fixed.toolbox.tools.has(block.name) || response.incompleteToolUseIds.includes(block.id)) continue;
     if (response.invalidToolInputs?.[block.id] !== undefined) continue;
     if (context.options.approvals.needs({ tool: block.name, input: block.input, agent: context.agent })) gated.push(block);
   }
@@ -537,15 +549,15 @@ const machineSetup = setup({
         provider: context.options.provider,
         request: {
           agent: context.agent,
-          system: context.system,
+          system: context.fixed.system,
           messages: context.messages,
-          tools: context.toolbox.specs,
+          tools: context.fixed.toolbox.specs,
           ...(context.options.model === undefined ? {} : { model: context.options.model }),
         },
         listener: context.options.listener,
         retry: context.options.retry,
         stallTimeoutMs: context.options.stallTimeoutMs,
-        onRetry: (info) => context.recorder.record({ type: 'retry', ...info }),
+        onRetry: (info) => context.fixed.recorder.record({ type: 'retry', ...info }),
       }, lateResults);
     },
     /** Starts the batch's runnable calls; they answer with `tool.settled` and, last, `batch.drained`. */
@@ -565,7 +577,7 @@ const machineSetup = setup({
       });
     },
     /** The journal's mark of a wait: a resume takes the session up in `waitingForAgents` again. */
-    noteWaiting: ({ context }) => context.recorder.note({ type: 'waiting' }),
+    noteWaiting: ({ context }) => context.fixed.recorder.note({ type: 'waiting' }),
     /** While waiting for sub-agents: a stop from outside still answers the open batch's calls. */
     holdBatch: ({ context, self }) => effectsFor(self, context)?.holdBatch(() => closeOpenCalls(context, 'cancelled')),
     releaseBatch: ({ context, self }) => effectsFor(self, context)?.releaseBatch(),
@@ -587,7 +599,7 @@ const machineSetup = setup({
     openBatch: assign(({ context, event, spawn }) => {
       const response = responseOf(event);
       const usage = commitResponseTo(context, response);
-      const plan = planBatch(response.content, context.toolbox, new Set(response.incompleteToolUseIds), response.invalidToolInputs);
+      const plan = planBatch(response.content, context.fixed.toolbox, new Set(response.incompleteToolUseIds), response.invalidToolInputs);
       const results = new Map<string, ToolResultBlock>();
       let reply: Batch['reply'] = null;
       let wait: Batch['wait'] = null;
@@ -622,7 +634,7 @@ const machineSetup = setup({
             let members = crews.get(child.crewId);
             if (!members) crews.set(child.crewId, (members = []));
             members.push({ actorId, input: inheritOptions(childOptions(context.options, call.type), { task: call.task, agent }) });
-            context.recorder.record({ type: 'spawn', name: call.name, id: agent.id, actorId, task: call.task, ...(call.type === undefined ? {} : { profile: call.type }) });
+            context.fixed.recorder.record({ type: 'spawn', name: call.name, id: agent.id, actorId, task: call.task, ...(call.type === undefined ? {} : { profile: call.type }) });
             results.set(
               call.id,
               okResult(call.id, `Sub-agent '${call.name}' started. Its result will arrive later as a message beginning with [agent '${call.name}' …].`),
@@ -663,7 +675,7 @@ const machineSetup = setup({
       }
       // A durable run keeps every answer given as the batch opened: a resume cannot recompute
       // those of `agent` and `cancel_agent`, which depended on the children live at the time.
-      if (context.recorder.durable) for (const result of results.values()) context.recorder.note({ type: 'tool', result });
+      if (context.fixed.recorder.durable) for (const result of results.values()) context.fixed.recorder.note({ type: 'tool', result });
       // Sub-agents live in crews (machines/crew.ts), each spawned with its share of this batch.
       children.closeCrew();
       for (const [crewId, members] of crews) spawn('crew', { id: crewId, input: { members } });
@@ -688,10 +700,10 @@ const machineSetup = setup({
       for (const [callId, call] of batch.awaiting) {
         if (!desk.alwaysApproved(call.tool)) continue;
         batch.awaiting.delete(callId);
-        context.recorder.note({ type: 'approval', callId, tool: call.tool, decision: 'approve' });
+        context.fixed.recorder.note({ type: 'approval', callId, tool: call.tool, decision: 'approve' });
       }
       if (batch.awaiting.size === 0) return;
-      context.recorder.note({ type: 'awaiting', calls: [...batch.awaiting.keys()] });
+      context.fixed.recorder.note({ type: 'awaiting', calls: [...batch.awaiting.keys()] });
       const task = taskOf(context);
       for (const [callId, call] of batch.awaiting) desk.request({ type: 'approval.requested', callId, tool: call.tool, input: call.input, agent: context.agent, task }, self);
     },
@@ -703,7 +715,7 @@ const machineSetup = setup({
       context.batch.awaiting.delete(event.callId);
       context.options.approvals.settle(event.callId);
       const reason = event.reason === undefined ? {} : { reason: event.reason };
-      context.recorder.note({ type: 'approval', callId: event.callId, tool: call.tool, decision: event.decision, ...reason });
+      context.fixed.recorder.note({ type: 'approval', callId: event.callId, tool: call.tool, decision: event.decision, ...reason });
       if (event.decision === 'deny') context.batch.results.set(event.callId, errorResult(event.callId, denialMessage(call.tool, event.reason)));
     },
     /** Leaving `awaitingApproval` other than by its answers (a cancel): the desk stops offering its calls. */
@@ -711,7 +723,7 @@ const machineSetup = setup({
       for (const callId of context.batch?.awaiting.keys() ?? []) context.options.approvals.settle(callId);
     },
     /** Journaled before the approved calls start: a resume then treats them as calls that were running. */
-    noteDispatching: ({ context }) => context.recorder.note({ type: 'dispatching' }),
+    noteDispatching: ({ context }) => context.fixed.recorder.note({ type: 'dispatching' }),
     settleCall: ({ context, event }) => settleCallIn(context, event),
     /** Takes the last result (it comes with `batch.drained`) and commits the batch. */
     commitBatch: assign(({ context, event }) => {
@@ -722,18 +734,18 @@ const machineSetup = setup({
     /** Appends the chosen latch's reminder to the history (merged into a trailing user message). */
     applyNudge: assign(({ context, event }, params: { on: NudgeLatch['on'] }) => {
       const view = nudgeView(context, stepEndFor(context, event));
-      const latch = pickNudge(context.latches, params.on, context.latchCounts, view);
+      const latch = pickNudge(context.fixed.latches, params.on, context.latchCounts, view);
       if (!latch) throw new Error(`exarch: a ${params.on} nudge was chosen but no latch fires`);
       const count = context.latchCounts[latch.id] ?? { turn: 0, total: 0 };
       const message = nudgeMessage(latch, { ...view, firedThisTurn: count.turn, firedTotal: count.total });
       appendUserBlocks(context.messages, [text(message)]);
-      context.recorder.record({ type: 'nudge', latch: latch.id, text: message });
+      context.fixed.recorder.record({ type: 'nudge', latch: latch.id, text: message });
       return { latchCounts: { ...context.latchCounts, [latch.id]: { turn: count.turn + 1, total: count.total + 1 } } };
     }),
     queueUserMessage: assign({
       pendingUser: ({ context, event }) => {
         if (event.type !== 'user.message') return context.pendingUser;
-        context.recorder.note({ type: 'queued', text: event.text });
+        context.fixed.recorder.note({ type: 'queued', text: event.text });
         return [...context.pendingUser, event.text];
       },
     }),
@@ -758,7 +770,7 @@ const machineSetup = setup({
       for (const child of context.children.values()) enqueue.sendTo(child.crewId, { type: 'crew.cancel', actorId: child.actorId, reason: params.reason });
     }),
     closeOpenCalls: ({ context }, params: { reason: string }) => closeOpenCalls(context, params.reason),
-    flushLog: ({ context }) => context.recorder.flush(),
+    flushLog: ({ context }) => context.fixed.recorder.flush(),
     fail: assign(({ event }, params: { reason?: string }) => {
       if (params.reason) return { failure: params.reason };
       if (event.type === 'model.done') return { failure: REFUSAL_REASONS[responseOf(event).stopReason] ?? 'model stopped' };
@@ -816,17 +828,15 @@ export const sessionMachine = machineSetup.createMachine({
     const latches = latchesFor(options, axes.replies);
     if (restore?.approvedTools) options.approvals.approveAlways(restore.approvedTools);
     if (agent.depth === 0) options.budget.attachRoot(self);
-    if (restore) return resumedContext({ options, agent, toolbox, system, latches, recorder, failure: null, result: null }, restore, spawn);
+    const fixed: SessionFixed = { toolbox, system, latches, recorder };
+    if (restore) return resumedContext({ options, agent, fixed, failure: null, result: null }, restore, spawn);
     recorder.record({ type: 'session', agent, ...(input.task === undefined ? {} : { task: input.task }) });
     // A literal rather than a spread of the shared fields: this runs once per sub-agent.
     return {
       options,
       agent,
-      toolbox,
-      system,
-      latches,
+      fixed,
       messages: input.history ? [...input.history] : [],
-      recorder,
       pendingUser: input.task === undefined ? [] : [input.task],
       inbox: [],
       steps: 0,

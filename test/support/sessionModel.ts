@@ -357,8 +357,8 @@ function responses(snapshot: SessionSnapshot, kind: ModelKind): ModelEvent[] {
   out.push(response('cutOffCall', [text('calling'), cut.block], 'max_tokens', [cut.id]));
   const cut2 = cutOff(WORK_TOOL_NAME);
   out.push(response('workThenCutOff', [call(WORK_TOOL_NAME, {}), cut2.block], 'max_tokens', [cut2.id]));
-  if (c.toolbox.axes.spawns && c.children.size === 0) out.push(response('spawn', [call('agent', { name: 'kid', task: 'kid task' })], 'tool_use'));
-  if (c.toolbox.axes.spawns) {
+  if (c.fixed.toolbox.axes.spawns && c.children.size === 0) out.push(response('spawn', [call('agent', { name: 'kid', task: 'kid task' })], 'tool_use'));
+  if (c.fixed.toolbox.axes.spawns) {
     // wait_for_agents: with the spawn in one response, on its own (for a kid already running, or
     // for nobody: answered at once), and in a truncated response.
     if (c.children.size === 0) out.push(response('spawnAndWait', [call('agent', { name: 'kid', task: 'kid task' }), call('wait_for_agents', {})], 'tool_use'));
