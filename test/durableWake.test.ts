@@ -7,6 +7,8 @@ import type { JournalRow, RunStore } from '../src/store/runStore.js';
 import { openSqliteStore, type SqliteRunStore } from '../src/store/sqliteStore.js';
 import { scriptedProvider } from '../src/testing/scriptedProvider.js';
 import type { Message, ModelRequest, Provider, StreamSink } from '../src/types.js';
+import { MemoryRunStore } from '../src/store/memoryStore.js';
+import { RecordingStore, SkewedClock } from './support/durableStore.js';
 
 /**
  * Issue 15, point 2, in a durable run: a woken parent's request waits until the journal holds
@@ -107,5 +109,61 @@ describe('a durable parent woken by a result', () => {
     const finished = await resumeRun(run.id, { provider, maxSteps: 10 }, { store, cwd: dir });
     expect(finished).toMatchObject({ finished: true, status: 'done', text: 'both are in' });
     store.close();
+  });
+});
+
+describe('a resumed request', () => {
+  it('is asked again from the committed history only: a result already in the inbox waits for the next turn', async () => {
+    // Process 1: the root asks its turn with a's result; while that request is in flight, b
+    // replies and its result lands in the root's inbox (delivered, not yet seen). The store as it
+    // is then is the crash image.
+    const clock = new SkewedClock();
+    const store = new RecordingStore(new MemoryRunStore({ now: clock.now }));
+    const rootAsked = deferred();
+    const releaseB = deferred();
+    const first = scriptedProvider({
+      agents: {
+        root: [{ calls: [spawn('a'), spawn('b')] }, { text: 'spawned both' }, { text: 'never answered' }],
+        a: [{ calls: [{ name: 'reply', input: { result: 'from a' } }] }],
+        b: [{ calls: [{ name: 'reply', input: { result: 'from b' } }] }],
+      },
+    });
+    const never = new Promise<never>(() => undefined);
+    const held: Provider = {
+      name: 'held',
+      async stream(request: ModelRequest, sink: StreamSink) {
+        if (request.agent.name === 'b') await releaseB.promise;
+        if (request.agent.id === 'root' && first.requestsOf('root').length === 2) {
+          rootAsked.resolve();
+          return never;
+        }
+        return first.stream(request, sink);
+      },
+    };
+    const run = await startRun('go', { provider: held, maxSteps: 10 }, { store });
+    await rootAsked.promise;
+    releaseB.resolve();
+    let image: MemoryRunStore | undefined;
+    for (let turns = 0; image === undefined; turns++) {
+      if (turns > 10_000) throw new Error("b's result never reached the root's journal");
+      const last = store.frozen.at(-1);
+      if (last?.rows.some((row) => row.session === 'root' && row.record.type === 'inbox' && row.record.result.name === 'b')) image = last.store.clone();
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(run.actor.getSnapshot().value).toBe('streaming');
+    run.interrupt();
+    await run.result;
+
+    // Process 2 takes the run up from the image.
+    clock.expireLeases();
+    const second = scriptedProvider({ agents: { root: [{ text: 'seen a' }, { text: 'seen b' }] } });
+    const resumed = await resumeRun(run.id, { provider: second, maxSteps: 10 }, { store: new RecordingStore(image) });
+    if ('finished' in resumed) throw new Error('the run was not resumable');
+    expect(await resumed.result).toMatchObject({ status: 'done', text: 'seen b' });
+    const asked = second.requestsOf('root');
+    expect(asked).toHaveLength(2);
+    // The re-asked request shows exactly the committed history: a's result, not b's.
+    expect(texts(asked[0]?.lastMessage)).toEqual(["[agent 'a' replied]\nfrom a"]);
+    expect(texts(asked[1]?.lastMessage)).toEqual(["[agent 'b' replied]\nfrom b"]);
   });
 });
