@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { call, exarch, lastUserText, onCleanup, serve, stream, workdir } from './support/cliHarness.js';
+import { alive } from './support/processes.js';
 
 /**
  * `exarch run --mcp` end to end: the compiled command, the scripted model server, and a real MCP
@@ -11,15 +12,6 @@ import { call, exarch, lastUserText, onCleanup, serve, stream, workdir } from '.
 const SERVER = fileURLToPath(new URL('./fixtures/mcp/server.mjs', import.meta.url));
 const quote = (word: string): string => `'${word.replace(/'/g, `'\\''`)}'`;
 const stdioFlag = (mode = 'normal'): string => `${quote(process.execPath)} ${quote(SERVER)} stdio ${mode}`;
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 describe('exarch run --mcp', () => {
   it('offers a stdio server’s tools to the agents, says so on stderr, and leaves no server process behind', async () => {

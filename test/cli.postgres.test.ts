@@ -2,24 +2,17 @@ import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { historyHandler, startAnthropicServer, type AnthropicTestServer, type ReceivedRequest, type ServerPlan } from './support/anthropicServer.js';
 import { call, exarch, lastUserText, MAIN, onCleanup, stream, workdir, type CliRun } from './support/cliHarness.js';
-import { postgresAvailable, startPostgres, type PostgresServer } from './support/postgresServer.js';
+import { postgresForFile } from './support/postgresServer.js';
 
 /**
  * `exarch run/runs/resume/view --db postgres://…` (issue 18): the durable-run commands against a
  * real PostgreSQL server the test starts. The store is checked with the test's own connection.
  */
 
-const HAS_POSTGRES = postgresAvailable('test/cli.postgres.test.ts');
-let server: PostgresServer;
-beforeAll(async () => {
-  if (HAS_POSTGRES) server = await startPostgres();
-}, 120_000);
-afterAll(() => {
-  if (HAS_POSTGRES) server.stop();
-}, 120_000);
+const postgres = postgresForFile('test/cli.postgres.test.ts');
 
 async function serveByHistory(scripts: Parameters<typeof historyHandler>[0]): Promise<AnthropicTestServer> {
   const model = await startAnthropicServer(historyHandler(scripts));
@@ -109,9 +102,9 @@ async function eventually(check: () => Promise<boolean>, what: string, ms = 60_0
   }
 }
 
-describe.skipIf(!HAS_POSTGRES)('durable runs in PostgreSQL from the command line', () => {
+describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the command line', () => {
   it('run --db queues the run, a worker runs it, run follows it to the answer; runs, view and resume read it back', { timeout: 120_000 }, async () => {
-    const db = await server.createDatabase();
+    const db = await postgres.server().createDatabase();
     const cwd = workdir();
     const model = await serveByHistory(delegatingScripts(0));
     const worker = await readyWorker(db, model, cwd, ['--concurrency', '2']);
@@ -147,7 +140,7 @@ describe.skipIf(!HAS_POSTGRES)('durable runs in PostgreSQL from the command line
   });
 
   it('--detach prints the id; a worker SIGKILLed mid-run loses nothing: another takes the run up and finishes it', { timeout: 120_000 }, async () => {
-    const db = await server.createDatabase();
+    const db = await postgres.server().createDatabase();
     const cwd = workdir();
     writeFileSync(join(cwd, 'a.txt'), 'a');
     const model = await serveByHistory(delegatingScripts(300));
@@ -170,7 +163,7 @@ describe.skipIf(!HAS_POSTGRES)('durable runs in PostgreSQL from the command line
   });
 
   it('SIGTERM drains: a run that does not finish in time is handed back, and another worker finishes it', { timeout: 120_000 }, async () => {
-    const db = await server.createDatabase();
+    const db = await postgres.server().createDatabase();
     const cwd = workdir();
     writeFileSync(join(cwd, 'a.txt'), 'a');
     const model = await serveByHistory(delegatingScripts(3000));
@@ -191,7 +184,7 @@ describe.skipIf(!HAS_POSTGRES)('durable runs in PostgreSQL from the command line
 
   it('bad --db usage and an unreachable server each get one line', async () => {
     const cwd = workdir();
-    const both = await exarch(['runs', '--db', server.url, '--store', 'x.db'], { cwd });
+    const both = await exarch(['runs', '--db', postgres.server().url, '--store', 'x.db'], { cwd });
     expect(both.code).toBe(2);
     expect(both.stderr.split('\n')[0]).toBe('exarch: --store and --db cannot be used together');
     const notUrl = await exarch(['runs', '--db', 'mydb'], { cwd });

@@ -1,5 +1,4 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { connectMcpServers, McpServerError, parseMcpFlag, runAgent, type McpServerSpec } from '../src/index.js';
@@ -8,6 +7,7 @@ import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider, type Script } from '../src/testing/index.js';
 import type { Message, ModelRequest, Provider, StreamSink, ToolSpec } from '../src/types.js';
 import { toolResults } from './helpers.js';
+import { alive, processesWith } from './support/processes.js';
 
 /**
  * MCP tools (issue 16 §4) against a real MCP server built on the SDK's server side
@@ -37,30 +37,6 @@ async function httpServer(): Promise<{ url: string; child: ChildProcess }> {
     child.on('exit', (code) => reject(new Error(`the HTTP MCP server exited with ${String(code)}`)));
   });
   return { url: `http://127.0.0.1:${port}/mcp`, child };
-}
-
-/** Whether a process of this id exists (a zombie counts: it has not been reaped). */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Processes whose command line holds `marker` (read from /proc, as `ps` would). */
-function processesWith(marker: string): number[] {
-  return readdirSync('/proc')
-    .filter((entry) => /^\d+$/.test(entry))
-    .filter((pid) => {
-      try {
-        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(marker);
-      } catch {
-        return false;
-      }
-    })
-    .map(Number);
 }
 
 /** The scripted model, with the tool specs of every request kept (what the model is shown). */

@@ -1,12 +1,12 @@
 import { hostname } from 'node:os';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { JournalRecord } from '../src/store/journalRecord.js';
 import { openPostgresStore, POSTGRES_SCHEMA_VERSION } from '../src/store/postgresStore.js';
 import { Redactor } from '../src/redact.js';
 import type { ClaimResult, JournalRow, NewRun, RunOwner } from '../src/store/runStore.js';
 import { StoreError } from '../src/store/storeError.js';
-import { postgresAvailable, startPostgres, type PostgresServer } from './support/postgresServer.js';
+import { postgresForFile } from './support/postgresServer.js';
 
 /**
  * What only the Postgres store can get wrong (the RunStore contract itself runs in store.test.ts):
@@ -14,14 +14,7 @@ import { postgresAvailable, startPostgres, type PostgresServer } from './support
  * that restarts under it. One real server; the oracles read it with a connection of their own.
  */
 
-const HAS_POSTGRES = postgresAvailable('test/postgresStore.test.ts');
-let server: PostgresServer;
-beforeAll(async () => {
-  if (HAS_POSTGRES) server = await startPostgres();
-}, 120_000);
-afterAll(() => {
-  if (HAS_POSTGRES) server.stop();
-}, 120_000);
+const postgres = postgresForFile('test/postgresStore.test.ts');
 
 const HOST = hostname();
 const me = (token: string): RunOwner => ({ host: HOST, pid: process.pid, token });
@@ -50,9 +43,9 @@ async function refusal(promise: Promise<unknown>): Promise<StoreError> {
   throw new Error('expected a StoreError');
 }
 
-describe.skipIf(!HAS_POSTGRES)('postgres run store', () => {
+describe.skipIf(!postgres.available)('postgres run store', () => {
   it('creates its schema on first use, in its own namespace, at the current version', async () => {
-    const url = await server.createDatabase();
+    const url = await postgres.server().createDatabase();
     const store = openPostgresStore(url);
     try {
       expect(await query(url, "SELECT 1 FROM information_schema.schemata WHERE schema_name = 'exarch'")).toEqual([]);
@@ -67,7 +60,7 @@ describe.skipIf(!HAS_POSTGRES)('postgres run store', () => {
   });
 
   it('lets several stores starting at once on an empty database migrate it once', async () => {
-    const url = await server.createDatabase();
+    const url = await postgres.server().createDatabase();
     const stores = Array.from({ length: 6 }, () => openPostgresStore(url));
     try {
       await Promise.all(stores.map((s, i) => s.createRun(newRun(`r${i}`))));
@@ -79,7 +72,7 @@ describe.skipIf(!HAS_POSTGRES)('postgres run store', () => {
   });
 
   it('refuses a database of a newer schema with one line naming both versions, and writes nothing', async () => {
-    const url = await server.createDatabase();
+    const url = await postgres.server().createDatabase();
     const first = openPostgresStore(url);
     await first.createRun(newRun('r'));
     await first.close();
@@ -98,7 +91,7 @@ describe.skipIf(!HAS_POSTGRES)('postgres run store', () => {
   });
 
   it('appends: rows written earlier are never rewritten by later appends or a release', async () => {
-    const url = await server.createDatabase();
+    const url = await postgres.server().createDatabase();
     const store = openPostgresStore(url);
     try {
       await store.createRun(newRun('r'));
@@ -120,7 +113,7 @@ describe.skipIf(!HAS_POSTGRES)('postgres run store', () => {
   });
 
   it('keeps secrets out of every column it writes', async () => {
-    const url = await server.createDatabase();
+    const url = await postgres.server().createDatabase();
     const secret = 'sk-test-0123456789abcdef';
     const store = openPostgresStore(url, { redactor: new Redactor([secret]) });
     try {
@@ -136,7 +129,7 @@ describe.skipIf(!HAS_POSTGRES)('postgres run store', () => {
   });
 
   it('lets exactly one of several stores racing for each run take it', async () => {
-    const url = await server.createDatabase();
+    const url = await postgres.server().createDatabase();
     const setup = openPostgresStore(url);
     const ids = Array.from({ length: 30 }, (_, i) => `r${i}`);
     for (const id of ids) await setup.createRun(newRun(id, { owner: { host: `gone-${HOST}`, pid: 1, token: 'crashed' }, leaseMs: -1 }));
@@ -156,7 +149,7 @@ describe.skipIf(!HAS_POSTGRES)('postgres run store', () => {
   });
 
   it('takes appends to one run from several stores at once; a seq taken by another is a conflict', async () => {
-    const url = await server.createDatabase();
+    const url = await postgres.server().createDatabase();
     const [a, b] = [openPostgresStore(url), openPostgresStore(url)];
     try {
       await a.createRun(newRun('r'));
@@ -170,12 +163,12 @@ describe.skipIf(!HAS_POSTGRES)('postgres run store', () => {
   });
 
   it('carries on across a server restart: calls made while it is down wait for it, nothing is lost', async () => {
-    const url = await server.createDatabase();
+    const url = await postgres.server().createDatabase();
     const store = openPostgresStore(url, { reconnectMs: 30_000 });
     try {
       await store.createRun(newRun('r'));
       await store.append([row('r', 1, message('before'))]);
-      const restarted = server.restart({ downMs: 300 });
+      const restarted = postgres.server().restart({ downMs: 300 });
       // Issued while the server goes down and comes back.
       const appended = store.append([row('r', 2, message('during'))]);
       await restarted;

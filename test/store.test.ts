@@ -5,14 +5,14 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, wri
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { JournalRecord } from '../src/store/journalRecord.js';
 import { MemoryRunStore, type StoreOptions } from '../src/store/memoryStore.js';
 import type { ClaimResult, JournalRow, NewRun, RunOwner } from '../src/store/runStore.js';
 import { openPostgresStore, type PostgresRunStore } from '../src/store/postgresStore.js';
 import { openSqliteStore, SqliteRunStore } from '../src/store/sqliteStore.js';
 import { StoreError, type StoreErrorReason } from '../src/store/storeError.js';
-import { postgresAvailable, startPostgres, type PostgresServer } from './support/postgresServer.js';
+import { postgresForFile } from './support/postgresServer.js';
 
 /**
  * The run stores: one contract all must keep (the memory store stands in for the others in
@@ -26,13 +26,7 @@ const EXARCH_ID = 0x45584152;
 let dir: string;
 let clock: number;
 const opened: { close(): void | Promise<void> }[] = [];
-const HAS_POSTGRES = postgresAvailable('test/store.test.ts (its Postgres part)');
-let postgres: PostgresServer | undefined;
-
-beforeAll(async () => {
-  if (HAS_POSTGRES) postgres = await startPostgres();
-}, 120_000);
-afterAll(() => postgres?.stop(), 120_000);
+const postgres = postgresForFile('test/store.test.ts (its Postgres part)');
 const options: StoreOptions = { now: () => clock };
 
 beforeEach(() => {
@@ -99,11 +93,11 @@ const STORES: [string, () => AnyStore | Promise<AnyStore>][] = [
   ['memory', () => new MemoryRunStore(options)],
   ['sqlite', () => openSqliteStore(join(dir, 'runs.db'), options)],
   // A fresh database per test on one real server.
-  ['postgres', async () => openPostgresStore(await postgres!.createDatabase(), options)],
+  ['postgres', async () => openPostgresStore(await postgres.server().createDatabase(), options)],
 ];
 
 for (const [kind, make] of STORES) {
-  describe.skipIf(kind === 'postgres' && !HAS_POSTGRES)(`${kind} run store: the RunStore contract`, () => {
+  describe.skipIf(kind === 'postgres' && !postgres.available)(`${kind} run store: the RunStore contract`, () => {
     let store: AnyStore;
     beforeEach(async () => {
       store = track(await make());

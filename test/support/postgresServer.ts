@@ -4,6 +4,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { afterAll, beforeAll } from 'vitest';
 
 /**
  * A real PostgreSQL server for tests: Debian's binaries, a fresh cluster in a temporary data
@@ -35,6 +36,27 @@ export function postgresAvailable(file: string): boolean {
   if (onCi) throw new Error(`${file} needs PostgreSQL under CI (apt-get install postgresql)`);
   process.stderr.write(`skipping ${file}: PostgreSQL not found under /usr/lib/postgresql (apt-get install postgresql)\n`);
   return false;
+}
+
+/**
+ * One server for a test file: started before its tests, stopped after them. `available` is
+ * `postgresAvailable(file)` (the caller skips its Postgres tests without it); `server()` is the
+ * running server, for use inside those tests only.
+ */
+export function postgresForFile(file: string): { readonly available: boolean; server(): PostgresServer } {
+  const available = postgresAvailable(file);
+  let started: PostgresServer | undefined;
+  beforeAll(async () => {
+    if (available) started = await startPostgres();
+  }, 120_000);
+  afterAll(() => started?.stop(), 120_000);
+  return {
+    available,
+    server: () => {
+      if (!started) throw new Error(`${file}: the Postgres server is not running (used outside the file's Postgres tests?)`);
+      return started;
+    },
+  };
 }
 
 export interface PostgresServer {
