@@ -121,7 +121,10 @@ export interface ModelResponse {
 }
 
 export interface Provider {
+  /** Who serves the model (`anthropic`): telemetry reports it as `gen_ai.provider.name`. */
   readonly name: string;
+  /** The model asked for when a request names none, if the provider has one (telemetry reports it). */
+  readonly model?: string;
   stream(request: ModelRequest, sink: StreamSink): Promise<ModelResponse>;
 }
 

@@ -9,7 +9,7 @@ const SECRET = 'sk-ant-do-not-send-0123456789';
 
 /** A provider that, like AnthropicProvider, holds a client carrying an API key. */
 class KeyedProvider extends ScriptedProvider {
-  readonly model = 'scripted-model';
+  override readonly model = 'scripted-model';
   readonly client = { apiKey: SECRET, baseURL: 'http://127.0.0.1:1' };
 }
 

@@ -58,6 +58,8 @@ export interface ScriptedProviderOptions {
   readonly agents: Readonly<Record<string, Script>>;
   /** Check every request against the tool_use/tool_result pairing rule (default true). */
   readonly checkPairing?: boolean;
+  /** The model it stands in for, as telemetry reports it (`chat {model}` spans); default none. */
+  readonly model?: string;
 }
 
 /** What the provider saw of one request; kept small so long sessions stay cheap. */
@@ -79,12 +81,15 @@ export interface RecordedRequest {
  */
 export class ScriptedProvider implements Provider {
   readonly name = 'scripted';
+  readonly model: string | undefined;
   readonly requests: RecordedRequest[] = [];
   readonly pairingViolations: { agentId: string; problems: string[] }[] = [];
   private readonly cursors = new Map<string, number>();
   private nextId = 0;
 
-  constructor(private readonly options: ScriptedProviderOptions) {}
+  constructor(private readonly options: ScriptedProviderOptions) {
+    this.model = options.model;
+  }
 
   /** Requests made by one agent (by id). */
   requestsOf(agentId: string): RecordedRequest[] {
