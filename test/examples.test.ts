@@ -113,5 +113,24 @@ describe('README examples', () => {
     expect(settled.value).toBe('readyForUser');
     expect(readme).toContain(codeOf('approvals.ts'));
   });
+
+  it('OpenTelemetry: the run becomes invoke_agent, chat and execute_tool spans in the host’s tracer provider', async () => {
+    const log = vi.spyOn(console, 'log').mockImplementation(() => undefined);
+    const { spans } = await import('../examples/otel-export.js');
+    log.mockRestore();
+    expect(spans.map((span) => span.name).sort()).toEqual([
+      'chat claude-sonnet-5-5',
+      'chat claude-sonnet-5-5',
+      'chat claude-sonnet-5-5',
+      'execute_tool agent',
+      'execute_tool reply',
+      'execute_tool wait_for_agents',
+      'invoke_agent researcher',
+      'invoke_agent root',
+    ]);
+    const researcher = spans.find((span) => span.name === 'invoke_agent researcher');
+    expect(spans.find((span) => span.name === 'invoke_agent root')?.spanContext().spanId).toBe(researcher?.parentSpanContext?.spanId);
+    expect(readme).toContain(codeOf('otel-export.ts'));
+  });
 });
 

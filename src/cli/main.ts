@@ -49,6 +49,10 @@ const USAGE = `Usage:
                           that does not start stops the run; one that crashes or hangs later
                           gives the agent an error result; servers are closed when the run ends
       --trace FILE        record the run as a JSONL trace (view it with exarch view)
+      --otel              send the run as OpenTelemetry spans (GenAI conventions: invoke_agent,
+                          chat, execute_tool) over OTLP/HTTP to $OTEL_EXPORTER_OTLP_ENDPOINT;
+                          message content too when
+                          OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true
       --inspect           stream every agent to the live Stately inspector (--inspect-port N,
                           default 8080 on 127.0.0.1)
       --store FILE        the run store (default .exarch/exarch.db under the working directory);
@@ -91,7 +95,9 @@ const USAGE = `Usage:
   exarch --version                print the version
 
 Environment: ANTHROPIC_API_KEY (required by run), ANTHROPIC_BASE_URL, EXARCH_MODEL,
-EXARCH_STALL_TIMEOUT_MS (default 120000).
+EXARCH_STALL_TIMEOUT_MS (default 120000); with --otel: OTEL_EXPORTER_OTLP_ENDPOINT (or
+OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), OTEL_EXPORTER_OTLP_HEADERS, OTEL_EXPORTER_OTLP_TIMEOUT
+(default 10000), OTEL_SERVICE_NAME.
 Exit codes: 0 done, 1 fatal, 2 bad usage, 3 root capped, 4 waiting for approval (resumable),
 130 interrupted (resumable).`;
 
@@ -191,6 +197,7 @@ function parse(argv: readonly string[]) {
       'max-cost': { type: 'string' },
       'no-wait': { type: 'boolean' },
       always: { type: 'boolean' },
+      otel: { type: 'boolean' },
     },
   });
 }
@@ -248,7 +255,7 @@ async function view(positionals: readonly string[], values: Values): Promise<num
   return EXIT_OK;
 }
 
-const RUN_FLAGS = ['model', 'max-tokens', 'max-cost', 'max-steps', 'max-depth', 'reply-cap', 'wake', 'max-retry-wait', 'log-dir', 'agents', 'allow-write', 'allow-shell', 'allow-shell-unsandboxed', 'allow-network', 'mcp'] as const;
+const RUN_FLAGS = ['model', 'max-tokens', 'max-cost', 'max-steps', 'max-depth', 'reply-cap', 'wake', 'max-retry-wait', 'log-dir', 'agents', 'allow-write', 'allow-shell', 'allow-shell-unsandboxed', 'allow-network', 'mcp', 'otel'] as const;
 
 async function run(positionals: readonly string[], values: ReturnType<typeof parse>['values']): Promise<number> {
   if (positionals.length === 0) throw new UsageError('run needs a task: exarch run "<task>"');
@@ -288,6 +295,7 @@ async function runLive(positionals: readonly string[], values: Values, interrupt
       ...(values['max-tokens'] === undefined ? {} : { maxTokens: values['max-tokens'] }),
       ...(values['max-cost'] === undefined ? {} : { maxCost: values['max-cost'] }),
       noWait: values['no-wait'] === true,
+      otel: values.otel === true,
     },
     { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), interrupt, stdin: process.stdin, ...(live ? { inspect: live.inspect } : {}) },
   );

@@ -20,6 +20,8 @@ import type { Provider } from '../types.js';
 import { RunObserver } from '../observe/runObserver.js';
 import type { InspectionEvent } from 'xstate';
 import { TraceRecorder } from '../trace/recorder.js';
+import { OtelRunExporter } from '../otel/otelExporter.js';
+import type { OtlpExport } from './otlpExport.js';
 import { blockedOnApprovals, respond, type ApprovalPolicy, type ApprovalRequest } from '../approvals.js';
 import { ApprovalPrompt } from './approvalPrompt.js';
 import { clip } from '../render.js';
@@ -68,6 +70,8 @@ export interface RunFlags {
   /** The whole tree's tokens / US$ (see `TreeBudget`). */
   readonly maxTokens?: string;
   readonly maxCost?: string;
+  /** Send the run's spans to the OTLP/HTTP collector at `OTEL_EXPORTER_OTLP_ENDPOINT` (see otlpExport.ts). */
+  readonly otel?: boolean;
 }
 
 export interface RunIo {
@@ -168,12 +172,15 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   };
   if (flags.db !== undefined) {
     if (mcpServers.length > 0) throw new UsageError('--mcp with --db: the workers do not start MCP servers yet; run it here without --db');
+    if (flags.otel) throw new UsageError('--otel with --db: the workers run the agents, and they do not export spans yet; run it here without --db');
     const record = { ...recorded, tools: tools.map((tool) => tool.name).sort(), ...(flags.logDir === undefined ? {} : { logDir: flags.logDir }) };
     return submitAndFollow(flags.db, { task, cwd: io.cwd, record }, flags.detach === true, io, model, maxSteps);
   }
   // The workers need the key; a run here needs it now.
   const claude = connect(model, io, maxRetryWait);
   if (typeof claude === 'number') return claude;
+  // Before anything starts: no endpoint, or one that is not a URL, is one line (OtelSetupError, exit 1).
+  const otel = flags.otel ? await (await import('./otlpExport.js')).startOtlpExport(io.env) : undefined;
   // A server that does not start stops the run here, before anything is recorded (one line, exit 1).
   const mcp = await connectMcp(mcpServers, tools, io);
   let store: RunStore | undefined;
@@ -182,7 +189,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
     store = flags.noStore ? undefined : await openStore(io.cwd, flags);
     const logDir = flags.logDir ?? join(io.cwd, '.exarch', 'runs', timestamp(new Date()));
     prepareDir('log directory', logDir);
-    const output = new RunOutput(io, flags.trace, `exarch run: ${task.slice(0, 80)}`, model, logDir, maxSteps, { noWait: flags.noWait === true, store: flags.store });
+    const output = new RunOutput(io, flags.trace, `exarch run: ${task.slice(0, 80)}`, model, logDir, maxSteps, { noWait: flags.noWait === true, store: flags.store, ...(otel ? { otel } : {}) });
     const session: DurableSessionInput = {
       provider: claude.provider,
       tools: mcp.tools,
@@ -513,6 +520,8 @@ class RunOutput {
   private onRequest: ((request: ApprovalRequest) => void) | undefined;
   /** Checks, once per turn of the event loop, whether only approvals are left (see `follow`). */
   private watch: (() => void) | undefined;
+  /** `--otel`: the run's spans, and where they go. */
+  private readonly spans: OtelRunExporter | undefined;
 
   constructor(
     private readonly io: RunIo,
@@ -521,7 +530,7 @@ class RunOutput {
     private readonly model: string,
     private readonly logDir: string,
     private readonly maxSteps: number | undefined,
-    private readonly approvals: { readonly noWait: boolean; readonly store: string | undefined } = { noWait: false, store: undefined },
+    private readonly approvals: { readonly noWait: boolean; readonly store: string | undefined; readonly otel?: OtlpExport } = { noWait: false, store: undefined },
   ) {
     const color = io.stderr.isTTY === true && !io.env['NO_COLOR'] && !io.env['CI'];
     this.board = new ProgressBoard({ out: io.stderr, live: color, color });
@@ -529,6 +538,9 @@ class RunOutput {
     // One observer decodes the run for both.
     this.observer.subscribe(this.board.onEvent);
     if (this.recorder) this.observer.subscribe(this.recorder.onEvent);
+    const otel = approvals.otel;
+    this.spans = otel ? new OtelRunExporter({ tracer: otel.tracer, captureContent: otel.captureContent }) : undefined;
+    if (this.spans) this.observer.subscribe(this.spans.onEvent);
   }
 
   /** The root's `onApprovalRequest`. */
@@ -684,7 +696,16 @@ class RunOutput {
       interrupt.removeEventListener('abort', onInterrupt);
       board.stop();
       recorder?.close();
+      await this.finishSpans();
     }
+  }
+
+  /** `--otel`: the spans still open end, and all are sent before the command exits (one line says how it went). */
+  private async finishSpans(): Promise<void> {
+    const otel = this.approvals.otel;
+    if (!otel) return;
+    this.spans?.close();
+    this.io.stderr.write(`exarch: ${await otel.finish()}\n`);
   }
 }
 

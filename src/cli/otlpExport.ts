@@ -1,0 +1,121 @@
+import type { Tracer } from '@opentelemetry/api';
+import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base';
+import { describeError } from '../model/errors.js';
+
+/**
+ * `exarch run --otel`: the run's spans (src/otel/otelExporter.ts) go to an OTLP/HTTP collector,
+ * `OTEL_EXPORTER_OTLP_ENDPOINT` (+ `/v1/traces`) or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` as given,
+ * as JSON bodies. The SDK is loaded only for a run that asks for it. Spans are batched while the
+ * run goes and flushed before the command exits, within the exporter's timeout
+ * (`OTEL_EXPORTER_OTLP_TIMEOUT`, default 10 s): a collector that cannot be reached costs one line
+ * on stderr and at most that long, never the run's answer or a hung exit.
+ */
+
+/** `--otel` cannot be set up as asked (no endpoint, not a URL, gRPC): one line, exit 1. */
+export class OtelSetupError extends Error {
+  override readonly name = 'OtelSetupError';
+}
+
+export interface OtlpExport {
+  readonly tracer: Tracer;
+  /** Where spans go. */
+  readonly url: string;
+  /** `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`: message content is exported too. */
+  readonly captureContent: boolean;
+  /** Flushes and shuts down; says how it went in one line (for stderr). */
+  finish(): Promise<string>;
+}
+
+const DEFAULT_TIMEOUT_MS = 10_000;
+/** `ExportResultCode.SUCCESS` of @opentelemetry/core. */
+const EXPORT_SUCCESS = 0;
+
+type ExportResult = Parameters<Parameters<SpanExporter['export']>[1]>[0];
+
+/** Where the traces go, from the environment as the OTLP exporter specification reads it. */
+export function otlpTracesUrl(env: NodeJS.ProcessEnv): string {
+  const protocol = env['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL'] ?? env['OTEL_EXPORTER_OTLP_PROTOCOL'];
+  if (protocol !== undefined && protocol !== '' && !protocol.startsWith('http/')) {
+    throw new OtelSetupError(`--otel sends OTLP over HTTP; OTEL_EXPORTER_OTLP_PROTOCOL=${protocol} is not supported (use http/json or http/protobuf, port 4318)`);
+  }
+  const specific = env['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'];
+  const general = env['OTEL_EXPORTER_OTLP_ENDPOINT'];
+  const [name, raw] = specific ? ['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', specific] : ['OTEL_EXPORTER_OTLP_ENDPOINT', general];
+  if (!raw) throw new OtelSetupError('--otel needs OTEL_EXPORTER_OTLP_ENDPOINT: the OTLP/HTTP collector to send spans to (e.g. http://localhost:4318)');
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new OtelSetupError(`${name} is not a URL: '${raw}' (e.g. http://localhost:4318)`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new OtelSetupError(`${name} must be an http:// or https:// URL, got '${raw}'`);
+  // The general endpoint is a base: the signal's path is appended (OTLP exporter specification).
+  return specific ? url.href : `${raw.replace(/\/+$/, '')}/v1/traces`;
+}
+
+/** Starts the SDK pipeline for one run: a tracer whose spans are batched to the collector. */
+export async function startOtlpExport(env: NodeJS.ProcessEnv): Promise<OtlpExport> {
+  const url = otlpTracesUrl(env);
+  const [{ BasicTracerProvider, BatchSpanProcessor }, { OTLPTraceExporter }, { resourceFromAttributes }] = await Promise.all([
+    import('@opentelemetry/sdk-trace-base'),
+    import('@opentelemetry/exporter-trace-otlp-http'),
+    import('@opentelemetry/resources'),
+  ]);
+  const timeoutRaw = Number(env['OTEL_EXPORTER_OTLP_TRACES_TIMEOUT'] ?? env['OTEL_EXPORTER_OTLP_TIMEOUT']);
+  const timeoutMs = Number.isFinite(timeoutRaw) && timeoutRaw > 0 ? timeoutRaw : DEFAULT_TIMEOUT_MS;
+  const exporter = new ReportingExporter(new OTLPTraceExporter({ url, timeoutMillis: timeoutMs }));
+  const provider = new BasicTracerProvider({
+    resource: resourceFromAttributes({ 'service.name': env['OTEL_SERVICE_NAME'] || 'exarch' }),
+    spanProcessors: [new BatchSpanProcessor(exporter)],
+  });
+  return {
+    tracer: provider.getTracer('exarch'),
+    url,
+    captureContent: env['OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT']?.toLowerCase() === 'true',
+    async finish() {
+      // The exporter gives up by its own timeout; this bound is for anything that would not.
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<'late'>((resolve) => {
+        timer = setTimeout(() => resolve('late'), timeoutMs + 2_000);
+        timer.unref();
+      });
+      const outcome = await Promise.race([provider.shutdown().then(() => 'done' as const, (error: unknown) => error), late]);
+      clearTimeout(timer);
+      if (outcome === 'late') return `--otel: the spans could not be sent to ${url}: no answer within ${Math.round(timeoutMs / 1000)} s`;
+      const failure = exporter.failure ?? (outcome === 'done' ? undefined : outcome);
+      if (failure !== undefined) return `--otel: ${exporter.failed} of ${exporter.sent + exporter.failed} spans could not be sent to ${url}: ${describeError(failure)}`;
+      return `--otel: ${exporter.sent} span${exporter.sent === 1 ? '' : 's'} sent to ${url}`;
+    },
+  };
+}
+
+/**
+ * The OTLP exporter, counting what it sent and keeping its first failure: the SDK reports export
+ * errors only to its diagnostic logger, and the command line has one line to say it with.
+ */
+class ReportingExporter implements SpanExporter {
+  sent = 0;
+  failed = 0;
+  failure: unknown;
+
+  constructor(private readonly inner: SpanExporter) {}
+
+  export(spans: ReadableSpan[], resultCallback: (result: ExportResult) => void): void {
+    this.inner.export(spans, (result) => {
+      if (result.code === EXPORT_SUCCESS) this.sent += spans.length;
+      else {
+        this.failed += spans.length;
+        this.failure ??= result.error ?? new Error('the export failed');
+      }
+      resultCallback(result);
+    });
+  }
+
+  shutdown(): Promise<void> {
+    return this.inner.shutdown();
+  }
+
+  forceFlush(): Promise<void> {
+    return this.inner.forceFlush?.() ?? Promise.resolve();
+  }
+}
