@@ -53,6 +53,12 @@ const USAGE = `Usage:
                           chat, execute_tool) over OTLP/HTTP to $OTEL_EXPORTER_OTLP_ENDPOINT;
                           message content too when
                           OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true
+      --record FILE       keep every model exchange (the request as sent, the response stream)
+                          in FILE, for --replay; no key and no *_KEY/*_TOKEN/*_SECRET value in it
+      --replay FILE       answer from a recording instead of Claude: offline, no key, at full
+                          speed, the same tool calls and answer; give the same task and options.
+                          A request that differs from the recording stops the run: exit 1 and
+                          one line naming the first differing field
       --inspect           stream every agent to the live Stately inspector (--inspect-port N,
                           default 8080 on 127.0.0.1)
       --store FILE        the run store (default .exarch/exarch.db under the working directory);
@@ -94,7 +100,7 @@ const USAGE = `Usage:
   exarch help                     show this help
   exarch --version                print the version
 
-Environment: ANTHROPIC_API_KEY (required by run), ANTHROPIC_BASE_URL, EXARCH_MODEL,
+Environment: ANTHROPIC_API_KEY (required by run, not by --replay), ANTHROPIC_BASE_URL, EXARCH_MODEL,
 EXARCH_STALL_TIMEOUT_MS (default 120000); with --otel: OTEL_EXPORTER_OTLP_ENDPOINT (or
 OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), OTEL_EXPORTER_OTLP_HEADERS, OTEL_EXPORTER_OTLP_TIMEOUT
 (default 10000), OTEL_SERVICE_NAME.
@@ -198,6 +204,8 @@ function parse(argv: readonly string[]) {
       'no-wait': { type: 'boolean' },
       always: { type: 'boolean' },
       otel: { type: 'boolean' },
+      record: { type: 'string' },
+      replay: { type: 'string' },
     },
   });
 }
@@ -255,7 +263,7 @@ async function view(positionals: readonly string[], values: Values): Promise<num
   return EXIT_OK;
 }
 
-const RUN_FLAGS = ['model', 'max-tokens', 'max-cost', 'max-steps', 'max-depth', 'reply-cap', 'wake', 'max-retry-wait', 'log-dir', 'agents', 'allow-write', 'allow-shell', 'allow-shell-unsandboxed', 'allow-network', 'mcp', 'otel'] as const;
+const RUN_FLAGS = ['model', 'max-tokens', 'max-cost', 'max-steps', 'max-depth', 'reply-cap', 'wake', 'max-retry-wait', 'log-dir', 'agents', 'allow-write', 'allow-shell', 'allow-shell-unsandboxed', 'allow-network', 'mcp', 'otel', 'record', 'replay'] as const;
 
 async function run(positionals: readonly string[], values: ReturnType<typeof parse>['values']): Promise<number> {
   if (positionals.length === 0) throw new UsageError('run needs a task: exarch run "<task>"');
@@ -296,6 +304,8 @@ async function runLive(positionals: readonly string[], values: Values, interrupt
       ...(values['max-cost'] === undefined ? {} : { maxCost: values['max-cost'] }),
       noWait: values['no-wait'] === true,
       otel: values.otel === true,
+      ...(values.record === undefined ? {} : { record: values.record }),
+      ...(values.replay === undefined ? {} : { replay: values.replay }),
     },
     { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), interrupt, stdin: process.stdin, ...(live ? { inspect: live.inspect } : {}) },
   );

@@ -22,6 +22,8 @@ import type { InspectionEvent } from 'xstate';
 import { TraceRecorder } from '../trace/recorder.js';
 import { OtelRunExporter } from '../otel/otelExporter.js';
 import type { OtlpExport } from './otlpExport.js';
+import { ReplayProvider } from '../replay/replayProvider.js';
+import { Redactor } from '../redact.js';
 import { blockedOnApprovals, respond, type ApprovalPolicy, type ApprovalRequest } from '../approvals.js';
 import { ApprovalPrompt } from './approvalPrompt.js';
 import { clip } from '../render.js';
@@ -72,6 +74,10 @@ export interface RunFlags {
   readonly maxCost?: string;
   /** Send the run's spans to the OTLP/HTTP collector at `OTEL_EXPORTER_OTLP_ENDPOINT` (see otlpExport.ts). */
   readonly otel?: boolean;
+  /** Keep every model exchange in this file (src/replay/). */
+  readonly record?: string;
+  /** Answer from this recording instead of Claude: offline, no key. */
+  readonly replay?: string;
 }
 
 export interface RunIo {
@@ -151,6 +157,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   const budget = budgetOf(flags, model);
   if (allowShell === 'unsandboxed') io.stderr.write('exarch: --allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network\n');
   if (flags.detach && flags.db === undefined) throw new UsageError('--detach needs --db: only a run queued for workers goes on without this process');
+  if (flags.record !== undefined && flags.replay !== undefined) throw new UsageError('--record and --replay cannot be used together');
   // What a resume (here or on a worker) rebuilds the run with: the options, never a secret.
   const recorded = {
     model,
@@ -173,11 +180,13 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   if (flags.db !== undefined) {
     if (mcpServers.length > 0) throw new UsageError('--mcp with --db: the workers do not start MCP servers yet; run it here without --db');
     if (flags.otel) throw new UsageError('--otel with --db: the workers run the agents, and they do not export spans yet; run it here without --db');
+    if (flags.record !== undefined || flags.replay !== undefined) throw new UsageError(`--${flags.record === undefined ? 'replay' : 'record'} with --db: the workers make the model requests; run it here without --db`);
     const record = { ...recorded, tools: tools.map((tool) => tool.name).sort(), ...(flags.logDir === undefined ? {} : { logDir: flags.logDir }) };
     return submitAndFollow(flags.db, { task, cwd: io.cwd, record }, flags.detach === true, io, model, maxSteps);
   }
-  // The workers need the key; a run here needs it now.
-  const claude = connect(model, io, maxRetryWait);
+  // The workers need the key; a run here needs it now (a replay needs none).
+  const diverged = new AbortController();
+  const claude = connect(model, io, maxRetryWait, { ...(flags.record === undefined ? {} : { record: flags.record }), ...(flags.replay === undefined ? {} : { replay: flags.replay, diverged }) });
   if (typeof claude === 'number') return claude;
   // Before anything starts: no endpoint, or one that is not a URL, is one line (OtelSetupError, exit 1).
   const otel = flags.otel ? await (await import('./otlpExport.js')).startOtlpExport(io.env) : undefined;
@@ -189,9 +198,11 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
     store = flags.noStore ? undefined : await openStore(io.cwd, flags);
     const logDir = flags.logDir ?? join(io.cwd, '.exarch', 'runs', timestamp(new Date()));
     prepareDir('log directory', logDir);
-    const output = new RunOutput(io, flags.trace, `exarch run: ${task.slice(0, 80)}`, model, logDir, maxSteps, { noWait: flags.noWait === true, store: flags.store, ...(otel ? { otel } : {}) });
+    const output = new RunOutput(io, flags.trace, `exarch run: ${task.slice(0, 80)}`, model, logDir, maxSteps, { noWait: flags.noWait === true, store: flags.store, ...(otel ? { otel } : {}), ...(flags.replay === undefined ? {} : { diverged: diverged.signal }) });
     const session: DurableSessionInput = {
       provider: claude.provider,
+      // A replayed fault is retried at once: the waits were the network's, and a replay has none.
+      ...(flags.replay === undefined ? {} : { retry: { baseDelayMs: 0, maxDelayMs: 0 } }),
       tools: mcp.tools,
       ...(approve === undefined ? {} : { approve, onApprovalRequest: output.onApprovalRequest }),
       ...(budget === undefined ? {} : { budget }),
@@ -459,9 +470,25 @@ function numberOf(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isSafeInteger(value) ? value : undefined;
 }
 
-/** Claude through the SDK, or the test's provider; an exit code when the key or a setting is missing. */
-function connect(model: string, io: Pick<RunIo, 'env' | 'stderr' | 'provider'>, maxRetryWaitS?: number): { provider: Provider; stallTimeoutMs: number | undefined } | number {
+/** `--record FILE`, or `--replay FILE` and what to abort when the run differs from it. */
+interface Recording {
+  readonly record?: string;
+  readonly replay?: string;
+  readonly diverged?: AbortController;
+}
+
+/**
+ * Claude through the SDK (recording its exchanges with `--record`), a recording (`--replay`), or
+ * the test's provider; an exit code when the key or a setting is missing.
+ */
+function connect(model: string, io: Pick<RunIo, 'env' | 'stderr' | 'provider'>, maxRetryWaitS?: number, recording: Recording = {}): { provider: Provider; stallTimeoutMs: number | undefined } | number {
   const apiKey = io.env['ANTHROPIC_API_KEY'];
+  if (recording.replay !== undefined) {
+    // A recording that cannot be read is one line (RecordingError, exit 1); no key, no network.
+    const { diverged } = recording;
+    const provider = new ReplayProvider(recording.replay, { model, redactor: Redactor.fromEnv(io.env), ...(diverged ? { onMismatch: (mismatch) => diverged.abort(mismatch) } : {}) });
+    return { provider, stallTimeoutMs: undefined };
+  }
   if (!io.provider && !apiKey) {
     io.stderr.write('exarch: ANTHROPIC_API_KEY is not set: set it to run against Claude, or try `exarch demo` (offline, no key needed)\n');
     return EXIT.fatal;
@@ -479,6 +506,8 @@ function connect(model: string, io: Pick<RunIo, 'env' | 'stderr' | 'provider'>, 
       model,
       ...(io.env['ANTHROPIC_BASE_URL'] ? { baseURL: io.env['ANTHROPIC_BASE_URL'] } : {}),
       ...(maxRetryWaitS === undefined ? {} : { maxRetryWaitMs: maxRetryWaitS * 1000 }),
+      // Never the key nor a secret of the environment in the file (RecordingError if it cannot be written).
+      ...(recording.record === undefined ? {} : { record: { file: recording.record, redactor: Redactor.fromEnv(io.env, apiKey === undefined ? [] : [apiKey]) } }),
     });
   return { provider, stallTimeoutMs };
 }
@@ -530,7 +559,7 @@ class RunOutput {
     private readonly model: string,
     private readonly logDir: string,
     private readonly maxSteps: number | undefined,
-    private readonly approvals: { readonly noWait: boolean; readonly store: string | undefined; readonly otel?: OtlpExport } = { noWait: false, store: undefined },
+    private readonly approvals: { readonly noWait: boolean; readonly store: string | undefined; readonly otel?: OtlpExport; readonly diverged?: AbortSignal } = { noWait: false, store: undefined },
   ) {
     const color = io.stderr.isTTY === true && !io.env['NO_COLOR'] && !io.env['CI'];
     this.board = new ProgressBoard({ out: io.stderr, live: color, color });
@@ -646,11 +675,19 @@ class RunOutput {
     interrupt.addEventListener('abort', onInterrupt, { once: true });
     // Ctrl-C while the run was being set up (MCP servers starting): an aborted signal fires no event.
     if (interrupt.aborted) onInterrupt();
+    // --replay: a request that differs from the recording ends the run; nothing after it would be the recorded run.
+    const diverged = this.approvals.diverged;
+    const onDiverged = (): void => queueMicrotask(() => run.interrupt());
+    diverged?.addEventListener('abort', onDiverged, { once: true });
     const approvals = this.takeApprovals(run);
     try {
       const result = await run.result;
       approvals.close();
       board.stop();
+      if (diverged?.aborted) {
+        io.stderr.write(`exarch: ${describeError(diverged.reason)}\n`);
+        return EXIT.fatal;
+      }
       const state = String(result.snapshot.value);
       const summary = async (): Promise<void> => {
         const totals = board.totals();
@@ -694,6 +731,7 @@ class RunOutput {
     } finally {
       approvals.close();
       interrupt.removeEventListener('abort', onInterrupt);
+      diverged?.removeEventListener('abort', onDiverged);
       board.stop();
       recorder?.close();
       await this.finishSpans();

@@ -5,6 +5,8 @@ import { MAX_TOOL_INPUT_DEPTH, depthExceeds } from '../nesting.js';
 import { ZERO_USAGE } from '../usage.js';
 import type { AssistantBlock, Message, ModelRequest, ModelResponse, Provider, StopReason, StreamSink, Usage } from '../types.js';
 import { STOP_REASONS } from '../types.js';
+import { Redactor } from '../redact.js';
+import { ExchangeRecorder } from '../replay/recorder.js';
 
 export const DEFAULT_MODEL = 'claude-sonnet-5-5';
 
@@ -30,6 +32,19 @@ export interface AnthropicProviderOptions {
   readonly promptCaching?: boolean;
   /** A client of your own (tests, proxies); the options above that configure a client are then ignored. */
   readonly client?: Anthropic;
+  /**
+   * Record every exchange (request body and response stream) into this file, for `replayProvider`
+   * (`exarch/testing`) to replay offline. Secrets of the environment and the key are never written;
+   * give a `redactor` to name the secrets yourself. A file that cannot be written throws `RecordingError`.
+   */
+  readonly record?: string | { readonly file: string; readonly redactor?: Redactor };
+}
+
+/** What shapes a request body besides the request itself. */
+export interface MessagesBodySettings {
+  readonly model: string;
+  readonly maxTokens: number;
+  readonly promptCaching: boolean;
 }
 
 /**
@@ -45,14 +60,18 @@ export interface AnthropicProviderOptions {
 export class AnthropicProvider implements Provider {
   readonly name = 'anthropic';
   readonly model: string;
+  /** Output tokens per request. */
+  readonly maxTokens: number;
   private readonly client: Anthropic;
-  private readonly maxTokens: number;
   private readonly promptCaching: boolean;
+  private readonly recorder: ExchangeRecorder | undefined;
 
   constructor(options: AnthropicProviderOptions = {}) {
     this.model = options.model ?? DEFAULT_MODEL;
     this.maxTokens = options.maxTokens ?? 8192;
     this.promptCaching = options.promptCaching ?? true;
+    const record = typeof options.record === 'string' ? { file: options.record } : options.record;
+    this.recorder = record && new ExchangeRecorder({ file: record.file, model: this.model, maxTokens: this.maxTokens, redactor: record.redactor ?? Redactor.fromEnv(process.env, options.apiKey === undefined ? [] : [options.apiKey]) });
     this.client =
       options.client ??
       new Anthropic({
@@ -66,38 +85,52 @@ export class AnthropicProvider implements Provider {
 
   async stream(request: ModelRequest, sink: StreamSink): Promise<ModelResponse> {
     const assembler = new MessageAssembler(sink);
+    const body = this.params(request);
+    const log = this.recorder?.begin(request, body);
     try {
       // The raw event stream, not `messages.stream()`: that helper also accumulates its own
       // snapshot and partial-parses every input delta, and its errors on events out of protocol
       // (a delta for a block that never started) came out as a lost connection. The assembler
       // sees every event first and says what is wrong with it.
-      const stream = await this.client.messages.create(this.params(request), { signal: request.signal });
-      for await (const event of stream) assembler.apply(event);
-      return assembler.finish();
+      const stream = await this.client.messages.create(body, { signal: request.signal });
+      for await (const event of stream) {
+        log?.event(event);
+        assembler.apply(event);
+      }
+      const response = assembler.finish();
+      log?.end();
+      return response;
     } catch (error) {
-      throw translateError(error, assembler.started, request.signal);
+      const translated = translateError(error, assembler.started, request.signal);
+      log?.end(translated);
+      throw translated;
     }
   }
 
   /** The request body: our history is already in the API's shape; caching adds breakpoints to copies. */
   params(request: ModelRequest): MessageCreateParamsStreaming {
-    const cache = this.promptCaching ? ({ cache_control: { type: 'ephemeral' } } as const) : {};
-    const tools: SdkTool[] = request.tools.map((tool, i) => ({
-      name: tool.name,
-      description: tool.description,
-      input_schema: tool.input_schema as SdkTool['input_schema'],
-      ...(i === request.tools.length - 1 ? cache : {}),
-    }));
-    const system: TextBlockParam[] = request.system ? [{ type: 'text', text: request.system, ...cache }] : [];
-    return {
-      model: request.model ?? this.model,
-      max_tokens: this.maxTokens,
-      stream: true,
-      ...(system.length > 0 ? { system } : {}),
-      ...(tools.length > 0 ? { tools } : {}),
-      messages: toMessageParams(request.messages, this.promptCaching),
-    };
+    return messagesBody(request, { model: this.model, maxTokens: this.maxTokens, promptCaching: this.promptCaching });
   }
+}
+
+/** The body of a streaming Messages request for `request` (also what a replay compares: see src/replay/). */
+export function messagesBody(request: Omit<ModelRequest, 'signal'>, settings: MessagesBodySettings): MessageCreateParamsStreaming {
+  const cache = settings.promptCaching ? ({ cache_control: { type: 'ephemeral' } } as const) : {};
+  const tools: SdkTool[] = request.tools.map((tool, i) => ({
+    name: tool.name,
+    description: tool.description,
+    input_schema: tool.input_schema as SdkTool['input_schema'],
+    ...(i === request.tools.length - 1 ? cache : {}),
+  }));
+  const system: TextBlockParam[] = request.system ? [{ type: 'text', text: request.system, ...cache }] : [];
+  return {
+    model: request.model ?? settings.model,
+    max_tokens: settings.maxTokens,
+    stream: true,
+    ...(system.length > 0 ? { system } : {}),
+    ...(tools.length > 0 ? { tools } : {}),
+    messages: toMessageParams(request.messages, settings.promptCaching),
+  };
 }
 
 /** Copies the history into request params; the last block of the last message carries the moving cache breakpoint. */

@@ -1,4 +1,4 @@
-/** exarch/testing: the scripted provider and checks for tests of agents built on exarch. */
+/** exarch/testing: the scripted provider, the replay of recorded runs, and checks for tests of agents built on exarch. */
 export {
   ScriptedProvider,
   scriptedProvider,
@@ -12,3 +12,5 @@ export {
 } from './scriptedProvider.js';
 export { assertToolPairing, findPairingProblems, PairingError } from '../pairing.js';
 export { MemoryLogSink } from '../log/sessionLog.js';
+export { ReplayProvider, replayProvider, readRecording, type ReplayProviderOptions } from '../replay/replayProvider.js';
+export { RecordingError, ReplayMismatchError, type RecordedExchange, type RecordedFault, type RecordingHeader } from '../replay/format.js';

@@ -1,0 +1,85 @@
+/**
+ * Hands a replay's answers out in the order the recording got them. Sub-agents ask concurrently,
+ * and what a parent's next request holds depends on which children had delivered by then: so an
+ * answer is given only once everything that came before it when recorded (other requests begun,
+ * other answers given) has happened again, and the effects of the answer before it (tool calls,
+ * replies, deliveries) have had their turn of the event loop.
+ *
+ * A replay that has gone another way can wait for something that never comes again (a request no
+ * longer made); when nothing has moved for `idleMs`, the earliest waiting answer goes anyway, and
+ * the requests that follow say where the run differs.
+ */
+export class ExchangeOrder {
+  /** Which positions of the recorded sequence (beginnings and ends) have happened again. */
+  private readonly seen: Uint8Array;
+  /** The first position not seen yet. */
+  private frontier = 0;
+  private readonly waiting = new Map<number, () => void>();
+  private releasing = false;
+  private idle: NodeJS.Timeout | undefined;
+
+  constructor(
+    positions: number,
+    private readonly idleMs = 2_000,
+  ) {
+    this.seen = new Uint8Array(positions);
+  }
+
+  /** Something of the recorded sequence happened again: a request began, or an answer was given. */
+  happened(position: number): void {
+    if (position < 0 || position >= this.seen.length || this.seen[position] === 1) return;
+    this.seen[position] = 1;
+    while (this.frontier < this.seen.length && this.seen[this.frontier] === 1) this.frontier++;
+    this.schedule();
+  }
+
+  /** Resolves when the answer at `position` is due; rejects if `signal` aborts first. */
+  turn(position: number, signal: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      if (signal.aborted) return reject(signal.reason);
+      const onAbort = (): void => {
+        this.waiting.delete(position);
+        reject(signal.reason);
+        this.schedule();
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.waiting.set(position, () => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      });
+      this.schedule();
+    });
+  }
+
+  /** Releases the due answer after the event loop has run what the last one set going. */
+  private schedule(): void {
+    clearTimeout(this.idle);
+    this.idle = undefined;
+    if (this.waiting.size === 0 || this.releasing) return;
+    this.releasing = true;
+    // Two turns: the answer before this one resolved a promise; its consequences run in microtasks
+    // and the I/O callbacks of the turn after.
+    setImmediate(() =>
+      setImmediate(() => {
+        this.releasing = false;
+        const due = this.waiting.get(this.frontier);
+        if (due) {
+          this.waiting.delete(this.frontier);
+          due();
+        }
+        // Whatever happens next clears this; only a replay that stopped moving reaches it.
+        if (this.waiting.size > 0) this.idle = setTimeout(() => this.skipAhead(), this.idleMs);
+      }),
+    );
+  }
+
+  /** Nothing moved: what the earliest waiting answer waits for will not happen again. */
+  private skipAhead(): void {
+    this.idle = undefined;
+    const earliest = Math.min(...this.waiting.keys());
+    if (!Number.isFinite(earliest)) return;
+    for (let position = this.frontier; position < earliest; position++) this.seen[position] = 1;
+    this.frontier = earliest;
+    this.schedule();
+  }
+}

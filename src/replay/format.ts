@@ -1,0 +1,84 @@
+import type { RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages/messages';
+import type { Message } from '../types.js';
+
+/**
+ * The recording format (`exarch run --record FILE`): JSONL, a header line, then one line per model
+ * exchange, written when the exchange ends. An exchange is one request as the provider sent it
+ * (its body, canonical: keys sorted, `cache_control` markers left out, no headers and no key) and
+ * the raw stream events that answered it, or the fault that ended it.
+ *
+ * Exchanges are keyed by the agent's id and the agent's own request count, so sub-agents that ran
+ * concurrently replay by who asked, not by the order the network happened to answer in. `start`
+ * and `end` number the exchanges' beginnings and ends in one sequence for the whole run: a replay
+ * hands its answers out in that order, so every request meets the same deliveries it met when
+ * recorded.
+ *
+ * A session's history only grows (its last message may be replaced by a merge), so a request
+ * stores only what changed since the same agent's previous one: the top-level fields that differ,
+ * and the messages after the first `keep` of the previous request's. A recording grows with the
+ * run, not with the square of it.
+ */
+
+export const RECORDING_VERSION = 1;
+
+export interface RecordingHeader {
+  readonly kind: 'exarch.recording';
+  readonly version: typeof RECORDING_VERSION;
+  readonly provider: 'anthropic';
+  /** The provider's model, for requests that name none. */
+  readonly model: string;
+  readonly maxTokens: number;
+  readonly recordedAt: string;
+}
+
+/** How a recorded exchange ended, when it did not end with a whole message. */
+export type RecordedFault =
+  /** The provider's fault (an HTTP error, an SSE `error` event, a dropped connection), as the session saw it. */
+  | { readonly kind: 'provider'; readonly message: string; readonly retryable: boolean; readonly status?: number; readonly errorKind: string }
+  /** The session cancelled the request (its abort signal fired). */
+  | { readonly kind: 'aborted' };
+
+export interface RecordedExchange {
+  readonly kind: 'exchange';
+  /** The agent id (`root/researcher#2`) and its request count from 0. */
+  readonly agent: string;
+  readonly index: number;
+  /** Positions of this exchange's beginning and end in the run's one sequence of both. */
+  readonly start: number;
+  readonly end: number;
+  /** The body's top-level fields (`messages` aside) that differ from the agent's previous request; all of them at its first. */
+  readonly fields: Readonly<Record<string, unknown>>;
+  /** Fields the previous request had and this one has not. */
+  readonly dropped?: readonly string[];
+  /** `messages`: the first `keep` of the previous request's, then `messages`. */
+  readonly keep: number;
+  readonly messages: readonly Message[];
+  readonly events: readonly RawMessageStreamEvent[];
+  readonly fault?: RecordedFault;
+}
+
+export type RecordingLine = RecordingHeader | RecordedExchange;
+
+/** A recording that cannot be read or written, or a replay that met a request it does not hold: one line. */
+export class RecordingError extends Error {
+  override readonly name = 'RecordingError';
+}
+
+/**
+ * A request that differs from the recording: whose, and where first (`path`, a JSON path into the
+ * request body), or that the recording has no such request (`path` undefined).
+ */
+export class ReplayMismatchError extends RecordingError {
+  constructor(
+    readonly agent: string,
+    /** The agent's request count from 0. */
+    readonly index: number,
+    readonly path: string | undefined,
+  ) {
+    super(
+      path === undefined
+        ? `the request differs from the recording: agent ${agent} made request ${index + 1}, which the recording does not have`
+        : `the request differs from the recording at ${path} (agent ${agent}, request ${index + 1})`,
+    );
+  }
+}

@@ -1,0 +1,110 @@
+import { appendFileSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { MessageCreateParamsStreaming, RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages/messages';
+import { makeDirs } from '../fs/makeDirs.js';
+import { ProviderError, describeError } from '../model/errors.js';
+import { Redactor } from '../redact.js';
+import type { ModelRequest } from '../types.js';
+import { canonicalJson, HistoryCursor, requestFields } from './fingerprint.js';
+import { RECORDING_VERSION, RecordingError, type RecordedExchange, type RecordedFault, type RecordingHeader } from './format.js';
+
+export interface ExchangeRecorderOptions {
+  /** The recording file (created, or truncated). */
+  readonly file: string;
+  /** The provider's own model and output cap, for the header (a replay asks for the same by default). */
+  readonly model: string;
+  readonly maxTokens: number;
+  /** Secrets kept out of the file (default: those of `process.env`; see redact.ts). */
+  readonly redactor?: Redactor;
+}
+
+/** One request under way: its stream events as they arrive, then how it ended. */
+export interface ExchangeLog {
+  event(event: RawMessageStreamEvent): void;
+  /** Without an error: a whole message arrived. */
+  end(error?: unknown): void;
+}
+
+/**
+ * Records every model exchange of a run into one file (format.ts), for `replayProvider` to play
+ * back offline. Each exchange is appended as one line when it ends, so a run that dies leaves a
+ * recording of what it did until then. The key is never in it (it travels in a header the
+ * recording does not keep), and every value of a `*_KEY`, `*_TOKEN` or `*_SECRET` variable is
+ * redacted from each line before it is written.
+ */
+export class ExchangeRecorder {
+  readonly file: string;
+  private readonly redactor: Redactor;
+  private sequence = 0;
+  private readonly agents = new Map<string, { requests: number; history: HistoryCursor; fields: Map<string, string> }>();
+
+  constructor(options: ExchangeRecorderOptions) {
+    this.file = options.file;
+    this.redactor = options.redactor ?? Redactor.fromEnv();
+    const header: RecordingHeader = { kind: 'exarch.recording', version: RECORDING_VERSION, provider: 'anthropic', model: options.model, maxTokens: options.maxTokens, recordedAt: new Date().toISOString() };
+    try {
+      makeDirs(dirname(options.file));
+      writeFileSync(options.file, `${this.redactor.json(canonicalJson(header))}\n`);
+    } catch (error) {
+      throw new RecordingError(`cannot write the recording to ${options.file}: ${describeError(error)}`);
+    }
+  }
+
+  /** A request is about to be sent with `body`. */
+  begin(request: ModelRequest, body: MessageCreateParamsStreaming): ExchangeLog {
+    const start = this.sequence++;
+    let agent = this.agents.get(request.agent.id);
+    if (!agent) this.agents.set(request.agent.id, (agent = { requests: 0, history: new HistoryCursor(), fields: new Map() }));
+    const index = agent.requests++;
+    const keep = agent.history.advance(request.messages);
+    const fields: Record<string, unknown> = {};
+    const current = requestFields(body as unknown as Record<string, unknown>);
+    for (const [key, value] of Object.entries(current)) {
+      const text = canonicalJson(value);
+      if (agent.fields.get(key) !== text) fields[key] = value;
+      agent.fields.set(key, text);
+    }
+    const dropped = [...agent.fields.keys()].filter((key) => !(key in current));
+    for (const key of dropped) agent.fields.delete(key);
+    const messages = request.messages.slice(keep);
+    const events: RawMessageStreamEvent[] = [];
+    let ended = false;
+    return {
+      event: (event) => {
+        events.push(event);
+      },
+      end: (error) => {
+        if (ended) return;
+        ended = true;
+        const fault = error === undefined ? undefined : faultOf(error);
+        const exchange: RecordedExchange = {
+          kind: 'exchange',
+          agent: request.agent.id,
+          index,
+          start,
+          end: this.sequence++,
+          fields,
+          ...(dropped.length > 0 ? { dropped } : {}),
+          keep,
+          messages,
+          events,
+          ...(fault ? { fault } : {}),
+        };
+        try {
+          appendFileSync(this.file, `${this.redactor.json(canonicalJson(exchange))}\n`);
+        } catch (writeError) {
+          // The run goes on; a replay of this recording will say where it ends.
+          process.emitWarning(`exarch: cannot append to the recording ${this.file}: ${describeError(writeError)}`);
+        }
+      },
+    };
+  }
+}
+
+/** What a replay needs to fail the same way: a provider's fault as the session saw it, or a cancellation. */
+function faultOf(error: unknown): RecordedFault {
+  if (error instanceof ProviderError) {
+    return { kind: 'provider', message: error.message, retryable: error.retryable, ...(error.status === undefined ? {} : { status: error.status }), errorKind: error.kind };
+  }
+  return { kind: 'aborted' };
+}
