@@ -163,4 +163,24 @@ describe('recorded runs: record against the server, replay without it', () => {
     writeFileSync(join(root, 'trace.jsonl'), '{"kind":"trace.start"}\n');
     expect(() => replayProvider(join(root, 'trace.jsonl'))).toThrow(/is not an exarch recording \(made by exarch run --record\)$/);
   });
+
+  it('a recording grows with the run, not with the square of it: each exchange keeps what is new', async () => {
+    const root = workdir();
+    writeFileSync(join(root, 'notes.md'), 'x'.repeat(2000));
+    const file = join(root, 'long.recording.jsonl');
+    const steps = 40;
+    server = await startAnthropicServer(
+      scriptedHandler({ root: [...Array.from({ length: steps }, () => stream({ toolCalls: [{ name: 'read_file', input: { path: 'notes.md' } }] })), stream({ text: 'Read it 40 times.' })] }),
+    );
+    const provider = new AnthropicProvider({ apiKey: 'test-key', baseURL: server.url, model: 'claude-test', sdkMaxRetries: 0, record: { file, redactor: new Redactor([]) } });
+    await runAgent('Read notes.md over and over.', { provider, tools: workspaceTools({ root }) });
+    const sent = server.requests.map((r) => JSON.stringify(r.body.messages).length);
+    const lines = readFileSync(file, 'utf8').trim().split('\n').slice(1).map((line) => line.length);
+    expect(lines).toHaveLength(steps + 1);
+    // The histories sent grew by some 2 kB a step; the lines recorded after the first did not.
+    expect((sent.at(-1) ?? 0) - (sent[1] ?? 0)).toBeGreaterThan(70_000);
+    expect(Math.max(...lines.slice(2))).toBeLessThan(2 * (lines[1] ?? 0));
+    const replayed = await runAgent('Read notes.md over and over.', { provider: replayProvider(file), tools: workspaceTools({ root }) });
+    expect(replayed.text).toBe('Read it 40 times.');
+  });
 });
