@@ -116,11 +116,11 @@ export class OtelRunExporter {
       case 'agent.snapshot': {
         const agent = this.agents.get(event.agent);
         if (!agent) break;
-        const { options, system } = event.snapshot.context;
+        const { options, fixed } = event.snapshot.context;
         this.openAgent(agent, options.provider.name);
         this.endChat(agent, event.time);
         if (agent.pendingRequest !== undefined) {
-          this.openChat(agent, agent.pendingRequest, options.provider.name, options.model ?? options.provider.model, system);
+          this.openChat(agent, agent.pendingRequest, options.provider.name, options.model ?? options.provider.model, fixed.system);
           agent.pendingRequest = undefined;
         }
         break;
