@@ -33,7 +33,7 @@ const EXPORT_SUCCESS = 0;
 type ExportResult = Parameters<Parameters<SpanExporter['export']>[1]>[0];
 
 /** Where the traces go, from the environment as the OTLP exporter specification reads it. */
-export function otlpTracesUrl(env: NodeJS.ProcessEnv): string {
+function otlpTracesUrl(env: NodeJS.ProcessEnv): string {
   const protocol = env['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL'] ?? env['OTEL_EXPORTER_OTLP_PROTOCOL'];
   if (protocol !== undefined && protocol !== '' && !protocol.startsWith('http/')) {
     throw new OtelSetupError(`--otel sends OTLP over HTTP; OTEL_EXPORTER_OTLP_PROTOCOL=${protocol} is not supported (use http/json or http/protobuf, port 4318)`);

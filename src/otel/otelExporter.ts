@@ -35,7 +35,9 @@ export interface OtelExporterOptions {
   /**
    * Export message content: `gen_ai.input.messages`, `gen_ai.output.messages` and
    * `gen_ai.system_instructions` on chat spans, `gen_ai.tool.call.arguments` and
-   * `gen_ai.tool.call.result` on tool spans. Off by default: content may hold personal data.
+   * `gen_ai.tool.call.result` on tool spans. Off by default: content may hold personal data, and
+   * each chat span then carries the agent's whole history as sent (the conventions' definition),
+   * so a long session exports the square of its length.
    */
   readonly captureContent?: boolean;
   /** The parent of the root agent's span; default the context active when the exporter is made. */
@@ -173,7 +175,7 @@ export class OtelRunExporter {
         break;
       case 'delivery': {
         const span = this.agents.get(event.agent)?.span;
-        span?.addEvent('exarch.delivery', { 'exarch.child.id': event.child, 'gen_ai.agent.name': event.name, 'exarch.outcome': event.outcome }, event.time);
+        span?.addEvent('exarch.delivery', { 'exarch.child.id': event.child, 'exarch.child.name': event.name, 'exarch.outcome': event.outcome }, event.time);
         break;
       }
       case 'agent.ended':

@@ -57,8 +57,6 @@ export interface RecordedExchange {
   readonly fault?: RecordedFault;
 }
 
-export type RecordingLine = RecordingHeader | RecordedExchange;
-
 /** A recording that cannot be read or written, or a replay that met a request it does not hold: one line. */
 export class RecordingError extends Error {
   override readonly name = 'RecordingError';
