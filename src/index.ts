@@ -15,7 +15,8 @@ export { renderValue, clip, elisionMarker } from './render.js';
 export { renderAgentResult, renderInbox } from './inbox.js';
 export { assertToolPairing, findPairingProblems, PairingError } from './pairing.js';
 export { replyReminder, truncationReminder, REPLY_REMINDER_ID, TRUNCATION_REMINDER_ID, type NudgeLatch, type NudgeView } from './nudges.js';
-export { ProviderError, StallError, describeError } from './model/errors.js';
+export { ExarchError } from './exarchError.js';
+export { ProviderError, StallError, describeError, type ProviderErrorKind } from './model/errors.js';
 export type { RetryPolicy } from './model/streamModel.js';
 export { DEFAULTS, type SessionOptions } from './options.js';
 export type { AgentProfile, AgentProfiles } from './agentProfiles.js';
@@ -40,11 +41,12 @@ export {
   type DurableRunResult,
   type DurableSessionInput,
   type FinishedRun,
+  type RunErrorKind,
 } from './store/durableRun.js';
 // The SQLite store is its own entry point (`exarch/sqlite`): a host that does not ask for
 // durability does not load a native module.
 export { MemoryRunStore } from './store/memoryStore.js';
-export { StoreError, type StoreErrorReason } from './store/storeError.js';
+export { StoreError, type StoreErrorKind } from './store/storeError.js';
 export { RunJournal, type SessionJournal } from './store/runJournal.js';
 export { restoreRun, type RestoredRun } from './store/restoreRun.js';
 export type { RestoredSession, RestoredChild, RestoredBatch, ResumeState } from './store/restoredSession.js';

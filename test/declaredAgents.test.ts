@@ -275,7 +275,7 @@ describe('durable runs with declared agents', () => {
     expect(store.getRun(run.id)?.options).toMatchObject({ tools: ['effect', 'shout'], agentTypes: ['researcher'] });
 
     await expect(resumeRun(run.id, { provider: scriptedProvider({ agents: scripts([]) }), tools: [effect, shout] }, { store })).rejects.toMatchObject({
-      reason: 'agents-differ',
+      kind: 'agents-differ',
       message: `run ${run.id} was started with the agent types [researcher], not []: resume it with the same agents`,
     });
 

@@ -80,9 +80,9 @@ describe.skipIf(!postgres.available)('postgres run store', () => {
     const store = openPostgresStore(url);
     try {
       const error = await refusal(store.createRun(newRun('other')));
-      expect(error.reason).toBe('newer-schema');
+      expect(error.kind).toBe('newer-schema');
       expect(error.message).toBe(`the run store ${url} was written by a newer exarch (schema 7; this exarch reads ${POSTGRES_SCHEMA_VERSION})`);
-      expect((await refusal(store.listRuns())).reason).toBe('newer-schema');
+      expect((await refusal(store.listRuns())).kind).toBe('newer-schema');
       expect(await query(url, 'SELECT id FROM exarch.runs')).toEqual([{ id: 'r' }]);
       expect(await query(url, 'SELECT version FROM exarch.schema_version')).toEqual([{ version: 7 }]);
     } finally {
@@ -155,7 +155,7 @@ describe.skipIf(!postgres.available)('postgres run store', () => {
       await a.createRun(newRun('r'));
       await Promise.all(Array.from({ length: 40 }, (_, i) => (i % 2 === 0 ? a : b).append([row('r', i + 1, message(`m${i + 1}`), i % 2 === 0 ? 'root' : 'root/w')])));
       expect((await b.journal('r')).map((r) => r.seq)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
-      expect((await refusal(b.append([row('r', 41, message('x')), row('r', 7, message('taken'))]))).reason).toBe('conflict');
+      expect((await refusal(b.append([row('r', 41, message('x')), row('r', 7, message('taken'))]))).kind).toBe('conflict');
       expect(await a.journal('r')).toHaveLength(40);
     } finally {
       await Promise.all([a.close(), b.close()]);
@@ -185,7 +185,7 @@ describe.skipIf(!postgres.available)('postgres run store', () => {
     const store = openPostgresStore(`postgres://exarch:hunter2-password@127.0.0.1:1/nowhere`, { reconnectMs: 0 });
     try {
       const error = await refusal(store.listRuns());
-      expect(error.reason).toBe('unreadable');
+      expect(error.kind).toBe('unreadable');
       expect(error.message).toMatch(/^the run store postgres:\/\/exarch:\*\*\*@127\.0\.0\.1:1\/nowhere cannot be opened \(.+\)$/);
       expect(error.message).not.toContain('hunter2');
     } finally {

@@ -10,8 +10,8 @@ describe('provider faults as a host reads them', () => {
     expect(transient).toMatchObject({ name: 'ProviderError', message: 'overloaded', retryable: true, status: 529, kind: 'transient' });
     expect(transient.cause).toBeUndefined();
     expect('cause' in transient).toBe(false);
-    const fatal = new ProviderError('bad key', { retryable: false, status: 401, kind: 'auth', cause: 'why' });
-    expect(fatal).toMatchObject({ retryable: false, status: 401, kind: 'auth', cause: 'why' });
+    const fatal = new ProviderError('bad key', { retryable: false, status: 401, kind: 'http', cause: 'why' });
+    expect(fatal).toMatchObject({ retryable: false, status: 401, kind: 'http', cause: 'why' });
     expect(new ProviderError('x', { retryable: false }).kind).toBe('fatal');
     expect(new ProviderError('x', { retryable: false }).status).toBeUndefined();
   });

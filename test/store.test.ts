@@ -11,7 +11,7 @@ import { MemoryRunStore, type StoreOptions } from '../src/store/memoryStore.js';
 import type { ClaimResult, JournalRow, NewRun, RunOwner } from '../src/store/runStore.js';
 import { openPostgresStore, type PostgresRunStore } from '../src/store/postgresStore.js';
 import { openSqliteStore, SqliteRunStore } from '../src/store/sqliteStore.js';
-import { StoreError, type StoreErrorReason } from '../src/store/storeError.js';
+import { StoreError, type StoreErrorKind } from '../src/store/storeError.js';
 import { postgresForFile } from './support/postgresServer.js';
 
 /**
@@ -111,7 +111,7 @@ for (const [kind, make] of STORES) {
         status: 'running', owner: me('first'), leaseUntil: clock + 60_000, endedAt: null,
       });
       expect(await store.getRun('nope')).toBeUndefined();
-      expect((await refusal(() => store.createRun(newRun('r1', { task: 'other' })))).reason).toBe('conflict');
+      expect((await refusal(() => store.createRun(newRun('r1', { task: 'other' })))).kind).toBe('conflict');
       expect((await store.getRun('r1'))?.task).toBe('task r1');
     });
 
@@ -133,8 +133,8 @@ for (const [kind, make] of STORES) {
     it('appends a batch atomically: one taken seq and none of the batch is kept', async () => {
       await store.createRun(newRun('a'));
       await store.append([row('a', 1, message('one')), row('a', 2, message('two'))]);
-      expect((await refusal(() => store.append([row('a', 3, message('3')), row('a', 4, message('4')), row('a', 2, message('again'))]))).reason).toBe('conflict');
-      expect((await refusal(() => store.append([row('a', 5, message('5')), row('a', 5, message('5 twice'))]))).reason).toBe('conflict');
+      expect((await refusal(() => store.append([row('a', 3, message('3')), row('a', 4, message('4')), row('a', 2, message('again'))]))).kind).toBe('conflict');
+      expect((await refusal(() => store.append([row('a', 5, message('5')), row('a', 5, message('5 twice'))]))).kind).toBe('conflict');
       expect((await store.journal('a')).map((r) => r.record)).toEqual([message('one'), message('two')]);
       await store.append([row('a', 3, message('3'))]);
       expect((await store.journal('a')).map((r) => r.seq)).toEqual([1, 2, 3]);
@@ -208,7 +208,7 @@ for (const [kind, make] of STORES) {
       expect(await store.claim('r', me('t'), 2000)).toEqual({ ok: true });
       expect((await store.getRun('r'))?.leaseUntil).toBe(clock + 2000);
       const error = await refusal(() => store.claim('nope', me('t'), 1000));
-      expect(error.reason).toBe('unknown-run');
+      expect(error.kind).toBe('unknown-run');
       expect(error.message).toContain('nope');
     });
 
@@ -375,7 +375,7 @@ describe('sqlite run store: the file', () => {
     store.createRun(newRun('r'));
     store.append([row('r', 1, message('a')), row('r', 2, message('b')), row('r', 3, message('c'))]);
     for (const seqs of [[2], [3, 4], [0, 1], [1]]) {
-      expect(errorOf(() => store.append([row('r', 10, message('x')), ...seqs.map((seq) => row('r', seq, message('y')))])).reason).toBe('conflict');
+      expect(errorOf(() => store.append([row('r', 10, message('x')), ...seqs.map((seq) => row('r', seq, message('y')))])).kind).toBe('conflict');
     }
     expect(store.journal('r').map((r) => r.seq)).toEqual([1, 2, 3]);
   });
@@ -402,7 +402,7 @@ describe('sqlite run store: the file', () => {
     expect(b.getRun('r')?.task).toBe('task r');
     b.append([row('r', 1, message('from b'))]);
     expect(a.journal('r').map((r) => r.record)).toEqual([message('from b')]);
-    expect(errorOf(() => a.append([row('r', 1, message('from a'))])).reason).toBe('conflict');
+    expect(errorOf(() => a.append([row('r', 1, message('from a'))])).kind).toBe('conflict');
     clock += 11;
     expect(a.claim('r', me('a'), 60_000)).toEqual({ ok: true });
     expect(b.claim('r', me('b'), 60_000)).toEqual({ ok: false, holder: me('a'), leaseUntil: clock + 60_000 });
@@ -506,12 +506,12 @@ describe('sqlite run store: the file', () => {
   });
 
   describe('refuses a bad file with a one-line StoreError naming it, and leaves its bytes alone', () => {
-    function refuse(file: string, reason: StoreErrorReason, exactly?: string): void {
+    function refuse(file: string, kind: StoreErrorKind, exactly?: string): void {
       const before = existsSync(file) && statSync(file).isFile() ? sha256(file) : undefined;
       const error = errorOf(() => track(openSqliteStore(file, options)));
       expect(error).toBeInstanceOf(Error);
       expect(error.name).toBe('StoreError');
-      expect(error.reason).toBe(reason);
+      expect(error.kind).toBe(kind);
       expect(error.file).toBe(file);
       expect(error.message).toContain(file);
       expect(error.message).not.toMatch(/[\r\n]/);

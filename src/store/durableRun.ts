@@ -4,6 +4,7 @@ import path from 'node:path';
 import { ulid } from 'ulid';
 import type { ActorOptions } from 'xstate';
 import type { SessionInput, SessionMachine } from '../../machines/session.js';
+import { ExarchError } from '../exarchError.js';
 import { finalAssistantText } from '../history.js';
 import { createSessionActor, isSettled, runResultOf, waitForSettled, type RunResult, type SessionActor, type SessionSnapshot } from '../runtime.js';
 import { stopOrphansOf } from '../../machines/crew.js';
@@ -13,20 +14,21 @@ import { restoreRun, type RestoredRun } from './restoreRun.js';
 import { RunJournal } from './runJournal.js';
 import type { JournalRow, RunOptionsRecord, RunOwner, RunRow, RunStatus, RunStore, RunSummary } from './runStore.js';
 
+/**
+ * Why a run could not be started or resumed: `unknown-run`; `held`: another live process runs it;
+ * `wrong-directory`; `tools-differ`: resumed with other tools; `agents-differ`: with other
+ * declared agents; `not-waiting`: an approval for a call that does not wait for one.
+ */
+export type RunErrorKind = 'unknown-run' | 'held' | 'wrong-directory' | 'tools-differ' | 'agents-differ' | 'not-waiting';
+
 /** Why a run could not be started or resumed (besides a store that cannot be read: `StoreError`). */
-export class RunError extends Error {
-  override readonly name = 'RunError';
+export class RunError extends ExarchError<RunErrorKind> {
   constructor(
     message: string,
-    /**
-     * `unknown-run`; `held`: another live process runs it; `wrong-directory`; `tools-differ`: resumed
-     * with other tools; `agents-differ`: with other declared agents; `not-waiting`: an approval for a
-     * call that does not wait for one.
-     */
-    readonly reason: 'unknown-run' | 'held' | 'wrong-directory' | 'tools-differ' | 'agents-differ' | 'not-waiting',
+    kind: RunErrorKind,
     readonly runId: string,
   ) {
-    super(message);
+    super(kind, message);
   }
 }
 

@@ -1,3 +1,5 @@
+import { ExarchError } from '../exarchError.js';
+
 /**
  * Why a run store refused: what a host or the CLI reports to the user, and what it branches on.
  *
@@ -8,34 +10,32 @@
  * - `unknown-run`: no run with that id.
  * - `conflict`: the id (or the journal row) is taken.
  */
-export type StoreErrorReason = 'not-exarch' | 'corrupt' | 'newer-schema' | 'unreadable' | 'unknown-run' | 'conflict';
+export type StoreErrorKind = 'not-exarch' | 'corrupt' | 'newer-schema' | 'unreadable' | 'unknown-run' | 'conflict';
 
 /**
  * A run store's refusal. The message is one line naming the file (the user sees it as is, e.g.
- * `the run store /x/y.db is not an exarch database`); `reason` and `file` are for code.
+ * `the run store /x/y.db is not an exarch database`); `kind` and `file` are for code.
  */
-export class StoreError extends Error {
-  override readonly name = 'StoreError';
-
+export class StoreError extends ExarchError<StoreErrorKind> {
   /**
    * @param file the store's file; undefined for a store without one (memory).
-   * @param detail what the message adds in its reason's wording: SQLite's complaint for
+   * @param detail what the message adds in its kind's wording: SQLite's complaint for
    *   `corrupt` and `unreadable`, `schema 7; this exarch reads 1` for `newer-schema`, the run id
    *   for `unknown-run`, what is taken for `conflict`.
    */
   constructor(
-    readonly reason: StoreErrorReason,
+    kind: StoreErrorKind,
     readonly file: string | undefined,
     detail?: string,
     options?: { readonly cause?: unknown },
   ) {
-    super(oneLine(describe(reason, file === undefined ? '(in memory)' : file, detail)), options);
+    super(kind, oneLine(describe(kind, file === undefined ? '(in memory)' : file, detail)), options);
   }
 }
 
-function describe(reason: StoreErrorReason, where: string, detail: string | undefined): string {
+function describe(kind: StoreErrorKind, where: string, detail: string | undefined): string {
   const paren = detail === undefined || detail === '' ? '' : ` (${detail})`;
-  switch (reason) {
+  switch (kind) {
     case 'not-exarch':
       return `the run store ${where} is not an exarch database${paren}`;
     case 'corrupt':

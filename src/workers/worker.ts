@@ -121,7 +121,7 @@ async function runJob(runId: string, store: PostgresRunStore, options: WorkerOpt
   try {
     run = await resumeRun(runId, await options.session(row), { store, cwd: row.cwd, ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }) });
   } catch (error) {
-    if (error instanceof RunError && error.reason === 'held') {
+    if (error instanceof RunError && error.kind === 'held') {
       // A live worker has it (this job expired under it): offered again later, until it ends.
       emit({ type: 'held', runId, detail: error.message });
       throw error;
