@@ -1,3 +1,4 @@
+import { ExarchError } from './exarchError.js';
 import type { Message } from './types.js';
 
 /**
@@ -63,10 +64,10 @@ export function findPairingProblems(messages: readonly Message[]): string[] {
   return problems;
 }
 
-export class PairingError extends Error {
+/** A history the API would refuse: every broken tool_use/tool_result pairing, one line each in `problems`. */
+export class PairingError extends ExarchError<'pairing'> {
   constructor(readonly problems: readonly string[]) {
-    super(`history breaks the tool_use/tool_result pairing rule: ${problems.join('; ')}`);
-    this.name = 'PairingError';
+    super('pairing', `history breaks the tool_use/tool_result pairing rule: ${problems.join('; ')}`);
   }
 }
 

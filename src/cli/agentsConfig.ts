@@ -2,15 +2,30 @@ import { existsSync, readFileSync } from 'node:fs';
 import { extname, resolve } from 'node:path';
 import { z } from 'zod';
 import { checkProfiles, type AgentProfile, type AgentProfiles } from '../agentProfiles.js';
+import { ExarchError } from '../exarchError.js';
 import { describeError } from '../model/errors.js';
 import type { Tool } from '../tools/defineTool.js';
 
 /** The file `exarch run` reads declared agents from when `--agents` is not given, if it exists. */
 export const DEFAULT_CONFIG_FILE = 'exarch.config.json';
 
+/**
+ * Why a config file cannot be used: `unsupported`: not a JSON config, or a reply schema this zod
+ * cannot read; `unreadable`; `not-json`; `invalid`: its content is not a set of agents this run
+ * can have (a field, a reply schema, a tool it does not allow).
+ */
+export type AgentsConfigErrorKind = 'unsupported' | 'unreadable' | 'not-json' | 'invalid';
+
 /** A config file that cannot be used: one line naming the file and what is wrong (exit 1). */
-export class AgentsConfigError extends Error {
-  override readonly name = 'AgentsConfigError';
+export class AgentsConfigError extends ExarchError<AgentsConfigErrorKind> {
+  constructor(
+    kind: AgentsConfigErrorKind,
+    /** The file as the user named it. */
+    readonly file: string,
+    message: string,
+  ) {
+    super(kind, message);
+  }
 }
 
 /**
@@ -48,20 +63,20 @@ export function loadAgentsConfig(file: string | undefined, cwd: string, tools: r
   if (file === undefined && !existsSync(path)) return undefined;
   const shown = file ?? DEFAULT_CONFIG_FILE;
   if (['.ts', '.mts', '.cts', '.js', '.mjs', '.cjs'].includes(extname(path))) {
-    throw new AgentsConfigError(`${shown}: only a JSON config is supported (a .ts or .js config is not); write the agents as JSON, e.g. ${DEFAULT_CONFIG_FILE}`);
+    throw new AgentsConfigError('unsupported', shown, `${shown}: only a JSON config is supported (a .ts or .js config is not); write the agents as JSON, e.g. ${DEFAULT_CONFIG_FILE}`);
   }
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    throw new AgentsConfigError(`cannot read ${shown}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : describeError(error)}`);
+    throw new AgentsConfigError('unreadable', shown, `cannot read ${shown}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : describeError(error)}`);
   }
   let raw: unknown;
   try {
     raw = JSON.parse(text);
   } catch (error) {
-    throw new AgentsConfigError(`${shown} is not valid JSON: ${describeError(error)}`);
+    throw new AgentsConfigError('not-json', shown, `${shown} is not valid JSON: ${describeError(error)}`);
   }
   return agentsFromJson(raw, shown, tools);
 }
@@ -72,20 +87,20 @@ export function agentsFromJson(raw: unknown, shown: string, tools: readonly Tool
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const where = issue && issue.path.length > 0 ? issue.path.map(String).join('.') : '(top level)';
-    throw new AgentsConfigError(`${shown}: ${where}: ${issue?.message ?? 'invalid'} (expected { "agents": { "NAME": { "description": … } } })`);
+    throw new AgentsConfigError('invalid', shown, `${shown}: ${where}: ${issue?.message ?? 'invalid'} (expected { "agents": { "NAME": { "description": … } } })`);
   }
   const agents: Record<string, AgentProfile> = {};
   for (const [name, profile] of Object.entries(parsed.data.agents)) {
     const { reply, ...rest } = profile;
     let schema: z.ZodType | undefined;
     if (reply !== undefined) {
-      if (reply['type'] !== 'object') throw new AgentsConfigError(`${shown}: agents.${name}.reply must be a JSON Schema of type "object"`);
+      if (reply['type'] !== 'object') throw new AgentsConfigError('invalid', shown, `${shown}: agents.${name}.reply must be a JSON Schema of type "object"`);
       // A peer dependency: an app may have a zod 4 from before z.fromJSONSchema.
-      if (typeof z.fromJSONSchema !== 'function') throw new AgentsConfigError(`${shown}: agents.${name}.reply needs a newer zod (one with z.fromJSONSchema)`);
+      if (typeof z.fromJSONSchema !== 'function') throw new AgentsConfigError('unsupported', shown, `${shown}: agents.${name}.reply needs a newer zod (one with z.fromJSONSchema)`);
       try {
         schema = z.fromJSONSchema(reply as Parameters<typeof z.fromJSONSchema>[0]);
       } catch (error) {
-        throw new AgentsConfigError(`${shown}: agents.${name}.reply is not a JSON Schema exarch can use: ${describeError(error)}`);
+        throw new AgentsConfigError('invalid', shown, `${shown}: agents.${name}.reply is not a JSON Schema exarch can use: ${describeError(error)}`);
       }
     }
     agents[name] = { ...rest, ...(schema === undefined ? {} : { reply: schema }) };
@@ -95,7 +110,7 @@ export function agentsFromJson(raw: unknown, shown: string, tools: readonly Tool
   } catch (error) {
     // The library's line names the field; here the file is named too.
     const line = describeError(error).replace(/^exarch: /, '');
-    throw new AgentsConfigError(`${shown}: ${line}${line.includes("not one of the run's tools") ? '; --allow-write and --allow-shell offer more' : ''}`);
+    throw new AgentsConfigError('invalid', shown, `${shown}: ${line}${line.includes("not one of the run's tools") ? '; --allow-write and --allow-shell offer more' : ''}`);
   }
   return { agents, json: parsed.data };
 }

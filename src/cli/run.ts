@@ -1,4 +1,5 @@
 import { accessSync, constants } from 'node:fs';
+import { ExarchError } from '../exarchError.js';
 import { makeDirs } from '../fs/makeDirs.js';
 import { join } from 'node:path';
 import { AnthropicProvider, DEFAULT_MODEL } from '../providers/anthropic.js';
@@ -35,7 +36,11 @@ import { formatCount, ProgressBoard } from './progress.js';
 export const EXIT = { ok: 0, fatal: 1, usage: 2, capped: 3, waiting: 4, interrupted: 130 } as const;
 
 /** A mistake in how exarch was called: one line, then the usage, exit 2. */
-export class UsageError extends Error {}
+export class UsageError extends ExarchError<'usage'> {
+  constructor(message: string) {
+    super('usage', message);
+  }
+}
 
 export interface RunFlags {
   readonly model?: string;
@@ -120,8 +125,10 @@ function prepareDir(what: string, dir: string): void {
 }
 
 /** A run that cannot start as asked (a log directory, a trace file): one line, exit 1. */
-export class RunSetupError extends Error {
-  override readonly name = 'RunSetupError';
+export class RunSetupError extends ExarchError<'run-setup'> {
+  constructor(message: string) {
+    super('run-setup', message);
+  }
 }
 
 function timestamp(date: Date): string {

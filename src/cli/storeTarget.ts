@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { ExarchError } from '../exarchError.js';
 import { describeUrl, isPostgresUrl } from '../store/postgresUrl.js';
 import type { RunStore } from '../store/runStore.js';
 import { DEFAULT_STORE_PATH, openSqliteStore } from '../store/sqliteStore.js';
@@ -16,8 +17,10 @@ export interface StoreTarget {
 export type OpenedStore = RunStore & { readonly file: string };
 
 /** A mistake in naming the store: the CLI reports it as a usage error. */
-export class StoreTargetError extends Error {
-  override readonly name = 'StoreTargetError';
+export class StoreTargetError extends ExarchError<'store-target'> {
+  constructor(message: string) {
+    super('store-target', message);
+  }
 }
 
 /** Checks `--store`/`--db` before anything opens: both, or a `--db` that is no Postgres URL, is one line. */

@@ -1,4 +1,5 @@
 import { appendFileSync, writeFileSync } from 'node:fs';
+import { ExarchError } from '../exarchError.js';
 import { makeDirs } from '../fs/makeDirs.js';
 import { dirname } from 'node:path';
 import type { InspectionEvent } from 'xstate';
@@ -25,14 +26,13 @@ const TASK_EXCERPT = 500;
 const FLUSH_BYTES = 256 * 1024;
 
 /** The trace file cannot be made (a part of its path is a file, no permission): one line for the user. */
-export class TraceFileError extends Error {
-  override readonly name = 'TraceFileError';
+export class TraceFileError extends ExarchError<'trace-file'> {
   constructor(
     readonly file: string,
     readonly code: string | undefined,
     message: string,
   ) {
-    super(message);
+    super('trace-file', message);
   }
 
   static from(file: string, error: unknown): TraceFileError {

@@ -1,4 +1,5 @@
 import type PgBoss from 'pg-boss';
+import { ExarchError } from '../exarchError.js';
 import { resumeRun, RunError, type DurableRun, type DurableSessionInput } from '../store/durableRun.js';
 import { openPostgresStore, type PostgresRunStore } from '../store/postgresStore.js';
 import type { RunRow } from '../store/runStore.js';
@@ -43,8 +44,10 @@ export interface Worker {
 }
 
 /** A run handed back on stop: the job fails, and pg-boss offers it again after its retry delay. */
-class HandedBack extends Error {
-  override readonly name = 'HandedBack';
+class HandedBack extends ExarchError<'handed-back'> {
+  constructor(message: string) {
+    super('handed-back', message);
+  }
 }
 
 /**

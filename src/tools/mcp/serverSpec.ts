@@ -1,3 +1,5 @@
+import { ExarchError } from '../../exarchError.js';
+
 /**
  * How to reach one MCP server: a command run as a child process speaking MCP over stdio, or a
  * streamable HTTP endpoint.
@@ -29,8 +31,10 @@ export interface McpHttpServer {
 }
 
 /** Why an `mcp` entry or `--mcp` value cannot be used: one line. */
-export class McpSpecError extends Error {
-  override readonly name = 'McpSpecError';
+export class McpSpecError extends ExarchError<'mcp-spec'> {
+  constructor(message: string) {
+    super('mcp-spec', message);
+  }
 }
 
 /**

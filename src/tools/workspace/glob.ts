@@ -27,14 +27,14 @@ export const GLOB_MAX_CHARS = 1_000;
  * compileGlob('*.{ts,tsx}').matches('src/view.tsx'); // true: no slash, so the name is matched
  */
 export function compileGlob(glob: string): Glob {
-  if (glob.length > GLOB_MAX_CHARS) throw new WorkspaceError(`invalid glob: longer than ${GLOB_MAX_CHARS} characters`);
+  if (glob.length > GLOB_MAX_CHARS) throw new WorkspaceError('invalid-input', `invalid glob: longer than ${GLOB_MAX_CHARS} characters`);
   let pattern: RE2JS;
   try {
     // DOTALL: a file name may hold a newline, and `*` must match it like any other character.
     pattern = RE2JS.compile(`^(?:${translate(glob)})$`, RE2JS.DOTALL);
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
-    throw new WorkspaceError(`invalid glob '${glob}': ${reason}`);
+    throw new WorkspaceError('invalid-input', `invalid glob '${glob}': ${reason}`);
   }
   const byName = !glob.includes('/');
   return {

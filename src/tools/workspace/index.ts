@@ -47,5 +47,5 @@ export function workspaceTools(options: WorkspaceToolsOptions): Tool[] {
   return tools;
 }
 
-export { WorkspaceError } from './paths.js';
+export { WorkspaceError, type WorkspaceErrorKind } from './paths.js';
 export { ShellSandboxError } from './shellSandbox.js';

@@ -47,11 +47,11 @@ async function listDir(root: string, shown: string, maxDepth: number, signal: Ab
     const found = location.found;
     switch (found.kind) {
       case 'missing':
-        throw new WorkspaceError(`no such directory: ${shown}`);
+        throw new WorkspaceError('not-found', `no such directory: ${shown}`);
       case 'blocked':
-        throw new WorkspaceError(`no such directory: ${shown} (a part of the path is a file, not a directory)`);
+        throw new WorkspaceError('not-found', `no such directory: ${shown} (a part of the path is a file, not a directory)`);
       case 'entry':
-        throw new WorkspaceError(`${quote(shown)} is a file, not a directory; use read_file to read it`);
+        throw new WorkspaceError('wrong-type', `${quote(shown)} is a file, not a directory; use read_file to read it`);
       case 'dir':
         break;
     }
@@ -103,5 +103,5 @@ function named(paths: readonly string[]): string {
 
 function errorForDir(error: unknown, shown: string): Error {
   const wrapped = fsError(error, shown);
-  return wrapped.message.startsWith('no such file: ') ? new WorkspaceError(wrapped.message.replace('no such file: ', 'no such directory: ')) : wrapped;
+  return wrapped.message.startsWith('no such file: ') ? new WorkspaceError('not-found', wrapped.message.replace('no such file: ', 'no such directory: ')) : wrapped;
 }

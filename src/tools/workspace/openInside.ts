@@ -124,7 +124,7 @@ async function walk(rootDir: OpenDir, queue: string[], context: Walk): Promise<F
     }
     if (stats.isSymbolicLink()) {
       hops += 1;
-      if (hops > MAX_LINK_HOPS) throw new WorkspaceError(`cannot resolve ${quote(shown)}: too many levels of symlinks`);
+      if (hops > MAX_LINK_HOPS) throw new WorkspaceError('io', `cannot resolve ${quote(shown)}: too many levels of symlinks`);
       const target = await readlink(at(top, name)).catch((error: unknown) => {
         throw errorCode(error) === 'EINVAL' ? changed(shown) : fsError(error, shown);
       });
@@ -183,11 +183,11 @@ export function fileKind(stats: Stats): string {
 
 /** One line for a path that changed between two steps of the walk (a race, or a concurrent edit). */
 export function changed(shown: string): WorkspaceError {
-  return new WorkspaceError(`refused: ${quote(shown)} changed while it was being opened (a part of it was replaced, perhaps by a symlink)`);
+  return new WorkspaceError('refused', `refused: ${quote(shown)} changed while it was being opened (a part of it was replaced, perhaps by a symlink)`);
 }
 
 function leadsOutside(shown: string): WorkspaceError {
-  return new WorkspaceError(`refused: ${quote(shown)} leads outside the working directory through a symlink`);
+  return new WorkspaceError('refused', `refused: ${quote(shown)} leads outside the working directory through a symlink`);
 }
 
 async function openDir(where: string, real: string, shown: string): Promise<OpenDir> {

@@ -1,5 +1,6 @@
 import { lstat, readlink, realpath } from 'node:fs/promises';
 import path from 'node:path';
+import { ExarchError } from '../../exarchError.js';
 import { isWellFormedText } from '../../wellFormed.js';
 
 /**
@@ -8,9 +9,24 @@ import { isWellFormedText } from '../../wellFormed.js';
  * way is followed, dangling ones included.
  */
 
+/**
+ * Why a workspace tool could not do what the model asked:
+ *
+ * - `refused`: what confinement forbids (a path outside the root, or one that leads out through a
+ *   symlink, an absolute path, a NUL; a file that changed under the tool; writing a non-file).
+ * - `not-found`: no such file or directory.
+ * - `wrong-type`: a directory where a file is wanted, or the other way round; not a regular or
+ *   not a text file.
+ * - `invalid-input`: an argument the tool cannot use (a regular expression, a glob, an offset).
+ * - `io`: anything else the file system or the process said (permission denied, a symlink loop).
+ */
+export type WorkspaceErrorKind = 'refused' | 'not-found' | 'wrong-type' | 'invalid-input' | 'io';
+
 /** A refusal or a file-system fault, as one line for the model. */
-export class WorkspaceError extends Error {
-  override readonly name = 'WorkspaceError';
+export class WorkspaceError extends ExarchError<WorkspaceErrorKind> {
+  constructor(kind: WorkspaceErrorKind, message: string) {
+    super(kind, message);
+  }
 }
 
 export interface ResolvedPath {
@@ -32,18 +48,18 @@ const MAX_LINK_HOPS = 40;
  */
 export async function resolveInside(root: string, input: string): Promise<ResolvedPath> {
   const shown = input === '' ? '.' : input;
-  if (shown.includes('\0')) throw new WorkspaceError(`refused: ${quote(shown)} contains a NUL character`);
+  if (shown.includes('\0')) throw new WorkspaceError('refused', `refused: ${quote(shown)} contains a NUL character`);
   // A lone surrogate has no UTF-8 form: the file system would be handed U+FFFD, a file the model did not name.
-  if (!isWellFormedText(shown)) throw new WorkspaceError(`refused: ${quote(shown)} holds a lone surrogate (half of a UTF-16 pair), which no file name can hold`);
+  if (!isWellFormedText(shown)) throw new WorkspaceError('refused', `refused: ${quote(shown)} holds a lone surrogate (half of a UTF-16 pair), which no file name can hold`);
   if (path.isAbsolute(shown)) {
-    throw new WorkspaceError(`refused: ${quote(shown)} is an absolute path; use a path relative to the working directory`);
+    throw new WorkspaceError('refused', `refused: ${quote(shown)} is an absolute path; use a path relative to the working directory`);
   }
   const lexical = path.resolve(root, shown);
-  if (!isInside(root, lexical)) throw new WorkspaceError(`refused: ${quote(shown)} is outside the working directory`);
+  if (!isInside(root, lexical)) throw new WorkspaceError('refused', `refused: ${quote(shown)} is outside the working directory`);
   const rootReal = await realRoot(root);
   const real = await realLocation(path.resolve(rootReal, path.relative(root, lexical)), shown, 0);
   if (!isInside(rootReal, real)) {
-    throw new WorkspaceError(`refused: ${quote(shown)} leads outside the working directory through a symlink`);
+    throw new WorkspaceError('refused', `refused: ${quote(shown)} leads outside the working directory through a symlink`);
   }
   return { display: displayPath(root, lexical), real, rootReal };
 }
@@ -73,17 +89,17 @@ async function realRoot(root: string): Promise<string> {
   try {
     return await realpath(root);
   } catch (error) {
-    throw new WorkspaceError(`the working directory ${root} is not accessible (${errorCode(error) ?? 'unknown error'})`);
+    throw new WorkspaceError('io', `the working directory ${root} is not accessible (${errorCode(error) ?? 'unknown error'})`);
   }
 }
 
 /** Like `realpath`, but for a path whose tail may not exist (a dangling symlink is followed to its target). */
 async function realLocation(abs: string, shown: string, hops: number): Promise<string> {
-  if (hops > MAX_LINK_HOPS) throw new WorkspaceError(`cannot resolve ${quote(shown)}: too many levels of symlinks`);
+  if (hops > MAX_LINK_HOPS) throw new WorkspaceError('io', `cannot resolve ${quote(shown)}: too many levels of symlinks`);
   try {
     return await realpath(abs);
   } catch (error) {
-    if (errorCode(error) === 'ELOOP') throw new WorkspaceError(`cannot resolve ${quote(shown)}: too many levels of symlinks`);
+    if (errorCode(error) === 'ELOOP') throw new WorkspaceError('io', `cannot resolve ${quote(shown)}: too many levels of symlinks`);
     if (!isMissing(error)) throw fsError(error, shown);
   }
   const parent = path.dirname(abs);
@@ -120,21 +136,21 @@ export function fsError(error: unknown, shown: string): Error {
   if (error instanceof Error && errorCode(error) === undefined) return error;
   switch (errorCode(error)) {
     case 'ENOENT':
-      return new WorkspaceError(`no such file: ${shown}`);
+      return new WorkspaceError('not-found', `no such file: ${shown}`);
     case 'ENOTDIR':
-      return new WorkspaceError(`no such file: ${shown} (a part of the path is a file, not a directory)`);
+      return new WorkspaceError('not-found', `no such file: ${shown} (a part of the path is a file, not a directory)`);
     case 'EISDIR':
-      return new WorkspaceError(`${quote(shown)} is a directory`);
+      return new WorkspaceError('wrong-type', `${quote(shown)} is a directory`);
     case 'EACCES':
     case 'EPERM':
-      return new WorkspaceError(`permission denied: ${shown}`);
+      return new WorkspaceError('io', `permission denied: ${shown}`);
     case 'ELOOP':
-      return new WorkspaceError(`refused: ${quote(shown)} is a symlink that changed while it was being used`);
+      return new WorkspaceError('refused', `refused: ${quote(shown)} is a symlink that changed while it was being used`);
     case 'EEXIST':
-      return new WorkspaceError(`cannot create ${quote(shown)}: a part of the path exists and is not a directory`);
+      return new WorkspaceError('wrong-type', `cannot create ${quote(shown)}: a part of the path exists and is not a directory`);
     default: {
       const message = error instanceof Error ? error.message : String(error);
-      return new WorkspaceError(`${shown}: ${message}`);
+      return new WorkspaceError('io', `${shown}: ${message}`);
     }
   }
 }

@@ -54,7 +54,7 @@ async function readText(root: string, shown: string, start: number, limit: numbe
     const name = location.display;
     if (scan.total === 0) return `(${name} is empty)`;
     if (start > scan.total) {
-      throw new WorkspaceError(`offset ${start} is past the end of ${quote(name)}, which has ${scan.total} line${scan.total === 1 ? '' : 's'}`);
+      throw new WorkspaceError('invalid-input', `offset ${start} is past the end of ${quote(name)}, which has ${scan.total} line${scan.total === 1 ? '' : 's'}`);
     }
     const partial = start > 1 || scan.last < scan.total || scan.cutLines;
     if (!partial) return scan.lines.join('\n') + (scan.endsWithNewline ? '\n' : '');
@@ -79,9 +79,9 @@ async function openRegular(location: Location, shown: string): Promise<FileHandl
     case 'dir':
       throw isDirectory(shown);
     case 'missing':
-      throw new WorkspaceError(`no such file: ${shown}`);
+      throw new WorkspaceError('not-found', `no such file: ${shown}`);
     case 'blocked':
-      throw new WorkspaceError(`no such file: ${shown} (a part of the path is a file, not a directory)`);
+      throw new WorkspaceError('not-found', `no such file: ${shown} (a part of the path is a file, not a directory)`);
     case 'entry':
       break;
   }
@@ -102,12 +102,12 @@ async function openRegular(location: Location, shown: string): Promise<FileHandl
 }
 
 function isDirectory(shown: string): WorkspaceError {
-  return new WorkspaceError(`${quote(shown)} is a directory; use list_dir to see what it contains`);
+  return new WorkspaceError('wrong-type', `${quote(shown)} is a directory; use list_dir to see what it contains`);
 }
 
 /** A FIFO or device would block or never end; a socket cannot be opened at all. */
 function notRegular(shown: string, stats: Stats): WorkspaceError {
-  return new WorkspaceError(`${quote(shown)} is not a regular file (it is ${fileKind(stats)}); read_file only reads regular files`);
+  return new WorkspaceError('wrong-type', `${quote(shown)} is not a regular file (it is ${fileKind(stats)}); read_file only reads regular files`);
 }
 
 interface Scan {
@@ -171,7 +171,7 @@ async function scanLines(
     if (bytesRead === 0) break;
     position += bytesRead;
     const chunk = buffer.subarray(0, bytesRead);
-    if (chunk.includes(0)) throw new WorkspaceError(`${quote(shown)} looks like a binary file (it contains NUL bytes); read_file only reads text`);
+    if (chunk.includes(0)) throw new WorkspaceError('wrong-type', `${quote(shown)} looks like a binary file (it contains NUL bytes); read_file only reads text`);
     lastByte = chunk[bytesRead - 1] ?? -1;
     let from = 0;
     while (from < chunk.length) {

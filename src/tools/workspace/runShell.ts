@@ -48,7 +48,7 @@ export function runShellTool(root: string, timeoutMs: number = SHELL_DEFAULT_TIM
 async function runShell(root: string, command: string, timeoutMs: number, sandbox: ShellSandbox, signal: AbortSignal): Promise<string> {
   signal.throwIfAborted();
   const cwd = await realpath(root).catch(() => {
-    throw new WorkspaceError(`the working directory ${root} is not accessible`);
+    throw new WorkspaceError('io', `the working directory ${root} is not accessible`);
   });
   return new Promise<string>((resolve, reject) => {
     // detached: the shell (or bubblewrap) leads a new process group, so a kill reaches everything it started.
@@ -60,7 +60,7 @@ async function runShell(root: string, command: string, timeoutMs: number, sandbo
     // The seccomp program goes to bubblewrap on its own pipe (fd SECCOMP_FD = 3), which it reads to EOF and closes.
     const child = spawn(file, args, { cwd, env, detached: true, stdio: ['ignore', 'pipe', 'pipe', filter === undefined ? 'ignore' : 'pipe'] });
     const [, out, err, seccompPipe] = child.stdio;
-    if (out === null || err === null) throw new WorkspaceError('run_shell could not open the command\'s output pipes');
+    if (out === null || err === null) throw new WorkspaceError('io', 'run_shell could not open the command\'s output pipes');
     if (filter !== undefined && seccompPipe !== null && seccompPipe !== undefined && 'end' in seccompPipe) {
       // bubblewrap exits (and the 'exit' handler reports it) if it cannot read the program.
       seccompPipe.on('error', () => undefined).end(filter);
@@ -119,7 +119,7 @@ async function runShell(root: string, command: string, timeoutMs: number, sandbo
       settled = true;
       cleanup();
       clearTimeout(killTimer);
-      reject(new WorkspaceError(`could not start /bin/sh: ${error.message}`));
+      reject(new WorkspaceError('io', `could not start /bin/sh: ${error.message}`));
     });
     child.on('exit', (code, sig) => {
       exit = { code, signal: sig };

@@ -140,7 +140,7 @@ async function searchFiles(root: string, search: Search, signal: AbortSignal): P
       throw fsError(error, search.shown);
     }
   } else {
-    throw new WorkspaceError(`${quote(search.shown)} is not a regular file or directory`);
+    throw new WorkspaceError('wrong-type', `${quote(search.shown)} is not a regular file or directory`);
   }
 
   const notes: string[] = [];
@@ -166,7 +166,7 @@ async function searchFiles(root: string, search: Search, signal: AbortSignal): P
  */
 function compileRegex(pattern: string, ignoreCase: boolean): RE2JS {
   if (pattern.length > SEARCH_MAX_PATTERN_CHARS) {
-    throw new WorkspaceError(`invalid regular expression: longer than ${SEARCH_MAX_PATTERN_CHARS} characters`);
+    throw new WorkspaceError('invalid-input', `invalid regular expression: longer than ${SEARCH_MAX_PATTERN_CHARS} characters`);
   }
   try {
     return RE2JS.compile(pattern, ignoreCase ? RE2JS.CASE_INSENSITIVE : 0);
@@ -175,7 +175,7 @@ function compileRegex(pattern: string, ignoreCase: boolean): RE2JS {
     // RE2JS says "error parsing regexp: missing closing ): `foo(`"; keep the reason.
     const reason = message.replace(/^error parsing regexp: /, '').replace(/: `[\s\S]*`$/, '');
     const hint = /Perl syntax|invalid escape|invalid named capture/.test(reason) ? ' (RE2 syntax: no lookarounds or backreferences)' : '';
-    throw new WorkspaceError(`invalid regular expression ${quote(pattern)}: ${reason}${hint}`);
+    throw new WorkspaceError('invalid-input', `invalid regular expression ${quote(pattern)}: ${reason}${hint}`);
   }
 }
 

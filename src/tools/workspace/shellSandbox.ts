@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { accessSync, closeSync, constants, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
+import { ExarchError } from '../../exarchError.js';
 import { unixSocketFilter } from './seccompFilter.js';
 
 /**
@@ -20,8 +21,10 @@ export type ShellSandbox =
   | { readonly kind: 'none' };
 
 /** A sandbox was asked for and cannot be had. */
-export class ShellSandboxError extends Error {
-  override readonly name = 'ShellSandboxError';
+export class ShellSandboxError extends ExarchError<'sandbox-unavailable'> {
+  constructor(message: string) {
+    super('sandbox-unavailable', message);
+  }
 }
 
 /** Where bubblewrap is looked for before PATH. */

@@ -59,13 +59,13 @@ async function prepareTarget(location: Location, shown: string): Promise<Target>
   const found = location.found;
   switch (found.kind) {
     case 'dir':
-      throw new WorkspaceError(found.isRoot ? `${quote(shown)} is the working directory itself, not a file` : `${quote(shown)} is a directory, not a file`);
+      throw new WorkspaceError('wrong-type', found.isRoot ? `${quote(shown)} is the working directory itself, not a file` : `${quote(shown)} is a directory, not a file`);
     case 'blocked':
-      throw new WorkspaceError(`cannot write ${quote(shown)}: a part of its directory path is a file`);
+      throw new WorkspaceError('not-found', `cannot write ${quote(shown)}: a part of its directory path is a file`);
     case 'missing': {
       const name = found.rest.at(-1);
       // `x/..` in a symlink's target: that path has no file to create.
-      if (name === undefined || found.rest.includes('..')) throw new WorkspaceError(`no such file: ${shown}`);
+      if (name === undefined || found.rest.includes('..')) throw new WorkspaceError('not-found', `no such file: ${shown}`);
       const dir = await createDirs(location, found.dir, found.rest.slice(0, -1), shown);
       return { dir, name, mode: undefined };
     }
@@ -128,11 +128,11 @@ async function replaceFile(target: Target, bytes: Buffer, shown: string): Promis
   } catch (error) {
     await unlink(at(target.dir, temp)).catch(() => undefined);
     // A directory that appeared under the name since it was checked.
-    if (errorCode(error) === 'EISDIR') throw new WorkspaceError(`${quote(shown)} is a directory, not a file`);
+    if (errorCode(error) === 'EISDIR') throw new WorkspaceError('wrong-type', `${quote(shown)} is a directory, not a file`);
     throw fsError(error, shown);
   }
 }
 
 function notRegular(shown: string, kind: string): WorkspaceError {
-  return new WorkspaceError(`refused: ${quote(shown)} is ${kind}, not a regular file; write_file only writes regular files`);
+  return new WorkspaceError('refused', `refused: ${quote(shown)} is ${kind}, not a regular file; write_file only writes regular files`);
 }
