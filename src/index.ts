@@ -28,7 +28,7 @@ export { Redactor, REDACTED, MIN_SECRET_CHARS, secretsIn } from './redact.js';
 export { finalAssistantText } from './history.js';
 export { addUsage, ZERO_USAGE } from './usage.js';
 export * from './types.js';
-export { workspaceTools, WorkspaceError, type WorkspaceErrorKind, type WorkspaceToolsOptions } from './tools/workspace/index.js';
+export { ShellSandboxError, workspaceTools, WorkspaceError, type WorkspaceErrorKind, type WorkspaceToolsOptions } from './tools/workspace/index.js';
 export { AnthropicProvider, DEFAULT_MODEL, type AnthropicProviderOptions } from './providers/anthropic.js';
 export {
   listRuns,
