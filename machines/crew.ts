@@ -1,19 +1,18 @@
-import { enqueueActions, fromPromise, sendParent, setup, stopChild, type AnyActorRef } from 'xstate';
+import { enqueueActions, sendParent, setup, stopChild, type AnyActorLogic, type AnyActorRef } from 'xstate';
 import { closeEffects } from '../src/sessionEffects.js';
 import type { AgentResult } from '../src/types.js';
-import type { SessionInput } from './session.js';
 
 /** The most sub-agents one crew ever holds. */
 export const CREW_SIZE = 64;
 
 /** A sub-agent for a crew to run: the session's actor id for it, and its session's input. */
-export interface CrewMember {
+export interface CrewMember<Input> {
   readonly actorId: string;
-  readonly input: SessionInput;
+  readonly input: Input;
 }
 
-export interface CrewInput {
-  readonly members: readonly CrewMember[];
+export interface CrewInput<Input> {
+  readonly members: readonly CrewMember<Input>[];
 }
 
 export type CrewEvent =
@@ -37,10 +36,6 @@ export function stopOrphansOf(actor: AnyActorRef | undefined): void {
   for (const child of Object.values(snapshot.children ?? {})) (child as AnyActorRef & { _stop?: () => void })._stop?.();
 }
 
-const sessionPlaceholder = fromPromise<AgentResult, SessionInput>(() => {
-  throw new Error('exarch: the crew binds the session actor key when machines/session.ts loads');
-});
-
 /** Which crew-local actor id stands for which of the session's actor ids, both ways. */
 export interface CrewContext {
   /** The session's actor id of the child at each local id. */
@@ -49,8 +44,8 @@ export interface CrewContext {
 }
 
 /**
- * Holds up to `CREW_SIZE` of a session's sub-agents and forwards each one's `done` or `error`
- * event to the session, then stops it.
+ * Makes the crew machine: it holds up to `CREW_SIZE` of a session's sub-agents and forwards each
+ * one's `done` or `error` event to the session, then stops it.
  *
  * Why a crew exists: XState copies an actor's `snapshot.children` on every spawn and stop, and
  * every delivery stops a finished child. Were thousands of sub-agents the session's own children,
@@ -62,53 +57,66 @@ export interface CrewContext {
  * the session's actor ids as it forwards them: a children record keyed by dense small integers is
  * copied by V8's fast path, while one keyed by the session's ids (say 6,400 to 6,463) is a sparse
  * dictionary that cost about 12 µs per copy, that is per finished sub-agent.
+ *
+ * Why a function: the members are sessions, and a session spawns crews. machines/session.ts makes
+ * its crew with `memberLogic`, a function returning the session machine, which XState calls when
+ * the crew spawns a member under the key `session` — by then the session machine exists. So this
+ * file imports nothing from session.ts, nothing is bound by mutation when a module loads, and
+ * members are still spawned by a key (which persisted snapshots name), with the same actor ids.
  */
-export const crewMachine = setup({
-  types: { context: {} as CrewContext, events: {} as CrewEvent, input: {} as CrewInput },
-  actors: { session: sessionPlaceholder },
-}).createMachine({
-  id: 'crew',
-  // A crew is made with all the members it will ever hold (those of one tool batch), and spawns
-  // them as it starts: the session's batch needs no event to each crew, and so no enqueued actions.
-  context: ({ input, spawn }) => {
-    const sessionIds: string[] = [];
-    const localIds = new Map<string, string>();
-    for (const member of input.members) {
-      const localId = String(sessionIds.length);
-      sessionIds.push(member.actorId);
-      localIds.set(member.actorId, localId);
-      spawn('session', { id: localId, input: member.input });
-    }
-    return { sessionIds, localIds };
-  },
-  on: {
-    'crew.cancel': {
-      actions: enqueueActions(({ context, event, enqueue, self }) => {
-        // The child may have finished while the cancel was on its way; its result is already sent.
-        const localId = context.localIds.get(event.actorId);
-        if (localId !== undefined && self.getSnapshot().children[localId]) enqueue.sendTo(localId, { type: 'cancel', reason: event.reason });
-      }),
+export function createCrewMachine<Input>(memberLogic: () => AnyActorLogic) {
+  return setup({
+    types: { context: {} as CrewContext, events: {} as CrewEvent, input: {} as CrewInput<Input> },
+    actors: {
+      // A getter: XState looks a key up in the machine's actors when it spawns, not before.
+      get session(): AnyActorLogic {
+        return memberLogic();
+      },
     },
-    'xstate.done.actor.*': {
-      actions: [
-        sendParent(({ context, event }) => {
-          const actorId = sessionIdOf(context, event.actorId);
-          return { type: `xstate.done.actor.${actorId}`, actorId, output: (event as { output: AgentResult }).output };
+  }).createMachine({
+    id: 'crew',
+    // A crew is made with all the members it will ever hold (those of one tool batch), and spawns
+    // them as it starts: the session's batch needs no event to each crew, and so no enqueued actions.
+    context: ({ input, spawn }) => {
+      const sessionIds: string[] = [];
+      const localIds = new Map<string, string>();
+      for (const member of input.members) {
+        const localId = String(sessionIds.length);
+        sessionIds.push(member.actorId);
+        localIds.set(member.actorId, localId);
+        spawn('session', { id: localId, input: member.input });
+      }
+      return { sessionIds, localIds };
+    },
+    on: {
+      'crew.cancel': {
+        actions: enqueueActions(({ context, event, enqueue, self }) => {
+          // The child may have finished while the cancel was on its way; its result is already sent.
+          const localId = context.localIds.get(event.actorId);
+          if (localId !== undefined && self.getSnapshot().children[localId]) enqueue.sendTo(localId, { type: 'cancel', reason: event.reason });
         }),
-        stopChild(({ event }) => event.actorId),
-      ],
+      },
+      'xstate.done.actor.*': {
+        actions: [
+          sendParent(({ context, event }) => {
+            const actorId = sessionIdOf(context, event.actorId);
+            return { type: `xstate.done.actor.${actorId}`, actorId, output: (event as { output: AgentResult }).output };
+          }),
+          stopChild(({ event }) => event.actorId),
+        ],
+      },
+      'xstate.error.actor.*': {
+        actions: enqueueActions(({ context, event, enqueue, self }) => {
+          const crashed: AnyActorRef | undefined = self.getSnapshot().children[event.actorId];
+          enqueue(() => stopOrphansOf(crashed));
+          const actorId = sessionIdOf(context, event.actorId);
+          enqueue(sendParent({ type: `xstate.error.actor.${actorId}`, actorId, error: (event as { error: unknown }).error }));
+          enqueue.stopChild(event.actorId);
+        }),
+      },
     },
-    'xstate.error.actor.*': {
-      actions: enqueueActions(({ context, event, enqueue, self }) => {
-        const crashed: AnyActorRef | undefined = self.getSnapshot().children[event.actorId];
-        enqueue(() => stopOrphansOf(crashed));
-        const actorId = sessionIdOf(context, event.actorId);
-        enqueue(sendParent({ type: `xstate.error.actor.${actorId}`, actorId, error: (event as { error: unknown }).error }));
-        enqueue.stopChild(event.actorId);
-      }),
-    },
-  },
-});
+  });
+}
 
 function sessionIdOf(context: CrewContext, localId: string): string {
   const actorId = context.sessionIds[Number(localId)];

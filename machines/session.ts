@@ -1,9 +1,9 @@
-import { and, assign, enqueueActions, fromPromise, setup, type AnyActorLogic, type AnyActorRef } from 'xstate';
+import { and, assign, enqueueActions, setup, type AnyActorLogic, type AnyActorRef } from 'xstate';
 import { denialMessage, type ApprovalAnswerEvent } from '../src/approvals.js';
 import { childIdentity, ROOT_AGENT } from '../src/identity.js';
 import { assertToolPairing } from '../src/pairing.js';
 import { ChildRegistry, type LiveChild } from './childRegistry.js';
-import { crewMachine, type CrewMember } from './crew.js';
+import { createCrewMachine, type CrewMember } from './crew.js';
 import { appendAssistantBlocks, appendUserBlocks, nonEmptyBlocks, text, textOf, toolUses } from '../src/history.js';
 import { renderInbox } from '../src/inbox.js';
 import { SessionRecorder } from '../src/log/recorder.js';
@@ -149,10 +149,11 @@ export interface SessionContext {
 }
 
 
-/** Stands in for the machine itself under the `session` key until the machine exists (see below). */
-const sessionPlaceholder = fromPromise<AgentResult, SessionInput>(() => {
-  throw new Error('exarch: the session actor key is bound when machines/session.ts loads');
-});
+/**
+ * The crew a session spawns its sub-agents in: each member is a copy of this machine, which the
+ * crew looks up when it spawns, once `sessionMachine` below exists (see `createCrewMachine`).
+ */
+const crewMachine = createCrewMachine<SessionInput>((): AnyActorLogic => sessionMachine);
 
 const REFUSAL_REASONS: Partial<Record<StopReason, string>> = {
   refusal: 'the model refused to continue (stop reason: refusal)',
@@ -359,7 +360,7 @@ export function unknownEffectMessage(toolName: string): string {
 /** What every session's context has, new or resumed. */
 type MadeContext = Pick<SessionContext, 'options' | 'agent' | 'fixed' | 'failure' | 'result'>;
 
-type Spawner = (src: 'crew', options: { id: string; input: { members: CrewMember[] } }) => unknown;
+type Spawner = (src: 'crew', options: { id: string; input: { members: CrewMember<SessionInput>[] } }) => unknown;
 
 /**
  * The context of a resumed session (see `RestoredSession`). Why not XState's own persistence
@@ -374,7 +375,7 @@ function resumedContext(made: MadeContext, restore: RestoredSession, spawn: Spaw
   recorder.record({ type: 'resumed', state: restore.state });
   const children = new ChildRegistry();
   children.restoreUses(restore.uses);
-  const crews = new Map<string, CrewMember[]>();
+  const crews = new Map<string, CrewMember<SessionInput>[]>();
   for (const child of restore.children) {
     const live = children.add(child.actorId, child.agent);
     let members = crews.get(live.crewId);
@@ -495,7 +496,6 @@ const machineSetup = setup({
   },
   actors: {
     crew: crewMachine,
-    session: sessionPlaceholder,
   },
   guards: {
     fromSubAgent: ({ event }) => 'actorId' in event && /^\d+$/.test(event.actorId),
@@ -605,7 +605,7 @@ const machineSetup = setup({
       let wait: Batch['wait'] = null;
       const children = context.children;
       let spawned = context.spawned;
-      const crews = new Map<string, CrewMember[]>();
+      const crews = new Map<string, CrewMember<SessionInput>[]>();
       const cancels: LiveChild[] = [];
       const gated = new Map(callsNeedingApproval(context, response).map((block) => [block.id, block]));
       const awaiting: Batch['awaiting'] = new Map();
@@ -1011,10 +1011,5 @@ export const sessionMachine = machineSetup.createMachine({
     return context.result;
   },
 });
-
-// A machine definition cannot name itself, yet every sub-agent is a copy of this machine spawned
-// by the string key `session` (so persisted snapshots can name it). Bind the key here.
-(sessionMachine.implementations.actors as Record<string, AnyActorLogic>)['session'] = sessionMachine;
-(crewMachine.implementations.actors as Record<string, AnyActorLogic>)['session'] = sessionMachine;
 
 export type SessionMachine = typeof sessionMachine;
