@@ -29,10 +29,12 @@ import {
   type WorkspaceErrorKind,
 } from 'exarch';
 import { openSqliteStore } from 'exarch/sqlite';
-import { scriptedProvider } from 'exarch/testing';
+import { RecordingError, ReplayMismatchError, replayProvider, scriptedProvider } from 'exarch/testing';
 import { AgentsConfigError, loadAgentsConfig } from '../src/cli/agentsConfig.js';
 import { runCommand, RunSetupError, UsageError } from '../src/cli/run.js';
+import { OtelSetupError, startOtlpExport } from '../src/cli/otlpExport.js';
 import { checkTarget, StoreTargetError } from '../src/cli/storeTarget.js';
+import { RECORDING_VERSION } from '../src/replay/format.js';
 import { TraceFileError, TraceRecorder } from '../src/trace/recorder.js';
 
 /**
@@ -83,6 +85,19 @@ describe('the library', () => {
     expect(refused).toMatchObject({ status: 401, retryable: false, message: 'invalid x-api-key' });
     const cause = new Error('socket hang up');
     expect(new ProviderError('connection lost', { retryable: true, kind: 'stream', cause }).cause).toBe(cause);
+  });
+
+  it('RecordingError and ReplayMismatchError: a recording that is not there, a request it does not hold', async () => {
+    const missing = join(dir, 'missing.jsonl');
+    expectTyped(await caught(() => replayProvider(missing)), RecordingError, 'RecordingError', 'unreadable');
+    const empty = join(dir, 'empty.recording.jsonl');
+    writeFileSync(empty, `${JSON.stringify({ kind: 'exarch.recording', version: RECORDING_VERSION, provider: 'anthropic', model: 'm', maxTokens: 100, recordedAt: '2025-01-01T00:00:00Z' })}\n`);
+    const replay = replayProvider(empty);
+    const differs = await caught(() => replay.stream(request('root'), sink));
+    expectTyped(differs, ProviderError, 'ProviderError', 'replay');
+    expectTyped((differs as Error).cause, ReplayMismatchError, 'ReplayMismatchError', 'mismatch');
+    expect((differs as Error).cause).toBeInstanceOf(RecordingError);
+    expect(replay.mismatch).toMatchObject({ agent: 'root', index: 0, path: undefined });
   });
 
   it('StallError: a ProviderError of its own name and kind', () => {
@@ -186,6 +201,10 @@ describe('the command line', () => {
     writeFileSync(join(dir, 'agents.json'), '{ agents: ');
     expectTyped(await caught(() => loadAgentsConfig('agents.json', dir, [])), AgentsConfigError, 'AgentsConfigError', 'not-json');
     expectTyped(await caught(() => loadAgentsConfig('absent.json', dir, [])), AgentsConfigError, 'AgentsConfigError', 'unreadable');
+  });
+
+  it('OtelSetupError: --otel without a collector to send to', async () => {
+    expectTyped(await caught(() => startOtlpExport({})), OtelSetupError, 'OtelSetupError', 'otel-setup');
   });
 
   it('StoreTargetError: --store and --db together', async () => {

@@ -159,7 +159,7 @@ describe('recorded runs: record against the server, replay without it', () => {
 
   it('a file that is not a recording is one line', () => {
     const root = workdir();
-    expect(() => replayProvider(join(root, 'missing.jsonl'))).toThrow(new RecordingError(`cannot read the recording ${join(root, 'missing.jsonl')}: no such file`));
+    expect(() => replayProvider(join(root, 'missing.jsonl'))).toThrow(new RecordingError('unreadable', `cannot read the recording ${join(root, 'missing.jsonl')}: no such file`));
     writeFileSync(join(root, 'trace.jsonl'), '{"kind":"trace.start"}\n');
     expect(() => replayProvider(join(root, 'trace.jsonl'))).toThrow(/is not an exarch recording \(made by exarch run --record\)$/);
   });

@@ -1,5 +1,6 @@
 import type { Tracer } from '@opentelemetry/api';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base';
+import { ExarchError } from '../exarchError.js';
 import { describeError } from '../model/errors.js';
 
 /**
@@ -12,8 +13,10 @@ import { describeError } from '../model/errors.js';
  */
 
 /** `--otel` cannot be set up as asked (no endpoint, not a URL, gRPC): one line, exit 1. */
-export class OtelSetupError extends Error {
-  override readonly name = 'OtelSetupError';
+export class OtelSetupError extends ExarchError<'otel-setup'> {
+  constructor(message: string) {
+    super('otel-setup', message);
+  }
 }
 
 export interface OtlpExport {

@@ -1,5 +1,8 @@
 import { ExarchError } from '../exarchError.js';
 
+/** What went wrong with a model request (see `ProviderErrorKind`). */
+export const PROVIDER_ERROR_KINDS = ['http', 'stream', 'connection', 'stall', 'replay', 'transient', 'fatal'] as const;
+
 /**
  * What went wrong with a model request:
  *
@@ -9,9 +12,10 @@ import { ExarchError } from '../exarchError.js';
  *   stream that left the protocol or ended early).
  * - `connection`: the server could not be reached.
  * - `stall`: no stream event for too long (`StallError`).
+ * - `replay`: a replayed request differs from the recording (`replayProvider`).
  * - `transient`, `fatal`: a fault without a more precise kind, retried or not (the defaults).
  */
-export type ProviderErrorKind = 'http' | 'stream' | 'connection' | 'stall' | 'transient' | 'fatal';
+export type ProviderErrorKind = (typeof PROVIDER_ERROR_KINDS)[number];
 
 /**
  * How a provider reports a fault. `retryable` faults (overloaded, rate limited, a dropped

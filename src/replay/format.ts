@@ -1,4 +1,6 @@
 import type { RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages/messages';
+import { ExarchError } from '../exarchError.js';
+import type { ProviderErrorKind } from '../model/errors.js';
 import type { Message } from '../types.js';
 
 /**
@@ -34,7 +36,7 @@ export interface RecordingHeader {
 /** How a recorded exchange ended, when it did not end with a whole message. */
 export type RecordedFault =
   /** The provider's fault (an HTTP error, an SSE `error` event, a dropped connection), as the session saw it. */
-  | { readonly kind: 'provider'; readonly message: string; readonly retryable: boolean; readonly status?: number; readonly errorKind: string }
+  | { readonly kind: 'provider'; readonly message: string; readonly retryable: boolean; readonly status?: number; readonly errorKind: ProviderErrorKind }
   /** The session cancelled the request (its abort signal fired). */
   | { readonly kind: 'aborted' };
 
@@ -57,9 +59,18 @@ export interface RecordedExchange {
   readonly fault?: RecordedFault;
 }
 
+/**
+ * Why a recording cannot be used: `unreadable`, `unwritable`; `invalid`: not an exarch recording,
+ * or a line of it that is not an exchange; `other-version`: made by an exarch that records another
+ * version; `mismatch`: a replayed request it does not hold (`ReplayMismatchError`).
+ */
+export type RecordingErrorKind = 'unreadable' | 'unwritable' | 'invalid' | 'other-version' | 'mismatch';
+
 /** A recording that cannot be read or written, or a replay that met a request it does not hold: one line. */
-export class RecordingError extends Error {
-  override readonly name = 'RecordingError';
+export class RecordingError extends ExarchError<RecordingErrorKind> {
+  constructor(kind: RecordingErrorKind, message: string) {
+    super(kind, message);
+  }
 }
 
 /**
@@ -67,6 +78,8 @@ export class RecordingError extends Error {
  * request body), or that the recording has no such request (`path` undefined).
  */
 export class ReplayMismatchError extends RecordingError {
+  declare readonly kind: 'mismatch';
+
   constructor(
     readonly agent: string,
     /** The agent's request count from 0. */
@@ -74,6 +87,7 @@ export class ReplayMismatchError extends RecordingError {
     readonly path: string | undefined,
   ) {
     super(
+      'mismatch',
       path === undefined
         ? `the request differs from the recording: agent ${agent} made request ${index + 1}, which the recording does not have`
         : `the request differs from the recording at ${path} (agent ${agent}, request ${index + 1})`,

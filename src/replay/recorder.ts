@@ -46,7 +46,7 @@ export class ExchangeRecorder {
       makeDirs(dirname(options.file));
       writeFileSync(options.file, `${this.redactor.json(canonicalJson(header))}\n`);
     } catch (error) {
-      throw new RecordingError(`cannot write the recording to ${options.file}: ${describeError(error)}`);
+      throw new RecordingError('unwritable', `cannot write the recording to ${options.file}: ${describeError(error)}`);
     }
   }
 

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { describeError, ProviderError } from '../model/errors.js';
+import { describeError, PROVIDER_ERROR_KINDS, ProviderError } from '../model/errors.js';
 import { MessageAssembler, messagesBody } from '../providers/anthropic.js';
 import { Redactor } from '../redact.js';
 import type { Message, ModelRequest, ModelResponse, Provider, StreamSink } from '../types.js';
@@ -183,7 +183,7 @@ export function readRecording(file: string): { header: RecordingHeader; exchange
     text = readFileSync(file, 'utf8');
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    throw new RecordingError(`cannot read the recording ${file}: ${code === 'ENOENT' ? 'no such file' : describeError(error)}`);
+    throw new RecordingError('unreadable', `cannot read the recording ${file}: ${code === 'ENOENT' ? 'no such file' : describeError(error)}`);
   }
   const lines = text.split('\n');
   let header: RecordingHeader | undefined;
@@ -195,19 +195,19 @@ export function readRecording(file: string): { header: RecordingHeader; exchange
     try {
       value = JSON.parse(line);
     } catch {
-      throw new RecordingError(`${file} is not an exarch recording: line ${i + 1} is not JSON`);
+      throw new RecordingError('invalid', `${file} is not an exarch recording: line ${i + 1} is not JSON`);
     }
     const kind = (value as { kind?: unknown } | null)?.kind;
     if (header === undefined) {
-      if (kind !== 'exarch.recording') throw new RecordingError(`${file} is not an exarch recording (made by exarch run --record)`);
+      if (kind !== 'exarch.recording') throw new RecordingError('invalid', `${file} is not an exarch recording (made by exarch run --record)`);
       header = value as RecordingHeader;
-      if (header.version !== RECORDING_VERSION) throw new RecordingError(`${file} is a recording of version ${String(header.version)}; this exarch replays version ${RECORDING_VERSION}`);
+      if (header.version !== RECORDING_VERSION) throw new RecordingError('other-version', `${file} is a recording of version ${String(header.version)}; this exarch replays version ${RECORDING_VERSION}`);
       continue;
     }
-    if (kind !== 'exchange' || !isExchange(value)) throw new RecordingError(`${file}: line ${i + 1} is not a recorded exchange`);
+    if (kind !== 'exchange' || !isExchange(value)) throw new RecordingError('invalid', `${file}: line ${i + 1} is not a recorded exchange`);
     exchanges.push(value);
   }
-  if (!header) throw new RecordingError(`${file} is empty: not an exarch recording`);
+  if (!header) throw new RecordingError('invalid', `${file} is empty: not an exarch recording`);
   return { header, exchanges };
 }
 
@@ -222,6 +222,8 @@ function isExchange(value: unknown): value is RecordedExchange {
     typeof e.fields === 'object' &&
     e.fields !== null &&
     Array.isArray(e.messages) &&
-    Array.isArray(e.events)
+    Array.isArray(e.events) &&
+    // Replayed as a ProviderError's kind: one this exarch knows.
+    (e.fault?.kind !== 'provider' || (PROVIDER_ERROR_KINDS as readonly string[]).includes(e.fault.errorKind))
   );
 }

@@ -13,4 +13,4 @@ export {
 export { assertToolPairing, findPairingProblems, PairingError } from '../pairing.js';
 export { MemoryLogSink } from '../log/sessionLog.js';
 export { ReplayProvider, replayProvider, readRecording, type ReplayProviderOptions } from '../replay/replayProvider.js';
-export { RecordingError, ReplayMismatchError, type RecordedExchange, type RecordedFault, type RecordingHeader } from '../replay/format.js';
+export { RecordingError, ReplayMismatchError, type RecordedExchange, type RecordedFault, type RecordingErrorKind, type RecordingHeader } from '../replay/format.js';
