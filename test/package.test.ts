@@ -85,6 +85,7 @@ const printed: Record<string, RegExp[]> = {
   'durable-run': [/^\[ '[0-9A-Z]{26} interrupted 2 agents' \]$/m, /^done a\.md says hello\.$/m],
   'declared-agents': [/^replied Every agent is a state machine$/m, /^notes\/arch\.md, notes\/adr-7\.md$/m, /^invalid input for tool 'reply': sources: .+; confidence: .+$/m],
   'host-events': [/^root › researcher › reader: ended done$/m, /^5 model requests$/m],
+  'otel-export': [/^chat claude-sonnet-5-5, chat claude-sonnet-5-5, chat claude-sonnet-5-5, execute_tool agent, execute_tool reply, execute_tool wait_for_agents, invoke_agent researcher, invoke_agent root$/m, /^120$/m],
   'host-machine': [/^ {2}"cause": "session cookie not renewed"$/m],
   'root-session': [/^a says hello, b says world\.$/m, /^readyForUser → streaming → dispatchingBatch → streaming → readyForUser → streaming → readyForUser$/m],
 };
