@@ -16,10 +16,10 @@ export const MAX_TOOL_INPUT_DEPTH = 64;
  * Nesting a serialised record keeps: a record wraps a tool input in a few levels (record,
  * message, content, block), so every input a tool may take is written whole.
  */
-export const MAX_JSON_DEPTH = 128;
+const MAX_JSON_DEPTH = 128;
 
 /** What stands in for a value nested deeper than a writer keeps. */
-export const TOO_DEEP = '[nested too deep: elided by exarch]';
+const TOO_DEEP = '[nested too deep: elided by exarch]';
 
 /**
  * Whether `value` nests objects or arrays deeper than `max` (the value itself is level 1). The
@@ -46,7 +46,7 @@ function exceeds(node: object, left: number): boolean {
 }
 
 /** `value` itself when it nests at most `max` levels; otherwise a copy with every deeper value replaced by TOO_DEEP. */
-export function withinDepth(value: unknown, max: number = MAX_JSON_DEPTH): unknown {
+function withinDepth(value: unknown, max: number = MAX_JSON_DEPTH): unknown {
   return depthExceeds(value, max) ? prune(value, max, 1, new Set()) : value;
 }
 

@@ -74,7 +74,7 @@ export interface SessionOptions {
 }
 
 /** A declared agent type, resolved: the options its sessions run with. */
-export interface DeclaredAgent {
+interface DeclaredAgent {
   readonly name: string;
   readonly description: string;
   readonly options: ResolvedOptions;

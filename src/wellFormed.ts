@@ -27,7 +27,7 @@ export function wellFormedText(text: string): string {
 const MAX_DEPTH = 256;
 
 /** `value` with every string well formed; objects and arrays are copied only where something changed. */
-export function wellFormedValue(value: unknown, depth = 0): unknown {
+function wellFormedValue(value: unknown, depth = 0): unknown {
   if (typeof value === 'string') return wellFormedText(value);
   if (typeof value !== 'object' || value === null || depth > MAX_DEPTH) return value;
   if (Array.isArray(value)) {

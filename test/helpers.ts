@@ -4,7 +4,7 @@ import { MemoryLogSink, ScriptedProvider, type ScriptedProviderOptions } from '.
 import type { Message } from '../src/types.js';
 
 /** State values each session passed through, by agent id, in order (consecutive repeats collapsed). */
-export type StateTrail = Map<string, string[]>;
+type StateTrail = Map<string, string[]>;
 
 export interface Traced {
   readonly actor: SessionActor;

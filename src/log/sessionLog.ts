@@ -125,7 +125,7 @@ export class JsonlLogSink implements LogSink {
   }
 }
 
-export function logFileName(agent: AgentIdentity): string {
+function logFileName(agent: AgentIdentity): string {
   return `${agent.id.replaceAll('/', '.').replaceAll('#', '~')}.jsonl`;
 }
 

@@ -291,7 +291,7 @@ function apiErrorText(error: APIError): string {
   return describeError(error);
 }
 
-export const DEFAULT_MAX_RETRY_WAIT_MS = 60_000;
+const DEFAULT_MAX_RETRY_WAIT_MS = 60_000;
 /** Set on a response whose retry-after was over the cap (see `cappedRetryFetch`): the wait asked for, in ms. */
 const ASKED_WAIT_HEADER = 'x-exarch-retry-after-ms';
 
@@ -300,7 +300,7 @@ const ASKED_WAIT_HEADER = 'x-exarch-retry-after-ms';
  * `maxWaitMs` is marked `x-should-retry: false`, which the SDK obeys, so the request ends now with
  * that error rather than sleeping for as long as the server says.
  */
-export function cappedRetryFetch(maxWaitMs: number, base: typeof fetch = globalThis.fetch): typeof fetch {
+function cappedRetryFetch(maxWaitMs: number, base: typeof fetch = globalThis.fetch): typeof fetch {
   return async (input, init) => {
     const response = await base(input, init);
     if (response.status !== 429 && response.status < 500) return response;
@@ -325,7 +325,7 @@ function retryAfterMs(headers: Headers): number | undefined {
   return Number.isFinite(at) && at > Date.now() ? at - Date.now() : undefined;
 }
 
-export function translateError(error: unknown, started: boolean, signal: AbortSignal): unknown {
+function translateError(error: unknown, started: boolean, signal: AbortSignal): unknown {
   if (signal.aborted || error instanceof APIUserAbortError) return error;
   if (error instanceof ProviderError) return error;
   const askedMs = error instanceof APIError ? Number(error.headers?.get(ASKED_WAIT_HEADER) ?? Number.NaN) : Number.NaN;

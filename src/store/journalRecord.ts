@@ -26,4 +26,4 @@ export type JournalRecord =
   /** Run-level (session ''): a process took the run up again. */
   | { readonly type: 'resume' };
 
-export type JournalRecordType = JournalRecord['type'];
+type JournalRecordType = JournalRecord['type'];

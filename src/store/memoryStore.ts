@@ -19,7 +19,7 @@ export interface StoreOptions {
  * there is no such process; EPERM says there is one we may not signal (alive). A pid that cannot
  * name one process (0 and negatives address process groups) is no owner.
  */
-export function processAlive(pid: number): boolean {
+function processAlive(pid: number): boolean {
   if (!Number.isInteger(pid) || pid <= 0) return false;
   try {
     process.kill(pid, 0);
@@ -34,7 +34,7 @@ export function processAlive(pid: number): boolean {
  * it is on this host, while its process exists. A process on another host is taken at its lease's
  * word: its pid means nothing here.
  */
-export function isOwnerAlive(owner: RunOwner | null, leaseUntil: number, now: number, host: string = hostname()): boolean {
+function isOwnerAlive(owner: RunOwner | null, leaseUntil: number, now: number, host: string = hostname()): boolean {
   if (owner === null || leaseUntil < now) return false;
   return owner.host !== host || processAlive(owner.pid);
 }

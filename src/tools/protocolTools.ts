@@ -11,30 +11,30 @@ export const AGENT_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
 const agentName = z.string().regex(AGENT_NAME, 'must be 1–64 characters of A-Za-z0-9_-');
 
-export const agentInput = z.object({
+const agentInput = z.object({
   name: agentName.describe("The sub-agent's name, unique among your running sub-agents."),
   task: z.string().min(1).describe('Everything the sub-agent needs to know: it sees nothing else of your conversation.'),
 });
 
-export const cancelAgentInput = z.object({
+const cancelAgentInput = z.object({
   name: agentName.describe('The name of a running sub-agent.'),
 });
 
-export const replyInput = z.object({
+const replyInput = z.object({
   result: z
     .unknown()
     .optional()
     .describe('Your complete result: a markdown report as a string, or a JSON object/array. Only this reaches the agent that started you.'),
 });
 
-export const waitForAgentsInput = z.object({
+const waitForAgentsInput = z.object({
   until: z
     .enum(['all', 'any'])
     .optional()
     .describe("'all' (default): wait until every running sub-agent has finished; 'any': until at least one has."),
 });
 
-export const agentSpec: ToolSpec = toolSpec(
+const agentSpec: ToolSpec = toolSpec(
   'agent',
   'Start a sub-agent that works on `task` asynchronously. It returns at once; the sub-agent’s result arrives later as a ' +
     'message that begins with [agent \'NAME\' …]. Start several in one response to run them in parallel. When you have ' +
@@ -42,7 +42,7 @@ export const agentSpec: ToolSpec = toolSpec(
   agentInput,
 );
 
-export const waitForAgentsSpec: ToolSpec = toolSpec(
+const waitForAgentsSpec: ToolSpec = toolSpec(
   'wait_for_agents',
   'Wait for your running sub-agents without another turn: call it in the same response as your `agent` calls (or later) when ' +
     'you have nothing else to do until they finish. You are woken once the condition holds, with this call’s result and every ' +
@@ -50,30 +50,30 @@ export const waitForAgentsSpec: ToolSpec = toolSpec(
   waitForAgentsInput,
 );
 
-export const cancelAgentSpec: ToolSpec = toolSpec(
+const cancelAgentSpec: ToolSpec = toolSpec(
   'cancel_agent',
   'Cancel a running sub-agent and everything it started. Its result arrives as [agent \'NAME\' was cancelled].',
   cancelAgentInput,
 );
 
-export const replySpec: ToolSpec = toolSpec(
+const replySpec: ToolSpec = toolSpec(
   'reply',
   'Finish and hand your result to the agent that started you. `result` is the only thing it receives: none of your ' +
     'other messages reach it. Calling reply ends your session once the other calls of this response have run.',
   replyInput,
 );
 
-export const validateAgent = inputValidator('agent', agentInput);
+const validateAgent = inputValidator('agent', agentInput);
 export const validateCancelAgent = inputValidator('cancel_agent', cancelAgentInput);
-export const validateReply = inputValidator('reply', replyInput);
+const validateReply = inputValidator('reply', replyInput);
 export const validateWaitForAgents = inputValidator('wait_for_agents', waitForAgentsInput);
 
-export const SPAWN_TOOLS: readonly ToolSpec[] = [agentSpec, cancelAgentSpec, waitForAgentsSpec];
-export const REPLY_TOOLS: readonly ToolSpec[] = [replySpec];
+const SPAWN_TOOLS: readonly ToolSpec[] = [agentSpec, cancelAgentSpec, waitForAgentsSpec];
+const REPLY_TOOLS: readonly ToolSpec[] = [replySpec];
 export const PROTOCOL_TOOL_NAMES: ReadonlySet<string> = new Set(['agent', 'cancel_agent', 'wait_for_agents', 'reply']);
 
 /** A validated `agent` call: `type` names a declared agent profile, when the model gave one. */
-export interface AgentCall {
+interface AgentCall {
   readonly name: string;
   readonly task: string;
   readonly type?: string;

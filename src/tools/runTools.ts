@@ -85,7 +85,7 @@ interface BatchHandle {
  * Runs one call with its time limit. The call's `AbortSignal` is made on first use: most tools
  * never read it, and a controller per call is a measurable share of a short step.
  */
-export function runOne(call: RunnableCall, input: Pick<RunToolsInput, 'agent' | 'outputCap'>, batch: BatchHandle): Promise<ToolResultBlock> {
+function runOne(call: RunnableCall, input: Pick<RunToolsInput, 'agent' | 'outputCap'>, batch: BatchHandle): Promise<ToolResultBlock> {
   return new Promise((resolve) => {
     let controller: AbortController | undefined;
     let settled = false;

@@ -137,7 +137,7 @@ export function planBatch(
 }
 
 /** Why a call to `name` is refused, or undefined when the session was offered that tool. */
-export function allowCheck(name: string, toolbox: Toolbox): string | undefined {
+function allowCheck(name: string, toolbox: Toolbox): string | undefined {
   const offered =
     name === 'agent' || name === 'cancel_agent' || name === 'wait_for_agents' ? toolbox.axes.spawns : name === 'reply' ? toolbox.axes.replies : toolbox.tools.has(name);
   if (offered) return undefined;

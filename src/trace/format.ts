@@ -75,7 +75,7 @@ export type TraceRecord =
   | { readonly t: number; readonly kind: 'agent.end'; readonly agent: string; readonly status: 'done' | 'stopped' | 'error'; readonly outcome?: AgentOutcome; readonly reason?: string }
   | { readonly t: number; readonly kind: 'trace.end' };
 
-export type TraceKind = TraceRecord['kind'];
+type TraceKind = TraceRecord['kind'];
 
 /** Parses a trace file's text; a bad line throws one line naming it. */
 export function parseTrace(text: string): TraceRecord[] {

@@ -41,7 +41,7 @@ export interface MessagesMessage {
   readonly content: string | readonly MessagesContentBlock[];
 }
 
-export interface MessagesSystemBlock {
+interface MessagesSystemBlock {
   readonly type: 'text';
   readonly text: string;
   readonly [field: string]: unknown;
@@ -93,7 +93,7 @@ function nextId(prefix: string): string {
   return `${prefix}_test_${String(idSequence).padStart(4, '0')}`;
 }
 
-export type UsageSpec = Partial<{
+type UsageSpec = Partial<{
   input_tokens: number;
   output_tokens: number;
   cache_creation_input_tokens: number;
@@ -360,7 +360,7 @@ function toolResultText(content: unknown): string {
  * does not know (images, thinking, server tools) become a non-empty placeholder text. A `tool_use` in a
  * user message or a `tool_result` in an assistant message is reported as a problem of its own.
  */
-export function normaliseForPairing(messages: readonly MessagesMessage[]): { messages: Message[]; problems: string[] } {
+function normaliseForPairing(messages: readonly MessagesMessage[]): { messages: Message[]; problems: string[] } {
   const problems: string[] = [];
   const normalised = messages.map((message, index): Message => {
     const blocks: readonly MessagesContentBlock[] =

@@ -9,7 +9,7 @@ import { join } from 'node:path';
  * install, and a CI run (`CI=true`) fails, so the browser tests can never be lost silently there.
  */
 
-export const INSTALL_HINT =
+const INSTALL_HINT =
   'install Chromium (Debian/Ubuntu: `apt-get install chromium`; macOS: Google Chrome, or `brew install --cask chromium`) or set CHROMIUM_PATH to a Chrome/Chromium executable';
 
 /** The usual install locations for a platform, in the order they are tried. */

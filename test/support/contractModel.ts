@@ -11,7 +11,7 @@
  * live children, inbox and queued user messages, and the open batch.
  */
 
-export type ContractValue = 'readyForUser' | 'streaming' | 'dispatchingBatch' | 'awaitingApproval' | 'waitingForAgents' | 'nudged' | 'replied' | 'finishedWithoutReply' | 'capped' | 'failed' | 'cancelled';
+type ContractValue = 'readyForUser' | 'streaming' | 'dispatchingBatch' | 'awaitingApproval' | 'waitingForAgents' | 'nudged' | 'replied' | 'finishedWithoutReply' | 'capped' | 'failed' | 'cancelled';
 
 export interface ContractLimits {
   /** §6: model requests per turn. */
@@ -62,7 +62,7 @@ export type ContractEvent =
   | { readonly type: 'model.done'; readonly response: ContractResponse };
 
 /** A complete model response as the contract sees it. */
-export interface ContractResponse {
+interface ContractResponse {
   readonly stopReason: string;
   readonly calls: readonly { readonly id: string; readonly name: string; readonly input: unknown }[];
   /** Calls whose input was cut off at max_tokens: never executed (§5). */

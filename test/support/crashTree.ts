@@ -253,7 +253,7 @@ export function readStore(cwd: string): { rows: Row[]; status: string | undefine
 /** An agent's name from its journal session id (`root/alpha/gamma` → `gamma`). */
 export const nameOf = (session: string): string => session.split('/').at(-1) ?? session;
 
-export type SessionPhase = 'streaming' | 'nudged' | 'batch' | 'resting' | 'done';
+type SessionPhase = 'streaming' | 'nudged' | 'batch' | 'resting' | 'done';
 
 export interface SessionState {
   phase: SessionPhase;

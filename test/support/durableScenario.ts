@@ -31,9 +31,9 @@ import type { ModelRequest } from '../../src/types.js';
  * request fails for good, and one cancelled by its parent in the batch that starts it.
  */
 
-export type DurableCall = { readonly tool: 'effect' | 'lookup'; readonly ms: number };
+type DurableCall = { readonly tool: 'effect' | 'lookup'; readonly ms: number };
 
-export interface DurableStep {
+interface DurableStep {
   readonly calls: readonly DurableCall[];
   /** Prose before the calls. */
   readonly text: boolean;
@@ -48,7 +48,7 @@ export interface DurableStep {
  * its first model request fails for good; or its parent cancels it in the batch that starts it.
  * Each is as order-independent as replying: the parent's digest names the outcome.
  */
-export type Ending = 'reply' | 'idleThenReply' | 'fail' | 'cancelled';
+type Ending = 'reply' | 'idleThenReply' | 'fail' | 'cancelled';
 
 export interface DurableAgent {
   readonly steps: readonly DurableStep[];
@@ -133,11 +133,11 @@ function toolId(agentId: string, step: number, call: string): string {
 }
 
 /** The one line of a report (reports never hold a newline). */
-export function reportLine(agentId: string, parts: readonly string[]): string {
+function reportLine(agentId: string, parts: readonly string[]): string {
   return `REPORT[${agentId}] {${parts.join(' | ')}}`;
 }
 
-export const FINAL_PREFIX = 'FINAL';
+const FINAL_PREFIX = 'FINAL';
 
 /** What the root answers last, computed from the scenario alone (the oracle). */
 export function expectedFinalText(scenario: DurableScenario): string {
@@ -170,12 +170,12 @@ export function deliveryLines(childId: string): (line: string) => string | undef
 }
 
 /** The user-turn lines of a history. */
-export function userLines(messages: ModelRequest['messages']): string[] {
+function userLines(messages: ModelRequest['messages']): string[] {
   return messages.flatMap((m) => (m.role === 'user' ? m.content.flatMap((b) => (b.type === 'text' ? b.text.split('\n') : [])) : []));
 }
 
 /** The deliveries of `childIds` found in the user turns of a request, by child (see `deliveryLines`). */
-export function reportsIn(messages: ModelRequest['messages'], childIds: readonly string[]): Map<string, string[]> {
+function reportsIn(messages: ModelRequest['messages'], childIds: readonly string[]): Map<string, string[]> {
   const found = new Map<string, string[]>(childIds.map((id) => [id, []]));
   const lines = userLines(messages);
   for (const id of childIds) {
@@ -189,7 +189,7 @@ export function reportsIn(messages: ModelRequest['messages'], childIds: readonly
 }
 
 /** The model: every response a function of the request's content. */
-export function scenarioStep(scenario: DurableScenario, request: ModelRequest): ScriptedStep {
+function scenarioStep(scenario: DurableScenario, request: ModelRequest): ScriptedStep {
   const agentId = request.agent.id;
   const spec = specOf(scenario.root, agentId);
   if (!spec) throw new Error(`no agent ${agentId} in the scenario`);

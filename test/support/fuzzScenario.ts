@@ -19,17 +19,17 @@ import { stateViolations, stepViolations } from './modelDriver.js';
 // ---------------------------------------------------------------------------------------------
 // Scenarios
 
-export type PayloadKind = 'string' | 'object' | 'array' | 'number' | 'empty' | 'missing' | 'null' | 'huge';
-export type WorkMode = 'ok' | 'throw' | 'hang' | 'slow' | 'big' | 'badInput';
+type PayloadKind = 'string' | 'object' | 'array' | 'number' | 'empty' | 'missing' | 'null' | 'huge';
+type WorkMode = 'ok' | 'throw' | 'hang' | 'slow' | 'big' | 'badInput';
 
-export type CallSpec =
+type CallSpec =
   | { readonly tool: 'work'; readonly mode: WorkMode; readonly cutOff?: boolean }
   | { readonly tool: 'agent'; readonly name: string; readonly cutOff?: boolean }
   | { readonly tool: 'cancel_agent'; readonly name: string; readonly cutOff?: boolean }
   | { readonly tool: 'reply'; readonly payload: PayloadKind; readonly cutOff?: boolean }
   | { readonly tool: 'unknown'; readonly cutOff?: boolean };
 
-export interface StepSpec {
+interface StepSpec {
   /** Prose before the calls, and after them. */
   readonly text?: boolean;
   readonly textAfter?: boolean;
@@ -44,7 +44,7 @@ export interface StepSpec {
   readonly chunkDelayMs?: number;
 }
 
-export interface AgentSpec {
+interface AgentSpec {
   readonly steps: readonly StepSpec[];
   /** Scripts of the sub-agents this agent may start, by name. */
   readonly children: Readonly<Record<string, AgentSpec>>;
@@ -155,7 +155,7 @@ export const scenarioArb: fc.Arbitrary<Scenario> = fc.record(
 /** Prose every agent writes carries a marker naming the agent: `«root/a:p2»`. */
 const PROSE = /«([^»]+?):p\d+»/g;
 
-export function payloadOf(kind: PayloadKind, agentId: string, step: number): { result?: unknown } {
+function payloadOf(kind: PayloadKind, agentId: string, step: number): { result?: unknown } {
   const marker = `«${agentId}:r${step}»`;
   switch (kind) {
     case 'string':

@@ -119,7 +119,7 @@ export function saidBy(response: ModelResponse): string[] {
  */
 let nextRealToolId = 0;
 
-export function scriptedStepOf(response: ModelResponse): ScriptedStep {
+function scriptedStepOf(response: ModelResponse): ScriptedStep {
   return {
     content: response.content.map((block) =>
       block.type === 'text'
@@ -131,7 +131,7 @@ export function scriptedStepOf(response: ModelResponse): ScriptedStep {
 }
 
 /** The payload of the reply that stands in the last batch of a history, if there is one. */
-export function standingReply(snapshot: SessionSnapshot): { found: boolean; result?: unknown } {
+function standingReply(snapshot: SessionSnapshot): { found: boolean; result?: unknown } {
   const messages = snapshot.context.messages;
   for (let i = messages.length - 1; i >= 0; i--) {
     const message = messages[i];
@@ -193,7 +193,7 @@ export function stateViolations(snapshot: SessionSnapshot, kind: ModelKind | 'an
   return out;
 }
 
-export interface PathRun {
+interface PathRun {
   readonly keys: string[];
   readonly transitions: AnyTransitionDefinition[];
   readonly states: Set<string>;

@@ -14,7 +14,7 @@ import { afterAll, beforeAll } from 'vitest';
  */
 
 /** The directory holding initdb, pg_ctl and postgres: the newest Debian version installed. */
-export const POSTGRES_BIN: string | undefined = findBin();
+const POSTGRES_BIN: string | undefined = findBin();
 
 function findBin(): string | undefined {
   const base = '/usr/lib/postgresql';
@@ -31,7 +31,7 @@ const onCi = (process.env['CI'] ?? '') !== '' && process.env['CI'] !== '0' && pr
  * Whether this file's Postgres tests run: without the binaries, one line on stderr locally (and
  * the caller skips), an error under CI, where they are required.
  */
-export function postgresAvailable(file: string): boolean {
+function postgresAvailable(file: string): boolean {
   if (POSTGRES_BIN !== undefined) return true;
   if (onCi) throw new Error(`${file} needs PostgreSQL under CI (apt-get install postgresql)`);
   process.stderr.write(`skipping ${file}: PostgreSQL not found under /usr/lib/postgresql (apt-get install postgresql)\n`);
@@ -82,7 +82,7 @@ async function freePort(): Promise<number> {
 let databases = 0;
 
 /** Starts a server (see the note above). Requires `POSTGRES_BIN`. */
-export async function startPostgres(): Promise<PostgresServer> {
+async function startPostgres(): Promise<PostgresServer> {
   const bin = POSTGRES_BIN;
   if (bin === undefined) throw new Error('PostgreSQL is not installed');
   const dir = mkdtempSync(join(tmpdir(), 'exarch-pg-'));

@@ -51,7 +51,7 @@ export type ModelEvent =
 export const MODEL_LIMITS = { maxSteps: 3, truncationBudget: 1, replyCap: 64 } as const;
 
 /** The one ordinary tool the models use; the real run gates it (see modelDriver.ts). */
-export const WORK_TOOL_NAME = 'work';
+const WORK_TOOL_NAME = 'work';
 
 /** The models' approval policy: a `work` call whose input says `ask: true` waits for a person. */
 export const needsApproval = (input: unknown): boolean => typeof input === 'object' && input !== null && (input as { ask?: unknown }).ask === true;
@@ -221,7 +221,7 @@ export function traversableSession(kind: ModelKind): TraversableSession {
  *   a transition that writes nothing, so its journal still says `nudged` (with the request in
  *   flight not yet counted); a resume rests in `nudged` again and ticks on.
  */
-export function restoredFromModel(snapshot: SessionSnapshot, journaled?: ResumeState): RestoredSession {
+function restoredFromModel(snapshot: SessionSnapshot, journaled?: ResumeState): RestoredSession {
   const c = snapshot.context;
   const value = String(snapshot.value);
   if (snapshot.status !== 'active' || !['readyForUser', 'streaming', 'dispatchingBatch', 'awaitingApproval', 'waitingForAgents', 'nudged'].includes(value)) {
@@ -328,7 +328,7 @@ function cutOff(name: string): { block: AssistantBlock; id: string } {
 }
 
 /** Reply payloads: a markdown string, an object, empty ones and one far over the reply cap. */
-export const REPLY_PAYLOADS: Readonly<Record<string, { result?: unknown }>> = {
+const REPLY_PAYLOADS: Readonly<Record<string, { result?: unknown }>> = {
   string: { result: '# Report\n- found it' },
   object: { result: { files: ['a.ts'], ok: true } },
   empty: { result: '' },
@@ -390,7 +390,7 @@ function childEvents(snapshot: SessionSnapshot): ModelEvent[] {
 }
 
 export const KID_REPLY = 'kid result';
-export const KID_CRASH = 'kid crashed';
+const KID_CRASH = 'kid crashed';
 export const MODEL_ERROR = 'fatal provider error';
 
 /**

@@ -34,7 +34,7 @@ export interface SyntheticTrace {
 
 type Draft = TraceRecord extends infer R ? (R extends TraceRecord ? Omit<R, 't'> : never) : never;
 
-export function defaultOutcome(n: number): AgentOutcome {
+function defaultOutcome(n: number): AgentOutcome {
   if (n % 23 === 0) return 'cancelled';
   if (n % 17 === 0) return 'empty';
   if (n % 13 === 0) return 'capped';

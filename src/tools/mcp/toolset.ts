@@ -11,7 +11,7 @@ import { ToolNamer } from './toolNames.js';
 /** Characters of a server tool's description shown to the model (it is in every request). */
 const MAX_DESCRIPTION = 2_000;
 /** Default time a server has to start, answer `initialize` and list its tools. */
-export const DEFAULT_START_TIMEOUT_MS = 30_000;
+const DEFAULT_START_TIMEOUT_MS = 30_000;
 
 export interface McpConnectOptions {
   /** Names already used by the host's tools: no server tool is given one of them. */

@@ -18,7 +18,7 @@ export interface Glob {
 }
 
 /** Characters a glob may have: far above any real one, and it keeps the compiled program small. */
-export const GLOB_MAX_CHARS = 1_000;
+const GLOB_MAX_CHARS = 1_000;
 
 /**
  * @throws WorkspaceError naming the glob when it is too long or RE2 refuses what it became.

@@ -6,7 +6,7 @@ import { fsError, joinDisplay, quote, WorkspaceError } from './paths.js';
 import { SKIPPED_DIRS, WALK_MAX_DEPTH, walk, type WalkEntry } from './walk.js';
 
 /** Entries one call lists at most. */
-export const LIST_MAX_ENTRIES = 1_000;
+const LIST_MAX_ENTRIES = 1_000;
 /** Skipped or unreadable directories named in the closing note at most. */
 const MAX_NAMED = 10;
 

@@ -39,7 +39,7 @@ export interface OpenDir {
   readonly real: string;
 }
 
-export type Found =
+type Found =
   /** The path is a directory (the root itself when `isRoot`). */
   | { readonly kind: 'dir'; readonly dir: OpenDir; readonly isRoot: boolean }
   /** The path is `name` in `dir`, which is neither a directory nor a symlink; `stats` from lstat (the caller fstats what it opens). */

@@ -71,7 +71,7 @@ export function isInside(parent: string, child: string): boolean {
 }
 
 /** `abs` relative to `root`, `/`-separated, `.` for the root. */
-export function displayPath(root: string, abs: string): string {
+function displayPath(root: string, abs: string): string {
   const rel = path.relative(root, abs);
   return rel === '' ? '.' : rel.split(path.sep).join('/');
 }

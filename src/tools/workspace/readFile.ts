@@ -6,11 +6,11 @@ import { at, changed, fileKind, locate, type Location } from './openInside.js';
 import { errorCode, fsError, quote, WorkspaceError } from './paths.js';
 
 /** Lines returned by one call at most. */
-export const READ_MAX_LINES = 2_000;
+const READ_MAX_LINES = 2_000;
 /** Characters of one line kept; the rest is cut with a marker. */
-export const READ_MAX_LINE_CHARS = 2_000;
+const READ_MAX_LINE_CHARS = 2_000;
 /** Characters of text returned by one call at most (under the session's tool-output cap, so the continuation note survives). */
-export const READ_MAX_CHARS = 40_000;
+const READ_MAX_CHARS = 40_000;
 
 const CHUNK_BYTES = 64 * 1024;
 /** Bytes of one line collected before it is cut: enough for READ_MAX_LINE_CHARS characters of any UTF-8. */

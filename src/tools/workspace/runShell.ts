@@ -10,8 +10,8 @@ import { unixSocketFilter } from './seccompFilter.js';
 /** Default time a command may run before its process group is killed. */
 export const SHELL_DEFAULT_TIMEOUT_MS = 120_000;
 /** The last characters of stdout / stderr returned. */
-export const SHELL_STDOUT_CHARS = 20_000;
-export const SHELL_STDERR_CHARS = 10_000;
+const SHELL_STDOUT_CHARS = 20_000;
+const SHELL_STDERR_CHARS = 10_000;
 /** Between SIGTERM and SIGKILL. */
 const KILL_GRACE_MS = 2_000;
 /** After the shell exits, how long to wait for background processes to let go of its output. */

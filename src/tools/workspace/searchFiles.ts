@@ -9,13 +9,13 @@ import { errorCode, fsError, joinDisplay, quote, resolveInside, WorkspaceError }
 import { SKIPPED_DIRS, WALK_MAX_DEPTH, walk } from './walk.js';
 
 /** Matching lines one call reports at most. */
-export const SEARCH_MAX_MATCHES = 200;
+const SEARCH_MAX_MATCHES = 200;
 /** Characters of a matching line shown. */
-export const SEARCH_MAX_LINE_CHARS = 300;
+const SEARCH_MAX_LINE_CHARS = 300;
 /** Files larger than this are not searched. */
-export const SEARCH_MAX_FILE_BYTES = 5 * 1024 * 1024;
+const SEARCH_MAX_FILE_BYTES = 5 * 1024 * 1024;
 /** Characters of a pattern: far above any real one, and it keeps compiling cheap. */
-export const SEARCH_MAX_PATTERN_CHARS = 2_000;
+const SEARCH_MAX_PATTERN_CHARS = 2_000;
 /** Longest the search runs without giving the event loop a turn (timeouts, Ctrl-C, other agents). */
 const SLICE_MS = 10;
 

@@ -8,7 +8,7 @@
 const SECRET_NAME = /(?:^|_)(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)$/i;
 
 /** True for a variable whose value is never handed to a command. */
-export function isSecretName(name: string): boolean {
+function isSecretName(name: string): boolean {
   return SECRET_NAME.test(name);
 }
 

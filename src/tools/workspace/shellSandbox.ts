@@ -85,7 +85,7 @@ function isExecutable(path: string): boolean {
 }
 
 /** The descriptor bubblewrap reads the seccomp program from (see seccompFilter.ts). */
-export const SECCOMP_FD = 3;
+const SECCOMP_FD = 3;
 
 /**
  * bubblewrap's arguments for a command working in `cwd` (mounts in order: later ones sit on top).
@@ -111,9 +111,4 @@ export function sandboxArgs(cwd: string, network: boolean, seccomp = false): str
     // A new session: the command cannot push input into exarch's terminal (TIOCSTI).
     '--new-session',
   ];
-}
-
-/** Forgets the probe (tests that change PATH). */
-export function resetSandboxProbe(): void {
-  probed = undefined;
 }

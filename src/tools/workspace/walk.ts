@@ -13,7 +13,7 @@ export const SKIPPED_DIRS: ReadonlySet<string> = new Set(['.git', 'node_modules'
  */
 export const WALK_MAX_DEPTH = 64;
 
-export type EntryKind = 'dir' | 'file' | 'symlink' | 'other';
+type EntryKind = 'dir' | 'file' | 'symlink' | 'other';
 
 export interface WalkEntry {
   /** Relative to the directory walked, `/`-separated. */
@@ -91,6 +91,6 @@ function kindOf(entry: Dirent): EntryKind {
 }
 
 /** Code-unit order: stable across locales. */
-export function compareNames(a: string, b: string): number {
+function compareNames(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
