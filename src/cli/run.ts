@@ -30,7 +30,7 @@ import { ApprovalPrompt } from './approvalPrompt.js';
 import { clip } from '../render.js';
 import type { TreeBudget } from '../budget.js';
 import { ZERO_USAGE } from '../usage.js';
-import { estimateCost } from './pricing.js';
+import { estimateCost } from '../pricing.js';
 import { formatCount, ProgressBoard } from './progress.js';
 
 export const EXIT = { ok: 0, fatal: 1, usage: 2, capped: 3, waiting: 4, interrupted: 130 } as const;

@@ -1,5 +1,5 @@
 import type { RunSummary } from '../store/runStore.js';
-import { estimateCost } from './pricing.js';
+import { estimateCost } from '../pricing.js';
 import { EXIT, usableTarget } from './run.js';
 import { openExistingStore, storeName, type StoreTarget } from './storeTarget.js';
 import { formatCount } from './progress.js';

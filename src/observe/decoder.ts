@@ -96,7 +96,8 @@ export class RunDecoder {
       this.agents.set(agent.id, track);
       const messages = session.context.messages ?? [];
       const task = session.context.pendingUser?.[0] ?? firstUserText(messages);
-      this.emit({ type: 'agent.started', agent: agent.id, path: track.path, time: Date.now(), name: agent.name, depth: agent.depth, parent: parentIdOf(agent), task });
+      const model = (session.context.options as { model?: unknown } | undefined)?.model;
+      this.emit({ type: 'agent.started', agent: agent.id, path: track.path, time: Date.now(), name: agent.name, depth: agent.depth, parent: parentIdOf(agent), task, ...(typeof model === 'string' ? { model } : {}) });
     }
     if (sessionId !== undefined) this.bySession.set(sessionId, track);
     return track;

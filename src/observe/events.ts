@@ -24,6 +24,8 @@ export interface AgentStartedEvent extends RunEventBase {
   readonly parent: string | null;
   /** Its task (its first user message), in full; '' when it starts waiting for one. */
   readonly task: string;
+  /** The model its requests ask for, when its declared profile names one; absent: the provider's own. */
+  readonly model?: string;
 }
 
 /**

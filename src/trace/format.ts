@@ -20,7 +20,16 @@ export interface TraceStatechart {
 }
 
 export type TraceRecord =
-  | { readonly t: number; readonly kind: 'trace.start'; readonly version: typeof TRACE_VERSION; readonly startedAt: string; readonly title: string; readonly statechart: TraceStatechart }
+  | {
+      readonly t: number;
+      readonly kind: 'trace.start';
+      readonly version: typeof TRACE_VERSION;
+      readonly startedAt: string;
+      readonly title: string;
+      readonly statechart: TraceStatechart;
+      /** The model the run's requests ask for unless an agent's profile names another (prices the viewer's costs); absent when unknown. */
+      readonly model?: string;
+    }
   /** A session actor started. `parent` is the agent id of the session that spawned it (null for the root). */
   | {
       readonly t: number;
@@ -32,6 +41,8 @@ export type TraceRecord =
       /** The start of the task (at most 500 characters) and its full length. */
       readonly task: string;
       readonly taskChars: number;
+      /** The model its declared profile asks for; absent: the run's (`trace.start`). */
+      readonly model?: string;
     }
   /** The session's state value changed (or, while `streaming`, a new request began: `steps` rose). */
   | {
@@ -41,6 +52,8 @@ export type TraceRecord =
       readonly state: string;
       /** Model requests in the current turn. */
       readonly steps: number;
+      /** Model requests over the agent's whole life, as the CLI numbers its steps (absent in older traces: count the `streaming` records). */
+      readonly requests?: number;
       /** The agent's own tokens so far. */
       readonly usage: Usage;
     }

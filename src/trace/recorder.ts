@@ -7,22 +7,21 @@ import { stringifyBounded } from '../nesting.js';
 import type { RunEvent } from '../observe/events.js';
 import { RunObserver } from '../observe/runObserver.js';
 import { Redactor } from '../redact.js';
-import { sessionStatechart } from '../statechart/extract.js';
-import { TRACE_VERSION, type TraceRecord } from './format.js';
-
-type Draft = TraceRecord extends infer R ? (R extends TraceRecord ? Omit<R, 't'> : never) : never;
+import type { TraceRecord } from './format.js';
+import { TraceRecordMaker } from './records.js';
 
 export interface TraceRecorderOptions {
   /** Where the JSONL trace goes (created or truncated). */
   readonly file: string;
   /** Shown by the viewer. */
   readonly title?: string;
+  /** The model the run's requests ask for (the viewer prices its costs with it). */
+  readonly model?: string;
   readonly now?: () => number;
   /** Secrets to keep out of the trace (default: those of `process.env`; see redact.ts). */
   readonly redactor?: Redactor;
 }
 
-const TASK_EXCERPT = 500;
 const FLUSH_BYTES = 256 * 1024;
 
 /** The trace file cannot be made (a part of its path is a file, no permission): one line for the user. */
@@ -56,83 +55,39 @@ export class TraceFileError extends ExarchError<'trace-file'> {
  */
 export class TraceRecorder {
   readonly file: string;
-  private readonly now: () => number;
-  private readonly t0: number;
   private buffer: string[] = [];
   private bytes = 0;
-  private closed = false;
   private readonly redactor: Redactor;
   private readonly observer = new RunObserver();
+  private readonly maker: TraceRecordMaker;
 
   constructor(options: TraceRecorderOptions) {
     this.file = options.file;
-    this.now = options.now ?? (() => performance.now());
     this.redactor = options.redactor ?? Redactor.fromEnv();
-    this.t0 = this.now();
     try {
       makeDirs(dirname(options.file));
       writeFileSync(options.file, '');
     } catch (error) {
       throw TraceFileError.from(options.file, error);
     }
-    this.write({
-      kind: 'trace.start',
-      version: TRACE_VERSION,
-      startedAt: new Date().toISOString(),
-      title: options.title ?? 'exarch run',
-      statechart: sessionStatechart(),
-    });
+    this.maker = new TraceRecordMaker(
+      { ...(options.title === undefined ? {} : { title: options.title }), ...(options.model === undefined ? {} : { model: options.model }), ...(options.now === undefined ? {} : { now: options.now }) },
+      (record) => this.write(record),
+    );
     this.observer.subscribe(this.onEvent);
   }
 
   /** Pass as `inspect` when creating the root actor. */
   readonly inspect = (event: InspectionEvent): void => {
-    if (!this.closed) this.observer.inspect(event);
+    if (!this.maker.done) this.observer.inspect(event);
   };
 
   /** One run event, as a trace record (or none: the trace summarises). */
-  readonly onEvent = (event: RunEvent): void => {
-    if (this.closed) return;
-    const { agent } = event;
-    switch (event.type) {
-      case 'agent.started':
-        this.write({ kind: 'agent.start', agent, name: event.name, depth: event.depth, parent: event.parent, task: event.task.slice(0, TASK_EXCERPT), taskChars: event.task.length });
-        return;
-      case 'message':
-        this.write({ kind: 'message', agent, index: event.index, message: event.message });
-        return;
-      case 'agent.state':
-        this.write({ kind: 'state', agent, state: event.state, steps: event.steps, usage: event.usage });
-        return;
-      case 'model.response':
-        this.write({ kind: 'response', agent, stopReason: event.stopReason, textChars: event.textChars, toolCalls: event.toolCalls, usage: event.usage });
-        return;
-      case 'tool.result':
-        this.write({ kind: 'tool.result', agent, toolUseId: event.id, isError: event.isError, chars: event.content.length });
-        return;
-      case 'delivery':
-        this.write({ kind: 'delivery', parent: agent, child: event.child, name: event.name, outcome: event.outcome, text: event.text, ...(event.reason ? { reason: event.reason } : {}) });
-        return;
-      case 'user.message':
-        this.write({ kind: 'event', agent, type: 'user.message', detail: `${event.text.length} characters` });
-        return;
-      case 'agent.cancel':
-        this.write({ kind: 'event', agent, type: 'cancel', ...(event.reason === undefined ? {} : { detail: event.reason }) });
-        return;
-      case 'model.error':
-        this.write({ kind: 'event', agent, type: 'model.error', detail: event.message });
-        return;
-      case 'agent.ended':
-        this.write({ kind: 'agent.end', agent, status: event.status, ...(event.outcome ? { outcome: event.outcome } : {}), ...(event.reason ? { reason: event.reason } : {}) });
-        return;
-      default:
-        return;
-    }
-  };
+  readonly onEvent = (event: RunEvent): void => this.maker.onEvent(event);
 
   /** Every line is JSON, however deep what a model sent (see nesting.ts). */
-  private write(draft: Draft): void {
-    const line = stringifyBounded({ t: Math.round((this.now() - this.t0) * 10) / 10, ...draft }) + '\n';
+  private write(record: TraceRecord): void {
+    const line = stringifyBounded(record) + '\n';
     this.buffer.push(line);
     this.bytes += line.length;
     if (this.bytes >= FLUSH_BYTES) this.flush();
@@ -148,9 +103,8 @@ export class TraceRecorder {
 
   /** Ends the trace; later events are ignored. */
   close(): void {
-    if (this.closed) return;
-    this.write({ kind: 'trace.end' });
-    this.closed = true;
+    if (this.maker.done) return;
+    this.maker.end();
     this.flush();
   }
 }

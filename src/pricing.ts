@@ -1,4 +1,4 @@
-import type { Usage } from '../types.js';
+import type { Usage } from './types.js';
 
 /** US$ per million tokens: input, output. Cache writes cost 1.25× input, cache reads 0.1× input. */
 interface Price {
