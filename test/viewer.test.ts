@@ -4,10 +4,14 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { sessionStatechart } from '../src/statechart/extract.js';
 import { TRACE_VERSION, type TraceRecord } from '../src/trace/format.js';
-import { VIEWER_SCRIPT } from '../src/viewer/client.js';
 import { jsonForScript } from '../src/viewer/escape.js';
 import { renderViewerHtml, writeViewer } from '../src/viewer/index.js';
-import { buildViewerModel } from '../src/viewer/model.js';
+import { inlineSafe, pageScripts } from '../src/viewer/pageScript.js';
+import { buildViewerModel, viewerModelBuilder } from '../src/viewer/buildModel.js';
+import type { ViewerModel } from '../src/viewer/model.js';
+import type { Message } from '../src/types.js';
+import fc from 'fast-check';
+import { batchViewerModel, type ViewerModel as BatchModel } from './support/batchViewerModel.js';
 import { drawStatechart } from '../src/viewer/statechartSvg.js';
 import { syntheticTrace, traceText } from './support/traceFactory.js';
 
@@ -41,11 +45,6 @@ function tinyTrace(replyText: string): TraceRecord[] {
   ];
 }
 
-/** The page without its embedded data: what the browser runs and styles. */
-function pageCode(html: string): string {
-  return html.replace(/<script type="application\/json" id="exarch-trace">[\s\S]*?<\/script>/, '');
-}
-
 function embedded(html: string): unknown {
   const match = /<script type="application\/json" id="exarch-trace">([\s\S]*?)<\/script>/.exec(html);
   if (!match?.[1]) throw new Error('no embedded trace data');
@@ -58,21 +57,24 @@ describe('renderViewerHtml', () => {
   const html = renderViewerHtml(records);
 
   it('is one self-contained file: no external scripts, styles, fonts, or network calls', () => {
-    const code = pageCode(html);
     expect(html).not.toMatch(/(?:src|href)\s*=\s*["']?\s*(?:https?:)?\/\//i);
     expect(html).not.toMatch(/<link\b/i);
     expect(html).not.toMatch(/@import|@font-face|url\(\s*["']?https?:/i);
-    expect(code).not.toMatch(/\bfetch\b|XMLHttpRequest|WebSocket|EventSource|sendBeacon|importScripts/);
-    expect(code).not.toMatch(/https?:\/\//);
-    // One inline stylesheet, one data block, one inline script; none with a src.
-    expect(html.match(/<script\b/g)).toHaveLength(2);
+    // The data block, markdown-it and the page's own module script, all inline.
+    expect(html.match(/<script\b/g)).toHaveLength(3);
     expect(html).not.toMatch(/<script[^>]*\ssrc=/i);
-    expect(html).toContain(`Content-Security-Policy" content="default-src 'none'`);
+    // The browser enforces it: nothing loads, and a page made from a trace connects nowhere.
+    expect(/Content-Security-Policy" content="([^"]*)"/.exec(html)?.[1]).toBe("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:");
+    // The page's own code calls out once: a live page reads its server's event stream.
+    const { app } = pageScripts();
+    expect(app).not.toMatch(/\bfetch\b|XMLHttpRequest|WebSocket|sendBeacon|importScripts/);
+    expect(app.match(/new EventSource\(/g)).toHaveLength(1);
+    expect(app).not.toMatch(/https?:\/\//);
   });
 
   it('embeds every record, and escapes </script> and <!-- in the data', () => {
-    // Only the two real closing tags: the data cannot end its element early.
-    expect(html.match(/<\/script>/gi)).toHaveLength(2);
+    // Only the three real closing tags: the data cannot end its element early.
+    expect(html.match(/<\/script>/gi)).toHaveLength(3);
     expect(html).not.toContain('alert(1)</script>');
     expect(html.indexOf('<!--')).toBe(-1);
     const data = embedded(html) as { records: TraceRecord[] };
@@ -81,20 +83,30 @@ describe('renderViewerHtml', () => {
     expect(delivery && delivery.kind === 'delivery' ? delivery.text : '').toBe(hostile);
   });
 
-  it('renders the tree, the legend and the statechart on the server side, with stable attributes', () => {
-    expect(html).toContain('data-agent="root"');
-    expect(html).toContain('data-agent="root/explorer"');
+  it('renders the legend, the title and the statechart on the server side, with stable attributes (the page draws the rest)', () => {
     for (const state of ['readyForUser', 'streaming', 'dispatchingBatch', 'nudged', 'replied', 'finishedWithoutReply', 'capped', 'failed', 'cancelled']) {
       expect(html).toContain(`data-statechart-state="${state}"`);
     }
-    expect(html).toContain('id="details"');
+    for (const id of ['details', 'tree', 'lanes', 'search', 'stats']) expect(html).toContain(`id="${id}"`);
     expect(html).toContain('<title>tiny · exarch turn flow</title>');
     expect(renderViewerHtml(records, { title: 'Other <b>' })).toContain('<title>Other &#60;b&#62; · exarch turn flow</title>');
   });
 
-  it('ships a browser script that parses and is free of template holes', () => {
-    expect(() => new Function(VIEWER_SCRIPT)).not.toThrow();
-    expect(VIEWER_SCRIPT).not.toContain('${');
+  it('inlines the built page script: the shared model and the page files, importing nothing at run time', () => {
+    const { app, markdown } = pageScripts();
+    expect(app).toContain('class ViewerModelBuilder');
+    expect(app).toContain('function renderAgentResult');
+    expect(app).toContain('function startViewer');
+    expect(app).not.toMatch(/^\s*import[\s{*'"]/m);
+    expect(markdown).toContain('markdownit');
+    for (const text of [app, markdown]) expect(text).not.toMatch(/<\/script|<!--/i);
+  });
+
+  it('makes script text safe to inline without changing what it means', () => {
+    const code = "[ '</script><!--x', /^<!--/.test('<!--y'), /<\\/script>/.test('</script>') ]";
+    const safe = inlineSafe('test.js', code);
+    expect(safe).not.toMatch(/<\/script|<!--/i);
+    expect(new Function(`return ${safe}`)()).toEqual(new Function(`return ${code}`)());
   });
 
   it('escapes JSON for a script element losslessly', () => {
@@ -165,6 +177,132 @@ describe('buildViewerModel', () => {
   });
 });
 
+/** The model in the batch oracle's shape: what both compute (costs, models and cumulative steps are the builder's own). */
+function common(model: ViewerModel | BatchModel): unknown {
+  return JSON.parse(
+    JSON.stringify({
+      ...model,
+      cost: undefined,
+      agents: model.agents.map((agent) => ({ ...agent, model: undefined, cost: undefined, bars: agent.bars.map((bar) => ({ ...bar, requests: undefined, cost: undefined })) })),
+    }),
+  );
+}
+
+/** Feeds `records` one at a time and checks the model against the batch computation at each of `at`. */
+function expectPrefixesMatch(records: readonly TraceRecord[], every = 1): void {
+  const builder = viewerModelBuilder();
+  records.forEach((record, i) => {
+    builder.add(record);
+    if (i % every === 0 || i === records.length - 1) expect(common(builder.model()), `after record ${i}`).toEqual(common(batchViewerModel(records.slice(0, i + 1))));
+  });
+}
+
+describe('ViewerModelBuilder', () => {
+  it('gives, after every record, the model the batch computation gives for that prefix of the trace', () => {
+    expectPrefixesMatch(tinyTrace('ok'));
+    expectPrefixesMatch(syntheticTrace({ shape: [3, 2], steps: 3 }).records);
+    expectPrefixesMatch(syntheticTrace({ shape: [10, 19], steps: 12 }).records, 997);
+  });
+
+  it('puts a message merged into before a state change where the batch computation does', () => {
+    const text = (t: string): Message => ({ role: 'user', content: [{ type: 'text', text: t }] });
+    const records: TraceRecord[] = [
+      { t: 0, kind: 'trace.start', version: TRACE_VERSION, startedAt: '', title: 'merge', statechart: sessionStatechart() },
+      { t: 1, kind: 'agent.start', agent: 'root', name: 'root', depth: 0, parent: null, task: '', taskChars: 0 },
+      { t: 1, kind: 'state', agent: 'root', state: 'readyForUser', steps: 0, usage },
+      { t: 2, kind: 'message', agent: 'root', index: 0, message: text('first') },
+      // The same message again (an append merged into it), then the state it opened.
+      { t: 3, kind: 'message', agent: 'root', index: 0, message: text('first, then more') },
+      { t: 4, kind: 'state', agent: 'root', state: 'streaming', steps: 1, usage },
+      { t: 5, kind: 'event', agent: 'root', type: 'user.message', detail: '4 characters' },
+      { t: 6, kind: 'message', agent: 'root', index: 1, message: text('late') },
+      { t: 7, kind: 'agent.end', agent: 'root', status: 'stopped' },
+    ];
+    expectPrefixesMatch(records);
+    const bars = buildViewerModel(records).agents[0]?.bars ?? [];
+    expect(bars.map((bar) => bar.items)).toEqual([[3], [4, 6, 7]]);
+  });
+
+  it('matches the batch computation on random traces (every prefix)', () => {
+    const agents = ['root', 'root/a', 'root/a/b'];
+    const step = fc.oneof(
+      fc.record({ kind: fc.constant('state' as const), agent: fc.nat(2), state: fc.constantFrom('readyForUser', 'streaming', 'dispatchingBatch', 'nudged', 'replied') }),
+      fc.record({ kind: fc.constant('text' as const), agent: fc.nat(2), index: fc.nat(3) }),
+      fc.record({ kind: fc.constant('assistant' as const), agent: fc.nat(2), index: fc.nat(3) }),
+      fc.record({ kind: fc.constant('response' as const), agent: fc.nat(2) }),
+      fc.record({ kind: fc.constant('event' as const), agent: fc.nat(2) }),
+      fc.record({ kind: fc.constant('start' as const), agent: fc.nat(2) }),
+      fc.record({ kind: fc.constant('end' as const), agent: fc.nat(2) }),
+      fc.record({ kind: fc.constant('delivery' as const), agent: fc.integer({ min: 1, max: 2 }) }),
+    );
+    fc.assert(
+      fc.property(fc.array(step, { maxLength: 40 }), (steps) => {
+        const records: TraceRecord[] = [{ t: 0, kind: 'trace.start', version: TRACE_VERSION, startedAt: '', title: 'random', statechart: sessionStatechart() }];
+        steps.forEach((s, i) => {
+          const t = i + 1;
+          const agent = agents[s.agent] ?? 'root';
+          const parent = agent.slice(0, Math.max(0, agent.lastIndexOf('/'))) || null;
+          if (s.kind === 'state') records.push({ t, kind: 'state', agent, state: s.state, steps: 1, usage });
+          else if (s.kind === 'text') records.push({ t, kind: 'message', agent, index: s.index, message: { role: 'user', content: [{ type: 'text', text: `u${i}` }] } });
+          else if (s.kind === 'assistant') records.push({ t, kind: 'message', agent, index: s.index, message: { role: 'assistant', content: [{ type: 'text', text: `a${i}` }] } });
+          else if (s.kind === 'response') records.push({ t, kind: 'response', agent, stopReason: 'end_turn', textChars: 1, toolCalls: [], usage });
+          else if (s.kind === 'event') records.push({ t, kind: 'event', agent, type: 'cancel' });
+          else if (s.kind === 'start') records.push({ t, kind: 'agent.start', agent, name: agent.split('/').pop() ?? agent, depth: agent.split('/').length - 1, parent, task: 'x', taskChars: 1 });
+          else if (s.kind === 'end') records.push({ t, kind: 'agent.end', agent, status: 'done', outcome: 'replied' });
+          else records.push({ t, kind: 'delivery', parent: parent ?? 'root', child: agent, name: agent.split('/').pop() ?? agent, outcome: 'replied', text: 'r' });
+        });
+        expectPrefixesMatch(records);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('prices each agent and each request at list prices when the trace names the model', () => {
+    const records = tinyTrace('ok').map((record): TraceRecord => {
+      if (record.kind === 'trace.start') return { ...record, model: 'claude-sonnet-4-5' };
+      if (record.kind === 'response') return { ...record, usage: { ...usage, inputTokens: 1_000_000 } };
+      if (record.kind === 'state' && record.agent === 'root' && record.t >= 5) return { ...record, usage: { ...usage, inputTokens: 1_000_000, outputTokens: 100_000 } };
+      return record;
+    });
+    const model = buildViewerModel(records);
+    const [root, explorer] = model.agents;
+    // Sonnet: $3 per million input tokens, $15 per million output tokens.
+    expect(root?.cost).toBeCloseTo(3 + 1.5, 10);
+    expect(explorer?.cost).toBe(0);
+    expect(model.cost).toBeCloseTo(4.5, 10);
+    // The response arrived in the root's first streaming interval: that request's $3 is that bar's.
+    expect(root?.bars.map((bar) => [bar.state, bar.cost])).toEqual([
+      ['readyForUser', undefined],
+      ['streaming', 3],
+      ['dispatchingBatch', undefined],
+      ['readyForUser', undefined],
+    ]);
+    expect(buildViewerModel(tinyTrace('ok')).cost).toBeUndefined();
+  });
+
+  it('numbers steps over the agent\'s life, as the CLI does', () => {
+    const records: TraceRecord[] = [
+      { t: 0, kind: 'trace.start', version: TRACE_VERSION, startedAt: '', title: 'steps', statechart: sessionStatechart() },
+      { t: 1, kind: 'state', agent: 'root', state: 'streaming', steps: 1, usage },
+      { t: 2, kind: 'state', agent: 'root', state: 'readyForUser', steps: 1, usage },
+      // A new turn: the turn's count starts again, the agent's goes on.
+      { t: 3, kind: 'state', agent: 'root', state: 'streaming', steps: 1, usage },
+      { t: 4, kind: 'state', agent: 'root', state: 'dispatchingBatch', steps: 1, usage },
+      { t: 5, kind: 'state', agent: 'root', state: 'streaming', steps: 2, usage },
+    ];
+    expect(buildViewerModel(records).agents[0]?.bars.map((bar) => [bar.steps, bar.requests])).toEqual([
+      [1, 1],
+      [1, 1],
+      [1, 2],
+      [1, 2],
+      [2, 3],
+    ]);
+    // A trace that records the count is read as it says.
+    const counted = records.map((record, i): TraceRecord => (record.kind === 'state' ? { ...record, requests: 10 + i } : record));
+    expect(buildViewerModel(counted).agents[0]?.bars.map((bar) => bar.requests)).toEqual([11, 12, 13, 14, 15]);
+  });
+});
+
 describe('drawStatechart', () => {
   it('draws every state once, working states before the final column, and lists any-state transitions', () => {
     const chart = sessionStatechart();
@@ -185,7 +323,7 @@ describe('writeViewer', () => {
     const out = join(dir, 'nested', 'run.html');
     expect(writeViewer(file, out)).toEqual({ outFile: out, agents: 4, records: records.length });
     const html = readFileSync(out, 'utf8');
-    expect(html).toContain('data-agent="root/worker3"');
+    expect(html).toContain('"agent":"root/worker3"');
     expect((embedded(html) as { records: unknown[] }).records).toHaveLength(records.length);
   });
 

@@ -21,13 +21,15 @@ body {
   background: var(--wash);
   display: grid;
   grid-template-rows: auto auto fit-content(58vh) minmax(240px, 1fr);
+  /* One column no wider than the window, whatever the header's text wants: what does not fit is cut inside its own box. */
+  grid-template-columns: minmax(0, 1fr);
   overflow: hidden;
 }
 button { font: inherit; }
 
 /* header */
 #top {
-  display: flex; align-items: center; gap: 16px;
+  display: flex; align-items: center; gap: 16px; min-width: 0;
   padding: 10px 16px; background: #0f172a; color: #e2e8f0;
 }
 #top .brand { font-weight: 700; letter-spacing: .02em; color: #fff; white-space: nowrap; }
@@ -42,6 +44,15 @@ button { font: inherit; }
 }
 .zoom button:hover { background: #334155; }
 #range { color: #94a3b8; font-variant-numeric: tabular-nums; margin-right: 6px; }
+#search {
+  width: 220px; min-width: 120px; height: 26px; padding: 0 8px; border-radius: 6px; font: inherit;
+  border: 1px solid #334155; background: #1e293b; color: #e2e8f0;
+}
+#search::placeholder { color: #94a3b8; }
+#search:focus { outline: 2px solid #60a5fa; outline-offset: -1px; }
+#live { font-size: 11px; font-weight: 600; padding: 2px 8px; border-radius: 9px; white-space: nowrap; background: #334155; color: #e2e8f0; }
+#live.open { background: #16a34a; color: #fff; }
+#live.retrying { background: #b45309; color: #fff; }
 
 /* legend */
 #legend {
@@ -98,10 +109,13 @@ button { font: inherit; }
 #lanes .bar { cursor: pointer; rx: 2.5px; }
 #lanes .bar:hover { filter: brightness(1.12); }
 #lanes .bar.final { stroke: #fff; stroke-width: 1.5; }
-#lanes .bar.sel, #lanes .ev.sel { stroke: #0f172a; stroke-width: 2; }
+#lanes .bar.sel, #lanes .ev.sel, #lanes .point.sel { stroke: #0f172a; stroke-width: 2; }
 #lanes .blabel { font: 10.5px var(--sans); pointer-events: none; }
 #lanes .endcap { stroke: #64748b; stroke-width: 2; }
 #lanes .ev { cursor: pointer; stroke: #fff; stroke-width: .8; }
+#lanes .point { cursor: pointer; stroke: #fff; stroke-width: 1.2; }
+#lanes .point:hover { filter: brightness(1.12); }
+#lanes .bar.hit, #lanes .point.hit { stroke: #facc15; stroke-width: 2.5; }
 #lanes .arrow { cursor: pointer; }
 #lanes .arrow .hit { stroke: transparent; stroke-width: 9; }
 #lanes .arrow .vis { stroke-width: 1.6; fill: none; }
@@ -145,6 +159,23 @@ button { font: inherit; }
   margin: 0; white-space: pre-wrap; word-break: break-word; overflow-wrap: anywhere;
 }
 #details .text { font: 13px/1.5 var(--sans); }
+#details .md { font: 13px/1.5 var(--sans); overflow-wrap: anywhere; }
+#details .md > :first-child { margin-top: 0; }
+#details .md > :last-child { margin-bottom: 0; }
+#details .md h1, #details .md h2, #details .md h3 { font-size: 14px; margin: 10px 0 4px; }
+#details .md h1 { font-size: 15px; }
+#details .md p, #details .md ul, #details .md ol { margin: 4px 0; }
+#details .md ul, #details .md ol { padding-left: 22px; }
+#details .md code { font: 12px var(--mono); background: #f1f5f9; padding: 0 3px; border-radius: 3px; }
+#details .md pre { background: #f1f5f9; padding: 6px 8px; border-radius: 6px; overflow-x: auto; }
+#details .md pre code { background: none; padding: 0; }
+#details .md table { border-collapse: collapse; }
+#details .md th, #details .md td { border: 1px solid var(--line); padding: 2px 6px; }
+#details .md blockquote { margin: 4px 0; padding-left: 10px; border-left: 3px solid var(--line); color: var(--ink-2); }
+#details div.reply { background: #f8fafc; border: 1px solid var(--line); border-radius: 8px; padding: 10px 12px; }
+#details .toggle { display: block; margin: 0 0 4px; }
+#details .call .sub-label { font-size: 10.5px; text-transform: uppercase; letter-spacing: .05em; color: var(--muted); margin-top: 4px; }
+#details .call pre.error { color: #b91c1c; }
 #details pre { font: 12px/1.5 var(--mono); color: #1e293b; }
 #details pre.reply {
   font: 12.5px/1.55 var(--mono); background: #f8fafc; border: 1px solid var(--line); border-radius: 8px; padding: 10px 12px;
@@ -161,7 +192,9 @@ button { font: inherit; }
 #chart-panel .panel-head > b { font-size: 12px; text-transform: uppercase; letter-spacing: .06em; color: var(--muted); }
 #chart-caption { color: var(--ink-2); font-size: 12.5px; }
 #chart-caption b { color: var(--ink); }
-svg.statechart { display: block; max-width: 100%; height: auto; }
+#chart-scroll { overflow-x: auto; }
+/* Scaled down with its panel to a legible size, then scrolled. */
+svg.statechart { display: block; height: auto; max-width: 100%; min-width: 400px; }
 .sc-state rect { fill: #fff; stroke: var(--c); stroke-width: 1.6; }
 .sc-state rect.inner { fill: none; stroke-width: 1; }
 .sc-state .dot { fill: var(--c); }
