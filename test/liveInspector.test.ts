@@ -106,7 +106,7 @@ describe('startLiveInspector', () => {
       expect(Number(m.createdAt)).toBeGreaterThan(0);
     }
 
-    // Actors: the root (named by its agent id, with the machine definition) and the reader, spawned by a crew of the root's.
+    // Actors: the root (named by its agent id, with the machine definition) and the reader, its child: the crew that holds the reader is not shown.
     const rootActor = rootActorMessage();
     expect(rootActor).toBeDefined();
     expect(rootActor?.sessionId).toBe(root.sessionId);
@@ -116,9 +116,15 @@ describe('startLiveInspector', () => {
     expect(Object.keys(definition.states)).toEqual(expect.arrayContaining(['streaming', 'dispatchingBatch', 'replied']));
     const reader = client.messages.find((m) => m.type === '@xstate.actor' && m.name === 'root/reader') as Extract<Wire, { type: '@xstate.actor' }> | undefined;
     expect(reader).toBeDefined();
-    const crew = client.messages.find((m) => m.type === '@xstate.actor' && m.sessionId === reader?.parentId) as Extract<Wire, { type: '@xstate.actor' }> | undefined;
-    expect(crew?.parentId).toBe(root.sessionId);
+    expect(reader?.parentId).toBe(root.sessionId);
     expect(reader?.rootId).toBe(root.sessionId);
+    const actors = client.messages.filter((m): m is Extract<Wire, { type: '@xstate.actor' }> => m.type === '@xstate.actor');
+    expect(actors.filter((m) => (JSON.parse(m.definition ?? '{}') as { id?: string }).id === 'crew')).toEqual([]);
+    const machines = new Set(actors.filter((m) => m.snapshot && typeof m.snapshot === 'object' && 'value' in m.snapshot).map((m) => m.name));
+    expect([...machines].sort()).toEqual(['root', 'root/reader']);
+    // Nothing is said about an actor that was not shown: every snapshot and event is of a shown actor.
+    const shownIds = new Set(actors.map((m) => m.sessionId));
+    expect(client.messages.filter((m) => !shownIds.has(m.sessionId))).toEqual([]);
 
     // Snapshots: each session's states in order, with a summarised context.
     const values = (sessionId: string | undefined) => snapshotsOf(sessionId).map((m) => m.snapshot?.value).filter((v, i, all) => v !== all[i - 1]);
@@ -135,7 +141,8 @@ describe('startLiveInspector', () => {
     const eventsTo = (sessionId: string | undefined) => client.messages.filter((m): m is Extract<Wire, { type: '@xstate.event' }> => m.type === '@xstate.event' && m.sessionId === sessionId);
     expect(eventsTo(root.sessionId).map((m) => m.event.type)).toEqual(expect.arrayContaining(['xstate.init', 'user.message', 'model.done', 'batch.drained', 'xstate.done.actor.1']));
     const delivery = eventsTo(root.sessionId).find((m) => m.event.type === 'xstate.done.actor.1');
-    expect(delivery?.sourceId).toBe(crew?.sessionId);
+    // The reader's result comes from the reader (its crew only forwarded it).
+    expect(delivery?.sourceId).toBe(reader?.sessionId);
     expect(delivery?.event).toMatchObject({ output: { name: 'reader', outcome: 'replied' } });
 
     // The provider's key never leaves the process, however deep it sits (the init event's input, a model request's input, a crew's input).

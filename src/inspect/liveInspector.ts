@@ -6,6 +6,7 @@ import { WebSocket, WebSocketServer } from 'ws';
 import { actorsOf, standIn } from '../observe/actors.js';
 import { sessionOf } from '../observe/decoder.js';
 import { bridgePage } from './bridgePage.js';
+import { CrewHider } from './crewHider.js';
 
 /**
  * Live inspection of a running exarch tree with `@statelyai/inspect`, for `exarch run --inspect`
@@ -21,7 +22,9 @@ import { bridgePage } from './bridgePage.js';
  * Here the relay and the app are one process, so the split is: `createInspector` (the package's
  * converter) with our own adapter, which hands each event straight to a relay we run ourselves —
  * bound to 127.0.0.1, on any port, closing every connection on `stop()`, refusing WebSocket
- * connections from other web pages, and replaying what a late viewer missed. It speaks the same
+ * connections from other web pages, and replaying what a late viewer missed. Crews, the actors
+ * that hold a batch's sub-agents, are left out: a sub-agent shows as its spawning session's child
+ * (see crewHider.ts). It speaks the same
  * protocol as the package's relay: a `createWebSocketInspector({ url })` from another process can
  * publish into it, and `createWebSocketReceiver({ server })`, the Stately page or any WebSocket
  * client can read from it. Session contexts are summarised and secrets (the provider's client
@@ -368,11 +371,14 @@ export async function startLiveInspector(options: LiveInspectorOptions = {}): Pr
     });
   });
 
+  const crews = new CrewHider();
   const inspector = createInspector(
     {
       send(event: StatelyInspectionEvent) {
         if (stopped) return;
-        const message = redact(nameSessions(event));
+        const shown = crews.view(event);
+        if (!shown) return;
+        const message = redact(nameSessions(shown));
         if (!isInbound(message)) return;
         const text = JSON.stringify(message);
         replay.add(message, text);
@@ -383,6 +389,7 @@ export async function startLiveInspector(options: LiveInspectorOptions = {}): Pr
   );
 
   const publish = (event: InspectionEvent): void => {
+    crews.note(event);
     // Summarise a session's context before the package serialises the whole snapshot.
     if (event.type === '@xstate.snapshot' && isSessionContext((event.snapshot as { context?: unknown }).context)) {
       inspector.inspect.next?.({ ...event, snapshot: viewOf(event.snapshot) as typeof event.snapshot });
