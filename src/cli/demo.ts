@@ -9,6 +9,7 @@ import { demoScripts, demoTools, EXPLORER_BRIEF, USER_TASK } from './demoScript.
 import { excerpt, palette, type Palette } from './palette.js';
 import { TurnFlow } from './turnFlow.js';
 import { RunObserver } from '../observe/runObserver.js';
+import type { RunEventListener } from '../observe/events.js';
 
 /**
  * `exarch demo`: plays the incident of the reply-tool design record (demoScript.ts) on the real
@@ -31,6 +32,8 @@ export interface DemoOptions {
   readonly trace?: string;
   /** Another inspection observer (the live inspector). */
   readonly inspect?: (event: InspectionEvent) => void;
+  /** Another consumer of the run's events (the live viewer of `--ui`). */
+  readonly onEvent?: RunEventListener;
 }
 
 export interface DemoResult {
@@ -72,6 +75,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   const observer = new RunObserver();
   observer.subscribe(flow.onEvent);
   if (recorder) observer.subscribe(recorder.onEvent);
+  if (options.onEvent) observer.subscribe(options.onEvent);
   const actor = createSessionActor(
     { provider, task: USER_TASK, tools: demoTools(Math.round(150 / speed)) },
     {

@@ -7,7 +7,8 @@ import type { LiveInspector } from '../inspect/liveInspector.js';
 import { writeViewer } from '../viewer/index.js';
 import { describeError } from '../model/errors.js';
 import { runDemo } from './demo.js';
-import { EXIT, resumeCommand, runCommand, usableTarget, UsageError } from './run.js';
+import { EXIT, resumeCommand, runCommand, uiPort, usableTarget, UsageError } from './run.js';
+import { CliUi } from './liveUi.js';
 import { openExistingStore } from './storeTarget.js';
 import { writeViewerForRun } from '../store/journalTrace.js';
 import type { WrittenViewer } from '../viewer/write.js';
@@ -61,6 +62,10 @@ const USAGE = `Usage:
                           one line naming the first differing field
       --inspect           stream every agent to the live Stately inspector (--inspect-port N,
                           default 8080 on 127.0.0.1)
+      --ui                serve the turn-flow viewer live on 127.0.0.1 (any free port, or
+                          --ui-port N; the address is printed on stderr): the page follows the
+                          run as it goes. On a terminal it is served on after the answer until
+                          Ctrl-C; otherwise the server closes when the run ends
       --store FILE        the run store (default .exarch/exarch.db under the working directory);
                           the run's id is printed first, and exarch resume takes it up again
       --db URL            keep the run in PostgreSQL (postgres://user@host:port/database)
@@ -79,7 +84,7 @@ const USAGE = `Usage:
                                   (default 1); SIGTERM drains: runs get S seconds (default 30) to
                                   finish, the rest go back to the queue; a job not finished within
                                   --job-expiry seconds (default 900) is offered to another worker
-  exarch resume RUN_ID [--store FILE | --db URL] [--trace FILE] [--no-wait]
+  exarch resume RUN_ID [--store FILE | --db URL] [--trace FILE] [--no-wait] [--ui]
                                   take up a run that was killed, crashed, interrupted or left
                                   waiting, with the options it was started with; ends as run would
   exarch approve RUN_ID CALL_ID [--always] [--store FILE]
@@ -89,14 +94,15 @@ const USAGE = `Usage:
   exarch runs [--store FILE | --db URL]
                                   list the recorded runs: id, start, status, agents, requests,
                                   estimated cost, task
-  exarch demo [--speed N] [--trace FILE] [--inspect]
+  exarch demo [--speed N] [--trace FILE] [--inspect] [--ui]
                                   offline demo, no API key: a sub-agent returns its report through
                                   the reply tool while the turn flow of every agent prints live;
                                   writes a trace (default .exarch/demo/trace.jsonl) and its viewer
   exarch view TRACE|RUN_ID [--out FILE.html] [--store FILE | --db URL]
                                   write the turn-flow viewer for a trace or a recorded run: one
                                   self-contained HTML file (default: next to the trace, .html
-                                  instead of .jsonl; for a run, .exarch/view/RUN_ID.html)
+                                  instead of .jsonl; for a run, .exarch/view/RUN_ID.html), the
+                                  page run --ui serves live, once the run has ended
   exarch help                     show this help
   exarch --version                print the version
 
@@ -142,20 +148,36 @@ async function main(argv: readonly string[]): Promise<number> {
     if (rest.length > 0) throw new UsageError(`demo takes no arguments, got '${rest.join(' ')}'`);
     refuseFlags('demo', values, [...RUN_FLAGS, 'out', 'store', 'db', 'no-store', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', 'approve', 'no-wait', 'always']);
     const trace = values.trace ?? join('.exarch', 'demo', 'trace.jsonl');
+    const speed = speedOf(values.speed);
+    const port = uiPort(values.ui === true, values['ui-port']);
     const live = await liveInspector(values);
+    let ui: CliUi | undefined;
     try {
+      if (values.ui) ui = await CliUi.start({ title: 'exarch demo', ...(port === undefined ? {} : { port }) }, process.stderr);
       // Like `run`: the narration on stderr, the root's answer on stdout (so `exarch demo > answer.txt` keeps just the answer).
-      const result = await runDemo({ out: process.stderr, answer: process.stdout, err: process.stderr, color: wantsColor(process.stderr), speed: speedOf(values.speed), trace, ...(live ? { inspect: live.inspect } : {}) });
+      const result = await runDemo({
+        out: process.stderr,
+        answer: process.stdout,
+        err: process.stderr,
+        color: wantsColor(process.stderr),
+        speed,
+        trace,
+        ...(live ? { inspect: live.inspect } : {}),
+        ...(ui ? { onEvent: ui.onEvent } : {}),
+      });
+      ui?.end();
       const viewer = writeViewer(trace, htmlFor(trace));
       process.stderr.write(`\nTurn flow recorded: ${trace}\nOpen it in a browser: ${viewer.outFile}\n`);
-      if (live && process.stderr.isTTY) {
+      if ((live || ui) && process.stderr.isTTY) {
         // The demo ends in seconds: keep serving so a browser opened late still sees the whole run.
-        process.stderr.write(`exarch: still serving the live inspector at ${live.url}; press Ctrl-C to quit\n`);
+        if (live) process.stderr.write(`exarch: still serving the live inspector at ${live.url}; press Ctrl-C to quit\n`);
+        if (ui) process.stderr.write(`exarch: still serving the turn flow at ${ui.url}; press Ctrl-C to quit\n`);
         await new Promise<void>((resolve) => process.once('SIGINT', () => resolve()));
       }
       return result.ok ? EXIT_OK : EXIT_FATAL;
     } finally {
       await live?.stop();
+      await ui?.close();
     }
   } catch (error) {
     if (error instanceof UsageError) return usageError(error.message);
@@ -191,6 +213,8 @@ function parse(argv: readonly string[]) {
       out: { type: 'string' },
       inspect: { type: 'boolean' },
       'inspect-port': { type: 'string' },
+      ui: { type: 'boolean' },
+      'ui-port': { type: 'string' },
       store: { type: 'string' },
       db: { type: 'string' },
       detach: { type: 'boolean' },
@@ -241,7 +265,7 @@ const RUN_ID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 
 async function view(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length !== 1) throw new UsageError('view takes one trace file or run id: exarch view TRACE|RUN_ID [--out FILE.html]');
-  refuseFlags('view', values, [...RUN_FLAGS, 'trace', 'speed', 'inspect', 'inspect-port', 'no-store', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', 'approve', 'no-wait', 'always']);
+  refuseFlags('view', values, [...RUN_FLAGS, 'trace', 'speed', 'inspect', 'inspect-port', 'ui', 'ui-port', 'no-store', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', 'approve', 'no-wait', 'always']);
   const target = positionals[0] ?? '';
   let written: WrittenViewer;
   if (RUN_ID.test(target) && !existsSync(target)) {
@@ -306,6 +330,8 @@ async function runLive(positionals: readonly string[], values: Values, interrupt
       otel: values.otel === true,
       ...(values.record === undefined ? {} : { record: values.record }),
       ...(values.replay === undefined ? {} : { replay: values.replay }),
+      ui: values.ui === true,
+      ...(values['ui-port'] === undefined ? {} : { uiPort: values['ui-port'] }),
     },
     { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), interrupt, stdin: process.stdin, ...(live ? { inspect: live.inspect } : {}) },
   );
@@ -322,6 +348,8 @@ async function resume(positionals: readonly string[], values: Values): Promise<n
       ...(values.db === undefined ? {} : { db: values.db }),
       ...(values.trace === undefined ? {} : { trace: values.trace }),
       noWait: values['no-wait'] === true,
+      ui: values.ui === true,
+      ...(values['ui-port'] === undefined ? {} : { uiPort: values['ui-port'] }),
     },
     { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), interrupt, stdin: process.stdin },
   );
@@ -329,7 +357,7 @@ async function resume(positionals: readonly string[], values: Values): Promise<n
 
 async function worker(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`worker takes no arguments, got '${positionals.join(' ')}'`);
-  refuseFlags('worker', values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'store', 'no-store', 'detach', 'inspect', 'inspect-port', 'approve', 'no-wait', 'always']);
+  refuseFlags('worker', values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'store', 'no-store', 'detach', 'inspect', 'inspect-port', 'ui', 'ui-port', 'approve', 'no-wait', 'always']);
   const { workerCommand } = await import('./workerCommand.js');
   return workerCommand(
     {
@@ -347,7 +375,7 @@ async function answer(command: 'approve' | 'deny', positionals: readonly string[
   const usage = command === 'approve' ? 'exarch approve RUN_ID CALL_ID [--always] [--store FILE]' : 'exarch deny RUN_ID CALL_ID ["reason"] [--store FILE]';
   const most = command === 'approve' ? 2 : 3;
   if (positionals.length < 2 || positionals.length > most) throw new UsageError(`${command} takes a run id and a call id: ${usage}`);
-  refuseFlags(command, values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'no-store', 'inspect', 'inspect-port', 'approve', 'no-wait', 'db', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', ...(command === 'deny' ? (['always'] as const) : [])]);
+  refuseFlags(command, values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'no-store', 'inspect', 'inspect-port', 'ui', 'ui-port', 'approve', 'no-wait', 'db', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', ...(command === 'deny' ? (['always'] as const) : [])]);
   const [runId = '', callId = '', reason] = positionals;
   const decision = command === 'deny' ? 'deny' : values.always === true ? 'always' : 'approve';
   return answerCommand(runId, callId, { decision, ...(reason === undefined ? {} : { reason }) }, values.store, { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() });
@@ -355,7 +383,7 @@ async function answer(command: 'approve' | 'deny', positionals: readonly string[
 
 async function runs(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`runs takes no arguments, got '${positionals.join(' ')}'`);
-  refuseFlags('runs', values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'no-store', 'inspect', 'inspect-port', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', 'approve', 'no-wait', 'always']);
+  refuseFlags('runs', values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'no-store', 'inspect', 'inspect-port', 'ui', 'ui-port', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', 'approve', 'no-wait', 'always']);
   return listRunsCommand({ ...(values.store === undefined ? {} : { store: values.store }), ...(values.db === undefined ? {} : { db: values.db }) }, { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() });
 }
 

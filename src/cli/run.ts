@@ -32,6 +32,7 @@ import type { TreeBudget } from '../budget.js';
 import { ZERO_USAGE } from '../usage.js';
 import { estimateCost } from '../pricing.js';
 import { formatCount, ProgressBoard } from './progress.js';
+import { CliUi } from './liveUi.js';
 
 export const EXIT = { ok: 0, fatal: 1, usage: 2, capped: 3, waiting: 4, interrupted: 130 } as const;
 
@@ -83,6 +84,9 @@ export interface RunFlags {
   readonly record?: string;
   /** Answer from this recording instead of Claude: offline, no key. */
   readonly replay?: string;
+  /** Serve the turn-flow viewer live while the run goes (see liveUi.ts), on `uiPort` if given. */
+  readonly ui?: boolean;
+  readonly uiPort?: string;
 }
 
 export interface RunIo {
@@ -98,6 +102,15 @@ export interface RunIo {
   readonly provider?: Provider;
   /** Another inspection observer (the live inspector). */
   readonly inspect?: (event: InspectionEvent) => void;
+}
+
+/** `--ui-port N`: a port number, given with `--ui`. */
+export function uiPort(ui: boolean, raw: string | undefined): number | undefined {
+  if (raw === undefined) return undefined;
+  if (!ui) throw new UsageError('--ui-port needs --ui');
+  const port = Number(raw);
+  if (!/^\d+$/.test(raw) || port < 1 || port > 65535) throw new UsageError(`--ui-port must be a port number, got '${raw}'`);
+  return port;
 }
 
 function positiveInt(flag: string, raw: string | undefined, min = 1): number | undefined {
@@ -165,6 +178,8 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   if (allowShell === 'unsandboxed') io.stderr.write('exarch: --allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network\n');
   if (flags.detach && flags.db === undefined) throw new UsageError('--detach needs --db: only a run queued for workers goes on without this process');
   if (flags.record !== undefined && flags.replay !== undefined) throw new UsageError('--record and --replay cannot be used together');
+  const port = uiPort(flags.ui === true, flags.uiPort);
+  if (flags.ui && flags.db !== undefined) throw new UsageError('--ui with --db: the run goes on the workers; view it with exarch view RUN_ID --db URL');
   // What a resume (here or on a worker) rebuilds the run with: the options, never a secret.
   const recorded = {
     model,
@@ -200,12 +215,15 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   // A server that does not start stops the run here, before anything is recorded (one line, exit 1).
   const mcp = await connectMcp(mcpServers, tools, io);
   let store: RunStore | undefined;
+  let ui: CliUi | undefined;
   try {
     // A store that cannot be read stops the run before anything starts (StoreError: one line, exit 1).
     store = flags.noStore ? undefined : await openStore(io.cwd, flags);
     const logDir = flags.logDir ?? join(io.cwd, '.exarch', 'runs', timestamp(new Date()));
     prepareDir('log directory', logDir);
-    const output = new RunOutput(io, flags.trace, `exarch run: ${task.slice(0, 80)}`, model, logDir, maxSteps, { noWait: flags.noWait === true, store: flags.store, ...(otel ? { otel } : {}), ...(flags.replay === undefined ? {} : { diverged: diverged.signal }) });
+    const title = `exarch run: ${task.slice(0, 80)}`;
+    if (flags.ui) ui = await CliUi.start({ title, model, ...(port === undefined ? {} : { port }) }, io.stderr);
+    const output = new RunOutput(io, flags.trace, title, model, logDir, maxSteps, { noWait: flags.noWait === true, store: flags.store, ...(otel ? { otel } : {}), ...(flags.replay === undefined ? {} : { diverged: diverged.signal }), ...(ui ? { ui } : {}) });
     const session: DurableSessionInput = {
       provider: claude.provider,
       // A replayed fault is retried at once: the waits were the network's, and a replay has none.
@@ -230,6 +248,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   } finally {
     await store?.close();
     await mcp.close();
+    await ui?.finish(io.interrupt);
   }
 }
 
@@ -326,6 +345,9 @@ export interface ResumeFlags {
   readonly trace?: string;
   /** As for `run`: stop as `waiting` rather than ask at the terminal. */
   readonly noWait?: boolean;
+  /** As for `run`: the turn-flow viewer, live. */
+  readonly ui?: boolean;
+  readonly uiPort?: string;
 }
 
 /**
@@ -334,12 +356,14 @@ export interface ResumeFlags {
  */
 export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo): Promise<number> {
   usableTarget(flags);
+  const port = uiPort(flags.ui === true, flags.uiPort);
   const store = await openExistingStore(io.cwd, flags);
   if (!store) {
     io.stderr.write(`exarch: no run ${runId} in ${storeName(io.cwd, flags)} (there is no run store there yet)\n`);
     return EXIT.fatal;
   }
   let mcp: { tools: readonly Tool[]; close: () => Promise<void> } | undefined;
+  let ui: CliUi | undefined;
   try {
     const row = await store.getRun(runId);
     if (!row) {
@@ -354,7 +378,9 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
     if (typeof rebuilt === 'number') return rebuilt;
     const { model, logDir, maxSteps } = rebuilt;
     const recorded = row.options;
-    const output = new RunOutput(io, flags.trace, `exarch resume ${runId}: ${row.task.slice(0, 80)}`, model, logDir, maxSteps, { noWait: flags.noWait === true, store: flags.store });
+    const title = `exarch resume ${runId}: ${row.task.slice(0, 80)}`;
+    if (flags.ui) ui = await CliUi.start({ title, model, ...(port === undefined ? {} : { port }) }, io.stderr);
+    const output = new RunOutput(io, flags.trace, title, model, logDir, maxSteps, { noWait: flags.noWait === true, store: flags.store, ...(ui ? { ui } : {}) });
     const approve = recordedPolicy(recorded.approve);
     const budget = budgetOf({ ...(typeof recorded.maxTokens === 'string' ? { maxTokens: recorded.maxTokens } : {}), ...(typeof recorded.maxCost === 'string' ? { maxCost: recorded.maxCost } : {}) }, model);
     // The servers the run was started with, started again (their tools must be the same: see resumeRun).
@@ -384,6 +410,7 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
   } finally {
     await store.close();
     await mcp?.close();
+    await ui?.finish(io.interrupt);
   }
 }
 
@@ -566,17 +593,18 @@ class RunOutput {
     private readonly model: string,
     private readonly logDir: string,
     private readonly maxSteps: number | undefined,
-    private readonly approvals: { readonly noWait: boolean; readonly store: string | undefined; readonly otel?: OtlpExport; readonly diverged?: AbortSignal } = { noWait: false, store: undefined },
+    private readonly approvals: { readonly noWait: boolean; readonly store: string | undefined; readonly otel?: OtlpExport; readonly diverged?: AbortSignal; readonly ui?: CliUi } = { noWait: false, store: undefined },
   ) {
     const color = io.stderr.isTTY === true && !io.env['NO_COLOR'] && !io.env['CI'];
     this.board = new ProgressBoard({ out: io.stderr, live: color, color });
-    this.recorder = trace === undefined ? undefined : new TraceRecorder({ file: trace, title });
-    // One observer decodes the run for both.
+    this.recorder = trace === undefined ? undefined : new TraceRecorder({ file: trace, title, model });
+    // One observer decodes the run for all of them.
     this.observer.subscribe(this.board.onEvent);
     if (this.recorder) this.observer.subscribe(this.recorder.onEvent);
     const otel = approvals.otel;
     this.spans = otel ? new OtelRunExporter({ tracer: otel.tracer, captureContent: otel.captureContent }) : undefined;
     if (this.spans) this.observer.subscribe(this.spans.onEvent);
+    if (approvals.ui) this.observer.subscribe(approvals.ui.onEvent);
   }
 
   /** The root's `onApprovalRequest`. */
@@ -691,6 +719,8 @@ class RunOutput {
       const result = await run.result;
       approvals.close();
       board.stop();
+      // The run's last records are in (the root's end came with its stop): the page shows the end.
+      this.approvals.ui?.end();
       if (diverged?.aborted) {
         io.stderr.write(`exarch: ${describeError(diverged.reason)}\n`);
         return EXIT.fatal;
