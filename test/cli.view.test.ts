@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 
-/** exarch view, demo's trace and viewer, and --inspect, through the compiled command (dist/ from test/globalSetup.ts). */
+/** exarch view, demo's trace and viewer, --inspect and --ui, through the compiled command (dist/ from test/globalSetup.ts). */
 
 const MAIN = fileURLToPath(new URL('../dist/src/cli/main.js', import.meta.url));
 const dirs: string[] = [];
@@ -72,5 +72,25 @@ describe('exarch demo and exarch view', () => {
     expect(run.status).toBe(0);
     expect(run.stderr).toContain(`Live inspector: open http://127.0.0.1:${port}/`);
     expect(exarch(['demo', '--inspect-port', '9'], cwd).status).toBe(2);
+  });
+
+  it('--ui serves the turn flow live on loopback, says where, and (not on a terminal) ends with the run', async () => {
+    const cwd = workdir();
+    const port = await freePort();
+    const run = exarch(['demo', '--speed', '100', '--ui', '--ui-port', String(port)], cwd);
+    expect(run.status).toBe(0);
+    expect(run.stderr).toContain(`exarch: live turn flow at http://127.0.0.1:${port}/ (open it in a browser)`);
+    expect(run.stderr).not.toContain('still serving');
+    // The answer still goes to stdout, alone.
+    expect(run.stdout).toBe(exarch(['demo', '--speed', '100'], cwd).stdout);
+    const usage = (args: string[]): string => {
+      const bad = exarch(args, cwd);
+      expect(bad.status).toBe(2);
+      return bad.stderr.split('\n')[0] ?? '';
+    };
+    expect(usage(['demo', '--ui-port', '9'])).toBe('exarch: --ui-port needs --ui');
+    expect(usage(['demo', '--ui', '--ui-port', 'http'])).toBe("exarch: --ui-port must be a port number, got 'http'");
+    expect(usage(['view', 'x.jsonl', '--ui'])).toBe('exarch: --ui is not an option of view');
+    expect(usage(['run', '--ui', '--db', 'postgres://localhost/x', 'task'])).toBe('exarch: --ui with --db: the run goes on the workers; view it with exarch view RUN_ID --db URL');
   });
 });

@@ -14,6 +14,8 @@ import { z } from 'zod';
 import { createSessionActor, defineTool, respond, waitForSettled } from '../src/index.js';
 import { scriptedProvider } from '../src/testing/index.js';
 import { TraceRecorder } from '../src/trace/recorder.js';
+import { sessionStatechart } from '../src/statechart/extract.js';
+import { TRACE_VERSION, type TraceRecord } from '../src/trace/format.js';
 import { syntheticReply, syntheticTrace, traceText } from './support/traceFactory.js';
 
 /**
@@ -143,11 +145,20 @@ describe.skipIf(CHROMIUM === undefined)('the viewer on a recorded demo run', () 
     expect(await page.locator('#lanes [data-kind="delivery"]').count()).toBe(2);
   });
 
-  it('shows the reply text with its real newlines when a delivery arrow is clicked', async () => {
+  it('shows the reply a delivery carried rendered as markdown, and the exact text it was one click away', async () => {
     await page.locator('#lanes [data-kind="delivery"][data-child="root/explorer"]').click();
     const details = page.locator('#details');
     await expect.poll(() => details.innerText()).toContain("[agent 'explorer' replied]");
+    // Markdown: the brief's headings and table are elements, not `#` and `|` characters.
+    const rendered = details.locator('div.reply.md');
+    expect(await rendered.locator('h1').innerText()).toBe('Testing setup: tidepool');
+    expect(await rendered.locator('h2').first().innerText()).toBe('Summary');
+    expect(await rendered.locator('table').count()).toBeGreaterThan(0);
+    // The exact text the parent's model received, with its real newlines.
+    await details.getByRole('button', { name: 'show the exact text' }).click();
     const reply = details.locator('pre.reply');
+    expect(await reply.isVisible()).toBe(true);
+    expect(await rendered.isVisible()).toBe(false);
     expect(await reply.evaluate((n) => getComputedStyle(n as unknown as PageNode).whiteSpace)).toBe('pre-wrap');
     const text = await reply.evaluate((n) => n.textContent ?? '');
     expect(text).toBe(EXPLORER_BRIEF);
@@ -178,9 +189,83 @@ describe.skipIf(CHROMIUM === undefined)('the viewer on a recorded demo run', () 
     expect(await page.$$eval('[data-statechart-state].active', (nodes) => nodes.map((n) => n.getAttribute('data-statechart-state')))).toEqual(['dispatchingBatch']);
     expect(await page.locator('.sc-edge.taken[data-from="streaming"][data-to="dispatchingBatch"]').count()).toBe(1);
 
-    await page.locator('#lanes .lane[data-agent="root/reviewer"] [data-state="nudged"]').click();
+    // The nudged state is a moment: its marker is what one clicks.
+    await page.locator('#lanes .lane[data-agent="root/reviewer"] [data-kind="nudge"]').click();
     expect(await page.locator('#details').innerText()).toContain('reply');
     expect(await page.$$eval('[data-statechart-state].active', (nodes) => nodes.map((n) => n.getAttribute('data-statechart-state')))).toEqual(['nudged']);
+  });
+
+  it('marks the reminder with a marker that shows at any zoom, though the nudged state lasts a moment', async () => {
+    const marker = page.locator('#lanes .lane[data-agent="root/reviewer"] [data-kind="nudge"]');
+    expect(await marker.count()).toBe(1);
+    const check = async (): Promise<void> => {
+      const box = await marker.boundingBox();
+      expect(box?.width).toBeGreaterThanOrEqual(10);
+      expect(box?.height).toBeGreaterThanOrEqual(14);
+      // Nothing is drawn over it: the point at its centre is the marker.
+      const onTop = await marker.evaluate((node) => {
+        const r = node.getBoundingClientRect();
+        return (document as unknown as { elementFromPoint(x: number, y: number): unknown }).elementFromPoint(r.left + r.width / 2, r.top + r.height / 2) === node;
+      });
+      expect(onTop).toBe(true);
+    };
+    // The whole run, then zoomed to the nudged state itself (double-click): the marker keeps its size.
+    await check();
+    const whole = await page.locator('#range').innerText();
+    await marker.dblclick();
+    await expect.poll(() => page.locator('#range').innerText()).not.toBe(whole);
+    await page.waitForTimeout(50);
+    await check();
+    await page.locator('#zoom-fit').click();
+    await page.waitForTimeout(50);
+    await marker.click();
+    const details = await page.locator('#details').innerText();
+    expect(details).toContain('nudged');
+    expect(details).toContain('reply');
+    expect(await page.$$eval('[data-statechart-state].active', (nodes) => nodes.map((n) => n.getAttribute('data-statechart-state')))).toEqual(['nudged']);
+  });
+
+  it('shows a tool call\'s input beside its result', async () => {
+    await page.locator('#lanes .lane[data-agent="root/explorer"] [data-state="dispatchingBatch"]').first().click();
+    const call = page.locator('#details .call').filter({ hasText: 'result of list_files' }).first();
+    const parts = await call.evaluate((node) => Array.from((node as unknown as { children: ArrayLike<PageNode> }).children, (child) => child.textContent ?? ''));
+    // Which call, its input, its result, in that order.
+    expect(parts[0]).toMatch(/^result of list_files {2}toolu_/);
+    expect(parts[1]).toBe('input');
+    expect(JSON.parse(parts[2] ?? '')).toEqual({ path: '.' });
+    expect(parts[3]).toBe('result');
+    expect(parts[4]).toContain('.github/workflows/ci.yml');
+    // The call in the assistant message shows what came back, too.
+    await page.locator('#lanes .lane[data-agent="root/explorer"] [data-state="streaming"]').first().click();
+    const asked = page.locator('#details .call').filter({ hasText: 'calls list_files' }).first();
+    expect(await asked.innerText()).toContain('.github/workflows/ci.yml');
+  });
+
+  it('numbers an agent\'s steps over its life, as the terminal does', async () => {
+    const streaming = page.locator('#lanes .lane[data-agent="root/explorer"] .bar[data-state="streaming"]');
+    expect(await streaming.count()).toBe(2);
+    await streaming.nth(1).click();
+    expect(await page.locator('#chart-caption').innerText()).toMatch(/streaming .*· step 2$/);
+    expect(await page.locator('#details .sub').innerText()).toContain('step 2');
+  });
+
+  it('filters the lanes by agent, tool or text, keeping the ancestors of what matches', async () => {
+    const rows = (): Promise<string[]> => page.$$eval('#tree [data-agent]', (nodes) => nodes.map((n) => n.getAttribute('data-agent') ?? ''));
+    const lanes = (): Promise<string[]> => page.$$eval('#lanes .lane', (nodes) => nodes.map((n) => n.getAttribute('data-agent') ?? ''));
+    const box = page.locator('#search');
+    await box.fill('reviewer');
+    await expect.poll(rows).toEqual(['root', 'root/reviewer']);
+    expect(await lanes()).toEqual(['root', 'root/reviewer']);
+    // A tool only the explorer called: its lane stays, with the bars that hold the calls outlined.
+    await box.fill('LIST_FILES');
+    await expect.poll(rows).toEqual(['root', 'root/explorer']);
+    expect(await page.locator('#lanes .lane[data-agent="root/explorer"] .bar.hit').count()).toBeGreaterThan(0);
+    expect(await page.locator('#corner').innerText()).toMatch(/^2 of 3 agents$/i);
+    await box.fill('no match for this anywhere');
+    await expect.poll(rows).toEqual([]);
+    await box.fill('');
+    await expect.poll(rows).toEqual(['root', 'root/explorer', 'root/reviewer']);
+    expect(await page.locator('#lanes .bar.hit').count()).toBe(0);
   });
 
   it('shows the task of a spawn and an agent summary from the tree', async () => {
@@ -243,7 +328,8 @@ describe.skipIf(CHROMIUM === undefined)('the viewer on a synthetic 200-agent tra
         requestAnimationFrame(() => setTimeout(() => resolve({ handled, painted: performance.now() - t0, text: document.getElementById('details')?.innerText ?? '' }), 0)),
       );
     }, target);
-    expect(click.text).toContain(syntheticReply(target).split('\n')[0]);
+    // The reply's first line is a markdown heading: shown as one.
+    expect(click.text).toContain(syntheticReply(target).split('\n')[0]?.replace(/^## /, ''));
 
     const bar = page.locator(`#lanes .lane[data-agent="${trace.agents[1] ?? ''}"] [data-state="streaming"]`).first();
     const barClick = await bar.evaluate((node) => {
@@ -321,5 +407,88 @@ describe.skipIf(CHROMIUM === undefined)('the viewer on a run whose call waited f
     expect(await page.locator('.item[title="waiting for a person to approve a tool call"]').innerText()).toBe('awaitingApproval');
     expect(errors).toEqual([]);
     expect(requests).toEqual([]);
+  });
+});
+
+/** A root that spawns `writer`, whose reply and prose are hostile markup. */
+function hostileTrace(reply: string): TraceRecord[] {
+  const usage = { inputTokens: 0, outputTokens: 0, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 };
+  return [
+    { t: 0, kind: 'trace.start', version: TRACE_VERSION, startedAt: '2025-01-01T00:00:00.000Z', title: 'hostile', statechart: sessionStatechart() },
+    { t: 1, kind: 'agent.start', agent: 'root', name: 'root', depth: 0, parent: null, task: 'go', taskChars: 2 },
+    { t: 1, kind: 'state', agent: 'root', state: 'readyForUser', steps: 0, usage },
+    { t: 2, kind: 'agent.start', agent: 'root/writer', name: 'writer', depth: 1, parent: 'root', task: 'write', taskChars: 5 },
+    { t: 2, kind: 'state', agent: 'root/writer', state: 'streaming', steps: 1, usage },
+    { t: 3, kind: 'message', agent: 'root/writer', index: 1, message: { role: 'assistant', content: [{ type: 'text', text: reply }] } },
+    { t: 4, kind: 'delivery', parent: 'root', child: 'root/writer', name: 'writer', outcome: 'replied', text: reply },
+    { t: 4, kind: 'state', agent: 'root/writer', state: 'replied', steps: 1, usage },
+    { t: 4, kind: 'agent.end', agent: 'root/writer', status: 'done', outcome: 'replied' },
+    { t: 5, kind: 'agent.end', agent: 'root', status: 'stopped' },
+    { t: 5, kind: 'trace.end' },
+  ];
+}
+
+describe.skipIf(CHROMIUM === undefined)('the viewer on a reply that tries to run script', () => {
+  it('renders the markdown and none of the markup: no script runs, no handler is set, no link goes anywhere', async () => {
+    const reply = [
+      '# Report',
+      '',
+      '<script>window.pwned = "script"</script>',
+      '<img src="x" onerror="window.pwned = \'img\'">',
+      '<svg onload="window.pwned = \'svg\'"></svg>',
+      '[click me](javascript:window.pwned=%22link%22) and ![x](javascript:window.pwned=1)',
+      '',
+      '- a list item with `<b onclick="window.pwned=2">code</b>`',
+    ].join('\n');
+    const file = join(dir, 'hostile.trace.jsonl');
+    writeFileSync(file, traceText(hostileTrace(reply)));
+    const { page, errors, requests } = await open(file, 'hostile');
+    await page.locator('#lanes [data-kind="delivery"][data-child="root/writer"]').click();
+    const details = page.locator('#details');
+    expect(await details.locator('div.reply.md h1').innerText()).toBe('Report');
+    // The markup is there as text to read.
+    const text = await details.locator('div.reply.md').innerText();
+    expect(text).toContain('<script>window.pwned = "script"</script>');
+    expect(text).toContain('<img src="x" onerror=');
+    // The assistant's prose (the same text) in its bar, too.
+    await page.locator('#lanes .lane[data-agent="root/writer"] .bar[data-state="streaming"]').click();
+    expect(await details.locator('.item.assistant .md h1').innerText()).toBe('Report');
+    await page.waitForTimeout(100);
+    const found = await page.evaluate(() => {
+      const doc = document as unknown as { querySelectorAll(selector: string): ArrayLike<PageNode> };
+      return {
+        pwned: (window as unknown as { pwned?: unknown }).pwned,
+        scripts: doc.querySelectorAll('#details script').length,
+        handlers: doc.querySelectorAll('#details [onerror], #details [onload], #details [onclick]').length,
+        images: doc.querySelectorAll('#details img').length,
+        links: Array.from(doc.querySelectorAll('#details a'), (a) => a.getAttribute('href')),
+      };
+    });
+    expect(found).toEqual({ pwned: undefined, scripts: 0, handlers: 0, images: 0, links: [] });
+    expect(errors).toEqual([]);
+    expect(requests).toEqual([]);
+  });
+});
+
+describe.skipIf(CHROMIUM === undefined)('the viewer in a 1,000-pixel window', () => {
+  it('is no wider than the window, and the whole statechart is in view', async () => {
+    const file = join(dir, 'narrow.trace.jsonl');
+    await recordDemo(file);
+    const { page, errors } = await open(file, 'narrow', { width: 1000, height: 800 });
+    const widths = await page.evaluate(() => {
+      const body = (document as unknown as { body: { scrollWidth: number; clientWidth: number } }).body;
+      return { scroll: body.scrollWidth, client: body.clientWidth };
+    });
+    expect(widths).toEqual({ scroll: 1000, client: 1000 });
+    const chart = await page.locator('svg.statechart').boundingBox();
+    const panel = await page.locator('#chart-panel').boundingBox();
+    expect(chart && panel).toBeTruthy();
+    if (!chart || !panel) return;
+    expect(chart.x).toBeGreaterThanOrEqual(panel.x);
+    expect(chart.x + chart.width).toBeLessThanOrEqual(panel.x + panel.width);
+    expect(chart.x + chart.width).toBeLessThanOrEqual(1000);
+    mkdirSync(RESULTS, { recursive: true });
+    await page.screenshot({ path: join(RESULTS, 'viewer-1000.png') });
+    expect(errors).toEqual([]);
   });
 });

@@ -178,7 +178,9 @@ export async function startLiveViewer(options: LiveViewerOptions = {}): Promise<
     async close() {
       if (closed) return;
       closed = true;
+      // What is not sent yet goes out first (and, if the run ended, its end), so no page misses it.
       if (flushing) clearImmediate(flushing);
+      flush();
       for (const follower of followers) follower.response.end();
       followers.clear();
       server.closeAllConnections();

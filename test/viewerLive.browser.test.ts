@@ -1,0 +1,280 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { pathToFileURL } from 'node:url';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { runCommand } from '../src/cli/run.js';
+import { createSessionActor, defineTool, waitForSettled } from '../src/index.js';
+import { scriptedProvider, type ScriptedProviderOptions } from '../src/testing/index.js';
+import type { ModelRequest, Provider, StreamSink } from '../src/types.js';
+import { serveViewer } from '../src/viewer/liveServer.js';
+import { writeViewer } from '../src/viewer/write.js';
+import { browserForTests } from './support/browser.js';
+
+/**
+ * The live viewer in a real browser (headless Chromium, found as in test/viewer.browser.test.ts):
+ * a page opened while a scripted run is held at a known point shows the run so far, follows it as
+ * it goes on (the same page, never reloaded), and once the run has ended is the page `exarch view`
+ * makes from the run's trace. Without a browser a local run skips this file with one line.
+ */
+const CHROMIUM = browserForTests('test/viewerLive.browser.test.ts');
+
+interface PageNode {
+  readonly innerHTML: string;
+  readonly outerHTML: string;
+  readonly textContent: string | null;
+}
+declare const document: { getElementById(id: string): PageNode | null; querySelector(selector: string): PageNode | null };
+declare const window: { readonly exarchViewer: { readonly records: number } };
+
+let browser: BrowserContext;
+let dir: string;
+
+beforeAll(async () => {
+  if (CHROMIUM === undefined) return;
+  dir = mkdtempSync(join(tmpdir(), 'exarch-live-browser-'));
+  browser = await chromium.launchPersistentContext(join(dir, 'profile'), {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport: { width: 1440, height: 960 },
+    args: ['--no-sandbox', '--headless', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A page on `url`; fails the test on any page error or a request to anywhere but `origin`. */
+async function open(url: string): Promise<{ page: Page; errors: string[]; foreign: string[] }> {
+  const page = await browser.newPage();
+  await page.setViewportSize({ width: 1440, height: 960 });
+  const errors: string[] = [];
+  const foreign: string[] = [];
+  const origin = url.startsWith('file:') ? 'file:' : new URL(url).origin;
+  page.on('pageerror', (error) => errors.push(error.message));
+  page.on('console', (message) => {
+    if (message.type() === 'error') errors.push(message.text());
+  });
+  page.on('request', (request) => {
+    if (!request.url().startsWith(origin)) foreign.push(request.url());
+  });
+  await page.goto(url);
+  await page.waitForSelector('body[data-ready="true"]', { timeout: 15_000 });
+  return { page, errors, foreign };
+}
+
+/** What the page shows: every drawn part of it, as markup (the live badge aside). */
+function shown(page: Page): Promise<Record<string, string>> {
+  return page.evaluate(() => {
+    const html = (id: string): string => document.getElementById(id)?.innerHTML ?? `(no #${id})`;
+    return {
+      title: html('title'),
+      stats: html('stats'),
+      legend: html('legend'),
+      corner: html('corner'),
+      tree: html('tree'),
+      axis: html('axis'),
+      lanes: html('lanes'),
+      range: html('range'),
+      details: html('details'),
+      chart: html('chart-panel'),
+    };
+  });
+}
+
+/** The tree's rows: agent id and the state or outcome its chip shows. */
+function rows(page: Page): Promise<string[][]> {
+  return page.$$eval('#tree .row', (nodes) => nodes.map((n) => [n.getAttribute('data-agent') ?? '', n.querySelector('.chip')?.textContent ?? '']));
+}
+
+/** Released by the test: the worker's `hold` call waits for it. */
+function gate() {
+  let release = (): void => undefined;
+  const opened = new Promise<void>((resolve) => (release = resolve));
+  let entered = (): void => undefined;
+  const holding = new Promise<void>((resolve) => (entered = resolve));
+  return { release, opened, holding, entered };
+}
+
+const usage = { inputTokens: 1000, outputTokens: 200 };
+/** The root delegates to `worker` and waits; the worker calls `hold`, then replies. Each request: 1,000 tokens in, 200 out. */
+const script: ScriptedProviderOptions['agents'] = {
+  root: [
+    { calls: [{ name: 'agent', input: { name: 'worker', task: 'Do the work' } }, { name: 'wait_for_agents', input: {} }], usage },
+    { text: 'The worker says: **worked**.', usage },
+  ],
+  worker: [
+    { calls: [{ name: 'hold', input: { what: 'the line' } }], usage },
+    { calls: [{ name: 'reply', input: { result: '# Worked\n\n- held the line\n- let go' } }], usage },
+  ],
+};
+
+describe.skipIf(CHROMIUM === undefined)('the live viewer of a run in progress', () => {
+  it('shows the run so far, follows it on the same page, and ends as the offline page of its trace', async () => {
+    const held = gate();
+    const hold = defineTool({
+      name: 'hold',
+      description: 'Holds until the test lets go',
+      input: z.object({ what: z.string() }),
+      run: async ({ what }) => {
+        held.entered();
+        await held.opened;
+        return `held ${what}`;
+      },
+    });
+    const actor = createSessionActor({ provider: scriptedProvider({ agents: script }), tools: [hold], task: 'Get the work done' });
+    const served = await serveViewer(actor, { title: 'live run', model: 'claude-sonnet-4-5' });
+    try {
+      actor.start();
+      await held.holding;
+
+      // Opened mid-run: the worker is in its batch, holding; nothing has ended.
+      const live = await open(served.url);
+      const { page } = live;
+      await page.waitForSelector('body[data-live="open"]');
+      expect(await page.locator('#live').innerText()).toBe('live');
+      expect(await rows(page)).toEqual([
+        ['root', 'waitingForAgents'],
+        ['root/worker', 'dispatchingBatch'],
+      ]);
+      expect(await page.locator('#lanes .lane[data-agent="root/worker"] .bar[data-state="dispatchingBatch"]').count()).toBe(1);
+      expect(await page.locator('#lanes .bar.final').count()).toBe(0);
+      // The call it is held in, with its input and no result yet.
+      await page.locator('#lanes .lane[data-agent="root/worker"] .bar[data-state="streaming"]').click();
+      const call = page.locator('#details .call').filter({ hasText: 'calls hold' });
+      expect(await call.innerText()).toContain('"what": "the line"');
+      expect(await call.innerText()).toContain('not back yet');
+
+      // Let go: the same page (not reloaded) shows the worker reply and the root answer.
+      const before = await page.evaluate(() => window.exarchViewer.records);
+      held.release();
+      await expect.poll(() => rows(page), { timeout: 15_000 }).toEqual([
+        ['root', 'readyForUser'],
+        ['root/worker', 'replied'],
+      ]);
+      expect(await page.locator('#lanes [data-kind="delivery"][data-child="root/worker"]').count()).toBe(1);
+      await waitForSettled(actor);
+      actor.stop();
+      await served.ended;
+      await page.waitForSelector('body[data-live="ended"]');
+      expect(await page.locator('#live').innerText()).toBe('run ended');
+      const after = await page.evaluate(() => window.exarchViewer.records);
+      expect(after).toBeGreaterThan(before);
+
+      // Costs at list prices (Sonnet: $3 in, $15 out per million): each agent made 2 requests of 1,000 in and 200 out.
+      expect(await page.locator('#tree .row[data-agent="root"] .meta').innerText()).toBe('2 req · 2.4k tok · $0.012');
+      expect(await page.locator('#stats').innerText()).toContain('$0.024 at list prices');
+      await page.locator('#lanes .lane[data-agent="root/worker"] .bar[data-state="streaming"]').first().click();
+      expect(await page.locator('#details .sub').innerText()).toContain('step 1 · $0.006');
+
+      // The offline page of the same run's trace (what `exarch view` writes), opened beside it.
+      const response = await page.request.get(`${served.url}trace.jsonl`);
+      const traceFile = join(dir, 'live.trace.jsonl');
+      writeFileSync(traceFile, await response.text());
+      const htmlFile = join(dir, 'live.html');
+      writeViewer(traceFile, htmlFile);
+      const offline = await open(pathToFileURL(htmlFile).href);
+      // The same clicks on both: a delivery (the time cursor goes to it), then the root's tree row.
+      for (const p of [page, offline.page]) {
+        await p.locator('#zoom-fit').click();
+        await p.locator('#lanes [data-kind="delivery"][data-child="root/worker"]').click();
+        await p.mouse.move(1, 1);
+      }
+      const [liveDelivery, offlineDelivery] = await Promise.all([shown(page), shown(offline.page)]);
+      expect(liveDelivery['details']).toContain('Worked');
+      expect(liveDelivery['lanes']?.length).toBeGreaterThan(1000);
+      for (const part of Object.keys(offlineDelivery)) expect(liveDelivery[part], part).toBe(offlineDelivery[part]);
+      for (const p of [page, offline.page]) {
+        await p.locator('#tree .row[data-agent="root"]').click();
+        await p.mouse.move(1, 1);
+      }
+      const [liveRoot, offlineRoot] = await Promise.all([shown(page), shown(offline.page)]);
+      expect(liveRoot['details']).toContain('model requests');
+      expect(liveRoot).toEqual(offlineRoot);
+
+      expect([...live.errors, ...offline.errors]).toEqual([]);
+      expect([...live.foreign, ...offline.foreign]).toEqual([]);
+    } finally {
+      held.release();
+      actor.stop();
+      await served.close();
+    }
+  });
+});
+
+/** The scripted model, held before the worker's second request until the test lets it go. */
+class HeldProvider implements Provider {
+  readonly name = 'held';
+  private readonly inner = scriptedProvider({ agents: script });
+  private requests = 0;
+  constructor(private readonly held: ReturnType<typeof gate>) {}
+
+  async stream(request: ModelRequest, sink: StreamSink): Promise<ModelResponse> {
+    if (request.agent.id === 'root/worker' && this.requests++ === 1) {
+      this.held.entered();
+      await this.held.opened;
+    }
+    return this.inner.stream(request, sink);
+  }
+}
+type ModelResponse = Awaited<ReturnType<Provider['stream']>>;
+
+/** A stream that keeps what is written to it. */
+function sink(): Writable & { text(): string } {
+  const chunks: string[] = [];
+  const stream = new Writable({
+    write(chunk, _encoding, done) {
+      chunks.push(String(chunk));
+      done();
+    },
+  });
+  return Object.assign(stream, { text: () => chunks.join('') });
+}
+
+describe.skipIf(CHROMIUM === undefined)('exarch run --ui', () => {
+  it('prints the page on stderr, serves the run as it goes, prints the answer on stdout and ends with the run', async () => {
+    const held = gate();
+    const stdout = sink();
+    const stderr = sink();
+    const cwd = mkdtempSync(join(tmpdir(), 'exarch-run-ui-'));
+    try {
+      // The CLI has no `hold` tool: its call gets an error result, and the held step is the worker's second request.
+      const running = runCommand('Get the work done', { ui: true, noStore: true }, {
+        stdout,
+        stderr,
+        env: { ...process.env, ANTHROPIC_API_KEY: '' },
+        cwd,
+        interrupt: new AbortController().signal,
+        provider: new HeldProvider(held),
+      });
+      await held.holding;
+      const url = /exarch: live turn flow at (http:\/\/127\.0\.0\.1:\d+\/) \(open it in a browser\)/.exec(stderr.text())?.[1];
+      expect(url).toBeDefined();
+      const { page, errors, foreign } = await open(url ?? '');
+      await page.waitForSelector('body[data-live="open"]');
+      expect((await rows(page)).map(([agent]) => agent)).toEqual(['root', 'root/worker']);
+      expect(await page.locator('#title').innerText()).toBe('exarch run: Get the work done');
+      held.release();
+      // Not a terminal: once the run has ended, the command returns and the server is gone.
+      expect(await running).toBe(0);
+      expect(stdout.text()).toBe('The worker says: **worked**.\n');
+      await page.waitForSelector('body[data-live="ended"]');
+      expect(await rows(page)).toEqual([
+        ['root', 'readyForUser · stopped'],
+        ['root/worker', 'replied'],
+      ]);
+      await expect(fetch(url ?? '')).rejects.toThrow();
+      expect(stderr.text()).not.toContain('still serving');
+      expect(errors).toEqual([]);
+      expect(foreign).toEqual([]);
+    } finally {
+      held.release();
+      rmSync(cwd, { recursive: true, force: true });
+    }
+  });
+});
