@@ -462,6 +462,20 @@ describe('traceFromJournal', () => {
     expect(drawn(buildViewerModel(derived))).toEqual(drawn(buildViewerModel(accepted(live))));
   });
 
+  it('prices a stored run in its page with the model it was started with', async () => {
+    const store = new MemoryRunStore();
+    const provider = new ScriptedProvider({ agents: { root: [{ text: 'done', usage: { inputTokens: 2_000, outputTokens: 1_000 } }] } });
+    const run = await startRun('Price it.', { provider }, { store, record: { model: 'claude-haiku-4-5' } });
+    await run.result;
+    const outFile = join(tempDir(), 'view', 'priced.html');
+    await writeViewerForRun(store, run.id, outFile);
+    const match = /<script type="application\/json" id="exarch-trace">([\s\S]*?)<\/script>/.exec(readFileSync(outFile, 'utf8'));
+    const records = (JSON.parse(match?.[1] ?? '{}') as { records: TraceRecord[] }).records;
+    expect(records[0]).toMatchObject({ kind: 'trace.start', model: 'claude-haiku-4-5' });
+    // Haiku 4.5: $1 per million input tokens, $5 per million output tokens.
+    expect(buildViewerModel(records).cost).toBeCloseTo(2_000 / 1e6 + (1_000 * 5) / 1e6, 12);
+  });
+
   it('is a valid, empty trace for an empty journal', () => {
     const records = traceFromJournal([], 'journal');
     expect(records.map((r) => r.kind)).toEqual(['trace.start', 'trace.end']);

@@ -37,7 +37,19 @@ describe('the published package', () => {
     expect(out.trim()).toBe('function function function');
   });
 
+  it('plain Node serves the live viewer as exarch/viewer, with the page script built into dist', () => {
+    const script = `
+      const { startLiveViewer } = await import('exarch/viewer');
+      const viewer = await startLiveViewer({ title: 'from dist' });
+      const page = await (await fetch(viewer.url)).text();
+      console.log(page.includes('class ViewerModelBuilder'), page.includes('function startViewer'), page.includes('markdownit'), page.includes('"title":"from dist"'));
+      await viewer.close();`;
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: root, encoding: 'utf8' });
+    expect(out.trim()).toBe('true true true true');
+  });
+
   it('ships type declarations for every entry point', () => {
+    expect(existsSync(`${root}/dist/src/viewer/index.d.ts`)).toBe(true);
     expect(existsSync(`${root}/dist/src/inspect/liveInspector.d.ts`)).toBe(true);
     expect(existsSync(`${root}/dist/src/trace/recorder.d.ts`)).toBe(true);
     expect(existsSync(`${root}/dist/src/index.d.ts`)).toBe(true);

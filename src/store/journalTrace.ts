@@ -76,6 +76,10 @@ export async function writeViewerForRun(store: RunStore, runId: string, outFile:
   const run = await store.getRun(runId);
   if (!run) throw new RunError(`no run with id ${runId}`, 'unknown-run', runId);
   const records = traceFromJournal(await store.journal(runId), title ?? `exarch run ${runId}`);
+  // The model the run was started with prices its costs in the page.
+  const model = run.options['model'];
+  const first = records[0];
+  if (typeof model === 'string' && first?.kind === 'trace.start') records[0] = { ...first, model };
   const html = renderViewerHtml(records);
   mkdirSync(dirname(outFile), { recursive: true });
   writeFileSync(outFile, html);

@@ -89,9 +89,11 @@ function startViewer(): void {
   if (data.live) {
     const badge = byId('live');
     let frame = false;
+    let drawnAt = 0;
     let hadAgents = run.model.agents.length > 0;
     const redraw = (): void => {
       frame = false;
+      drawnAt = performance.now();
       timeline.grew();
       if (!hadAgents && run.model.agents.length > 0) {
         hadAgents = true;
@@ -115,10 +117,11 @@ function startViewer(): void {
       run.records.length,
       (record) => {
         run.add(record);
-        if (!frame) {
-          frame = true;
-          requestAnimationFrame(redraw);
-        }
+        if (frame) return;
+        frame = true;
+        // At most ten draws a second, and never more than a fifth of the time: a big run draws slowly.
+        const wait = Math.max(0, drawnAt + Math.max(100, 5 * timeline.lastRenderMs) - performance.now());
+        window.setTimeout(() => requestAnimationFrame(redraw), wait);
       },
       setStatus,
     );
