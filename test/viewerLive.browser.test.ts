@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -29,6 +29,8 @@ interface PageNode {
 }
 declare const document: { getElementById(id: string): PageNode | null; querySelector(selector: string): PageNode | null };
 declare const window: { readonly exarchViewer: { readonly records: number } };
+
+const RESULTS = join(process.cwd(), 'test-results');
 
 let browser: BrowserContext;
 let dir: string;
@@ -149,6 +151,10 @@ describe.skipIf(CHROMIUM === undefined)('the live viewer of a run in progress', 
       const call = page.locator('#details .call').filter({ hasText: 'calls hold' });
       expect(await call.innerText()).toContain('"what": "the line"');
       expect(await call.innerText()).toContain('not back yet');
+
+      mkdirSync(RESULTS, { recursive: true });
+      await page.mouse.move(1, 1);
+      await page.screenshot({ path: join(RESULTS, 'viewer-live.png') });
 
       // Let go: the same page (not reloaded) shows the worker reply and the root answer.
       const before = await page.evaluate(() => window.exarchViewer.records);
