@@ -3,7 +3,7 @@ import { sessionStatechart } from '../statechart/extract.js';
 import { TRACE_VERSION, type TraceRecord } from './format.js';
 
 /** A trace record before it is timed. */
-export type TraceDraft = TraceRecord extends infer R ? (R extends TraceRecord ? Omit<R, 't'> : never) : never;
+type TraceDraft = TraceRecord extends infer R ? (R extends TraceRecord ? Omit<R, 't'> : never) : never;
 
 export interface TraceRecordMakerOptions {
   /** Shown by the viewer (default `exarch run`). */

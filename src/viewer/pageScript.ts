@@ -24,7 +24,7 @@ export interface PageScripts {
 }
 
 /** The files of the page's script, in order, relative to dist/viewer-page/. */
-export const PAGE_FILES = [
+const PAGE_FILES = [
   'inbox.js',
   'pricing.js',
   'viewer/model.js',

@@ -7,7 +7,7 @@ import type { AgentOutcome, Message, Usage } from '../../src/types.js';
  * once, in one pass per concern. Kept as an oracle for `ViewerModelBuilder`, which must give the
  * same model for every prefix of a trace (test/viewer.test.ts); it is not used by exarch itself.
  */
-export interface ViewerBar {
+interface ViewerBar {
   readonly state: string;
   readonly t0: number;
   /** Until the agent's next `state` record, its `agent.end`, or the end of the trace. */
@@ -24,7 +24,7 @@ export interface ViewerBar {
   readonly items: readonly number[];
 }
 
-export interface ViewerAgent {
+interface ViewerAgent {
   readonly id: string;
   readonly name: string;
   /** Depth in the displayed tree (0 for a root). */
@@ -54,7 +54,7 @@ export interface ViewerAgent {
   readonly delivery: number;
 }
 
-export interface ViewerArrow {
+interface ViewerArrow {
   readonly kind: 'spawn' | 'delivery';
   /** Lane indices: spawn goes parent → child, delivery child → parent. */
   readonly from: number;
