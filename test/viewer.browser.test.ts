@@ -403,6 +403,8 @@ describe.skipIf(CHROMIUM === undefined)('the viewer on a run whose call waited f
     expect(await page.locator('#details').innerText()).toContain('awaitingApproval');
     expect(await page.$$eval('[data-statechart-state].active', (nodes) => nodes.map((n) => n.getAttribute('data-statechart-state')))).toEqual(['awaitingApproval']);
     expect(await page.locator('.sc-edge.taken[data-from="streaming"][data-to="awaitingApproval"]').count()).toBe(1);
+    // A wait for a person is marked so that it shows at any zoom, however short.
+    expect(await page.locator('#lanes .lane[data-agent="root/scribe"] [data-kind="approval"]').count()).toBe(1);
     // The legend names the state, and says it in words.
     expect(await page.locator('.item[title="waiting for a person to approve a tool call"]').innerText()).toBe('awaitingApproval');
     expect(errors).toEqual([]);

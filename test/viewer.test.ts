@@ -280,6 +280,20 @@ describe('ViewerModelBuilder', () => {
     expect(buildViewerModel(tinyTrace('ok')).cost).toBeUndefined();
   });
 
+  it('lets what still runs last until now, for a page that follows a live run', () => {
+    const records = tinyTrace('ok').filter((r) => r.kind !== 'trace.end' && !(r.kind === 'agent.end' && r.agent === 'root'));
+    const builder = viewerModelBuilder();
+    for (const record of records) builder.add(record);
+    const model = builder.model(50);
+    expect(model.t1).toBe(50);
+    const [root, explorer] = model.agents;
+    // The root still runs: its lane and its last bar reach now. The explorer ended at 10.2.
+    expect([root?.end, root?.bars.at(-1)?.t1]).toEqual([50, 50]);
+    expect([explorer?.end, explorer?.bars.at(-1)?.t1]).toEqual([10.2, 10.2]);
+    // A now before the last record changes nothing.
+    expect(builder.model(3).t1).toBe(10.2);
+  });
+
   it('numbers steps over the agent\'s life, as the CLI does', () => {
     const records: TraceRecord[] = [
       { t: 0, kind: 'trace.start', version: TRACE_VERSION, startedAt: '', title: 'steps', statechart: sessionStatechart() },

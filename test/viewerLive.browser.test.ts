@@ -129,18 +129,23 @@ describe.skipIf(CHROMIUM === undefined)('the live viewer of a run in progress', 
         return `held ${what}`;
       },
     });
-    const actor = createSessionActor({ provider: scriptedProvider({ agents: script }), tools: [hold], task: 'Get the work done' });
+    // The root's first request is held too: the page opens on the root alone.
+    const first = gate();
+    const actor = createSessionActor({ provider: new HeldProvider(first, 'root', 0), tools: [hold], task: 'Get the work done' });
     const served = await serveViewer(actor, { title: 'live run', model: 'claude-sonnet-4-5' });
     try {
       actor.start();
-      await held.holding;
-
-      // Opened mid-run: the worker is in its batch, holding; nothing has ended.
+      await first.holding;
       const live = await open(served.url);
       const { page } = live;
       await page.waitForSelector('body[data-live="open"]');
       expect(await page.locator('#live').innerText()).toBe('live');
-      expect(await rows(page)).toEqual([
+      expect(await rows(page)).toEqual([['root', 'streaming']]);
+
+      // The root spawns the worker, which is held in its batch: it appears on the page, and nothing has ended.
+      first.release();
+      await held.holding;
+      await expect.poll(() => rows(page)).toEqual([
         ['root', 'waitingForAgents'],
         ['root/worker', 'dispatchingBatch'],
       ]);
@@ -206,6 +211,7 @@ describe.skipIf(CHROMIUM === undefined)('the live viewer of a run in progress', 
       expect([...live.errors, ...offline.errors]).toEqual([]);
       expect([...live.foreign, ...offline.foreign]).toEqual([]);
     } finally {
+      first.release();
       held.release();
       actor.stop();
       await served.close();
@@ -213,15 +219,21 @@ describe.skipIf(CHROMIUM === undefined)('the live viewer of a run in progress', 
   });
 });
 
-/** The scripted model, held before the worker's second request until the test lets it go. */
+/** The scripted model, held before one agent's n-th request (from 0) until the test lets it go. */
 class HeldProvider implements Provider {
   readonly name = 'held';
   private readonly inner = scriptedProvider({ agents: script });
-  private requests = 0;
-  constructor(private readonly held: ReturnType<typeof gate>) {}
+  private readonly counts = new Map<string, number>();
+  constructor(
+    private readonly held: ReturnType<typeof gate>,
+    private readonly agent: string,
+    private readonly request: number,
+  ) {}
 
   async stream(request: ModelRequest, sink: StreamSink): Promise<ModelResponse> {
-    if (request.agent.id === 'root/worker' && this.requests++ === 1) {
+    const n = this.counts.get(request.agent.id) ?? 0;
+    this.counts.set(request.agent.id, n + 1);
+    if (request.agent.id === this.agent && n === this.request) {
       this.held.entered();
       await this.held.opened;
     }
@@ -256,7 +268,7 @@ describe.skipIf(CHROMIUM === undefined)('exarch run --ui', () => {
         env: { ...process.env, ANTHROPIC_API_KEY: '' },
         cwd,
         interrupt: new AbortController().signal,
-        provider: new HeldProvider(held),
+        provider: new HeldProvider(held, 'root/worker', 1),
       });
       await held.holding;
       const url = /exarch: live turn flow at (http:\/\/127\.0\.0\.1:\d+\/) \(open it in a browser\)/.exec(stderr.text())?.[1];

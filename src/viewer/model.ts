@@ -252,10 +252,14 @@ export class ViewerModelBuilder {
   /**
    * The model of the records added so far. It shares the builder's arrays (bars, items, events):
    * what is added later shows in them, so take a new model after adding.
+   *
+   * @param now for a run still going: the time (ms since the trace started) that its open
+   *   intervals last until, when it is later than its last record.
    */
-  model(): ViewerModel {
+  model(now?: number): ViewerModel {
     if (this.orderStale) this.layOut();
-    const { t1, laneOf } = this;
+    const { laneOf } = this;
+    const t1 = now === undefined ? this.t1 : Math.max(this.t1, now);
     let total: number | undefined;
     const outcomes: Partial<Record<AgentOutcome, number>> = {};
     const agents = this.order.map(({ track, depth }): ViewerAgent => {

@@ -95,12 +95,13 @@ button { font: inherit; }
 .row:hover { background: rgba(37, 99, 235, .06); }
 .row.sel { background: rgba(37, 99, 235, .14); box-shadow: inset 3px 0 0 var(--accent); }
 .row .twig { color: #cbd5e1; font-family: var(--mono); font-size: 11px; }
-.row .name { font-weight: 600; overflow: hidden; text-overflow: ellipsis; min-width: 0; }
+/* When a row is too narrow the counts give way first, then the name (never below a few letters). */
+.row .name { font-weight: 600; overflow: hidden; text-overflow: ellipsis; min-width: 4em; flex: 0 1 auto; }
 .row .chip {
   font-size: 10.5px; line-height: 16px; padding: 0 6px; border-radius: 8px; color: #fff; background: var(--c, #94a3b8); flex: none;
 }
 .row .chip.light { color: var(--ink-2); }
-.row .meta { color: var(--muted); font-size: 11px; margin-left: auto; font-variant-numeric: tabular-nums; flex: none; }
+.row .meta { color: var(--muted); font-size: 11px; margin-left: auto; font-variant-numeric: tabular-nums; flex: 0 100 auto; min-width: 0; overflow: hidden; text-overflow: ellipsis; }
 #lanes-wrap { position: relative; overflow: hidden; }
 #lanes { display: block; }
 #lanes .lane-bg { fill: transparent; }

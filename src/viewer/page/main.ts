@@ -8,6 +8,12 @@ function startViewer(): void {
   const data = JSON.parse(byId('exarch-trace').textContent ?? '{}') as PageData;
   const run = new RunData(data.title);
   for (const record of data.records) run.add(record);
+  if (data.live) {
+    // A run still going: what is open lasts until now (the trace's clock is this machine's).
+    const first = run.records[0];
+    const startedAt = first?.kind === 'trace.start' ? Date.parse(first.startedAt) : NaN;
+    run.following(Number.isFinite(startedAt) ? startedAt : null);
+  }
   const parsedAt = performance.now();
 
   const palette = new Palette(data);
@@ -91,9 +97,19 @@ function startViewer(): void {
     let frame = false;
     let drawnAt = 0;
     let hadAgents = run.model.agents.length > 0;
+    // Bars of what still runs grow with the clock, redrawn each second between records.
+    const ticker = window.setInterval(() => schedule(), 1000);
+    const schedule = (): void => {
+      if (frame) return;
+      frame = true;
+      // At most ten draws a second, and never more than a fifth of the time: a big run draws slowly.
+      const wait = Math.max(0, drawnAt + Math.max(100, 5 * timeline.lastRenderMs) - performance.now());
+      window.setTimeout(() => requestAnimationFrame(redraw), wait);
+    };
     const redraw = (): void => {
       frame = false;
       drawnAt = performance.now();
+      run.refresh();
       timeline.grew();
       if (!hadAgents && run.model.agents.length > 0) {
         hadAgents = true;
@@ -107,7 +123,10 @@ function startViewer(): void {
       badge.textContent = status === 'ended' ? 'run ended' : status === 'open' ? 'live' : 'reconnecting…';
       badge.className = `live ${status}`;
       if (status === 'ended') {
-        // The last records may have come in this very task: draw them before saying so.
+        // The run is over: it ends at its last record, as the page of its trace does. The last
+        // records may have come in this very task: draw them before saying so.
+        window.clearInterval(ticker);
+        run.following(null);
         redraw();
         document.body.setAttribute('data-live', 'ended');
       } else document.body.setAttribute('data-live', status);
@@ -117,11 +136,7 @@ function startViewer(): void {
       run.records.length,
       (record) => {
         run.add(record);
-        if (frame) return;
-        frame = true;
-        // At most ten draws a second, and never more than a fifth of the time: a big run draws slowly.
-        const wait = Math.max(0, drawnAt + Math.max(100, 5 * timeline.lastRenderMs) - performance.now());
-        window.setTimeout(() => requestAnimationFrame(redraw), wait);
+        schedule();
       },
       setStatus,
     );

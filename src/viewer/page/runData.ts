@@ -16,6 +16,8 @@ class RunData {
   private readonly builder: ViewerModelBuilderType;
   private current: ViewerModel;
   private stale = false;
+  /** On a live page, when its trace started (ms since the epoch); null once the run has ended. */
+  private liveSince: number | null = null;
   private readonly calls = new Map<string, ToolCallInfo>();
   /** Each record's searchable text, lower-cased, made the first time a search needs it. */
   private readonly texts: (string | undefined)[] = [];
@@ -35,13 +37,25 @@ class RunData {
     }
   }
 
-  /** The model of every record so far. */
+  /** The model of every record so far (as of the last `refresh` on a live page). */
   get model(): ViewerModel {
-    if (this.stale) {
-      this.current = this.builder.model();
-      this.stale = false;
-    }
+    if (this.stale && this.liveSince === null) this.refresh();
     return this.current;
+  }
+
+  /**
+   * A live page's run goes on between records: its open intervals last until now. `since` is
+   * when the trace started (its `startedAt`, on this machine's clock, which is the server's).
+   */
+  following(since: number | null): void {
+    this.liveSince = since;
+    this.refresh();
+  }
+
+  /** Builds the model again: with what was added since, and on a live page up to now. */
+  refresh(): void {
+    this.current = this.liveSince === null ? this.builder.model() : this.builder.model(Math.max(0, Date.now() - this.liveSince));
+    this.stale = false;
   }
 
   call(id: string): ToolCallInfo | undefined {
