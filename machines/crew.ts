@@ -64,6 +64,9 @@ export interface CrewContext {
  * file imports nothing from session.ts, nothing is bound by mutation when a module loads, and
  * members are still spawned by a key (which persisted snapshots name), with the same actor ids.
  */
+/** The crew machine's id: what tells a crew from a session to those that watch actors (the live inspector leaves crews out). */
+export const CREW_MACHINE_ID = 'crew';
+
 export function createCrewMachine<Input>(memberLogic: () => AnyActorLogic) {
   return setup({
     types: { context: {} as CrewContext, events: {} as CrewEvent, input: {} as CrewInput<Input> },
@@ -74,7 +77,7 @@ export function createCrewMachine<Input>(memberLogic: () => AnyActorLogic) {
       },
     },
   }).createMachine({
-    id: 'crew',
+    id: CREW_MACHINE_ID,
     // A crew is made with all the members it will ever hold (those of one tool batch), and spawns
     // them as it starts: the session's batch needs no event to each crew, and so no enqueued actions.
     context: ({ input, spawn }) => {

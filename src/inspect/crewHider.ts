@@ -1,6 +1,6 @@
 import type { StatelyInspectionEvent } from '@statelyai/inspect';
 import type { InspectionEvent } from 'xstate';
-import { crewMachine } from '../../machines/crew.js';
+import { CREW_MACHINE_ID } from '../../machines/crew.js';
 
 /** XState's event for a child actor that finished (`done`) or crashed (`error`). */
 const CHILD_ENDED = /^xstate\.(done|error)\.actor\./;
@@ -21,8 +21,8 @@ export class CrewHider {
 
   note(event: InspectionEvent): void {
     if (event.type !== '@xstate.actor') return;
-    const ref = event.actorRef as unknown as { logic?: unknown; sessionId: string; _parent?: { sessionId: string } };
-    if (ref.logic === crewMachine) this.crews.set(ref.sessionId, ref._parent?.sessionId);
+    const ref = event.actorRef as unknown as { logic?: { id?: unknown }; sessionId: string; _parent?: { sessionId: string } };
+    if (ref.logic?.id === CREW_MACHINE_ID) this.crews.set(ref.sessionId, ref._parent?.sessionId);
   }
 
   view(message: StatelyInspectionEvent): StatelyInspectionEvent | undefined {
