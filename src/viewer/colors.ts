@@ -48,8 +48,3 @@ export const OUTCOME_COLORS: Readonly<Record<AgentOutcome, string>> = {
 export function stateColor(state: string): string {
   return STATE_COLORS[state] ?? UNKNOWN_STATE_COLOR;
 }
-
-/** Text on a bar of this colour: dark on the light waiting grey, white on the rest. */
-export function stateTextColor(state: string): string {
-  return state === 'readyForUser' || state === 'finishedWithoutReply' ? '#1e293b' : '#ffffff';
-}

@@ -4,3 +4,4 @@ export { writeViewer, type WrittenViewer } from './write.js';
 export { buildViewerModel, viewerModelBuilder } from './buildModel.js';
 export { ViewerModelBuilder, type ViewerAgent, type ViewerArrow, type ViewerBar, type ViewerModel, type ViewerModelBuilderOptions } from './model.js';
 export { LiveViewerError, serveViewer, startLiveViewer, type LiveViewer, type LiveViewerOptions, type ServedViewer } from './liveServer.js';
+export { PageScriptError } from './pageScript.js';

@@ -32,7 +32,7 @@ interface Box {
 }
 
 /** An event name as the diagram spells it: `xstate.done.actor.*` → `child done`. */
-export function shortEvent(event: string): string {
+function shortEvent(event: string): string {
   const actor = /^xstate\.(done|error)\.actor\.(.+)$/.exec(event);
   if (actor) return actor[2] === '*' ? `child ${actor[1]}` : `${actor[1]}: ${actor[2]}`;
   return event;
