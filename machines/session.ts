@@ -1,5 +1,6 @@
 import { and, assign, enqueueActions, setup, type AnyActorLogic, type AnyActorRef } from 'xstate';
 import { denialMessage, type ApprovalAnswerEvent } from '../src/approvals.js';
+import { checkAgentBudget, type AgentBudget, type BudgetScope, type BudgetSpentEvent } from '../src/budget.js';
 import { childIdentity, ROOT_AGENT } from '../src/identity.js';
 import { assertToolPairing } from '../src/pairing.js';
 import { ChildRegistry, type LiveChild } from './childRegistry.js';
@@ -55,6 +56,13 @@ export interface SessionInput extends SessionOptions {
    * instead of afresh, and resumes its live children the same way.
    */
   readonly restore?: RestoredSession;
+  /**
+   * Set by a parent for a sub-agent it gives a budget (`agent {…, budget}`): the most the sub-agent
+   * and its subtree may spend together (see `BudgetMeter`).
+   */
+  readonly subtreeBudget?: AgentBudget;
+  /** Set by a parent for the sub-agents it spawns: the nearest budget they spend within, if any. */
+  readonly enclosingBudget?: BudgetScope;
 }
 
 export type SessionEvent =
@@ -64,6 +72,8 @@ export type SessionEvent =
   | { readonly type: 'cancel'; readonly reason?: string }
   /** A person's answer to a call the session waits on (routed by the tree's desk: see `respond`). */
   | ApprovalAnswerEvent
+  /** Its budget (given by its parent, or one around it) is spent: it ends `capped` at once (src/budget.ts). */
+  | BudgetSpentEvent
   /** From the session's effects: the model's response or failure, tool results, ticks. */
   | EffectEvent
   /** A spawned sub-agent finished (actor ids of sub-agents are decimal numbers). */
@@ -111,6 +121,8 @@ export interface SessionFixed {
   readonly system: string;
   readonly latches: readonly NudgeLatch[];
   readonly recorder: SessionRecorder;
+  /** The nearest budget it spends within: its own (given by its parent) or an ancestor's; undefined: the tree's only. */
+  readonly budgetScope: BudgetScope | undefined;
 }
 
 export interface SessionContext {
@@ -169,9 +181,9 @@ function isQuiet(context: SessionContext): boolean {
   return context.inbox.length === 0 && context.children.size === 0;
 }
 
-/** The step cap, or the tree's budget (src/budget.ts): a session that would go on ends `capped`. */
+/** The step cap, or a budget (src/budget.ts): a session that would go on ends `capped`. */
 function capReached(context: SessionContext): boolean {
-  return context.steps >= context.options.maxSteps || context.options.budget.caps(context.agent);
+  return context.steps >= context.options.maxSteps || context.options.budget.caps(context.agent, context.fixed.budgetScope);
 }
 
 /** Why the last step stopped, as the nudge registry sees it. */
@@ -217,8 +229,8 @@ function commitResponseTo(context: SessionContext, response: ModelResponse): Usa
   const blocks = nonEmptyBlocks(response.content);
   appendAssistantBlocks(context.messages, blocks);
   if (blocks.length > 0) context.fixed.recorder.record({ type: 'message', role: 'assistant', content: blocks });
+  // (Budgets counted these tokens as they streamed: see `requestModel`.)
   const usage = addUsage(context.usage, response.usage);
-  context.options.budget.add(response.usage);
   context.fixed.recorder.record({
     type: 'usage',
     request: response.usage,
@@ -381,7 +393,7 @@ function resumedContext(made: MadeContext, restore: RestoredSession, spawn: Spaw
     let members = crews.get(live.crewId);
     if (!members) crews.set(live.crewId, (members = []));
     const input = child.restore ? { agent: child.agent, restore: child.restore } : { agent: child.agent, task: child.task };
-    members.push({ actorId: child.actorId, input: inheritOptions(childOptions(options, child.profile), input) });
+    members.push({ actorId: child.actorId, input: inheritOptions(childOptions(options, child.profile), { ...input, ...budgetsFor(made.fixed.budgetScope, child.budget) }) });
   }
   children.closeCrew();
   for (const [crewId, members] of crews) spawn('crew', { id: crewId, input: { members } });
@@ -454,6 +466,11 @@ function resumedBatch(restored: NonNullable<RestoredSession['batch']>, toolbox: 
   return { plan, results, reply, cancels, wait, awaiting, stepEnd, committed: false, cancelsSent: false };
 }
 
+/** What a parent passes a sub-agent of its budgets: the one it gives it, and the one it spends within. */
+function budgetsFor(enclosing: BudgetScope | undefined, own: AgentBudget | undefined): Pick<SessionInput, 'subtreeBudget' | 'enclosingBudget'> {
+  return { ...(own === undefined ? {} : { subtreeBudget: own }), ...(enclosing === undefined ? {} : { enclosingBudget: enclosing }) };
+}
+
 /** The input of the `tool_use` block `id` of a response. */
 function inputOf(content: readonly AssistantBlock[], id: string): Readonly<Record<string, unknown>> {
   for (const block of content) if (block.type === 'tool_use' && block.id === id) return block.input;
@@ -485,6 +502,7 @@ export function validateSessionInput(input: SessionInput): void {
   buildToolbox(options.tools, sessionAxes(agent.depth, options), options.protocol);
   if (input.history) assertToolPairing(input.history);
   if (input.task !== undefined && typeof input.task !== 'string') throw new TypeError('exarch: `task` must be a string');
+  checkAgentBudget(input.subtreeBudget);
 }
 
 const machineSetup = setup({
@@ -541,7 +559,17 @@ const machineSetup = setup({
     countStep: assign({ steps: ({ context }) => context.steps + 1 }),
     /** Starts the model request (see src/sessionEffects.ts); it answers with `model.done` or `model.error`. */
     requestModel: ({ context, self }) => {
-      context.options.budget.requestStarting(context.agent);
+      const meter = context.options.budget;
+      const { agent } = context;
+      const { budgetScope } = context.fixed;
+      // No request starts once a budget it spends within is spent: it ends `capped` instead (a
+      // crossing already sent it that, or cancels it; this covers one that began just after).
+      if (meter.blocks(agent, budgetScope)) {
+        queueMicrotask(() => self.send({ type: 'budget.spent' } satisfies BudgetSpentEvent));
+        return;
+      }
+      meter.requestStarting(agent);
+      const model = context.options.model;
       // Results are appended to this very array until the turn's first request leaves (see joinTurn).
       const inbox = context.inbox;
       const lateResults = context.joinable && context.steps === 1 ? () => inbox.length > 0 : undefined;
@@ -558,6 +586,8 @@ const machineSetup = setup({
         retry: context.options.retry,
         stallTimeoutMs: context.options.stallTimeoutMs,
         onRetry: (info) => context.fixed.recorder.record({ type: 'retry', ...info }),
+        // Counted as the stream reports it, so a budget is reached before the response completes.
+        onUsage: (added) => meter.charge(agent, model, budgetScope, added),
       }, lateResults);
     },
     /** Starts the batch's runnable calls; they answer with `tool.settled` and, last, `batch.drained`. */
@@ -624,6 +654,10 @@ const machineSetup = setup({
               results.set(call.id, errorResult(call.id, `a sub-agent named '${call.name}' is still running; pick another name or cancel it first`));
               break;
             }
+            if (call.budget?.cost !== undefined && !context.options.budget.priced) {
+              results.set(call.id, errorResult(call.id, 'invalid input for tool \'agent\': budget.cost: this run has no prices to count US$ with; give budget.tokens instead'));
+              break;
+            }
             spawned += 1;
             const use = children.nextUse(call.name);
             const agent = childIdentity(context.agent, call.name, use);
@@ -633,8 +667,16 @@ const machineSetup = setup({
             const child = children.add(actorId, agent);
             let members = crews.get(child.crewId);
             if (!members) crews.set(child.crewId, (members = []));
-            members.push({ actorId, input: inheritOptions(childOptions(context.options, call.type), { task: call.task, agent }) });
-            context.fixed.recorder.record({ type: 'spawn', name: call.name, id: agent.id, actorId, task: call.task, ...(call.type === undefined ? {} : { profile: call.type }) });
+            members.push({ actorId, input: inheritOptions(childOptions(context.options, call.type), { task: call.task, agent, ...budgetsFor(context.fixed.budgetScope, call.budget) }) });
+            context.fixed.recorder.record({
+              type: 'spawn',
+              name: call.name,
+              id: agent.id,
+              actorId,
+              task: call.task,
+              ...(call.type === undefined ? {} : { profile: call.type }),
+              ...(call.budget === undefined ? {} : { budget: call.budget }),
+            });
             results.set(
               call.id,
               okResult(call.id, `Sub-agent '${call.name}' started. Its result will arrive later as a message beginning with [agent '${call.name}' …].`),
@@ -785,8 +827,9 @@ const machineSetup = setup({
       return { result: settle(context, rendered.length > 0 ? 'replied' : 'empty', { text: rendered, ...value }) };
     }),
     settleEmpty: assign(({ context }) => ({ result: settle(context, 'empty') })),
-    settleCapped: assign(({ context }) => {
-      const reason = context.options.budget.caps(context.agent) ? 'budget' : `step cap of ${context.options.maxSteps} reached`;
+    settleCapped: assign(({ context, event }) => {
+      const budget = event.type === 'budget.spent' || context.options.budget.caps(context.agent, context.fixed.budgetScope);
+      const reason = budget ? 'budget' : `step cap of ${context.options.maxSteps} reached`;
       return { result: settle(context, 'capped', { reason }) };
     }),
     settleFailed: assign(({ context }) => ({ result: settle(context, 'failed', { reason: context.failure ?? 'unknown failure' }) })),
@@ -827,9 +870,15 @@ export const sessionMachine = machineSetup.createMachine({
     const system = typeof options.system === 'string' ? options.system : (options.system ?? defaultSystemPrompt)(agent, axes.spawns);
     const latches = latchesFor(options, axes.replies);
     if (restore?.approvedTools) options.approvals.approveAlways(restore.approvedTools);
-    if (agent.depth === 0) options.budget.attachRoot(self);
-    const fixed: SessionFixed = { toolbox, system, latches, recorder };
-    if (restore) return resumedContext({ options, agent, fixed, failure: null, result: null }, restore, spawn);
+    const meter = options.budget;
+    if (agent.depth === 0) meter.attachRoot(self);
+    const budgetScope = input.subtreeBudget ? meter.scope(agent, input.subtreeBudget, input.enclosingBudget, self) : input.enclosingBudget;
+    const fixed: SessionFixed = { toolbox, system, latches, recorder, budgetScope };
+    if (restore) {
+      // What its journal committed counts toward its budgets again (its live sub-agents add theirs).
+      meter.seed(agent, options.model, budgetScope, restore.usage, restore.childUsage);
+      return resumedContext({ options, agent, fixed, failure: null, result: null }, restore, spawn);
+    }
     recorder.record({ type: 'session', agent, ...(input.task === undefined ? {} : { task: input.task }) });
     // A literal rather than a spread of the shared fields: this runs once per sub-agent.
     return {
@@ -861,6 +910,11 @@ export const sessionMachine = machineSetup.createMachine({
         { type: 'closeOpenCalls', params: { reason: 'cancelled' } },
         'abortEffects',
       ],
+    },
+    // Its budget is spent: it ends at once, as a cancel would end it, but `capped` ("budget").
+    'budget.spent': {
+      target: '.capped',
+      actions: [{ type: 'closeOpenCalls', params: { reason: 'not run: the budget is spent' } }, 'abortEffects'],
     },
     'xstate.done.actor.*': { guard: 'fromSubAgent', actions: 'receiveChildResult' },
     'xstate.error.actor.*': { guard: 'fromSubAgent', actions: 'receiveChildError' },

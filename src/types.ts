@@ -101,6 +101,13 @@ export interface StreamSink {
   toolInputDelta(id: string, partialJson: string): void;
   /** Any other sign of life (pings, thinking deltas). */
   heartbeat(): void;
+  /**
+   * The tokens this attempt has used so far, cumulative (the Anthropic stream's `message_start` and
+   * `message_delta` usage). Budgets count it as it arrives, before the response completes; a
+   * provider that never calls it is counted once, from the response's `usage`. (Optional for a sink
+   * made by hand: providers call it only if it is there.)
+   */
+  usage?(usage: Usage): void;
 }
 
 export interface ModelResponse {

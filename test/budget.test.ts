@@ -1,7 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineTool } from '../src/index.js';
-import { runTraced, toolResults } from './helpers.js';
+import { createSessionActor, defineTool, waitForSettled } from '../src/index.js';
+import { AnthropicProvider } from '../src/providers/anthropic.js';
+import type { Message } from '../src/types.js';
+import { runTraced, startTraced, toolResults } from './helpers.js';
+import { responseEvents, scriptedHandler, startAnthropicServer } from './support/anthropicServer.js';
+
+function textOf(message: Message | undefined): string {
+  return message?.content.map((b) => (b.type === 'text' ? b.text : '')).join('\n') ?? '';
+}
 
 /**
  * Issue 17, budgets: the tree's spend, counted from each response's usage, bounds the whole tree.
@@ -77,5 +84,93 @@ describe('a tree budget', () => {
     expect(snapshot.context.options.budget.totals.cost).toBeCloseTo(0.02);
     await expect(runTraced({ root: [] }, { task: 'go', budget: { maxCost: 1 } })).rejects.toThrow(/^exarch: budget.maxCost needs budget.price/);
     await expect(runTraced({ root: [] }, { task: 'go', budget: { maxTokens: -1 } })).rejects.toThrow(/^exarch: budget.maxTokens must be a positive number, got -1$/);
+  });
+});
+
+/**
+ * Usage is counted as the stream reports it (`message_start` carries the input tokens), not when a
+ * response completes: a response whose first event takes the tree past its budget stops the tree
+ * while that response, and a sibling's, are still streaming. Both streams here would run until
+ * aborted, so counted only at completion the budget would never be reached and the run never end.
+ */
+describe('usage counted as it streams', () => {
+  /** Races `promise` against a deadline, so a missing count fails with a reason instead of hanging the test. */
+  async function within<T>(ms: number, promise: Promise<T>, what: string): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms);
+    });
+    try {
+      return await Promise.race([promise, deadline]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  const rootScript = [
+    { calls: [{ name: 'agent', input: { name: 'big', task: 'read everything' } }, { name: 'agent', input: { name: 'small', task: 'read a little' } }, { name: 'wait_for_agents', input: {} }], usage: { inputTokens: 10 } },
+    { text: 'Answered from what I have.', usage: { inputTokens: 10 } },
+  ];
+
+  it('scripted model: the input tokens of a response still streaming reach the budget; both streams are aborted', async () => {
+    const traced = startTraced(
+      {
+        root: rootScript,
+        // One event (it carries the usage), then silence until aborted; `small` is streaming by the
+        // time `big` reports.
+        big: [{ text: 'reading…', usage: { inputTokens: 1_000 }, stallAfter: 1, delayMs: 30 }],
+        small: [{ text: 'reading…', usage: { inputTokens: 10 }, stallAfter: 1 }],
+      },
+      { task: 'go', budget: { maxTokens: 500 }, stallTimeoutMs: 600_000 },
+    );
+    const settled = await within(20_000, waitForSettled(traced.actor), 'the budget stopping the tree');
+    expect(settled.value).toBe('readyForUser');
+    expect(traced.provider.requests.map((r) => r.agentId).sort()).toEqual(['root', 'root', 'root/big', 'root/small']);
+    expect(traced.last.get('root/big')?.value).toBe('cancelled');
+    expect(traced.last.get('root/small')?.value).toBe('cancelled');
+    const told = textOf(traced.provider.requestsOf('root')[1]?.lastMessage);
+    expect(told).toContain("[agent 'big' was cancelled]");
+    expect(told).toContain("[agent 'small' was cancelled]");
+    // The spend counted includes what the aborted streams reported.
+    expect(settled.context.options.budget.totals.tokens).toBeGreaterThanOrEqual(1_000);
+    traced.actor.stop();
+  });
+
+  it('Anthropic SSE over the loopback server: message_start alone reaches the budget', async () => {
+    const spawn = responseEvents({ toolCalls: [{ name: 'agent', input: { name: 'big', task: 'read everything' } }, { name: 'wait_for_agents', input: {} }], usage: { input_tokens: 10 } });
+    const answer = responseEvents({ text: 'Answered from what I have.', usage: { input_tokens: 10 } });
+    const big = responseEvents({ text: 'reading everything', usage: { input_tokens: 1_000 } });
+    const server = await startAnthropicServer(
+      scriptedHandler({
+        root: [
+          { kind: 'stream', events: spawn },
+          { kind: 'stream', events: answer },
+        ],
+        // message_start (1,000 input tokens), then nothing until the client aborts.
+        big: [{ kind: 'stream', events: big, stallAfter: 1 }],
+      }),
+    );
+    // What the server said was spent: the root's two whole responses (their message_delta totals) and
+    // the message_start of the stream that never finished.
+    const total = (events: typeof big, kind: 'message_start' | 'message_delta'): number => {
+      const event = events.find((e) => e.event === kind)?.data as { usage?: Record<string, number>; message?: { usage: Record<string, number> } };
+      return Object.values(event.usage ?? event.message?.usage ?? {}).reduce((a, b) => a + b, 0);
+    };
+    const spent = total(spawn, 'message_delta') + total(answer, 'message_delta') + total(big, 'message_start');
+    try {
+      const provider = new AnthropicProvider({ apiKey: 'test-key', baseURL: server.url, model: 'claude-test', sdkMaxRetries: 0 });
+      const actor = createSessionActor({ provider, task: 'go', budget: { maxTokens: 500 }, stallTimeoutMs: 600_000 });
+      actor.start();
+      const settled = await within(20_000, waitForSettled(actor), 'the budget stopping the tree');
+      actor.stop();
+      expect(settled.value).toBe('readyForUser');
+      expect(server.requests.map((r) => r.agent)).toEqual(['root', 'big', 'root']);
+      const last = server.requests[2]?.body.messages.at(-1);
+      expect(JSON.stringify(last)).toContain("[agent 'big' was cancelled]");
+      expect(settled.context.options.budget.totals.tokens).toBe(spent);
+      expect(server.pairingViolations).toEqual([]);
+    } finally {
+      await server.close();
+    }
   });
 });

@@ -120,6 +120,16 @@ describe('declared agents', () => {
         properties: {
           name: { type: 'string', pattern: '^[A-Za-z0-9_-]{1,64}$', description: "The sub-agent's name, unique among your running sub-agents." },
           task: { type: 'string', minLength: 1, description: 'Everything the sub-agent needs to know: it sees nothing else of your conversation.' },
+          // Issue 17: the budget a parent may give (docs/protocol.md §2).
+          budget: {
+            type: 'object',
+            additionalProperties: false,
+            description: expect.stringMatching(/^Optional: the most this sub-agent and every agent it starts may spend together\./),
+            properties: {
+              tokens: { type: 'integer', exclusiveMinimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: expect.any(String) },
+              cost: { type: 'number', exclusiveMinimum: 0, description: expect.any(String) },
+            },
+          },
         },
         required: ['name', 'task'],
       },

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { stringifyBounded } from '../nesting.js';
 import { Redactor } from '../redact.js';
 import type { AgentIdentity, AgentOutcome, AgentResult, Message, StopReason, Usage } from '../types.js';
+import type { AgentBudget } from '../budget.js';
 
 /**
  * One session's append-only log. Message records hold what was appended to the history, in
@@ -21,8 +22,8 @@ export type LogRecord =
       /** Tool calls cut off at max_tokens (never executed); absent when none. */
       readonly incomplete?: readonly string[];
     }
-  /** A child was spawned: its name, agent id, the parent's actor id for it, its task and its declared type, if any. */
-  | { readonly type: 'spawn'; readonly name: string; readonly id: string; readonly actorId: string; readonly task: string; readonly profile?: string }
+  /** A child was spawned: its name, agent id, the parent's actor id for it, its task, its declared type and its budget, if any. */
+  | { readonly type: 'spawn'; readonly name: string; readonly id: string; readonly actorId: string; readonly task: string; readonly profile?: string; readonly budget?: AgentBudget }
   /** A finished child's result entered the inbox (`actorId`: which child it was). */
   | { readonly type: 'inbox'; readonly actorId: string; readonly result: AgentResult }
   /** A durable session was taken up again by a new process, in this state. */

@@ -1,4 +1,4 @@
-import type { ModelRequest, ModelResponse, Provider, SessionListener, StopReason, StreamSink } from '../types.js';
+import type { ModelRequest, ModelResponse, Provider, SessionListener, StopReason, StreamSink, Usage } from '../types.js';
 import { STOP_REASONS } from '../types.js';
 import { deadlines, type Deadline } from '../deadlines.js';
 import { MAX_TOOL_INPUT_DEPTH, depthExceeds } from '../nesting.js';
@@ -20,6 +20,12 @@ export interface StreamModelInput {
   /** Abort and retry an attempt that shows no sign of life for this long. */
   readonly stallTimeoutMs: number;
   readonly onRetry?: (info: { attempt: number; delayMs: number; reason: string }) => void;
+  /**
+   * Tokens spent, as the stream reports them: called with what each report adds to the attempt's
+   * count so far, and at the end with what the response's usage adds to it. A retried or aborted
+   * attempt's tokens were spent too, and stay counted.
+   */
+  readonly onUsage?: (added: Usage) => void;
 }
 
 /**
@@ -129,6 +135,7 @@ async function attemptOnce(input: StreamModelInput, attempt: AttemptAbort): Prom
   arm(input.stallTimeoutMs);
   const { agent } = input.request;
   const listener = input.listener;
+  const count = usageCounter(input.onUsage);
   const sink: StreamSink = {
     text(delta) {
       lastActivity = Date.now();
@@ -144,6 +151,10 @@ async function attemptOnce(input: StreamModelInput, attempt: AttemptAbort): Prom
     },
     heartbeat() {
       lastActivity = Date.now();
+    },
+    usage(usage) {
+      lastActivity = Date.now();
+      count(usage);
     },
   };
   try {
@@ -162,6 +173,7 @@ async function attemptOnce(input: StreamModelInput, attempt: AttemptAbort): Prom
       sink,
     );
     if (stalled) throw stalled;
+    count(response.usage);
     return response;
   } catch (error) {
     if (stalled) throw stalled;
@@ -169,6 +181,32 @@ async function attemptOnce(input: StreamModelInput, attempt: AttemptAbort): Prom
   } finally {
     watchdog?.cancel();
   }
+}
+
+/**
+ * Turns an attempt's cumulative usage reports into what each adds. Each kind of token only grows
+ * (a report that says less than an earlier one adds nothing of that kind).
+ */
+function usageCounter(onUsage: ((added: Usage) => void) | undefined): (usage: Usage) => void {
+  if (!onUsage) return () => undefined;
+  let input = 0;
+  let output = 0;
+  let cacheWrites = 0;
+  let cacheReads = 0;
+  return (usage) => {
+    const added: Usage = {
+      inputTokens: Math.max(0, usage.inputTokens - input),
+      outputTokens: Math.max(0, usage.outputTokens - output),
+      cacheCreationInputTokens: Math.max(0, usage.cacheCreationInputTokens - cacheWrites),
+      cacheReadInputTokens: Math.max(0, usage.cacheReadInputTokens - cacheReads),
+    };
+    if (added.inputTokens + added.outputTokens + added.cacheCreationInputTokens + added.cacheReadInputTokens === 0) return;
+    input += added.inputTokens;
+    output += added.outputTokens;
+    cacheWrites += added.cacheCreationInputTokens;
+    cacheReads += added.cacheReadInputTokens;
+    onUsage(added);
+  };
 }
 
 function validateResponse(response: ModelResponse): ModelResponse {

@@ -172,7 +172,8 @@ export class MessageAssembler {
           cacheCreationInputTokens: u.cache_creation_input_tokens ?? 0,
           cacheReadInputTokens: u.cache_read_input_tokens ?? 0,
         };
-        this.sink.heartbeat();
+        // The input is billed from here on, whatever becomes of the stream: budgets count it now.
+        this.sink.usage?.(this.usage);
         break;
       }
       case 'content_block_start': {
@@ -220,7 +221,7 @@ export class MessageAssembler {
           cacheCreationInputTokens: u.cache_creation_input_tokens ?? this.usage.cacheCreationInputTokens,
           cacheReadInputTokens: u.cache_read_input_tokens ?? this.usage.cacheReadInputTokens,
         };
-        this.sink.heartbeat();
+        this.sink.usage?.(this.usage);
         break;
       }
       case 'message_stop':

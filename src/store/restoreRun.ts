@@ -4,6 +4,7 @@ import { addUsage, ZERO_USAGE } from '../usage.js';
 import { childIdentity } from '../identity.js';
 import type { AgentIdentity, AgentResult, AssistantBlock, Message, ToolResultBlock, Usage, UserBlock } from '../types.js';
 import { denialMessage } from '../approvals.js';
+import type { AgentBudget } from '../budget.js';
 import { errorResult } from '../tools/toolbox.js';
 import type { JournalRecord } from './journalRecord.js';
 import type { RestoredBatch, RestoredChild, RestoredSession, ResumeState } from './restoredSession.js';
@@ -34,7 +35,7 @@ interface Replayed {
   spawned: number;
   uses: Map<string, number>;
   /** Spawned and not yet delivered, by actor id, in spawn order. */
-  live: Map<string, { agent: AgentIdentity; task: string; profile: string | undefined }>;
+  live: Map<string, { agent: AgentIdentity; task: string; profile: string | undefined; budget: AgentBudget | undefined }>;
   batch: {
     content: readonly AssistantBlock[];
     stopReason: RestoredBatch['stopReason'];
@@ -101,8 +102,8 @@ function undoneByInterrupt(record: JournalRecord): boolean {
 function restoreSession(session: Replayed, bySession: ReadonlyMap<string, readonly JournalRecord[]>): RestoredSession {
   const children: RestoredChild[] = [];
   const undelivered: { actorId: string; result: AgentResult }[] = [];
-  for (const [actorId, { agent, task, profile }] of session.live) {
-    const typed = profile === undefined ? {} : { profile };
+  for (const [actorId, { agent, task, profile, budget }] of session.live) {
+    const typed = { ...(profile === undefined ? {} : { profile }), ...(budget === undefined ? {} : { budget }) };
     const records = bySession.get(agent.id);
     if (!records) {
       children.push({ actorId, agent, task, ...typed, restore: undefined });
@@ -258,7 +259,7 @@ function replay(records: readonly JournalRecord[], agent?: AgentIdentity): Repla
         session.uses.set(record.name, (session.uses.get(record.name) ?? 0) + 1);
         const parent = session.agent;
         if (!parent) throw new Error('exarch: a spawn record before the session record');
-        session.live.set(record.actorId, { agent: { ...childIdentity(parent, record.name), id: record.id }, task: record.task, profile: record.profile });
+        session.live.set(record.actorId, { agent: { ...childIdentity(parent, record.name), id: record.id }, task: record.task, profile: record.profile, budget: record.budget });
         break;
       }
       case 'inbox':

@@ -1,3 +1,4 @@
+import type { AgentBudget } from '../budget.js';
 import type { LatchCount } from '../nudges.js';
 import type { AgentIdentity, AgentResult, AssistantBlock, Message, StopReason, ToolResultBlock, Usage } from '../types.js';
 
@@ -41,6 +42,8 @@ export interface RestoredChild {
   readonly task: string;
   /** The declared agent type it was started as, if any: it is resumed with that profile. */
   readonly profile?: string;
+  /** The budget its parent gave it, if any: it is resumed bounded by it (what it spent counts). */
+  readonly budget?: AgentBudget;
   /** Undefined when the child had not recorded anything yet: it starts afresh on its task. */
   readonly restore: RestoredSession | undefined;
 }

@@ -36,6 +36,10 @@ export interface ScriptedStep {
   readonly content?: readonly ScriptedBlock[];
   /** Default: `max_tokens` if a call is cut off, `tool_use` if there are calls, else `end_turn`. */
   readonly stopReason?: StopReason;
+  /**
+   * The response's usage. Its input side (all but `outputTokens`) is reported with the first stream
+   * event, as the API's `message_start` does; the whole at the end.
+   */
   readonly usage?: Partial<Usage>;
   /** Wait before the first event. */
   readonly delayMs?: number;
@@ -134,11 +138,14 @@ export class ScriptedProvider implements Provider {
     if (step.crash !== undefined) throw new Error(step.crash);
     if (step.delayMs) await sleep(step.delayMs, signal);
     let events = 0;
+    // What the API's message_start reports: the input side is known (and billed) before any output.
+    const input = { ...ZERO_USAGE, inputTokens: 10 * request.messages.length + 10, ...step.usage, outputTokens: 0 };
     // Each stream event: check for an abort, a scripted fault or a stall first.
     const event = async (emit: () => void): Promise<void> => {
       if (signal.aborted) throw signal.reason;
       if (step.fault && (step.fault.after ?? 0) <= events) throw faultError(step.fault, events);
       if (step.stallAfter !== undefined && step.stallAfter <= events) await new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true }));
+      if (events === 0) sink.usage?.(input);
       emit();
       events += 1;
       if (step.chunkDelayMs) await sleep(step.chunkDelayMs, signal);
@@ -177,12 +184,7 @@ export class ScriptedProvider implements Provider {
     return {
       content,
       stopReason,
-      usage: {
-        ...ZERO_USAGE,
-        inputTokens: 10 * request.messages.length + 10,
-        outputTokens: Math.ceil(outputChars / 4) + 1,
-        ...step.usage,
-      },
+      usage: { ...input, outputTokens: Math.ceil(outputChars / 4) + 1, ...step.usage },
       incompleteToolUseIds: incomplete,
     };
   }

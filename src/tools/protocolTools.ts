@@ -11,9 +11,21 @@ export const AGENT_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
 const agentName = z.string().regex(AGENT_NAME, 'must be 1–64 characters of A-Za-z0-9_-');
 
+/** The `budget` of an `agent` call (CONTRACT-level: docs/protocol.md §2). */
+export const agentBudgetInput = z
+  .strictObject({
+    tokens: z.number().int().positive().optional().describe('Tokens of every kind (input, output, cache) it and the sub-agents it starts may spend together.'),
+    cost: z.number().positive().optional().describe('US$, at list prices, it and the sub-agents it starts may spend together.'),
+  })
+  .refine((budget) => budget.tokens !== undefined || budget.cost !== undefined, { message: 'give tokens, cost or both' })
+  .describe(
+    "Optional: the most this sub-agent and every agent it starts may spend together. Once it is reached the sub-agent stops at once (its sub-agents are cancelled) and its result arrives as [agent 'NAME' hit the step cap].",
+  );
+
 const agentInput = z.object({
   name: agentName.describe("The sub-agent's name, unique among your running sub-agents."),
   task: z.string().min(1).describe('Everything the sub-agent needs to know: it sees nothing else of your conversation.'),
+  budget: agentBudgetInput.optional(),
 });
 
 const cancelAgentInput = z.object({
@@ -77,6 +89,7 @@ interface AgentCall {
   readonly name: string;
   readonly task: string;
   readonly type?: string;
+  readonly budget?: { readonly tokens?: number | undefined; readonly cost?: number | undefined };
 }
 
 /**

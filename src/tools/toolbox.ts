@@ -1,3 +1,4 @@
+import type { AgentBudget } from '../budget.js';
 import type { AssistantBlock, ToolResultBlock, ToolSpec } from '../types.js';
 import type { PreparedRun, Tool } from './defineTool.js';
 import { DEFAULT_PROTOCOL, PROTOCOL_TOOL_NAMES, validateCancelAgent, validateWaitForAgents, type ProtocolTools } from './protocolTools.js';
@@ -64,7 +65,7 @@ function makeToolbox(tools: readonly Tool[], axes: ToolAxes, protocol: ProtocolT
 export type PlannedCall =
   | { readonly kind: 'answered'; readonly id: string; readonly result: ToolResultBlock }
   | { readonly kind: 'run'; readonly id: string; readonly name: string; readonly run: PreparedRun; readonly timeoutMs: number | undefined; readonly idempotent: boolean; readonly readOnly: boolean }
-  | { readonly kind: 'agent'; readonly id: string; readonly name: string; readonly task: string; readonly type?: string }
+  | { readonly kind: 'agent'; readonly id: string; readonly name: string; readonly task: string; readonly type?: string; readonly budget?: AgentBudget }
   | { readonly kind: 'cancel_agent'; readonly id: string; readonly name: string }
   | { readonly kind: 'wait'; readonly id: string; readonly until: 'all' | 'any' }
   | { readonly kind: 'reply'; readonly id: string; readonly result: unknown };
@@ -115,8 +116,13 @@ export function planBatch(
     }
     if (name === 'agent') {
       const parsed = toolbox.protocol.validateAgent(input);
-      const type = parsed.ok ? parsed.value.type : undefined;
-      plan.push(parsed.ok ? { kind: 'agent', id, name: parsed.value.name, task: parsed.value.task, ...(type === undefined ? {} : { type }) } : invalid(id, parsed.error));
+      if (!parsed.ok) {
+        plan.push(invalid(id, parsed.error));
+        continue;
+      }
+      const { name: child, task, type, budget } = parsed.value;
+      const limit = budget && { ...(budget.tokens === undefined ? {} : { tokens: budget.tokens }), ...(budget.cost === undefined ? {} : { cost: budget.cost }) };
+      plan.push({ kind: 'agent', id, name: child, task, ...(type === undefined ? {} : { type }), ...(limit === undefined ? {} : { budget: limit }) });
     } else if (name === 'cancel_agent') {
       const parsed = validateCancelAgent(input);
       plan.push(parsed.ok ? { kind: 'cancel_agent', id, name: parsed.value.name } : invalid(id, parsed.error));

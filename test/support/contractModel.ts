@@ -51,6 +51,8 @@ export interface ContractState {
 export type ContractEvent =
   | { readonly type: 'user.message' }
   | { readonly type: 'cancel' }
+  /** Issue 17: the budget a sub-agent spends within is reached. */
+  | { readonly type: 'budget.spent' }
   | { readonly type: 'tick' }
   | { readonly type: 'tool.settled' }
   | { readonly type: 'batch.drained' }
@@ -122,6 +124,9 @@ export function contractStep(s: ContractState, event: ContractEvent, limits: Con
     case 'cancel':
       // §6: cancelling a session ends it, whatever it was doing.
       return go(s, 'cancelled', { batch: null });
+    case 'budget.spent':
+      // Issue 17 (docs/protocol.md §9): a sub-agent whose budget is reached ends capped at once, whatever it was doing.
+      return go(s, 'capped', { batch: null, kids: 0 });
     case 'child.finished': {
       // §3/§4: every child delivers exactly one result into the inbox.
       const next = { ...s, kids: s.kids - 1, inbox: s.inbox + 1 };

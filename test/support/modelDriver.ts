@@ -176,7 +176,9 @@ export function stateViolations(snapshot: SessionSnapshot, kind: ModelKind | 'an
   const reminders = c.latchCounts['reply-reminder']?.total ?? 0;
   if (reminders > (c.agent.depth > 0 ? 1 : 0)) out.push(`the reply reminder fired ${reminders} times`);
   if (c.steps > limits.maxSteps) out.push(`${c.steps} model requests in one turn, over the cap of ${limits.maxSteps}`);
-  if (value === 'capped' && c.steps < limits.maxSteps) out.push(`capped after ${c.steps} of ${limits.maxSteps} steps`);
+  // Before the cap only for a budget (issue 17).
+  const cappedFor = snapshot.status === 'done' ? snapshot.output?.reason : undefined;
+  if (value === 'capped' && c.steps < limits.maxSteps && cappedFor !== 'budget') out.push(`capped after ${c.steps} of ${limits.maxSteps} steps`);
   const quiet = c.children.size === 0 && c.inbox.length === 0;
   if (value === 'finishedWithoutReply' && (reminders !== 1 || !quiet)) out.push(`finished without reply after ${reminders} reminders, with ${c.children.size} children and ${c.inbox.length} results waiting`);
   // A sub-agent rests only to wait for something; with nothing to wait for it would wait forever.
@@ -381,13 +383,14 @@ export class PathDriver {
    * the tick that leaves it go first).
    */
   async perform(event: ModelEvent): Promise<void> {
-    if (event.type !== 'user.message' && event.type !== 'cancel') await this.journalWritten();
+    if (event.type !== 'user.message' && event.type !== 'cancel' && event.type !== 'budget.spent') await this.journalWritten();
     switch (event.type) {
       case 'xstate.init':
         this.actor.start();
         return;
       case 'user.message':
       case 'cancel':
+      case 'budget.spent':
         this.actor.send(event);
         return;
       case 'tick':
