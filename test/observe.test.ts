@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createSessionActor, defineTool, events, observe, waitForSettled, type RunEvent } from '../src/index.js';
+import { createSessionActor, defineTool, events, observe, respond, waitForSettled, type RunEvent } from '../src/index.js';
 import { scriptedProvider } from '../src/testing/index.js';
 
 /**
@@ -296,5 +296,107 @@ describe('backpressure: a slow consumer never holds the run back', () => {
     } finally {
       process.off('uncaughtException', onUncaught);
     }
+  });
+});
+
+/**
+ * Issue 17: approvals and budgets are run events too, so a host following `events(actor)` needs no
+ * callback: it sees which agent asks (its path), the tool, the input, the call id and the agent's
+ * task, answers with `respond`, and sees the answer; a budget reached is one event before what it causes.
+ */
+describe('approvals and budgets as run events', () => {
+  it('a grandchild asks through the event stream; the host answers with respond() and sees each answer', async () => {
+    const written: string[] = [];
+    const writeNote = defineTool({
+      name: 'write_note',
+      description: 'Write a note',
+      input: z.object({ path: z.string() }),
+      run: async ({ path }) => {
+        written.push(path);
+        return `wrote ${path}`;
+      },
+    });
+    const provider = scriptedProvider({
+      agents: {
+        root: [{ calls: [{ name: 'agent', input: { name: 'lead', task: 'Lead the notes.' } }, { name: 'wait_for_agents', input: {} }] }, { text: 'Handled.' }],
+        lead: [{ calls: [{ name: 'agent', input: { name: 'scribe', task: 'Write the notes.' } }, { name: 'wait_for_agents', input: {} }] }, { calls: [{ name: 'reply', input: { result: 'ok' } }] }],
+        scribe: [
+          { calls: [{ name: 'write_note', input: { path: 'a.md' } }, { name: 'write_note', input: { path: '/etc/motd' } }] },
+          { calls: [{ name: 'write_note', input: { path: 'b.md' } }] },
+          { calls: [{ name: 'write_note', input: { path: 'c.md' } }] },
+          { calls: [{ name: 'reply', input: { result: 'done' } }] },
+        ],
+      },
+    });
+    const actor = createSessionActor({ provider, tools: [writeNote], task: 'Take notes', approve: ['write_note'] });
+    const seen: RunEvent[] = [];
+    const followed = (async () => {
+      for await (const event of events(actor)) {
+        seen.push(event);
+        if (event.type !== 'approval.requested') continue;
+        // a.md: approved; /etc/motd: denied; b.md: always (c.md then runs unasked).
+        const path = String(event.input['path']);
+        respond(actor, path === 'a.md' ? { callId: event.callId, decision: 'approve' } : path === 'b.md' ? { callId: event.callId, decision: 'always' } : { callId: event.callId, decision: 'deny', reason: 'outside the project' });
+      }
+    })();
+    actor.start();
+    await waitForSettled(actor);
+    actor.stop();
+    await followed;
+    const asked = seen.filter((e) => e.type === 'approval.requested');
+    expect(provider.requests).toHaveLength(8);
+    expect(asked.map((e) => ({ agent: e.agent, path: e.path, tool: e.tool, input: e.input, task: e.task, callId: /^toolu_/.test(e.callId) }))).toEqual([
+      { agent: 'root/lead/scribe', path: ['root', 'lead', 'scribe'], tool: 'write_note', input: { path: 'a.md' }, task: 'Write the notes.', callId: true },
+      { agent: 'root/lead/scribe', path: ['root', 'lead', 'scribe'], tool: 'write_note', input: { path: '/etc/motd' }, task: 'Write the notes.', callId: true },
+      { agent: 'root/lead/scribe', path: ['root', 'lead', 'scribe'], tool: 'write_note', input: { path: 'b.md' }, task: 'Write the notes.', callId: true },
+    ]);
+    const answered = seen.filter((e) => e.type === 'approval.answered');
+    expect(answered.map((e) => [e.agent, e.tool, e.decision, e.reason])).toEqual([
+      ['root/lead/scribe', 'write_note', 'approve', undefined],
+      ['root/lead/scribe', 'write_note', 'deny', 'outside the project'],
+      ['root/lead/scribe', 'write_note', 'always', undefined],
+    ]);
+    expect(answered.map((e) => e.callId)).toEqual(asked.map((e) => e.callId));
+    // Each request follows the state it waits in, and its answer follows it.
+    const at = (e: RunEvent): number => seen.indexOf(e);
+    const waiting = seen.findIndex((e) => e.type === 'agent.state' && e.agent === 'root/lead/scribe' && e.state === 'awaitingApproval');
+    expect(waiting).toBeGreaterThanOrEqual(0);
+    expect(asked.every((e) => at(e) > waiting)).toBe(true);
+    expect(answered.every((e, i) => at(e) > at(asked[i] as RunEvent))).toBe(true);
+    expect(written).toEqual(['a.md', 'b.md', 'c.md']);
+  });
+
+  it('budget.exceeded: the tree’s, then the cancellations it causes; a sub-agent’s, naming it', async () => {
+    const ping = defineTool({ name: 'ping', description: 'ping', input: z.object({}), readOnly: true, run: async () => 'pong' });
+    const step = { calls: [{ name: 'ping', input: {} }], usage: { inputTokens: 100, outputTokens: 0 } };
+    const provider = scriptedProvider({
+      agents: {
+        root: [
+          { calls: [{ name: 'agent', input: { name: 'capped', task: 'Spend.', budget: { tokens: 200 } } }, { name: 'agent', input: { name: 'other', task: 'Spend slowly.' } }, { name: 'wait_for_agents', input: { until: 'any' } }], usage: { inputTokens: 10, outputTokens: 0 } },
+          { calls: [{ name: 'wait_for_agents', input: {} }], usage: { inputTokens: 10, outputTokens: 0 } },
+          { text: 'final', usage: { inputTokens: 10, outputTokens: 0 } },
+        ],
+        capped: [step, step, step],
+        other: Array.from({ length: 20 }, () => ({ ...step, delayMs: 5 })),
+      },
+    });
+    const actor = createSessionActor({ provider, tools: [ping], task: 'go', budget: { maxTokens: 1_000 } });
+    const seen: RunEvent[] = [];
+    const stop = observe(actor, (event) => seen.push(event));
+    actor.start();
+    await waitForSettled(actor);
+    actor.stop();
+    stop();
+    const exceeded = seen.filter((e) => e.type === 'budget.exceeded');
+    expect(exceeded.map((e) => ({ agent: e.agent, path: e.path, scope: e.scope, limit: e.limit }))).toEqual([
+      { agent: 'root/capped', path: ['root', 'capped'], scope: 'agent', limit: { tokens: 200 } },
+      { agent: 'root', path: ['root'], scope: 'tree', limit: { tokens: 1_000 } },
+    ]);
+    expect(exceeded[0]?.tokens).toBe(200);
+    expect(exceeded[1]?.tokens).toBeGreaterThanOrEqual(1_000);
+    // The sub-agent's ends capped after its event; the tree's comes before the cancel it sends.
+    const index = (p: (e: RunEvent) => boolean): number => seen.findIndex(p);
+    expect(index((e) => e.type === 'agent.ended' && e.agent === 'root/capped' && e.outcome === 'capped')).toBeGreaterThan(seen.indexOf(exceeded[0] as RunEvent));
+    expect(index((e) => e.type === 'agent.cancel' && e.agent === 'root/other')).toBeGreaterThan(seen.indexOf(exceeded[1] as RunEvent));
   });
 });

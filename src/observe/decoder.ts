@@ -1,4 +1,6 @@
 import type { ActorRefLike, InspectionEvent } from 'xstate';
+import type { ApprovalDecision } from '../approvals.js';
+import type { BudgetCrossing, BudgetMeter } from '../budget.js';
 import type { SessionSnapshot } from '../runtime.js';
 import type { AgentIdentity, AgentResult, Message, ModelResponse, ToolResultBlock } from '../types.js';
 import type { RunEvent, RunEventListener } from './events.js';
@@ -40,6 +42,8 @@ interface Track {
   ended: boolean;
   /** Deltas that came before the snapshot showing their request (a provider may stream at once, within the step that starts it). */
   early: string[] | undefined;
+  /** Calls of its batch announced as waiting for a person (while it is in `awaitingApproval`). */
+  asked: Set<string> | undefined;
 }
 
 function firstUserText(messages: readonly Message[]): string {
@@ -61,8 +65,29 @@ export class RunDecoder {
   private readonly agents = new Map<string, Track>();
   /** Session actors by XState session id, for the events they receive. */
   private readonly bySession = new Map<string, Track>();
+  /** The budget meters of the trees followed (one per root), each with what unsubscribes from it. */
+  private readonly meters = new Map<BudgetMeter, () => void>();
 
   constructor(private readonly emit: RunEventListener) {}
+
+  /** Stops following the budget meters (the run is over). */
+  close(): void {
+    for (const unsubscribe of this.meters.values()) unsubscribe();
+    this.meters.clear();
+  }
+
+  /** A budget being reached is no machine event of the agent it stops: the tree's meter tells it. */
+  private followBudgets(session: SessionView): void {
+    const meter = (session.context as { options?: { budget?: BudgetMeter } }).options?.budget;
+    if (!meter || typeof meter.onCrossing !== 'function' || this.meters.has(meter)) return;
+    this.meters.set(
+      meter,
+      meter.onCrossing((crossing: BudgetCrossing) => {
+        const { id } = crossing.agent;
+        this.emit({ type: 'budget.exceeded', agent: id, path: id.split('/'), time: Date.now(), scope: crossing.scope, tokens: crossing.tokens, cost: crossing.cost, limit: crossing.limit });
+      }),
+    );
+  }
 
   inspect(event: InspectionEvent): void {
     if (event.type === '@xstate.snapshot') {
@@ -92,7 +117,8 @@ export class RunDecoder {
     const { agent } = session.context;
     let track = this.agents.get(agent.id);
     if (!track) {
-      track = { agent, path: agent.id.split('/'), state: '', steps: 0, requests: 0, messages: 0, last: undefined, snapshot: undefined, ended: false, early: undefined };
+      track = { agent, path: agent.id.split('/'), state: '', steps: 0, requests: 0, messages: 0, last: undefined, snapshot: undefined, ended: false, early: undefined, asked: undefined };
+      this.followBudgets(session);
       this.agents.set(agent.id, track);
       const messages = session.context.messages ?? [];
       const task = session.context.pendingUser?.[0] ?? firstUserText(messages);
@@ -144,6 +170,7 @@ export class RunDecoder {
       track.state = state;
       this.emit({ type: 'agent.state', agent: agent.id, path, time, state, steps, requests: track.requests, usage: context.usage });
     }
+    this.announceApprovals(track, session, state, time);
     this.emit({ type: 'agent.snapshot', agent: agent.id, path, time, state, requests: track.requests, snapshot: session });
     if (track.early) {
       const early = track.early;
@@ -170,6 +197,24 @@ export class RunDecoder {
     } else {
       const crashed = session.status === 'error';
       this.emit({ type: 'agent.ended', agent: agent.id, path, time, status: crashed ? 'error' : 'stopped', ...(crashed ? { reason: errorText(session.error) } : {}) });
+    }
+  }
+
+  /** Each call of the batch that waits for a person, once, while the session is in `awaitingApproval`. */
+  private announceApprovals(track: Track, session: SessionView, state: string, time: number): void {
+    if (state !== 'awaitingApproval' || session.status !== 'active') {
+      track.asked = undefined;
+      return;
+    }
+    const awaiting = session.context.batch?.awaiting;
+    if (!awaiting) return;
+    const asked = (track.asked ??= new Set());
+    let task: string | undefined;
+    for (const [callId, call] of awaiting) {
+      if (asked.has(callId)) continue;
+      asked.add(callId);
+      task ??= firstUserText(session.context.messages ?? []);
+      this.emit({ type: 'approval.requested', agent: track.agent.id, path: track.path, time, callId, tool: call.tool, input: call.input, task });
     }
   }
 
@@ -212,6 +257,13 @@ export class RunDecoder {
       this.emit({ type: 'agent.cancel', agent, path, time, ...(typeof reason === 'string' ? { reason } : {}) });
     } else if (type === 'model.error') {
       this.emit({ type: 'model.error', agent, path, time, message: errorText(event['error']) });
+    } else if (type === 'approval.answer') {
+      // Observed before the session takes it: the call is still among those waiting (else it is ignored).
+      const callId = String(event['callId']);
+      const call = track.snapshot?.context.batch?.awaiting.get(callId);
+      if (!call || track.snapshot?.value !== 'awaitingApproval') return;
+      const reason = event['reason'];
+      this.emit({ type: 'approval.answered', agent, path, time, callId, tool: call.tool, decision: event['decision'] as ApprovalDecision, ...(typeof reason === 'string' ? { reason } : {}) });
     }
   }
 

@@ -1,3 +1,5 @@
+import type { ApprovalDecision } from '../approvals.js';
+import type { AgentBudget } from '../budget.js';
 import type { SessionSnapshot } from '../runtime.js';
 import type { AgentOutcome, AgentResult, Message, StopReason, Usage } from '../types.js';
 
@@ -159,9 +161,50 @@ export interface AgentEndedEvent extends RunEventBase {
 }
 
 /**
+ * A tool call waits for a person (its session entered `awaitingApproval`); `agent` and `path` are
+ * the agent that asked. Answer it with `respond(root, { callId, decision })`: exactly that call
+ * resumes. A resumed run asks again for the calls still waiting.
+ */
+export interface ApprovalRequestedEvent extends RunEventBase {
+  readonly type: 'approval.requested';
+  /** The call's `tool_use` id (`toolu_…`). */
+  readonly callId: string;
+  readonly tool: string;
+  readonly input: Readonly<Record<string, unknown>>;
+  /** Why the agent runs: the task its parent gave it (the root's: the run's task). */
+  readonly task: string;
+}
+
+/**
+ * A person's answer reached the waiting call (`approve`, `deny` with its reason, or `always`; the
+ * other calls of that tool waiting then are answered `approve`).
+ */
+export interface ApprovalAnsweredEvent extends RunEventBase {
+  readonly type: 'approval.answered';
+  readonly callId: string;
+  readonly tool: string;
+  readonly decision: ApprovalDecision;
+  readonly reason?: string;
+}
+
+/**
+ * A budget was reached: the tree's (`scope: 'tree'`, `agent` the root: running sub-agents are
+ * cancelled next and the root gets a final turn) or the one a parent gave a sub-agent (`scope:
+ * 'agent'`, `agent` that sub-agent: it ends `capped` next). Sent before what it causes.
+ */
+export interface BudgetExceededEvent extends RunEventBase {
+  readonly type: 'budget.exceeded';
+  readonly scope: 'tree' | 'agent';
+  /** Spent within the budget's scope when it was reached (cost 0 when the run has no prices). */
+  readonly tokens: number;
+  readonly cost: number;
+  readonly limit: AgentBudget;
+}
+
+/**
  * A run event: one discriminated union (switch on `type`) for everything a host, the terminal
- * progress, the trace recorder and the turn-flow narration watch. New kinds (approvals, budgets)
- * join this union; a `switch` with a `default` keeps compiling when they do.
+ * progress, the trace recorder and the turn-flow narration watch. New kinds join this union; a
+ * `switch` with a `default` keeps compiling when they do.
  */
 export type RunEvent =
   | AgentStartedEvent
@@ -176,6 +219,9 @@ export type RunEvent =
   | UserMessageEvent
   | CancelEvent
   | ModelErrorEvent
+  | ApprovalRequestedEvent
+  | ApprovalAnsweredEvent
+  | BudgetExceededEvent
   | AgentSnapshotEvent
   | AgentEndedEvent;
 

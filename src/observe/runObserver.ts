@@ -104,6 +104,7 @@ export class RunObserver {
     if (this.finished) return;
     this.finished = true;
     this.untap?.();
+    this.decoder.close();
     for (const detach of this.detachers.splice(0)) detach();
     for (const queue of [...this.queues]) queue.end();
   }
