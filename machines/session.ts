@@ -177,8 +177,9 @@ function isSubAgent(context: SessionContext): boolean {
   return context.fixed.toolbox.axes.replies;
 }
 
+/** Nothing is coming: no sub-agent runs, no result waits, and (issue 17) no message sent to it waits. */
 function isQuiet(context: SessionContext): boolean {
-  return context.inbox.length === 0 && context.children.size === 0;
+  return context.inbox.length === 0 && context.children.size === 0 && context.pendingUser.length === 0;
 }
 
 /** The step cap, or a budget (src/budget.ts): a session that would go on ends `capped`. */
@@ -244,23 +245,29 @@ function commitResponseTo(context: SessionContext, response: ModelResponse): Usa
 /**
  * Commits the batch's results in model order as one user message. A `wait_for_agents` call still
  * open (its condition now holds) is answered here, and the inbox follows the results in the same
- * message, each result once (the inbox is emptied in place); returns whether it was delivered.
- * With `fill` (a failure, a cancellation) the wait is answered with it and the inbox stays.
+ * message, each result once (the inbox is emptied in place). Messages sent to a sub-agent while it
+ * worked (steering: `messageAgent`) follow, each once: the end of a step's batch is its next
+ * boundary. Returns what it delivered, emptied. With `fill` (a failure, a cancellation) the wait is
+ * answered with it and the inbox and messages stay.
  */
-function commitBatchTo(context: SessionContext, fill?: string): boolean {
+function commitBatchTo(context: SessionContext, fill?: string): Partial<Pick<SessionContext, 'inbox' | 'pendingUser'>> {
   const batch = context.batch;
-  if (!batch || batch.committed) return false;
+  if (!batch || batch.committed) return {};
   const waited = fill === undefined && batch.wait !== null && !batch.results.has(batch.wait.id);
   if (waited && batch.wait) batch.results.set(batch.wait.id, okResult(batch.wait.id, waitAnswer(context, batch.wait.until)));
   const results: ToolResultBlock[] = batch.plan.map((call) => batch.results.get(call.id) ?? errorResult(call.id, fill ?? 'no result'));
   batch.committed = true;
-  const blocks: UserBlock[] = waited && context.inbox.length > 0 ? [...results, text(renderInbox(context.inbox))] : results;
+  const inbox = waited && context.inbox.length > 0;
+  // The root's messages wait for the end of its turn (readyForUser), as they always have.
+  const steering = fill === undefined && context.agent.depth > 0 && context.pendingUser.length > 0;
+  const blocks: UserBlock[] = [...results];
+  if (inbox) blocks.push(text(renderInbox(context.inbox)));
+  if (steering) for (const message of context.pendingUser) if (message.length > 0) blocks.push(text(message));
   appendUserBlocks(context.messages, blocks);
-  // One record: a resume replays the delivery with the results, so the inbox is not delivered twice.
+  // One record: a resume replays the delivery with the results (see restoreRun), so nothing is delivered twice.
   context.fixed.recorder.record({ type: 'message', role: 'user', content: blocks });
-  if (blocks === results) return false;
-  context.inbox.length = 0;
-  return true;
+  if (inbox) context.inbox.length = 0;
+  return { ...(inbox ? { inbox: [] } : {}), ...(steering ? { pendingUser: [] } : {}) };
 }
 
 /** The `wait_for_agents` result: how many finished (their results follow it), how many still run. */
@@ -771,7 +778,7 @@ const machineSetup = setup({
     commitBatch: assign(({ context, event }) => {
       settleCallIn(context, event);
       // A delivered inbox is emptied in place; a new array makes the change visible in the snapshot.
-      return commitBatchTo(context) ? { inbox: [] } : {};
+      return commitBatchTo(context);
     }),
     /** Appends the chosen latch's reminder to the history (merged into a trailing user message). */
     applyNudge: assign(({ context, event }, params: { on: NudgeLatch['on'] }) => {

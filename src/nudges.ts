@@ -5,7 +5,7 @@ export interface NudgeView {
   readonly agent: AgentIdentity;
   /** The session owes a reply: every sub-agent, and a root given an `output` schema (it replies like one). */
   readonly isSubAgent: boolean;
-  /** No live children and an empty inbox. */
+  /** No live children, an empty inbox and no message waiting for it. */
   readonly quiet: boolean;
   readonly stopReason: StopReason;
   /** The assistant text of the step that just ended. */

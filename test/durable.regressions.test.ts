@@ -102,4 +102,28 @@ describe('durable runs: a run that cannot start', () => {
     const [run] = store.listRuns();
     expect(run).toMatchObject({ status: 'failed', owner: null });
   });
+
+  it('a result delivered with a wait_for_agents batch is not delivered again by a resumed session', async () => {
+    const store = new MemoryRunStore();
+    const first = new ScriptedProvider({
+      agents: {
+        // The request after the wait streams until the interrupt.
+        root: [{ calls: [{ name: 'agent', input: { name: 'kid', task: 'k' } }, { name: 'wait_for_agents', input: {} }] }, { text: 'never finished', stallAfter: 0 }],
+        kid: [{ calls: [{ name: 'reply', input: { result: 'kid done' } }] }],
+      },
+    });
+    const run = await startRun('task', { provider: first, stallTimeoutMs: 600_000 }, { store });
+    while (first.requestsOf('root').length < 2) await sleep(2, new AbortController().signal);
+    run.interrupt();
+    expect((await run.result).status).toBe('interrupted');
+    const provider = new ScriptedProvider({ agents: { root: [{ text: 'answered' }, { text: 'asked twice' }] } });
+    const resumed = await resumeRun(run.id, { provider }, { store });
+    if ('finished' in resumed) throw new Error('the interrupted run was not resumed');
+    expect((await resumed.result).text).toBe('answered');
+    // It once kept the result in the resumed inbox too, and asked again with it a second time.
+    expect(provider.requestsOf('root')).toHaveLength(1);
+    const texts = resumed.actor.getSnapshot().context.messages.flatMap((m) => m.content.flatMap((b) => (b.type === 'text' ? [b.text] : [])));
+    const delivered = texts.filter((t) => t.startsWith("[agent 'kid'"));
+    expect(delivered).toHaveLength(1);
+  });
 });

@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { cancelAgent, messageAgent, waitForSettled } from '../src/index.js';
+import { z } from 'zod';
+import { cancelAgent, defineTool, findPairingProblems, messageAgent, waitForSettled } from '../src/index.js';
+import { sleep } from '../src/model/streamModel.js';
+import { resumeRun, startRun, type DurableRun } from '../src/store/durableRun.js';
+import { MemoryRunStore } from '../src/store/memoryStore.js';
+import { ScriptedProvider, type Script } from '../src/testing/scriptedProvider.js';
 import type { Message } from '../src/types.js';
 import { startTraced } from './helpers.js';
 
@@ -52,5 +57,107 @@ describe('steering a live tree', () => {
     await waitForSettled(traced.actor);
     expect(textOf(traced.provider.requestsOf('root/lead')[2]?.lastMessage)).toBe('Also check the README.');
     expect(messageAgent(traced.actor, 'root/lead', 'too late')).toBe(false);
+  });
+
+  it('a message sent while a sub-agent runs a tool batch reaches its next request, after the results, exactly once', async () => {
+    let release: () => void = () => undefined;
+    let started: () => void = () => undefined;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const slow = defineTool({
+      name: 'slow',
+      description: 'A slow call.',
+      input: z.object({}),
+      run: async () => {
+        started();
+        await new Promise<void>((resolve) => (release = resolve));
+        return 'slow result';
+      },
+    });
+    const traced = startTraced(
+      {
+        root: [{ calls: [{ name: 'agent', input: { name: 'worker', task: 'work' } }, { name: 'wait_for_agents', input: {} }] }, { text: 'done' }],
+        worker: [{ calls: [{ name: 'slow', input: {} }] }, { calls: [{ name: 'slow', input: {} }] }, { calls: [{ name: 'reply', input: { result: 'worked' } }] }],
+      },
+      { task: 'go', tools: [slow] },
+    );
+    await running;
+    expect(traced.last.get('root/worker')?.value).toBe('dispatchingBatch');
+    expect(messageAgent(traced.actor, 'root/worker', 'Focus on the tests.')).toBe(true);
+    release();
+    await until(() => traced.provider.requestsOf('root/worker').length === 2);
+    // Its next request: the batch's result, then the message, in one user message.
+    const next = traced.provider.requestsOf('root/worker')[1]?.lastMessage;
+    expect(next?.role).toBe('user');
+    expect(next?.content.map((b) => (b.type === 'text' ? `text: ${b.text}` : b.type === 'tool_result' ? `result: ${b.content}` : b.type))).toEqual(['result: slow result', 'text: Focus on the tests.']);
+    release();
+    await waitForSettled(traced.actor);
+    // Exactly once in the whole history, which the API accepts.
+    const history = traced.last.get('root/worker')?.context.messages ?? [];
+    expect(history.flatMap((m) => m.content.flatMap((b) => (b.type === 'text' ? [b.text] : []))).filter((t) => t === 'Focus on the tests.')).toHaveLength(1);
+    expect(findPairingProblems(history)).toEqual([]);
+    expect(traced.provider.pairingViolations).toEqual([]);
+    expect(traced.last.get('root/worker')?.value).toBe('replied');
+  });
+
+  it('a message sent while a sub-agent makes its last request is its next turn, not lost to the reply reminder', async () => {
+    const traced = startTraced(
+      {
+        root: [{ calls: [{ name: 'agent', input: { name: 'worker', task: 'work' } }, { name: 'wait_for_agents', input: {} }] }, { text: 'done' }],
+        // It ends its step without replying while the message waits: it is not quiet, so it takes the message.
+        worker: [{ text: 'thinking', delayMs: 50 }, { calls: [{ name: 'reply', input: { result: 'heard you' } }] }],
+      },
+      { task: 'go' },
+    );
+    await until(() => traced.provider.requestsOf('root/worker').length === 1);
+    expect(messageAgent(traced.actor, 'root/worker', 'Reply now.')).toBe(true);
+    await waitForSettled(traced.actor);
+    expect(textOf(traced.provider.requestsOf('root/worker')[1]?.lastMessage)).toBe('Reply now.');
+    expect(traced.last.get('root/worker')?.output?.text).toBe('heard you');
+    expect(traced.logs.records('root/worker').filter((r) => r.type === 'nudge')).toEqual([]);
+  });
+
+  it('a durable run resumed after the batch that delivered a message does not deliver it again', async () => {
+    const store = new MemoryRunStore();
+    let run: DurableRun | undefined;
+    let calls = 0;
+    const effect = defineTool({
+      name: 'effect',
+      description: 'effect',
+      input: z.object({}),
+      run: async (_input, { signal }) => {
+        calls += 1;
+        // The first call: a message reaches the worker while it runs. The second: Ctrl-C.
+        if (calls === 1) messageAgent(run?.actor ?? (undefined as never), 'root/worker', 'Also check b.md.');
+        if (calls === 2) queueMicrotask(() => run?.interrupt());
+        await sleep(5, signal);
+        return 'done';
+      },
+    });
+    const scripts = (): Record<string, Script> => ({
+      root: (request) =>
+        request.messages.length === 1 ? { calls: [{ name: 'agent', input: { name: 'worker', task: 'Work.' } }, { name: 'wait_for_agents', input: {} }] } : { text: 'ok' },
+      worker: (request) => {
+        const done = request.messages.filter((m) => m.role === 'assistant').length;
+        return done < 2 ? { calls: [{ name: 'effect', input: {} }] } : { calls: [{ name: 'reply', input: { result: 'all done' } }] };
+      },
+    });
+    run = await startRun('task', { provider: new ScriptedProvider({ agents: scripts() }), tools: [effect] }, { store });
+    expect((await run.result).status).toBe('interrupted');
+    const provider = new ScriptedProvider({ agents: scripts() });
+    const resumed = await resumeRun(run.id, { provider, tools: [effect] }, { store });
+    if ('finished' in resumed) throw new Error('the interrupted run was not resumed');
+    const result = await resumed.result;
+    expect([result.status, result.reason]).toEqual(['done', undefined]);
+    const worker = provider.requestsOf('root/worker');
+    expect(worker.length).toBeGreaterThan(0);
+    // The resumed worker's requests carry the message in their history once, and none delivers it again.
+    const [first] = worker;
+    expect(first?.lastMessage?.content.some((b) => b.type === 'text' && b.text === 'Also check b.md.')).toBe(false);
+    const history = resumed.actor.getSnapshot().context.messages;
+    expect(history.length).toBeGreaterThan(0);
+    const journal = store.journal(run.id).filter((row) => row.session === 'root/worker' && row.record.type === 'message');
+    const deliveries = journal.filter((row) => row.record.type === 'message' && row.record.content.some((b) => b.type === 'text' && b.text === 'Also check b.md.'));
+    expect(deliveries).toHaveLength(1);
+    expect(provider.pairingViolations).toEqual([]);
   });
 });

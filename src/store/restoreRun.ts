@@ -4,6 +4,7 @@ import { addUsage, ZERO_USAGE } from '../usage.js';
 import { childIdentity } from '../identity.js';
 import type { AgentIdentity, AgentResult, AssistantBlock, Message, ToolResultBlock, Usage, UserBlock } from '../types.js';
 import { denialMessage } from '../approvals.js';
+import { renderInbox } from '../inbox.js';
 import type { AgentBudget } from '../budget.js';
 import { errorResult } from '../tools/toolbox.js';
 import type { JournalRecord } from './journalRecord.js';
@@ -141,6 +142,21 @@ function restoreSession(session: Replayed, bySession: ReadonlyMap<string, readon
   };
 }
 
+/**
+ * A committed batch may carry, after its results, the inbox its `wait_for_agents` waited for
+ * (rendered as one text) and then the messages sent to the sub-agent meanwhile (one text each):
+ * the machine delivered those there, so they are no longer waiting.
+ */
+function deliveredWithBatch(session: Replayed, content: readonly UserBlock[]): void {
+  const texts = content.flatMap((block) => (block.type === 'text' ? [block.text] : []));
+  if (texts.length === 0) return;
+  if (session.inbox.length > 0 && texts[0] === renderInbox(session.inbox)) {
+    session.inbox = [];
+    texts.shift();
+  }
+  if (texts.length > 0) session.pendingUser = [];
+}
+
 function resultOf(session: Replayed, outcome: Extract<JournalRecord, { type: 'outcome' }>): AgentResult {
   return {
     name: session.agent?.name ?? 'unknown',
@@ -200,6 +216,8 @@ function replay(records: readonly JournalRecord[], agent?: AgentIdentity): Repla
           session.pendingUser = [];
           session.steps = 0;
           for (const [id, count] of Object.entries(session.latchCounts)) session.latchCounts[id] = { turn: 0, total: count.total };
+        } else {
+          deliveredWithBatch(session, record.content as readonly UserBlock[]);
         }
         session.batch = null;
         session.state = 'streaming';

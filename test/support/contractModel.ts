@@ -113,7 +113,8 @@ function waitHolds(wait: 'all' | 'any' | null, kids: number, inbox: number): boo
 /** After a batch (drained, and any wait over): the truncation reminder, or the next request. A wait's inbox rides along with the results. */
 function afterBatch(s: ContractState, limits: ContractLimits): ContractState {
   const batch = s.batch;
-  const base = batch?.wait ? { ...s, inbox: 0 } : s;
+  // Issue 17: messages sent to a sub-agent while it worked ride along too (the root's wait for its turn's end).
+  const base = { ...s, ...(batch?.wait ? { inbox: 0 } : {}), ...(s.kind === 'sub' ? { queuedUser: 0 } : {}) };
   return batch?.truncated ? truncated(base, limits) : goOn(base, 'streaming', limits);
 }
 
@@ -135,7 +136,8 @@ export function contractStep(s: ContractState, event: ContractEvent, limits: Con
       return next;
     }
     case 'user.message':
-      // The root waits at readyForUser for the user; at any other time the message waits its turn.
+      // The root waits at readyForUser for the user; at any other time the message waits its turn
+      // (a sub-agent's: the end of its step's batch, or of its step — issue 17).
       return s.value === 'readyForUser' ? go(s, 'streaming', { steps: 1, truncations: 0, inbox: 0, queuedUser: 0, batch: null }) : { ...s, queuedUser: s.queuedUser + 1 };
     case 'tick':
       if (s.value === 'nudged') {
@@ -201,7 +203,8 @@ export function contractStep(s: ContractState, event: ContractEvent, limits: Con
       // end_turn, stop_sequence: the turn ends (§5).
       if (s.kind === 'root') return go(s, 'readyForUser');
       // §3: a sub-agent waits for its children's results like the root; only when quiet is it reminded once, then empty.
-      if (s.kids > 0 || s.inbox > 0) return go(s, 'readyForUser');
+      // Issue 17: a message sent to it that waits makes its next turn, as a result would.
+      if (s.kids > 0 || s.inbox > 0 || s.queuedUser > 0) return go(s, 'readyForUser');
       if (!s.reminded) return goOn(s, 'nudged', limits, { reminded: true });
       return go(s, 'finishedWithoutReply', { batch: null });
     }

@@ -407,7 +407,8 @@ export function eventsFor(kind: ModelKind): (snapshot: SessionSnapshot) => Model
     // A sub-agent's budget can be reached whatever it is doing (another agent of its subtree spends);
     // it comes with the cancel, as from outside.
     const cancel: ModelEvent[] = [{ type: 'cancel', reason: 'cancelled by the test' }, ...(kind === 'sub' ? [{ type: 'budget.spent' } as const] : [])];
-    const user: ModelEvent[] = kind === 'root' && c.pendingUser.length === 0 ? [{ type: 'user.message', text: 'a user message' }] : [];
+    // Issue 17: a sub-agent is sent messages too (steering by path), one waiting at a time.
+    const user: ModelEvent[] = c.pendingUser.length === 0 ? [{ type: 'user.message', text: 'a user message' }] : [];
     switch (snapshot.value) {
       case 'readyForUser':
         if (c.pendingUser.length > 0 || c.inbox.length > 0) return [{ type: 'tick' }, ...cancel, ...user];
