@@ -198,13 +198,34 @@ describe('exarch run --max-tokens', () => {
     const run = await exarch(['run', '--max-tokens', '2500', 'Fan out'], { server: s, cwd });
     expect(run.code).toBe(0);
     expect(run.stdout).toBe('Final answer from what I have.\n');
-    expect(run.stderr).toMatch(/^exarch: the budget stopped the run: the tree spent [\d.,k]+ tokens; running sub-agents were cancelled and the root answered in its final turn$/m);
+    expect(run.stderr).toMatch(/^exarch: the budget stopped the run: the tree spent [\d.,k]+ tokens( \(about \$[\d.]+\))?; running sub-agents were cancelled and the root answered in its final turn$/m);
     // Every response spends at least U tokens, so at most 25 complete before the budget is reached;
     // then at most one request per running sub-agent (20) is in flight, and the root has one final turn.
     expect(s.requests.length).toBeLessThanOrEqual(25 + 20 + 1);
     expect(s.requests.length).toBeLessThan(2 + 20 * 4);
     expect(requestsOf(s, 'root')).toHaveLength(2);
     expect(lastUserText(requestsOf(s, 'root')[1] as ReceivedRequest).match(/^\[agent 'w\d+' [^\]]+\]$/gm)).toHaveLength(20);
+    expect(s.pairingViolations).toEqual([]);
+  });
+
+  it('a budget a parent gives a sub-agent: the sub-agent stops within it, the parent is told, the summary shows who spent what', async () => {
+    const cwd = workdir();
+    const U = 100;
+    const s = await server(
+      historyHandler({
+        root: [
+          stream({ toolCalls: [call('agent', { name: 'lead', task: 'List forever.', budget: { tokens: 3 * U } }), call('wait_for_agents', {})], usage: { input_tokens: U } }),
+          (r) => stream({ text: `Root heard: ${lastUserText(r).split('\n').filter((l) => l.startsWith('[agent')).join(' ')}`, usage: { input_tokens: U } }),
+        ],
+        lead: Array.from({ length: 10 }, () => stream({ toolCalls: [call('list_dir', { path: '.' })], usage: { input_tokens: U, output_tokens: 0 } })),
+      }),
+    );
+    const run = await exarch(['run', '--no-store', 'Delegate'], { server: s, cwd });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toContain("Root heard: [agent 'lead' hit the step cap]");
+    // ⌈300 ÷ 100⌉ requests reach the budget (the third's message_start does); the lead alone runs in its subtree.
+    expect(requestsOf(s, 'lead').length).toBeLessThanOrEqual(3 + 1);
+    expect(run.stderr).toMatch(/^ {2}root\/lead\s+\d+ tokens\s+about \$[\d.]+$/m);
     expect(s.pairingViolations).toEqual([]);
   });
 });

@@ -239,3 +239,35 @@ function echoAll(request: ReceivedRequest): ServerPlan {
     .join('\n');
   return stream({ text: `Heard:\n${heard}` });
 }
+
+describe('exarch run: the summary', () => {
+  it('shows each agent’s spend: its tokens of every kind and the estimated cost at the model’s list prices', async () => {
+    // What each response reports (message_delta totals), in the test's own numbers.
+    const usage = {
+      root1: { input_tokens: 1200, output_tokens: 30, cache_read_input_tokens: 400, cache_creation_input_tokens: 0 },
+      root2: { input_tokens: 1500, output_tokens: 12, cache_read_input_tokens: 0, cache_creation_input_tokens: 100 },
+      reader: { input_tokens: 800, output_tokens: 50, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 },
+    };
+    const server = await serve({
+      root: [
+        stream({ toolCalls: [call('agent', { name: 'reader', task: 'Read it.' }), call('wait_for_agents', {})], usage: usage.root1 }),
+        stream({ text: 'Read.', usage: usage.root2 }),
+      ],
+      reader: [stream({ toolCalls: [call('reply', { result: 'it says hi' })], usage: usage.reader })],
+    });
+    const run = await exarch(['run', '--no-store', 'Read it'], { server });
+    expect(run.code, run.stderr).toBe(0);
+    // claude-sonnet list prices, US$ per million tokens: input 3, output 15, cache writes 3.75, cache reads 0.30.
+    type U = (typeof usage)['root1'];
+    const tokens = (...us: U[]): number => us.reduce((n, u) => n + u.input_tokens + u.output_tokens + u.cache_read_input_tokens + u.cache_creation_input_tokens, 0);
+    const dollars = (...us: U[]): string =>
+      us.reduce((d, u) => d + (u.input_tokens * 3 + u.output_tokens * 15 + u.cache_creation_input_tokens * 3.75 + u.cache_read_input_tokens * 0.3) / 1e6, 0).toFixed(4);
+    const lines = run.stderr.split('\n');
+    const at = lines.indexOf('exarch: spend per agent:');
+    expect(at).toBeGreaterThan(lines.findIndex((l) => /^exarch: 2 agents/.test(l)));
+    expect(lines.slice(at + 1, at + 3).map((l) => l.split(/\s+/).filter(Boolean))).toEqual([
+      ['root', String(tokens(usage.root1, usage.root2)), 'tokens', 'about', `$${dollars(usage.root1, usage.root2)}`],
+      ['root/reader', String(tokens(usage.reader)), 'tokens', 'about', `$${dollars(usage.reader)}`],
+    ]);
+  });
+});

@@ -31,6 +31,7 @@ import { clip } from '../render.js';
 import type { TreeBudget } from '../budget.js';
 import { ZERO_USAGE } from '../usage.js';
 import { estimateCost } from '../pricing.js';
+import { agentSpendLines } from './agentSpend.js';
 import { formatCount, ProgressBoard } from './progress.js';
 import { CliUi } from './liveUi.js';
 
@@ -481,17 +482,26 @@ function approvalPolicy(raw: string | undefined, tools: readonly Tool[]): 'all' 
   return names;
 }
 
-/** `--max-tokens N`, `--max-cost USD`: the tree's budget, priced at the model's list prices. */
+/**
+ * `--max-tokens N`, `--max-cost USD`: the tree's budget, priced at the model's list prices. A model
+ * whose prices are known is priced even without either, so that a parent can give a sub-agent a
+ * budget in US$ (`agent {…, budget: { cost }}`).
+ */
 function budgetOf(flags: Pick<RunFlags, 'maxTokens' | 'maxCost'>, model: string): TreeBudget | undefined {
   const maxTokens = positiveInt('max-tokens', flags.maxTokens);
+  const priced = estimateCost(model, ZERO_USAGE) !== undefined;
   let maxCost: number | undefined;
   if (flags.maxCost !== undefined) {
     maxCost = Number(flags.maxCost);
     if (!/^\d+(\.\d+)?$/.test(flags.maxCost.trim()) || !(maxCost > 0)) throw new UsageError(`--max-cost must be a positive amount of US$, got '${flags.maxCost}'`);
-    if (estimateCost(model, ZERO_USAGE) === undefined) throw new UsageError(`--max-cost: no prices are known for the model '${model}'; use --max-tokens`);
+    if (!priced) throw new UsageError(`--max-cost: no prices are known for the model '${model}'; use --max-tokens`);
   }
-  if (maxTokens === undefined && maxCost === undefined) return undefined;
-  return { ...(maxTokens === undefined ? {} : { maxTokens }), ...(maxCost === undefined ? {} : { maxCost, price: (usage) => estimateCost(model, usage) ?? 0 }) };
+  if (maxTokens === undefined && maxCost === undefined && !priced) return undefined;
+  return {
+    ...(maxTokens === undefined ? {} : { maxTokens }),
+    ...(maxCost === undefined ? {} : { maxCost }),
+    ...(priced ? { price: (usage) => estimateCost(model, usage) ?? 0 } : {}),
+  };
 }
 
 /** The policy a run was recorded with. */
@@ -730,6 +740,7 @@ class RunOutput {
         const totals = board.totals();
         const stored = store && run.id !== undefined ? (await store.listRuns()).find((r) => r.id === run.id) : undefined;
         writeSummary(io.stderr, stored ? { ...totals, agents: stored.agents, steps: stored.requests, usage: stored.usage } : totals, this.model, this.logDir);
+        for (const line of agentSpendLines(result.snapshot.context.options.budget.agents(), this.model)) io.stderr.write(`${line}\n`);
         if (recorder) io.stderr.write(`exarch: trace: ${recorder.file} (view it with: exarch view ${recorder.file})\n`);
       };
       if (result.storeError) {
