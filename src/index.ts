@@ -20,8 +20,8 @@ export { ProviderError, StallError, describeError, type ProviderErrorKind } from
 export type { RetryPolicy } from './model/streamModel.js';
 export { DEFAULTS, type SessionOptions } from './options.js';
 export type { AgentProfile, AgentProfiles } from './agentProfiles.js';
-export { cancelAgent, findAgent, messageAgent } from './steering.js';
-export { BudgetMeter, type TreeBudget } from './budget.js';
+export { cancelAgent, findAgent, messageAgent, runningAgents } from './steering.js';
+export { BudgetMeter, BudgetScope, type AgentBudget, type AgentSpend, type BudgetCrossing, type TreeBudget } from './budget.js';
 export { ApprovalDesk, denialMessage, respond, type ApprovalAnswer, type ApprovalCall, type ApprovalDecision, type ApprovalPolicy, type ApprovalRequest, type ApprovalRoot } from './approvals.js';
 export { JsonlLogSink, MemoryLogSink, nullLogSink, type JsonlLogSinkOptions, type LogRecord, type LogSink, type SessionLog } from './log/sessionLog.js';
 export { Redactor, REDACTED, MIN_SECRET_CHARS, secretsIn } from './redact.js';

@@ -23,6 +23,22 @@ export function findAgent(root: AnyActorRef, agentId: string): AnyActorRef | und
   return visit(root);
 }
 
+/** The ids of the agents running in the tree of `root`, root first, each parent before its children. */
+export function runningAgents(root: AnyActorRef): string[] {
+  const ids: string[] = [];
+  const visit = (actor: AnyActorRef): void => {
+    const snapshot = actor.getSnapshot() as { status?: string; context?: { agent?: { id?: string } }; children?: Record<string, AnyActorRef | undefined> };
+    const id = snapshot.context?.agent?.id;
+    if (id !== undefined) {
+      if (snapshot.status !== 'active') return;
+      ids.push(id);
+    }
+    for (const child of Object.values(snapshot.children ?? {})) if (child) visit(child);
+  };
+  visit(root);
+  return ids;
+}
+
 /**
  * Cancels the sub-agent `agentId` and its whole subtree; its parent receives
  * `[agent 'NAME' was cancelled]` as for `cancel_agent`. Returns false when no such sub-agent runs

@@ -142,4 +142,96 @@ describe.skipIf(TMUX === undefined)('exarch run in a terminal', () => {
     // The tree is drawn again after the questions, once, and stays with the summary.
     expect(final.split('\n').filter((l) => /^root\s+readyForUser\s/.test(l))).toHaveLength(1);
   });
+
+  it('steers from the terminal: a key opens a command line over the cleared tree; /help, /cancel a sub-agent; the tree comes back whole', async () => {
+    const cwd = workdir();
+    const server = await serve({
+      root: [
+        stream({ toolCalls: [call('agent', { name: 'slow', task: 'Take forever.' }), call('wait_for_agents', {})] }),
+        (r) => stream({ text: JSON.stringify(r.body.messages.at(-1)).includes("[agent 'slow' was cancelled]") ? 'slow was cancelled' : 'slow was not cancelled' }),
+      ],
+      slow: [stream({ text: 'thinking' }, { stallAfter: 1 })],
+    });
+    const session = `exarch-steer-${process.pid}-${Date.now()}`;
+    const script = join(cwd, 'run.sh');
+    writeFileSync(
+      script,
+      [
+        'unset CI NO_COLOR',
+        `export ANTHROPIC_API_KEY=test-key ANTHROPIC_BASE_URL='${server.url}' TERM=xterm-256color`,
+        `cd '${cwd}'`,
+        `'${process.execPath}' '${MAIN}' run --no-store 'delegate'`,
+        'echo "EXIT=$?"',
+        'sleep 60',
+      ].join('\n'),
+    );
+    tmux('new-session', '-d', '-s', session, '-x', '150', '-y', '40', `sh '${script}'`);
+    onCleanup(() => {
+      try {
+        tmux('kill-session', '-t', session);
+      } catch {
+        // Already gone.
+      }
+    });
+    await waitFor(session, /^ {2}slow\s+streaming\s/m, 'the slow sub-agent streaming');
+    // Typed slowly, key by key, while the tree would redraw (every 100 ms, and each second).
+    for (const key of ['/', 'h', 'e', 'l', 'p']) {
+      tmux('send-keys', '-t', session, '-l', key);
+      await sleep(150);
+    }
+    const typing = await waitFor(session, /^exarch> \/help$/m, 'the command line as typed');
+    // The tree was cleared for it: no agent line under the command line.
+    expect(typing.slice(typing.lastIndexOf('exarch> /help'))).not.toMatch(/^ {2}slow\s+streaming/m);
+    tmux('send-keys', '-t', session, 'Enter');
+    await waitFor(session, /^exarch: running: root, root\/slow$/m, 'the help with the agents running');
+    // The tree is drawn again below the help.
+    const after = await waitFor(session, /exarch: running: root, root\/slow\nroot\s+waitingForAgents\s.*\n {2}slow\s+streaming\s/, 'the tree again after the help');
+    expect(after).toContain('  /cancel PATH      cancel a sub-agent and everything it started');
+    tmux('send-keys', '-t', session, '-l', '/cancel slow');
+    await waitFor(session, /^exarch> \/cancel slow$/m, 'the cancel command as typed');
+    tmux('send-keys', '-t', session, 'Enter');
+    const final = await waitFor(session, /^EXIT=\d+$/m, 'the end of the run');
+    expect(final).toMatch(/^exarch: cancelling root\/slow and everything it started$/m);
+    expect(final).toMatch(/^EXIT=0$/m);
+    expect(final).toContain('slow was cancelled');
+    const lines = final.split('\n').map((l) => l.trimEnd());
+    // Not garbled: the final tree is on the screen once, each line whole.
+    expect(lines.filter((l) => /^root\s+(streaming|dispatchingBatch|readyForUser|waitingForAgents)\s/.test(l))).toEqual([expect.stringMatching(/^root\s+readyForUser\s+step 2\s/)]);
+    expect(lines.filter((l) => /^ {2}slow\s/.test(l))).toEqual([expect.stringMatching(/^ {2}slow\s+cancelled\s+step 1\s/)]);
+    expect(lines.filter((l) => l.includes('exarch> '))).toEqual(['exarch> /help', 'exarch> /cancel slow']);
+  });
+
+  it('Ctrl-C still interrupts while the terminal is read for commands (raw mode), and the terminal is given back', async () => {
+    const cwd = workdir();
+    const server = await serve({ root: [stream({ text: 'thinking' }, { stallAfter: 1 })] });
+    const session = `exarch-ctrlc-${process.pid}-${Date.now()}`;
+    const script = join(cwd, 'run.sh');
+    writeFileSync(
+      script,
+      [
+        'unset CI NO_COLOR',
+        `export ANTHROPIC_API_KEY=test-key ANTHROPIC_BASE_URL='${server.url}' TERM=xterm-256color`,
+        `cd '${cwd}'`,
+        `'${process.execPath}' '${MAIN}' run --no-store 'think'`,
+        'echo "EXIT=$?"',
+        // Cooked again: stty prints its settings (icanon, echo on) for the test to read.
+        'stty -a | tr " " "\\n" | grep -x -e icanon -e echo -e -icanon -e -echo | tr "\\n" " "; echo',
+        'sleep 60',
+      ].join('\n'),
+    );
+    tmux('new-session', '-d', '-s', session, '-x', '150', '-y', '40', `sh '${script}'`);
+    onCleanup(() => {
+      try {
+        tmux('kill-session', '-t', session);
+      } catch {
+        // Already gone.
+      }
+    });
+    await waitFor(session, /^root\s+streaming\s/m, 'the root streaming');
+    tmux('send-keys', '-t', session, 'C-c');
+    const final = await waitFor(session, /^EXIT=\d+$/m, 'the end of the run');
+    expect(final).toMatch(/^EXIT=130$/m);
+    expect(final).toMatch(/^exarch: interrupted: the agents were cancelled/m);
+    await waitFor(session, /^icanon echo\s*$/m, 'the terminal in cooked mode again');
+  });
 });

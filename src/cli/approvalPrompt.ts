@@ -1,6 +1,6 @@
-import { createInterface, type Interface } from 'node:readline';
 import type { ApprovalAnswer, ApprovalRequest } from '../approvals.js';
 import { clip } from '../render.js';
+import type { TerminalInput } from './terminalInput.js';
 
 /** Characters of a call's input shown in a question. */
 const INPUT_CHARS = 400;
@@ -14,17 +14,18 @@ export interface PausableBoard {
 /**
  * Asks a person at the terminal about each call that waits for approval, one at a time, in the
  * order they arrived: the live tree is cleared while a question is open and drawn again after.
- * `answer` is called with each reply (`respond` on the root). Reads stdin only once a first
- * request arrives, so a run that asks nothing never touches it.
+ * `answer` is called with each reply (`respond` on the root). The lines come from the terminal's
+ * one reader (shared with the steering command line), which reads stdin only once a first request
+ * arrives when nothing else started it.
  */
 export class ApprovalPrompt {
   private readonly queue: ApprovalRequest[] = [];
   private asking = false;
-  private lines: Interface | undefined;
+  private paused = false;
   private closed = false;
 
   constructor(
-    private readonly input: NodeJS.ReadableStream,
+    private readonly input: TerminalInput,
     private readonly out: NodeJS.WritableStream,
     private readonly board: PausableBoard,
     private readonly answer: (answer: ApprovalAnswer) => void,
@@ -40,12 +41,19 @@ export class ApprovalPrompt {
   close(): void {
     this.closed = true;
     this.queue.length = 0;
-    this.lines?.close();
+    this.release();
+  }
+
+  /** Lets the tree draw again, if this prompt had cleared it. */
+  private release(): void {
+    if (!this.paused) return;
+    this.paused = false;
     this.board.resume();
   }
 
   private async next(): Promise<void> {
     this.asking = true;
+    this.paused = true;
     this.board.pause();
     while (!this.closed) {
       const request = this.queue.shift();
@@ -64,28 +72,15 @@ export class ApprovalPrompt {
       }
     }
     this.asking = false;
-    if (!this.closed) this.board.resume();
+    this.release();
   }
 
   /** One line matching `valid` (asked again until it does); undefined once input has ended. */
-  private ask(question: string, valid: RegExp): Promise<string | undefined> {
-    const lines = (this.lines ??= createInterface({ input: this.input, output: this.out, terminal: false }));
-    return new Promise((resolve) => {
-      const onClose = (): void => resolve(undefined);
-      lines.once('close', onClose);
-      const prompt = (): void => {
-        this.out.write(question);
-        lines.once('line', (line: string) => {
-          if (valid.test(line.trim())) {
-            lines.off('close', onClose);
-            resolve(line.trim());
-          } else {
-            prompt();
-          }
-        });
-      };
-      prompt();
-    });
+  private async ask(question: string, valid: RegExp): Promise<string | undefined> {
+    for (;;) {
+      const line = await this.input.ask(question);
+      if (line === undefined || valid.test(line.trim())) return line?.trim();
+    }
   }
 }
 

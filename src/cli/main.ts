@@ -75,6 +75,11 @@ const USAGE = `Usage:
                           person's approval: asked inline on a terminal, one at a time
       --no-wait           never ask: once only approvals are left, stop as waiting (exit 4)
                           and list them (also what happens without a terminal)
+      --steer             read steering commands from stdin, one a line, even when it is not
+                          a terminal (on a terminal they are read anyway: type a command while
+                          the tree draws): /cancel PATH cancels a sub-agent and its subtree,
+                          /msg PATH TEXT gives a running agent a message, /help lists them
+                          and the agents running (PATH: root/lead/scribe)
       --max-tokens N      a budget for the whole tree: no request starts once its responses
       --max-cost USD      have used N tokens (or cost USD at list prices); running sub-agents
                           are cancelled and the root answers in one final turn (else exit 3)
@@ -84,7 +89,7 @@ const USAGE = `Usage:
                                   (default 1); SIGTERM drains: runs get S seconds (default 30) to
                                   finish, the rest go back to the queue; a job not finished within
                                   --job-expiry seconds (default 900) is offered to another worker
-  exarch resume RUN_ID [--store FILE | --db URL] [--trace FILE] [--no-wait] [--ui]
+  exarch resume RUN_ID [--store FILE | --db URL] [--trace FILE] [--no-wait] [--ui] [--steer]
                                   take up a run that was killed, crashed, interrupted or left
                                   waiting, with the options it was started with; ends as run would
   exarch approve RUN_ID CALL_ID [--always] [--store FILE]
@@ -146,7 +151,7 @@ async function main(argv: readonly string[]): Promise<number> {
     if (command === 'worker') return await worker(rest, values);
     if (command !== 'demo') throw new UsageError(`unknown command '${command}'`);
     if (rest.length > 0) throw new UsageError(`demo takes no arguments, got '${rest.join(' ')}'`);
-    refuseFlags('demo', values, [...RUN_FLAGS, 'out', 'store', 'db', 'no-store', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', 'approve', 'no-wait', 'always']);
+    refuseFlags('demo', values, [...RUN_FLAGS, 'out', 'store', 'db', 'no-store', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', 'approve', 'no-wait', 'steer', 'always']);
     const trace = values.trace ?? join('.exarch', 'demo', 'trace.jsonl');
     const speed = speedOf(values.speed);
     const port = uiPort(values.ui === true, values['ui-port']);
@@ -226,6 +231,7 @@ function parse(argv: readonly string[]) {
       'max-tokens': { type: 'string' },
       'max-cost': { type: 'string' },
       'no-wait': { type: 'boolean' },
+      steer: { type: 'boolean' },
       always: { type: 'boolean' },
       otel: { type: 'boolean' },
       record: { type: 'string' },
@@ -265,7 +271,7 @@ const RUN_ID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 
 async function view(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length !== 1) throw new UsageError('view takes one trace file or run id: exarch view TRACE|RUN_ID [--out FILE.html]');
-  refuseFlags('view', values, [...RUN_FLAGS, 'trace', 'speed', 'inspect', 'inspect-port', 'ui', 'ui-port', 'no-store', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', 'approve', 'no-wait', 'always']);
+  refuseFlags('view', values, [...RUN_FLAGS, 'trace', 'speed', 'inspect', 'inspect-port', 'ui', 'ui-port', 'no-store', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', 'approve', 'no-wait', 'steer', 'always']);
   const target = positionals[0] ?? '';
   let written: WrittenViewer;
   if (RUN_ID.test(target) && !existsSync(target)) {
@@ -332,6 +338,7 @@ async function runLive(positionals: readonly string[], values: Values, interrupt
       ...(values.replay === undefined ? {} : { replay: values.replay }),
       ui: values.ui === true,
       ...(values['ui-port'] === undefined ? {} : { uiPort: values['ui-port'] }),
+      steer: values.steer === true,
     },
     { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), interrupt, stdin: process.stdin, ...(live ? { inspect: live.inspect } : {}) },
   );
@@ -350,6 +357,7 @@ async function resume(positionals: readonly string[], values: Values): Promise<n
       noWait: values['no-wait'] === true,
       ui: values.ui === true,
       ...(values['ui-port'] === undefined ? {} : { uiPort: values['ui-port'] }),
+      steer: values.steer === true,
     },
     { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), interrupt, stdin: process.stdin },
   );
@@ -357,7 +365,7 @@ async function resume(positionals: readonly string[], values: Values): Promise<n
 
 async function worker(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`worker takes no arguments, got '${positionals.join(' ')}'`);
-  refuseFlags('worker', values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'store', 'no-store', 'detach', 'inspect', 'inspect-port', 'ui', 'ui-port', 'approve', 'no-wait', 'always']);
+  refuseFlags('worker', values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'store', 'no-store', 'detach', 'inspect', 'inspect-port', 'ui', 'ui-port', 'approve', 'no-wait', 'steer', 'always']);
   const { workerCommand } = await import('./workerCommand.js');
   return workerCommand(
     {
@@ -375,7 +383,7 @@ async function answer(command: 'approve' | 'deny', positionals: readonly string[
   const usage = command === 'approve' ? 'exarch approve RUN_ID CALL_ID [--always] [--store FILE]' : 'exarch deny RUN_ID CALL_ID ["reason"] [--store FILE]';
   const most = command === 'approve' ? 2 : 3;
   if (positionals.length < 2 || positionals.length > most) throw new UsageError(`${command} takes a run id and a call id: ${usage}`);
-  refuseFlags(command, values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'no-store', 'inspect', 'inspect-port', 'ui', 'ui-port', 'approve', 'no-wait', 'db', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', ...(command === 'deny' ? (['always'] as const) : [])]);
+  refuseFlags(command, values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'no-store', 'inspect', 'inspect-port', 'ui', 'ui-port', 'approve', 'no-wait', 'steer', 'db', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', ...(command === 'deny' ? (['always'] as const) : [])]);
   const [runId = '', callId = '', reason] = positionals;
   const decision = command === 'deny' ? 'deny' : values.always === true ? 'always' : 'approve';
   return answerCommand(runId, callId, { decision, ...(reason === undefined ? {} : { reason }) }, values.store, { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() });
@@ -383,7 +391,7 @@ async function answer(command: 'approve' | 'deny', positionals: readonly string[
 
 async function runs(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`runs takes no arguments, got '${positionals.join(' ')}'`);
-  refuseFlags('runs', values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'no-store', 'inspect', 'inspect-port', 'ui', 'ui-port', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', 'approve', 'no-wait', 'always']);
+  refuseFlags('runs', values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'no-store', 'inspect', 'inspect-port', 'ui', 'ui-port', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', 'approve', 'no-wait', 'steer', 'always']);
   return listRunsCommand({ ...(values.store === undefined ? {} : { store: values.store }), ...(values.db === undefined ? {} : { db: values.db }) }, { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() });
 }
 

@@ -65,7 +65,8 @@ export class ProgressBoard {
   private readonly ticker: NodeJS.Timeout | undefined;
   private stopped = false;
   private readonly observer = new RunObserver();
-  private paused = false;
+  /** How many askers hold the tree cleared (an approval question, a steering command): drawn again at 0. */
+  private paused = 0;
 
   constructor(private readonly options: ProgressOptions) {
     this.style = palette(options.color);
@@ -107,7 +108,7 @@ export class ProgressBoard {
    * below it; in plain mode, written as it is.
    */
   print(line: string): void {
-    if (this.screen && !this.stopped && !this.paused) {
+    if (this.screen && !this.stopped && this.paused === 0) {
       this.screen.clear();
       this.options.out.write(`${line}\n`);
       this.draw();
@@ -164,23 +165,24 @@ export class ProgressBoard {
   }
 
   /**
-   * Clears the live tree and holds its redraws, so that a question (an approval) can be asked on
-   * the terminal without the tree drawing over it; `resume` draws it again below.
+   * Clears the live tree and holds its redraws, so that a question (an approval) or a command line
+   * can be typed on the terminal without the tree drawing over it; `resume` draws it again below,
+   * once every `pause` has had its `resume`.
    */
   pause(): void {
-    if (!this.screen || this.stopped || this.paused) return;
-    this.paused = true;
-    this.screen.clear();
+    if (!this.screen || this.stopped) return;
+    this.paused += 1;
+    if (this.paused === 1) this.screen.clear();
   }
 
   resume(): void {
-    if (!this.paused) return;
-    this.paused = false;
+    if (this.paused === 0) return;
+    this.paused -= 1;
     this.draw();
   }
 
   private draw(): void {
-    if (!this.screen || this.stopped || this.paused) return;
+    if (!this.screen || this.stopped || this.paused > 0) return;
     const lines = [...this.rows.values()].sort((a, b) => (a.agent.id < b.agent.id ? -1 : 1)).map((row) => this.line(row, true));
     this.screen(lines.join('\n'));
   }
@@ -194,7 +196,7 @@ export class ProgressBoard {
     clearTimeout(this.redraw);
     clearInterval(this.ticker);
     this.redraw = undefined;
-    this.paused = false;
+    this.paused = 0;
     this.draw();
     this.stopped = true;
     this.screen?.done();

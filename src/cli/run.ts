@@ -27,6 +27,8 @@ import { ReplayProvider } from '../replay/replayProvider.js';
 import { Redactor } from '../redact.js';
 import { blockedOnApprovals, respond, type ApprovalPolicy, type ApprovalRequest } from '../approvals.js';
 import { ApprovalPrompt } from './approvalPrompt.js';
+import { steeringCommand } from './steeringCommands.js';
+import { TerminalInput } from './terminalInput.js';
 import { clip } from '../render.js';
 import type { TreeBudget } from '../budget.js';
 import { ZERO_USAGE } from '../usage.js';
@@ -76,6 +78,8 @@ export interface RunFlags {
   readonly approve?: string;
   /** Never ask at the terminal: stop as `waiting` (exit 4) once only approvals are left. */
   readonly noWait?: boolean;
+  /** Read steering commands (`/cancel PATH`, `/msg PATH TEXT`, `/help`) from stdin, one a line, even when it is no terminal. */
+  readonly steer?: boolean;
   /** The whole tree's tokens / US$ (see `TreeBudget`). */
   readonly maxTokens?: string;
   readonly maxCost?: string;
@@ -181,6 +185,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   if (flags.record !== undefined && flags.replay !== undefined) throw new UsageError('--record and --replay cannot be used together');
   const port = uiPort(flags.ui === true, flags.uiPort);
   if (flags.ui && flags.db !== undefined) throw new UsageError('--ui with --db: the run goes on the workers; view it with exarch view RUN_ID --db URL');
+  if (flags.steer && flags.db !== undefined) throw new UsageError('--steer with --db: the run goes on on the workers, which this process cannot steer');
   // What a resume (here or on a worker) rebuilds the run with: the options, never a secret.
   const recorded = {
     model,
@@ -224,7 +229,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
     prepareDir('log directory', logDir);
     const title = `exarch run: ${task.slice(0, 80)}`;
     if (flags.ui) ui = await CliUi.start({ title, model, ...(port === undefined ? {} : { port }) }, io.stderr);
-    const output = new RunOutput(io, flags.trace, title, model, logDir, maxSteps, { noWait: flags.noWait === true, store: flags.store, ...(otel ? { otel } : {}), ...(flags.replay === undefined ? {} : { diverged: diverged.signal }), ...(ui ? { ui } : {}) });
+    const output = new RunOutput(io, flags.trace, title, model, logDir, maxSteps, { noWait: flags.noWait === true, store: flags.store, steer: flags.steer === true, ...(otel ? { otel } : {}), ...(flags.replay === undefined ? {} : { diverged: diverged.signal }), ...(ui ? { ui } : {}) });
     const session: DurableSessionInput = {
       provider: claude.provider,
       // A replayed fault is retried at once: the waits were the network's, and a replay has none.
@@ -349,6 +354,8 @@ export interface ResumeFlags {
   /** As for `run`: the turn-flow viewer, live. */
   readonly ui?: boolean;
   readonly uiPort?: string;
+  /** As for `run`: steering commands from stdin without a terminal. */
+  readonly steer?: boolean;
 }
 
 /**
@@ -381,7 +388,7 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
     const recorded = row.options;
     const title = `exarch resume ${runId}: ${row.task.slice(0, 80)}`;
     if (flags.ui) ui = await CliUi.start({ title, model, ...(port === undefined ? {} : { port }) }, io.stderr);
-    const output = new RunOutput(io, flags.trace, title, model, logDir, maxSteps, { noWait: flags.noWait === true, store: flags.store, ...(ui ? { ui } : {}) });
+    const output = new RunOutput(io, flags.trace, title, model, logDir, maxSteps, { noWait: flags.noWait === true, store: flags.store, steer: flags.steer === true, ...(ui ? { ui } : {}) });
     const approve = recordedPolicy(recorded.approve);
     const budget = budgetOf({ ...(typeof recorded.maxTokens === 'string' ? { maxTokens: recorded.maxTokens } : {}), ...(typeof recorded.maxCost === 'string' ? { maxCost: recorded.maxCost } : {}) }, model);
     // The servers the run was started with, started again (their tools must be the same: see resumeRun).
@@ -603,7 +610,7 @@ class RunOutput {
     private readonly model: string,
     private readonly logDir: string,
     private readonly maxSteps: number | undefined,
-    private readonly approvals: { readonly noWait: boolean; readonly store: string | undefined; readonly otel?: OtlpExport; readonly diverged?: AbortSignal; readonly ui?: CliUi } = { noWait: false, store: undefined },
+    private readonly approvals: { readonly noWait: boolean; readonly store: string | undefined; readonly steer: boolean; readonly otel?: OtlpExport; readonly diverged?: AbortSignal; readonly ui?: CliUi } = { noWait: false, store: undefined, steer: false },
   ) {
     const color = io.stderr.isTTY === true && !io.env['NO_COLOR'] && !io.env['CI'];
     this.board = new ProgressBoard({ out: io.stderr, live: color, color });
@@ -649,17 +656,43 @@ class RunOutput {
   }
 
   /**
+   * What the person types: on a terminal (stdin and stderr), or from stdin with `--steer`, steering
+   * command lines are read from the start (see `steeringCommand`); the approval questions share the
+   * reader. Undefined without a terminal or `--steer`.
+   */
+  private takeInput(run: FollowedRun): TerminalInput | undefined {
+    const { io, board } = this;
+    const terminal = io.stdin?.isTTY === true && io.stderr.isTTY === true;
+    if (!io.stdin || (!terminal && !this.approvals.steer)) return undefined;
+    const input = new TerminalInput({
+      input: io.stdin,
+      output: io.stderr,
+      terminal,
+      onCommand: (line) => {
+        for (const said of steeringCommand(line, run.actor)) board.print(said);
+      },
+      onCommandOpen: () => board.pause(),
+      onCommandClose: () => board.resume(),
+      // Raw mode keeps Ctrl-C from the terminal's signal: raised here as the terminal would.
+      onInterrupt: () => process.kill(process.pid, 'SIGINT'),
+    });
+    input.start();
+    return input;
+  }
+
+  /**
    * On a terminal (stdin and stderr), and without `--no-wait`, each call that waits for approval is
    * asked inline, one at a time. Otherwise the run goes on until nothing in the tree can move
    * without a person, then stops as `waiting` with the calls listed (exit 4).
    */
-  private takeApprovals(run: FollowedRun): TakenApprovals {
+  private takeApprovals(run: FollowedRun, input: TerminalInput | undefined): TakenApprovals {
     const { io, board } = this;
     const waiting: ApprovalRequest[] = [];
     let close = (): void => undefined;
     const inline = !this.approvals.noWait && io.stdin?.isTTY === true && io.stderr.isTTY === true;
-    if (inline && io.stdin) {
-      const prompt = new ApprovalPrompt(io.stdin, io.stderr, board, (answer) => respond(run.actor, answer));
+    // (On a terminal the input is always taken: `takeInput`.)
+    if (inline && input) {
+      const prompt = new ApprovalPrompt(input, io.stderr, board, (answer) => respond(run.actor, answer));
       this.onRequest = prompt.request;
       close = () => prompt.close();
     } else {
@@ -724,10 +757,12 @@ class RunOutput {
     const diverged = this.approvals.diverged;
     const onDiverged = (): void => queueMicrotask(() => run.interrupt());
     diverged?.addEventListener('abort', onDiverged, { once: true });
-    const approvals = this.takeApprovals(run);
+    const input = this.takeInput(run);
+    const approvals = this.takeApprovals(run, input);
     try {
       const result = await run.result;
       approvals.close();
+      input?.close();
       board.stop();
       // The run's last records are in (the root's end came with its stop): the page shows the end.
       this.approvals.ui?.end();
@@ -778,6 +813,7 @@ class RunOutput {
       return EXIT.ok;
     } finally {
       approvals.close();
+      input?.close();
       interrupt.removeEventListener('abort', onInterrupt);
       diverged?.removeEventListener('abort', onDiverged);
       board.stop();
