@@ -2,7 +2,7 @@ import type { AnyActorRef } from 'xstate';
 import { cancelAgent, messageAgent, runningAgents } from '../steering.js';
 
 /** What `/help` says. */
-export const STEERING_HELP = [
+const STEERING_HELP = [
   'exarch: commands, while the run goes on:',
   '  /cancel PATH      cancel a sub-agent and everything it started (its parent is told it was cancelled)',
   '  /msg PATH TEXT    give a running agent a message: it reads it at its next boundary',

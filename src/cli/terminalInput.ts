@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { createInterface, emitKeypressEvents, type Interface, type Key } from 'node:readline';
 
 /** The prompt of a command line. */
-export const COMMAND_PROMPT = 'exarch> ';
+const COMMAND_PROMPT = 'exarch> ';
 
 export interface TerminalInputOptions {
   readonly input: NodeJS.ReadableStream & { isTTY?: boolean };

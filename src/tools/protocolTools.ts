@@ -12,7 +12,7 @@ export const AGENT_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const agentName = z.string().regex(AGENT_NAME, 'must be 1–64 characters of A-Za-z0-9_-');
 
 /** The `budget` of an `agent` call (CONTRACT-level: docs/protocol.md §2). */
-export const agentBudgetInput = z
+const agentBudgetInput = z
   .strictObject({
     tokens: z.number().int().positive().optional().describe('Tokens of every kind (input, output, cache) it and the sub-agents it starts may spend together.'),
     cost: z.number().positive().optional().describe('US$, at list prices, it and the sub-agents it starts may spend together.'),
