@@ -56,4 +56,28 @@ describe('DeadlineQueue (the time limits of tool calls and the stall watchdog)',
     expect(cancelled.stdout.trim()).toBe('');
     expect(cancelled.status).toBe(0);
   });
+
+  it('an aborted model request leaves no stall watchdog behind, even when its provider never settles', async () => {
+    const { deadlines } = await import('../src/deadlines.js');
+    const { runModelStep, StepCancellation } = await import('../src/model/streamModel.js');
+    const before = deadlines.size;
+    // A provider that ignores the abort and never settles (an SDK stream aborted mid-chunk once did).
+    const provider = { name: 'stuck', stream: () => new Promise<never>(() => undefined) };
+    const cancellation = new StepCancellation();
+    const step = runModelStep(
+      {
+        provider,
+        request: { agent: { name: 'a', path: ['a'], depth: 0, id: 'a' }, system: '', messages: [], tools: [] },
+        listener: undefined,
+        retry: { maxRetries: 0, baseDelayMs: 1, maxDelayMs: 1 },
+        stallTimeoutMs: 600_000,
+      },
+      cancellation,
+    );
+    void step.catch(() => undefined);
+    expect(deadlines.size).toBe(before + 1);
+    cancellation.abort(new Error('cancelled'));
+    // Its ref'd deadline would have kept the process alive for ten minutes.
+    expect(deadlines.size).toBe(before);
+  });
 });

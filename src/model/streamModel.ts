@@ -36,6 +36,12 @@ export class AttemptAbort {
   private controller: AbortController | undefined;
   private reason: unknown;
   private aborted = false;
+  /** Called once when the attempt is aborted (see `attemptOnce`). */
+  onAbort: (() => void) | undefined;
+
+  get isAborted(): boolean {
+    return this.aborted;
+  }
 
   get signal(): AbortSignal {
     if (!this.controller) {
@@ -50,6 +56,7 @@ export class AttemptAbort {
     this.aborted = true;
     this.reason = reason;
     this.controller?.abort(reason);
+    this.onAbort?.();
   }
 }
 
@@ -133,6 +140,11 @@ async function attemptOnce(input: StreamModelInput, attempt: AttemptAbort): Prom
     });
   };
   arm(input.stallTimeoutMs);
+  // An aborted attempt needs no watchdog, even if its provider never settles: a stream aborted
+  // while the SDK iterates an already-received chunk was seen to leave its promise pending, and
+  // the watchdog's ref'd deadline then kept the process from exiting.
+  attempt.onAbort = () => watchdog?.cancel();
+  if (attempt.isAborted) watchdog?.cancel();
   const { agent } = input.request;
   const listener = input.listener;
   const count = usageCounter(input.onUsage);
