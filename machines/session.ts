@@ -218,7 +218,7 @@ function stepEndFor(context: SessionContext, event: SessionEvent): StepEnd {
   throw new Error(`exarch: no step has ended (event ${event.type})`);
 }
 
-/** Files a tool result (from `tool.settled`, or the last one, with `batch.drained`) with the open batch. */
+/** Records a settled tool call's result (from `tool.settled`, or the last one, with `batch.drained`) in the open batch. */
 function settleCallIn(context: SessionContext, event: SessionEvent): void {
   if ((event.type !== 'tool.settled' && event.type !== 'batch.drained') || !event.result || !context.batch || context.batch.committed) return;
   context.batch.results.set(event.result.tool_use_id, event.result);
@@ -303,7 +303,7 @@ function closeOpenCalls(context: SessionContext, reason: string): void {
   context.fixed.recorder.record({ type: 'message', role: 'user', content: results });
 }
 
-function settle(context: SessionContext, outcome: AgentOutcome, extra: { text?: string; reason?: string; value?: unknown } = {}): AgentResult {
+function finish(context: SessionContext, outcome: AgentOutcome, extra: { text?: string; reason?: string; value?: unknown } = {}): AgentResult {
   const totalUsage = addUsage(context.usage, context.childUsage);
   const result: AgentResult = {
     name: context.agent.name,
@@ -826,22 +826,22 @@ const machineSetup = setup({
       if ('error' in event) return { failure: describeError(event.error) };
       return { failure: `failed on ${event.type}` };
     }),
-    settleReplied: assign(({ context }) => {
+    finishReplied: assign(({ context }) => {
       const reply = context.batch?.reply;
       const rendered = clip(renderValue(reply?.result), context.options.replyCap);
       // A typed reply also hands up its parsed value (the host's `AgentResult.value`).
       const value = context.options.reply !== undefined && reply ? { value: reply.result } : {};
-      return { result: settle(context, rendered.length > 0 ? 'replied' : 'empty', { text: rendered, ...value }) };
+      return { result: finish(context, rendered.length > 0 ? 'replied' : 'empty', { text: rendered, ...value }) };
     }),
-    settleEmpty: assign(({ context }) => ({ result: settle(context, 'empty') })),
-    settleCapped: assign(({ context, event }) => {
+    finishEmpty: assign(({ context }) => ({ result: finish(context, 'empty') })),
+    finishCapped: assign(({ context, event }) => {
       const budget = event.type === 'budget.spent' || context.options.budget.caps(context.agent, context.fixed.budgetScope);
       const reason = budget ? 'budget' : `step cap of ${context.options.maxSteps} reached`;
-      return { result: settle(context, 'capped', { reason }) };
+      return { result: finish(context, 'capped', { reason }) };
     }),
-    settleFailed: assign(({ context }) => ({ result: settle(context, 'failed', { reason: context.failure ?? 'unknown failure' }) })),
-    settleCancelled: assign(({ context, event }) => ({
-      result: settle(context, 'cancelled', event.type === 'cancel' && event.reason ? { reason: event.reason } : {}),
+    finishFailed: assign(({ context }) => ({ result: finish(context, 'failed', { reason: context.failure ?? 'unknown failure' }) })),
+    finishCancelled: assign(({ context, event }) => ({
+      result: finish(context, 'cancelled', event.type === 'cancel' && event.reason ? { reason: event.reason } : {}),
     })),
   },
 });
@@ -1019,7 +1019,7 @@ export const sessionMachine = machineSetup.createMachine({
       always: { guard: 'approvalsAnswered', target: 'dispatchingBatch', actions: 'noteDispatching' },
     },
     waitingForAgents: {
-      // No request and no step: children's results arrive (the machine-wide handlers file them in
+      // No request and no step: children's results arrive (the machine-wide handlers deliver them into
       // the inbox) until the wait's condition holds; then the batch is committed with the wait's
       // answer and the inbox in one message, and the session goes on as after any batch.
       entry: ['noteWaiting', 'flushLog', 'holdBatch'],
@@ -1044,27 +1044,27 @@ export const sessionMachine = machineSetup.createMachine({
     },
     replied: {
       type: 'final',
-      entry: [{ type: 'cancelChildren', params: { reason: 'parent replied' } }, 'settleReplied'],
+      entry: [{ type: 'cancelChildren', params: { reason: 'parent replied' } }, 'finishReplied'],
     },
     finishedWithoutReply: {
       type: 'final',
-      entry: 'settleEmpty',
+      entry: 'finishEmpty',
     },
     capped: {
       type: 'final',
-      entry: [{ type: 'cancelChildren', params: { reason: 'parent hit the step cap' } }, 'settleCapped'],
+      entry: [{ type: 'cancelChildren', params: { reason: 'parent hit the step cap' } }, 'finishCapped'],
     },
     failed: {
       type: 'final',
       entry: [
         { type: 'closeOpenCalls', params: { reason: 'not executed: the session failed' } },
         { type: 'cancelChildren', params: { reason: 'parent failed' } },
-        'settleFailed',
+        'finishFailed',
       ],
     },
     cancelled: {
       type: 'final',
-      entry: 'settleCancelled',
+      entry: 'finishCancelled',
     },
   },
   output: ({ context }) => {
