@@ -11,10 +11,12 @@ export interface CrewMember<Input> {
   readonly input: Input;
 }
 
+/** @public The crew machine's input (named in the session machine's declared type). */
 export interface CrewInput<Input> {
   readonly members: readonly CrewMember<Input>[];
 }
 
+/** @public Named in the session machine's declared type. */
 export type CrewEvent =
   | { readonly type: 'crew.cancel'; readonly actorId: string; readonly reason: string }
   | { readonly type: `xstate.done.actor.${number}`; readonly output: AgentResult; readonly actorId: string }
@@ -36,7 +38,7 @@ export function stopOrphansOf(actor: AnyActorRef | undefined): void {
   for (const child of Object.values(snapshot.children ?? {})) (child as AnyActorRef & { _stop?: () => void })._stop?.();
 }
 
-/** Which crew-local actor id stands for which of the session's actor ids, both ways. */
+/** @public Which crew-local actor id stands for which of the session's actor ids, both ways (named in the session machine's declared type). */
 export interface CrewContext {
   /** The session's actor id of the child at each local id. */
   readonly sessionIds: string[];

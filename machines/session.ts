@@ -369,7 +369,7 @@ function effectsFor(self: AnyActorRef, context: SessionContext): SessionEffects 
 }
 
 /** What a tool call in flight at a crash is answered with, unless its tool is idempotent. */
-export function unknownEffectMessage(toolName: string): string {
+function unknownEffectMessage(toolName: string): string {
   return (
     `tool '${toolName}' was running when the process stopped, so its effect is unknown: it may or may not have ` +
     'taken effect, and it was not run again. Check before you repeat it.'

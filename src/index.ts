@@ -1,5 +1,5 @@
 /** exarch: agent sessions as explicit XState v5 machines. */
-export { sessionMachine, validateSessionInput, type SessionContext, type SessionEvent, type SessionInput, type SessionMachine } from '../machines/session.js';
+export { sessionMachine, validateSessionInput, type SessionContext, type SessionEvent, type SessionFixed, type SessionInput, type SessionMachine } from '../machines/session.js';
 export { ROOT_AGENT, childIdentity, hostedSubAgent } from './identity.js';
 export { ChildRegistry, type LiveChild } from '../machines/childRegistry.js';
 export { createRunObserver, events, observe, RunObserver } from './observe/runObserver.js';

@@ -37,12 +37,12 @@ const INTERNAL = 1;
 const CLIENT = 3;
 const STATUS_ERROR = 2;
 
-function valueOf(value: AnyValue): unknown {
+function attributeValue(value: AnyValue): unknown {
   if (value.stringValue !== undefined) return value.stringValue;
   if (value.intValue !== undefined) return Number(value.intValue);
   if (value.boolValue !== undefined) return value.boolValue;
   if (value.doubleValue !== undefined) return value.doubleValue;
-  if (value.arrayValue !== undefined) return (value.arrayValue.values ?? []).map(valueOf);
+  if (value.arrayValue !== undefined) return (value.arrayValue.values ?? []).map(attributeValue);
   return undefined;
 }
 
@@ -61,7 +61,7 @@ async function collector(): Promise<{ url: string; spans: Received[]; posts: { p
       const body = JSON.parse(text) as { resourceSpans?: { resource?: { attributes?: { key: string; value: AnyValue }[] }; scopeSpans?: { spans?: OtlpSpan[] }[] }[] };
       for (const resource of body.resourceSpans ?? []) {
         const service = resource.resource?.attributes?.find((a) => a.key === 'service.name');
-        if (service) serviceNames.push(String(valueOf(service.value)));
+        if (service) serviceNames.push(String(attributeValue(service.value)));
         for (const scope of resource.scopeSpans ?? []) {
           for (const span of scope.spans ?? []) {
             spans.push({
@@ -70,7 +70,7 @@ async function collector(): Promise<{ url: string; spans: Received[]; posts: { p
               id: span.spanId,
               parent: span.parentSpanId || undefined,
               trace: span.traceId,
-              attributes: Object.fromEntries((span.attributes ?? []).map((a) => [a.key, valueOf(a.value)])),
+              attributes: Object.fromEntries((span.attributes ?? []).map((a) => [a.key, attributeValue(a.value)])),
               status: span.status?.code ?? 0,
             });
           }

@@ -46,7 +46,7 @@ describe.skipIf(TMUX === undefined)('exarch run in a terminal', () => {
       reader: [
         stream({ toolCalls: [call('read_file', { path: 'notes.md' })] }),
         // 250 characters at 8 per delta, one delta every 100 ms: three seconds of streaming.
-        stream({ text: 'x'.repeat(242) + ' read it' }, { chunkDelayMs: 100 }),
+        stream({ text: `${'x'.repeat(242)} read it` }, { chunkDelayMs: 100 }),
         stream({ toolCalls: [call('reply', { result: 'hello' })] }),
       ],
     });

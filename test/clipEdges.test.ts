@@ -80,7 +80,7 @@ describe('clip at its edges', () => {
       // The largest kept length whose marker still fits, found by arithmetic on the marker's length.
       let keep = cap;
       while (keep + markerLength(text.length - keep) > cap) keep -= 1;
-      const expected = 'A'.repeat(Math.ceil(keep / 2)) + `\n\n[… ${text.length - keep} characters elided by exarch …]\n\n` + 'B'.repeat(Math.floor(keep / 2));
+      const expected = `${'A'.repeat(Math.ceil(keep / 2))}\n\n[… ${text.length - keep} characters elided by exarch …]\n\n${'B'.repeat(Math.floor(keep / 2))}`;
       expect(clip(text, cap)).toBe(expected);
     }
   });
@@ -93,7 +93,7 @@ describe('clip at its edges', () => {
 
   it('at every cap, a text of surrogate pairs keeps whole pairs and uses the cap but for the halves it cut around', () => {
     // Counts cross 10, 100 and 1000 here, where moving a cut inwards can add a digit to the marker.
-    for (const text of ['x' + LOWEST.repeat(600), HIGHEST.repeat(600), 'xy' + LOWEST.repeat(30) + 'z'.repeat(7)]) {
+    for (const text of [`x${LOWEST.repeat(600)}`, HIGHEST.repeat(600), `xy${LOWEST.repeat(30)}${'z'.repeat(7)}`]) {
       for (let cap = markerLength(text.length) + 4; cap < text.length; cap++) {
         const out = clip(text, cap);
         checkElided(text, cap, out);

@@ -22,7 +22,7 @@ afterEach(async () => {
 /** The text of the last user message of a request (what the model was just told). */
 function lastUserText(request: ModelRequest): string {
   const last = request.messages.at(-1);
-  if (!last || last.role !== 'user') return '';
+  if (last?.role !== 'user') return '';
   return last.content.map((block) => (block.type === 'text' ? block.text : '')).join('');
 }
 
@@ -80,7 +80,7 @@ describe('contract oracles', () => {
   });
 
   it('a clipped reply is at most the reply cap, marker included, at every cap (CONTRACT §3)', async () => {
-    const payload = 'head-' + 'x'.repeat(3000) + '-tail';
+    const payload = `head-${'x'.repeat(3000)}-tail`;
     for (const replyCap of [40, 41, 57, 100, 1000]) {
       const { agents, requests } = countingScripts({
         root: (index) => (index === 0 ? { calls: [{ name: 'agent', input: { name: 'w', task: 'work' } }] } : { text: 'ok' }),

@@ -36,7 +36,9 @@ describe('DeadlineQueue (the time limits of tool calls and the stall watchdog)',
     const fired: number[] = [];
     const handles = Array.from({ length: 200 }, (_, i) => ({ delay: (i * 37) % 50, handle: queue.add((i * 37) % 50, () => fired.push((i * 37) % 50)) }));
     const kept = handles.filter((_, i) => i % 3 !== 0);
-    handles.forEach((h, i) => i % 3 === 0 && h.handle.cancel());
+    handles.forEach((h, i) => {
+      if (i % 3 === 0) h.handle.cancel();
+    });
     await sleep(100);
     expect(fired).toEqual(kept.map((h) => h.delay).sort((x, y) => x - y));
   });

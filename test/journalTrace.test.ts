@@ -158,7 +158,7 @@ function expectWellFormed(records: readonly TraceRecord[], rows: readonly Journa
   expect([...times].sort((a, b) => a - b)).toEqual(times);
   expect(records.at(-1)?.t).toBe((rows.at(-1)?.ts ?? 0) - (rows[0]?.ts ?? 0));
   // The viewer's reader takes it back as it is.
-  expect(parseTrace(records.map((r) => JSON.stringify(r)).join('\n') + '\n')).toEqual(records);
+  expect(parseTrace(`${records.map((r) => JSON.stringify(r)).join('\n')}\n`)).toEqual(records);
 }
 
 /** What the viewer draws, by agent id rather than lane index, so two models compare. */

@@ -243,7 +243,9 @@ function atRest(snapshot: SessionSnapshot): boolean {
 /** The collapsed index of each step's state (see `collapse`). */
 function collapsedIndices(keys: readonly string[]): number[] {
   const out: number[] = [];
-  keys.forEach((key, i) => out.push(i === 0 ? 0 : (out[i - 1] as number) + (key === keys[i - 1] ? 0 : 1)));
+  keys.forEach((key, i) => {
+    out.push(i === 0 ? 0 : (out[i - 1] as number) + (key === keys[i - 1] ? 0 : 1));
+  });
   return out;
 }
 
@@ -547,7 +549,7 @@ describe('model-based, durable: a session journaled at any reachable state, cras
       const { session, paths } = shortestPaths(kind);
       for (const [index, path] of paths.entries()) {
         const last = path.steps.at(-1)?.state;
-        if (!last || last.status !== 'active' || last.value !== 'dispatchingBatch' || pendingRuns(last).length === 0) continue;
+        if (last?.status !== 'active' || last.value !== 'dispatchingBatch' || pendingRuns(last).length === 0) continue;
         checked += 1;
         const failure = await driveUnknown(kind, path, session, `${kind}-unknown-${index}`);
         if (failure) failures.push(failure);

@@ -47,7 +47,10 @@ describe('nudge registry: picking a latch', () => {
 
   it('a latch sees the step and how often it fired, this turn and in all', () => {
     const seen: NudgeView[] = [];
-    const spy: NudgeLatch = { id: 'spy', on: 'end_turn', fires: (v) => (seen.push(v), true), message: '' };
+    const spy: NudgeLatch = { id: 'spy', on: 'end_turn', fires: (v) => {
+        seen.push(v);
+        return true;
+      }, message: '' };
     pickNudge([spy], 'end_turn', counts({ spy: { turn: 2, total: 5 } }), view({ stepText: 'hello', steps: 4 }));
     pickNudge([spy], 'end_turn', {}, view());
     expect(seen).toEqual([

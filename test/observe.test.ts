@@ -237,7 +237,6 @@ describe('backpressure: a slow consumer never holds the run back', () => {
     const all: RunEvent[] = [];
     observe(actor, (event) => all.push(event));
     const slow: RunEvent[] = [];
-    let settledAfter: number | undefined;
     const consumed = (async () => {
       for await (const event of events(actor)) {
         slow.push(event);
@@ -247,7 +246,7 @@ describe('backpressure: a slow consumer never holds the run back', () => {
     })();
     actor.start();
     await waitForSettled(actor);
-    settledAfter = slow.length;
+    const settledAfter = slow.length;
     actor.stop();
     await consumed;
 

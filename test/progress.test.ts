@@ -9,7 +9,10 @@ import { scriptedProvider } from '../src/testing/index.js';
 function collect() {
   let text = '';
   // As wide as a terminal that fits every line (log-update wraps at the stream's columns).
-  return { out: { write: (s: string) => ((text += s), true), columns: 200 } as unknown as NodeJS.WritableStream, text: () => text };
+  return { out: { write: (s: string) => {
+        text += s;
+        return true;
+      }, columns: 200 } as unknown as NodeJS.WritableStream, text: () => text };
 }
 
 async function runWith(board: ProgressBoard, explorerDelayMs = 0) {
@@ -56,7 +59,7 @@ describe('progress display', () => {
     const frames = sink.text().split('\u001b[G');
     expect(frames.length).toBeGreaterThan(1);
     const last = plain(frames.at(-1) ?? '');
-    expect(last).toMatch(/^root\s+readyForUser\s+step 3 .*\n  explorer\s+replied\s+step 1\s+1\.6k tok\s+\d+s\n$/);
+    expect(last).toMatch(/^root\s+readyForUser\s+step 3 .*\n {2}explorer\s+replied\s+step 1\s+1\.6k tok\s+\d+s\n$/);
     expect(board.totals()).toMatchObject({ agents: 2, steps: 4, outcomes: { replied: 1 } });
     // The summary printed after the last drawing stays: stopping again draws nothing over it.
     sink.out.write('summary\n');
@@ -101,7 +104,7 @@ describe('progress display', () => {
       expect(lastFrame(sink.text())).toMatch(/running list_dir\n$/);
       board.inspect(snapshotEvent('readyForUser', { children: { size: 3 } }));
       vi.advanceTimersByTime(100);
-      expect(lastFrame(sink.text())).toMatch(/readyForUser\s+step 1\s+0 tok\s+0s  waiting for 3 sub-agents\n$/);
+      expect(lastFrame(sink.text())).toMatch(/readyForUser\s+step 1\s+0 tok\s+0s {2}waiting for 3 sub-agents\n$/);
       board.stop();
     } finally {
       vi.useRealTimers();

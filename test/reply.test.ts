@@ -126,7 +126,7 @@ describe('the reply contract', () => {
   });
 
   it('an oversize payload is middle-elided to the reply cap, marker included', async () => {
-    const payload = 'HEAD-' + 'x'.repeat(50_000) + '-TAIL';
+    const payload = `HEAD-${'x'.repeat(50_000)}-TAIL`;
     const { snapshot } = await runTraced({ root: parentOf(), c: [{ calls: [{ name: 'reply', input: { result: payload } }] }] }, { task: 'go', replyCap: 1000 });
     const text = inboxTurn(snapshot.context.messages).slice("[agent 'c' replied]\n".length);
     expect(text.length).toBeLessThanOrEqual(1000);
@@ -156,7 +156,7 @@ describe('the reply contract', () => {
 
   it('a sub-agent that never replies is reminded exactly once, then finishes with no output and its prose is not scraped', async () => {
     const prose = 'Here is my full report, written as prose instead of a reply.';
-    const { snapshot, logs, provider } = await runTraced({ root: parentOf(), c: [{ text: prose }, { text: prose + ' (again)' }] }, { task: 'go' });
+    const { snapshot, logs, provider } = await runTraced({ root: parentOf(), c: [{ text: prose }, { text: `${prose} (again)` }] }, { task: 'go' });
     const nudges = logs.records('root/c').filter((r) => r.type === 'nudge');
     expect(nudges).toHaveLength(1);
     expect(nudges[0]).toMatchObject({ latch: 'reply-reminder', text: expect.stringContaining('`reply`') });

@@ -10,7 +10,7 @@ import type { JournalRecord } from '../src/store/journalRecord.js';
 import { MemoryRunStore, type StoreOptions } from '../src/store/memoryStore.js';
 import type { ClaimResult, JournalRow, NewRun, RunOwner } from '../src/store/runStore.js';
 import { openPostgresStore, type PostgresRunStore } from '../src/store/postgresStore.js';
-import { openSqliteStore, SqliteRunStore } from '../src/store/sqliteStore.js';
+import { openSqliteStore, type SqliteRunStore } from '../src/store/sqliteStore.js';
 import { StoreError, type StoreErrorKind } from '../src/store/storeError.js';
 import { postgresForFile } from './support/postgresServer.js';
 
@@ -305,7 +305,9 @@ describe('sqlite run store: the file', () => {
     db.prepare(`INSERT INTO runs (id, task, cwd, options, started_at, status, lease_until) VALUES ('old', 't', '/w', '{"tools":[]}', 1, 'interrupted', 0)`).run();
     const insert = db.prepare('INSERT INTO journal VALUES (?, ?, ?, ?, ?, ?)');
     const records = [session('root'), message('héllo "quoted"\n'), usage(3, 4)];
-    records.forEach((record, i) => insert.run('old', i + 1, 'root', 7000 + i, record.type, JSON.stringify(record)));
+    records.forEach((record, i) => {
+      insert.run('old', i + 1, 'root', 7000 + i, record.type, JSON.stringify(record));
+    });
     db.pragma(`application_id = ${EXARCH_ID}`);
     db.pragma('user_version = 1');
     db.close();

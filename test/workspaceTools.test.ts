@@ -143,7 +143,7 @@ describe('confinement to the working directory', () => {
 
 describe('read_file', () => {
   const tools = (): Tool[] => workspaceTools({ root });
-  const numbered = (n: number): string => Array.from({ length: n }, (_, i) => `line ${i + 1}`).join('\n') + '\n';
+  const numbered = (n: number): string => `${Array.from({ length: n }, (_, i) => `line ${i + 1}`).join('\n')}\n`;
 
   it('offset and limit return part of the file under a header saying which part', async () => {
     await writeFile(path.join(root, 'ten.txt'), numbered(10));

@@ -7,7 +7,7 @@ import { describeError } from '../model/errors.js';
 import type { Tool } from '../tools/defineTool.js';
 
 /** The file `exarch run` reads declared agents from when `--agents` is not given, if it exists. */
-export const DEFAULT_CONFIG_FILE = 'exarch.config.json';
+const DEFAULT_CONFIG_FILE = 'exarch.config.json';
 
 /**
  * Why a config file cannot be used: `unsupported`: not a JSON config, or a reply schema this zod
@@ -45,7 +45,7 @@ const configJson = z.strictObject({
   agents: z.record(z.string(), profileJson),
 });
 
-export type AgentsConfigJson = z.output<typeof configJson>;
+type AgentsConfigJson = z.output<typeof configJson>;
 
 /** Declared agents for the CLI, and the JSON a durable run records to rebuild them on resume. */
 export interface LoadedAgents {

@@ -133,7 +133,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
  * last tool call — the tail of its final tool-call-free step. Computed from the explorer's real
  * history, so the comparison is of this run, not of constants.
  */
-export function positionalScrape(messages: readonly Message[]): string {
+function positionalScrape(messages: readonly Message[]): string {
   let tail = '';
   for (const message of messages) {
     if (message.role !== 'assistant') continue;

@@ -20,11 +20,11 @@ import type { Message, ModelRequest } from '../types.js';
 /** What the user asks the root. */
 export const USER_TASK = "Map this project's testing setup for me, and check whether CI really runs all of it.";
 
-export const EXPLORER_TASK =
+const EXPLORER_TASK =
   "Map this project's testing setup: the test layers and their runners, configuration, fixtures and helpers, " +
   'coverage, and what CI runs. Reply with a markdown brief a new contributor could work from.';
 
-export const REVIEWER_TASK =
+const REVIEWER_TASK =
   'Review .github/workflows/ci.yml against package.json: which test layers does CI run, and when is one skipped? ' +
   'Reply with your findings as a JSON object.';
 
@@ -96,7 +96,7 @@ function assertLength(name: string, value: string, expected: number): void {
 }
 
 /** The reviewer's findings: an object, so the parent receives it pretty-printed. */
-export const REVIEW_FINDINGS = {
+const REVIEW_FINDINGS = {
   verdict: 'CI runs every test layer, but not for every contributor',
   jobs: {
     unit: 'every push and pull request; uploads coverage',
@@ -120,7 +120,7 @@ export const REVIEW_FINDINGS = {
 } as const;
 
 /** The fixture project the demo tools read: path → content. */
-export const PROJECT_FILES: Readonly<Record<string, string>> = {
+const PROJECT_FILES: Readonly<Record<string, string>> = {
   'package.json': [
     '{',
     '  "name": "tidepool",',
@@ -174,6 +174,7 @@ export const PROJECT_FILES: Readonly<Record<string, string>> = {
     '  e2e:',
     '    needs: [unit]',
     '    if: github.event.pull_request.head.repo.fork != true',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a GitHub Actions expression in a workflow file, not a template
     '    env: { E2E_STRIPE_KEY: "${{ secrets.E2E_STRIPE_KEY }}" }',
   ].join('\n'),
   'src/server.ts': '// the HTTP service',

@@ -13,7 +13,7 @@ export function redactProcessOutput(redactor: Redactor): void {
 }
 
 /** Replaces `stream.write` with one that redacts text chunks (a buffer is decoded as UTF-8 and passed as it was when nothing in it is a secret). */
-export function redactWrites(stream: NodeJS.WritableStream, redactor: Redactor): void {
+function redactWrites(stream: NodeJS.WritableStream, redactor: Redactor): void {
   const write = stream.write.bind(stream) as (chunk: unknown, ...rest: unknown[]) => boolean;
   const redacted = (chunk: unknown, ...rest: unknown[]): boolean => {
     if (typeof chunk === 'string') return write(redactor.text(chunk), ...rest);

@@ -34,7 +34,7 @@ export async function listRunsCommand(target: StoreTarget, io: RunsIo): Promise<
 }
 
 /** The table `exarch runs` prints: fixed columns, the task's first line clipped last. */
-export function formatRuns(runs: readonly RunSummary[]): string {
+function formatRuns(runs: readonly RunSummary[]): string {
   const rows = runs.map((run) => [
     run.id,
     startedAt(run.startedAt),

@@ -142,7 +142,7 @@ class JsonlSessionLog implements SessionLog {
   ) {}
 
   append(record: LogRecord): void {
-    const line = stringifyBounded({ ts: Date.now(), ...record }) + '\n';
+    const line = `${stringifyBounded({ ts: Date.now(), ...record })}\n`;
     this.buffer.push(line);
     this.bytes += line.length;
     if (this.closed || this.bytes >= FLUSH_BYTES) this.flush();

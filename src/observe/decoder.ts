@@ -3,7 +3,7 @@ import type { ApprovalDecision } from '../approvals.js';
 import type { BudgetCrossing, BudgetMeter } from '../budget.js';
 import type { SessionSnapshot } from '../runtime.js';
 import type { AgentIdentity, AgentResult, Message, ModelResponse, ToolResultBlock } from '../types.js';
-import type { RunEvent, RunEventListener } from './events.js';
+import type { RunEventListener } from './events.js';
 
 /**
  * The one place that reads XState's inspection events and decides what they mean for a run:

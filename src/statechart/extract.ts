@@ -29,7 +29,7 @@ function actionText(action: unknown): string {
 }
 
 /** An eventless (`always`) transition, labelled as the statechart shows it. */
-export const ALWAYS_EVENT = 'always';
+const ALWAYS_EVENT = 'always';
 
 /**
  * Every transition leaving a node of `toDirectedGraph`: its edges, and its eventless (`always`)

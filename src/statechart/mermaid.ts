@@ -1,7 +1,6 @@
 import type { TraceStatechart } from '../trace/format.js';
 import { displayGuards, transitionLabel } from './labels.js';
 
-export { transitionLabel } from './labels.js';
 
 /** The id of the pseudo-state that stands for "any state": the machine's root-level transitions (source `*`). */
 export const ANY_STATE_ID = 'anyState';

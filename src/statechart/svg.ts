@@ -157,7 +157,9 @@ function guardLines(guard: string): string[] {
  */
 function labelLines(group: EdgeGroup): LabelLine[] {
   const byEvent = new Map<string, (string | undefined)[]>();
-  group.transitions.forEach((t, i) => byEvent.set(t.event, [...(byEvent.get(t.event) ?? []), group.guards[i]]));
+  group.transitions.forEach((t, i) => {
+    byEvent.set(t.event, [...(byEvent.get(t.event) ?? []), group.guards[i]]);
+  });
   const lines: LabelLine[] = [];
   for (const [event, list] of byEvent) {
     const guards = [...new Set(list)];

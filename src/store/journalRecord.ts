@@ -25,5 +25,3 @@ export type JournalRecord =
   | { readonly type: 'interrupt' }
   /** Run-level (session ''): a process took the run up again. */
   | { readonly type: 'resume' };
-
-type JournalRecordType = JournalRecord['type'];

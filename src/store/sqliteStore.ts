@@ -279,7 +279,9 @@ export class SqliteRunStore implements RunStore {
     const rows: JournalRow[] = [];
     for (const burst of this.selectJournal.all(runId)) {
       const records = JSON.parse(burst.records) as StoredRecord[];
-      records.forEach(([session, ts, record], i) => rows.push({ runId, seq: burst.seq + i, session, ts, record }));
+      records.forEach(([session, ts, record], i) => {
+        rows.push({ runId, seq: burst.seq + i, session, ts, record });
+      });
     }
     return rows;
   }

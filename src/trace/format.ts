@@ -88,8 +88,6 @@ export type TraceRecord =
   | { readonly t: number; readonly kind: 'agent.end'; readonly agent: string; readonly status: 'done' | 'stopped' | 'error'; readonly outcome?: AgentOutcome; readonly reason?: string }
   | { readonly t: number; readonly kind: 'trace.end' };
 
-type TraceKind = TraceRecord['kind'];
-
 /** Parses a trace file's text; a bad line throws one line naming it. */
 export function parseTrace(text: string): TraceRecord[] {
   const records: TraceRecord[] = [];
@@ -109,7 +107,7 @@ export function parseTrace(text: string): TraceRecord[] {
     records.push(value as TraceRecord);
   }
   const first = records[0];
-  if (!first || first.kind !== 'trace.start') throw new Error('not an exarch trace: the first record is not trace.start');
+  if (first?.kind !== 'trace.start') throw new Error('not an exarch trace: the first record is not trace.start');
   if (first.version !== TRACE_VERSION) throw new Error(`trace version ${String(first.version)} is not supported (this exarch reads version ${TRACE_VERSION})`);
   return records;
 }

@@ -87,7 +87,7 @@ export class TraceRecorder {
 
   /** Every line is JSON, however deep what a model sent (see nesting.ts). */
   private write(record: TraceRecord): void {
-    const line = stringifyBounded(record) + '\n';
+    const line = `${stringifyBounded(record)}\n`;
     this.buffer.push(line);
     this.bytes += line.length;
     if (this.bytes >= FLUSH_BYTES) this.flush();

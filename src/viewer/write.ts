@@ -2,7 +2,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { makeDirs } from '../fs/makeDirs.js';
 import { basename, dirname } from 'node:path';
 import { describeError } from '../model/errors.js';
-import { parseTrace } from '../trace/format.js';
+import { parseTrace, type TraceRecord } from '../trace/format.js';
 import { renderViewerHtml } from './html.js';
 
 export interface WrittenViewer {
@@ -27,7 +27,7 @@ export function writeViewer(traceFile: string, outFile: string): WrittenViewer {
       code === 'ENOENT' ? `${traceFile}: no such file` : `${traceFile}: cannot read it: ${describeError(error)}`,
     );
   }
-  let records;
+  let records: TraceRecord[];
   try {
     records = parseTrace(text);
   } catch (error) {

@@ -86,8 +86,8 @@ describe('globs', () => {
   it('the issue\'s glob against a path 26 directories deep answers at once', () => {
     expect(compileGlob(HUGE_GLOB).matches(`${DEEP}/y`)).toBe(false);
     expect(compileGlob(HUGE_GLOB).matches(`${DEEP}/x`)).toBe(true);
-    expect(compileGlob(STARRY_GLOB).matches('a'.repeat(60) + 'c')).toBe(false);
-    expect(compileGlob(STARRY_GLOB).matches('a'.repeat(60) + 'b')).toBe(true);
+    expect(compileGlob(STARRY_GLOB).matches(`${'a'.repeat(60)}c`)).toBe(false);
+    expect(compileGlob(STARRY_GLOB).matches(`${'a'.repeat(60)}b`)).toBe(true);
   });
 
   // The oracle is this table, written by hand from the grammar in glob.ts's JSDoc.

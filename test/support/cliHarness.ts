@@ -29,7 +29,7 @@ export const call = (name: string, input: unknown) => ({ name, input });
 /** The text of the last user message of a request: what the agent was just told. */
 export function lastUserText(request: ReceivedRequest): string {
   const last = request.body.messages.at(-1);
-  if (!last || last.role !== 'user') return '';
+  if (last?.role !== 'user') return '';
   if (typeof last.content === 'string') return last.content;
   return last.content.map((b) => (b.type === 'text' ? String(b['text']) : b.type === 'tool_result' ? `[result ${String(b['is_error'] === true ? 'error' : 'ok')}: ${JSON.stringify(b['content'])}]` : '')).join('\n');
 }

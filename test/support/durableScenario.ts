@@ -204,7 +204,9 @@ function scenarioStep(scenario: DurableScenario, request: ModelRequest): Scripte
       // Started and cancelled in one batch: the child is cancelled before it does anything.
       if (spec.children[name]?.ending === 'cancelled') calls.push({ name: 'cancel_agent', input: { name }, id: toolId(agentId, k, `cancel_${name}`) });
     }
-    step.calls.forEach((call, i) => calls.push({ name: call.tool, input: { n: i, ms: call.ms }, id: toolId(agentId, k, `${call.tool}_${i}`) }));
+    step.calls.forEach((call, i) => {
+      calls.push({ name: call.tool, input: { n: i, ms: call.ms }, id: toolId(agentId, k, `${call.tool}_${i}`) });
+    });
     if (step.truncated) calls.push({ name: 'effect', input: { n: 99, ms: 0 }, id: toolId(agentId, k, 'cut'), cutOff: true });
     return { ...(step.text ? { text: `Step ${k} of ${agentId}.` } : {}), calls, ...(step.delayMs > 0 ? { delayMs: step.delayMs } : {}) };
   }

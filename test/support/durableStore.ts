@@ -1,4 +1,4 @@
-import { MemoryRunStore } from '../../src/store/memoryStore.js';
+import type { MemoryRunStore } from '../../src/store/memoryStore.js';
 import type { ClaimResult, JournalRow, NewRun, RunOwner, RunRow, RunStatus, RunStore, RunSummary } from '../../src/store/runStore.js';
 
 /**

@@ -353,7 +353,7 @@ export async function runScenario(scenario: Scenario): Promise<RunReport> {
     for (const what of planned.get(snapshots) ?? []) {
       // Acting from inside an inspection callback would re-enter the actor system.
       queueMicrotask(() => {
-        if (!root || root.getSnapshot().status !== 'active') return;
+        if (root?.getSnapshot().status !== 'active') return;
         if (what === 'cancel') root.send({ type: 'cancel', reason: 'cancelled by the fuzzer' });
         else if (what === 'stop') root.stop();
         else root.send({ type: 'user.message', text: `user message at ${snapshots}` });

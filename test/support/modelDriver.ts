@@ -195,13 +195,6 @@ export function stateViolations(snapshot: SessionSnapshot, kind: ModelKind | 'an
   return out;
 }
 
-interface PathRun {
-  readonly keys: string[];
-  readonly transitions: AnyTransitionDefinition[];
-  readonly states: Set<string>;
-  readonly violations: string[];
-}
-
 /**
  * A durable real session: journaled into `store` (every append kept as a frozen copy, see
  * test/support/durableStore.ts), or taken up again from a journal (`restore`).

@@ -2,7 +2,7 @@ import { createActor, createMachine, type ActorLogic, type AnyActorScope, type A
 import { toDirectedGraph, type DirectedGraphNode } from 'xstate/graph';
 import { z } from 'zod';
 import { sessionMachine, type SessionInput } from '../../machines/session.js';
-import { ChildRegistry } from '../../machines/childRegistry.js';
+import type { ChildRegistry } from '../../machines/childRegistry.js';
 import { defineTool } from '../../src/tools/defineTool.js';
 import { renderValue } from '../../src/render.js';
 import { ZERO_USAGE } from '../../src/usage.js';

@@ -286,5 +286,5 @@ function tagFor(name: string, outcome: AgentOutcome): string {
 
 /** Records as the JSONL text of a trace file. */
 export function traceText(records: readonly TraceRecord[]): string {
-  return records.map((record) => JSON.stringify(record)).join('\n') + '\n';
+  return `${records.map((record) => JSON.stringify(record)).join('\n')}\n`;
 }

@@ -113,5 +113,5 @@ function literal(char: string): string {
 }
 
 function classMember(char: string): string {
-  return /[\\\]\[^-]/.test(char) ? `\\${char}` : char;
+  return /[\\\][^-]/.test(char) ? `\\${char}` : char;
 }

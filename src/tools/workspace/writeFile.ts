@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { constants, type Stats } from 'node:fs';
-import { open, rename, unlink } from 'node:fs/promises';
+import { type FileHandle, open, rename, unlink } from 'node:fs/promises';
 import { z } from 'zod';
 import { defineTool, type Tool } from '../defineTool.js';
 import { at, changed, createDirs, fileKind, locate, type Location, type OpenDir } from './openInside.js';
@@ -81,7 +81,7 @@ async function prepareTarget(location: Location, shown: string): Promise<Target>
  */
 async function existingMode(dir: OpenDir, name: string, stats: Stats, shown: string): Promise<number> {
   if (!stats.isFile()) throw notRegular(shown, fileKind(stats));
-  let handle;
+  let handle: FileHandle;
   try {
     handle = await open(at(dir, name), CHECK_FLAGS);
   } catch (error) {

@@ -163,7 +163,9 @@ class Details {
   /** A label whose odd parts are bold: `['calls ', 'list_files', '  toolu_1']`. */
   private label(parts: readonly string[]): HTMLDivElement {
     const l = h('div', 'label');
-    parts.forEach((part, i) => l.appendChild(i % 2 === 1 ? h('b', null, part) : document.createTextNode(part)));
+    parts.forEach((part, i) => {
+      l.appendChild(i % 2 === 1 ? h('b', null, part) : document.createTextNode(part));
+    });
     return l;
   }
 

@@ -10,11 +10,11 @@ class Palette {
   constructor(private readonly data: PageData) {}
 
   state(state: string): string {
-    return Object.prototype.hasOwnProperty.call(this.data.colors, state) ? (this.data.colors[state] as string) : this.data.unknownColor;
+    return  Object.hasOwn(this.data.colors, state) ? (this.data.colors[state] as string) : this.data.unknownColor;
   }
 
   outcome(outcome: string | undefined): string {
-    return outcome !== undefined && Object.prototype.hasOwnProperty.call(this.data.outcomeColors, outcome) ? (this.data.outcomeColors[outcome] as string) : this.data.unknownColor;
+    return outcome !== undefined && Object.hasOwn(this.data.outcomeColors, outcome) ? (this.data.outcomeColors[outcome] as string) : this.data.unknownColor;
   }
 
   light(state: string): boolean {
@@ -132,7 +132,7 @@ class Timeline {
   }
 
   private clampX(x: number): number {
-    return x < -20 ? -20 : x > this.width + 20 ? this.width + 20 : x;
+    return x < -20 ? -20 : Math.min(x , this.width + 20);
   }
 
   // ---- time axis ---------------------------------------------------------------------------
@@ -244,7 +244,7 @@ class Timeline {
       }
       for (const rec of a.events) {
         const r = this.run.records[rec];
-        if (!r || r.kind !== 'event' || r.t < v0 || r.t > v1) continue;
+        if (r?.kind !== 'event' || r.t < v0 || r.t > v1) continue;
         const evx = r1(this.x(r.t));
         p.push(`<path class="ev" data-kind="event" data-rec="${rec}" d="M${evx - 5},0 L${evx + 5},0 L${evx},8 Z" fill="${palette.event(r.type)}"/>`);
       }
