@@ -33,6 +33,37 @@ async function waitFor(session: string, pattern: RegExp, what: string, ms = 20_0
   throw new Error(`the terminal never showed ${what}; it showed:\n${shown}`);
 }
 
+/**
+ * Starts `exarch ARGS` in a new 150×40 tmux session against `serverUrl`, in `cwd`; the script then
+ * prints `EXIT=<code>`, runs `after` (shell lines) and stays open so the screen can be read. The
+ * session is killed when the test ends. Returns its name.
+ */
+function startInTerminal(name: string, cwd: string, serverUrl: string, args: string, after: readonly string[] = []): string {
+  const session = `exarch-${name}-${process.pid}-${Date.now()}`;
+  const script = join(cwd, 'run.sh');
+  writeFileSync(
+    script,
+    [
+      'unset CI NO_COLOR',
+      `export ANTHROPIC_API_KEY=test-key ANTHROPIC_BASE_URL='${serverUrl}' TERM=xterm-256color`,
+      `cd '${cwd}'`,
+      `'${process.execPath}' '${MAIN}' ${args}`,
+      'echo "EXIT=$?"',
+      ...after,
+      'sleep 60',
+    ].join('\n'),
+  );
+  tmux('new-session', '-d', '-s', session, '-x', '150', '-y', '40', `sh '${script}'`);
+  onCleanup(() => {
+    try {
+      tmux('kill-session', '-t', session);
+    } catch {
+      // Already gone.
+    }
+  });
+  return session;
+}
+
 describe.skipIf(TMUX === undefined)('exarch run in a terminal', () => {
   it('redraws the tree as it works, with ticking times and what each agent does, then leaves it and the summary', async () => {
     const cwd = workdir();
@@ -50,27 +81,7 @@ describe.skipIf(TMUX === undefined)('exarch run in a terminal', () => {
         stream({ toolCalls: [call('reply', { result: 'hello' })] }),
       ],
     });
-    const session = `exarch-test-${process.pid}-${Date.now()}`;
-    const script = join(cwd, 'run.sh');
-    writeFileSync(
-      script,
-      [
-        'unset CI NO_COLOR',
-        `export ANTHROPIC_API_KEY=test-key ANTHROPIC_BASE_URL='${server.url}' TERM=xterm-256color`,
-        `cd '${cwd}'`,
-        `'${process.execPath}' '${MAIN}' run --no-store 'read the notes'`,
-        'echo "EXIT=$?"',
-        'sleep 60',
-      ].join('\n'),
-    );
-    tmux('new-session', '-d', '-s', session, '-x', '150', '-y', '40', `sh '${script}'`);
-    onCleanup(() => {
-      try {
-        tmux('kill-session', '-t', session);
-      } catch {
-        // Already gone.
-      }
-    });
+    const session = startInTerminal('test', cwd, server.url, "run --no-store 'read the notes'");
 
     // While the reader streams: its line says so, with a count, and times tick past a second.
     const live = await waitFor(session, /reader\s+streaming\s+step 2\s+\S+ tok\s+[1-9]\d*s\s+streaming, \d+ chars/, 'the reader streaming with a ticking time');
@@ -100,27 +111,7 @@ describe.skipIf(TMUX === undefined)('exarch run in a terminal', () => {
         stream({ text: 'One written, one refused.' }),
       ],
     });
-    const session = `exarch-approve-${process.pid}-${Date.now()}`;
-    const script = join(cwd, 'run.sh');
-    writeFileSync(
-      script,
-      [
-        'unset CI NO_COLOR',
-        `export ANTHROPIC_API_KEY=test-key ANTHROPIC_BASE_URL='${server.url}' TERM=xterm-256color`,
-        `cd '${cwd}'`,
-        `'${process.execPath}' '${MAIN}' run --allow-write --approve write_file 'write two files'`,
-        'echo "EXIT=$?"',
-        'sleep 60',
-      ].join('\n'),
-    );
-    tmux('new-session', '-d', '-s', session, '-x', '150', '-y', '40', `sh '${script}'`);
-    onCleanup(() => {
-      try {
-        tmux('kill-session', '-t', session);
-      } catch {
-        // Already gone.
-      }
-    });
+    const session = startInTerminal('approve', cwd, server.url, "run --allow-write --approve write_file 'write two files'");
     // The first question alone (the second waits its turn), with the tree cleared away.
     const first = await waitFor(session, /Approve\? \[y\]es, \[n\]o, \[a\]lways for write_file: $/m, 'the first question');
     expect(first).toMatch(/^exarch: root wants to run write_file \(toolu_\S+\)$/m);
@@ -152,27 +143,7 @@ describe.skipIf(TMUX === undefined)('exarch run in a terminal', () => {
       ],
       slow: [stream({ text: 'thinking' }, { stallAfter: 1 })],
     });
-    const session = `exarch-steer-${process.pid}-${Date.now()}`;
-    const script = join(cwd, 'run.sh');
-    writeFileSync(
-      script,
-      [
-        'unset CI NO_COLOR',
-        `export ANTHROPIC_API_KEY=test-key ANTHROPIC_BASE_URL='${server.url}' TERM=xterm-256color`,
-        `cd '${cwd}'`,
-        `'${process.execPath}' '${MAIN}' run --no-store 'delegate'`,
-        'echo "EXIT=$?"',
-        'sleep 60',
-      ].join('\n'),
-    );
-    tmux('new-session', '-d', '-s', session, '-x', '150', '-y', '40', `sh '${script}'`);
-    onCleanup(() => {
-      try {
-        tmux('kill-session', '-t', session);
-      } catch {
-        // Already gone.
-      }
-    });
+    const session = startInTerminal('steer', cwd, server.url, "run --no-store 'delegate'");
     await waitFor(session, /^ {2}slow\s+streaming\s/m, 'the slow sub-agent streaming');
     // Typed slowly, key by key, while the tree would redraw (every 100 ms, and each second).
     for (const key of ['/', 'h', 'e', 'l', 'p']) {
@@ -204,29 +175,8 @@ describe.skipIf(TMUX === undefined)('exarch run in a terminal', () => {
   it('Ctrl-C still interrupts while the terminal is read for commands (raw mode), and the terminal is given back', async () => {
     const cwd = workdir();
     const server = await serve({ root: [stream({ text: 'thinking' }, { stallAfter: 1 })] });
-    const session = `exarch-ctrlc-${process.pid}-${Date.now()}`;
-    const script = join(cwd, 'run.sh');
-    writeFileSync(
-      script,
-      [
-        'unset CI NO_COLOR',
-        `export ANTHROPIC_API_KEY=test-key ANTHROPIC_BASE_URL='${server.url}' TERM=xterm-256color`,
-        `cd '${cwd}'`,
-        `'${process.execPath}' '${MAIN}' run --no-store 'think'`,
-        'echo "EXIT=$?"',
-        // Cooked again: stty prints its settings (icanon, echo on) for the test to read.
-        'stty -a | tr " " "\\n" | grep -x -e icanon -e echo -e -icanon -e -echo | tr "\\n" " "; echo',
-        'sleep 60',
-      ].join('\n'),
-    );
-    tmux('new-session', '-d', '-s', session, '-x', '150', '-y', '40', `sh '${script}'`);
-    onCleanup(() => {
-      try {
-        tmux('kill-session', '-t', session);
-      } catch {
-        // Already gone.
-      }
-    });
+    // Cooked again: stty prints its settings (icanon, echo on) for the test to read.
+    const session = startInTerminal('ctrlc', cwd, server.url, "run --no-store 'think'", ['stty -a | tr " " "\\n" | grep -x -e icanon -e echo -e -icanon -e -echo | tr "\\n" " "; echo']);
     await waitFor(session, /^root\s+streaming\s/m, 'the root streaming');
     tmux('send-keys', '-t', session, 'C-c');
     const final = await waitFor(session, /^EXIT=\d+$/m, 'the end of the run');
