@@ -1,8 +1,8 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { ReceivedRequest, ServerPlan } from './support/anthropicServer.js';
-import { exarch, lastUserText, readJsonl, serve, stream, workdir } from './support/cliHarness.js';
+import { exarch, readJsonl, serve, stream, workdir } from './support/cliHarness.js';
+import { echo, researchScripts } from './support/researchTree.js';
 
 /**
  * Issue 19.3 as a user meets it: `exarch run --record FILE` against the loopback Anthropic server,
@@ -10,7 +10,6 @@ import { exarch, lastUserText, readJsonl, serve, stream, workdir } from './suppo
  * recorded run itself: its stdout and its trace (`--trace`), times aside.
  */
 
-const echo = (request: ReceivedRequest): ServerPlan => stream({ text: `Heard: ${lastUserText(request)}` });
 
 /** root → researcher → reader (a file read and a listing), each parent waiting for its child: one order of events only. */
 const sequential = {
@@ -18,14 +17,7 @@ const sequential = {
     stream({ text: 'Delegating.', toolCalls: [{ name: 'agent', input: { name: 'researcher', task: 'Find the cause.' } }, { name: 'wait_for_agents', input: {} }] }),
     echo,
   ],
-  researcher: [
-    stream({ toolCalls: [{ name: 'agent', input: { name: 'reader', task: 'Read notes.md' } }, { name: 'wait_for_agents', input: {} }] }),
-    (r: ReceivedRequest) => stream({ toolCalls: [{ name: 'reply', input: { result: `researcher: ${lastUserText(r)}` } }] }),
-  ],
-  reader: [
-    stream({ text: 'Reading.', toolCalls: [{ name: 'read_file', input: { path: 'notes.md' } }, { name: 'list_dir', input: { path: 'docs' } }] }),
-    (r: ReceivedRequest) => stream({ toolCalls: [{ name: 'reply', input: { result: lastUserText(r) } }] }),
-  ],
+  ...researchScripts([{ name: 'read_file', input: { path: 'notes.md' } }, { name: 'list_dir', input: { path: 'docs' } }]),
 };
 
 /** The same tree, and two more children of the root that finish at different speeds while it runs. */
@@ -38,14 +30,7 @@ const concurrent = {
     echo,
     echo,
   ],
-  researcher: [
-    stream({ toolCalls: [{ name: 'agent', input: { name: 'reader', task: 'Read notes.md' } }, { name: 'wait_for_agents', input: {} }] }),
-    (r: ReceivedRequest) => stream({ toolCalls: [{ name: 'reply', input: { result: `researcher: ${lastUserText(r)}` } }] }),
-  ],
-  reader: [
-    stream({ text: 'Reading.', toolCalls: [{ name: 'read_file', input: { path: 'notes.md' } }, { name: 'list_dir', input: { path: 'docs' } }] }),
-    (r: ReceivedRequest) => stream({ toolCalls: [{ name: 'reply', input: { result: lastUserText(r) } }] }),
-  ],
+  ...researchScripts([{ name: 'read_file', input: { path: 'notes.md' } }, { name: 'list_dir', input: { path: 'docs' } }]),
   slow: [stream({ toolCalls: [{ name: 'reply', input: { result: 'slow done' } }], chunkSize: 2 }, { chunkDelayMs: 15 })],
   quick: [stream({ toolCalls: [{ name: 'reply', input: { result: 'quick done' } }] })],
 };

@@ -7,6 +7,7 @@ import { AnthropicProvider } from '../src/providers/anthropic.js';
 import { Redactor } from '../src/redact.js';
 import { replayProvider, ReplayMismatchError, RecordingError } from '../src/testing/index.js';
 import { responseEvents, scriptedHandler, startAnthropicServer, type AnthropicTestServer, type ReceivedRequest, type ServerPlan } from './support/anthropicServer.js';
+import { researchScripts } from './support/researchTree.js';
 
 /**
  * Issue 19.3, the library half: a run against the loopback Anthropic server recorded by the real
@@ -48,14 +49,7 @@ const scripts = {
     echo,
     echo,
   ],
-  researcher: [
-    stream({ toolCalls: [{ name: 'agent', input: { name: 'reader', task: 'Read notes.md' } }, { name: 'wait_for_agents', input: {} }] }),
-    (r: ReceivedRequest) => stream({ toolCalls: [{ name: 'reply', input: { result: `researcher: ${lastUserText(r)}` } }] }),
-  ],
-  reader: [
-    stream({ text: 'Reading.', toolCalls: [{ name: 'read_file', input: { path: 'notes.md' } }] }),
-    (r: ReceivedRequest) => stream({ toolCalls: [{ name: 'reply', input: { result: lastUserText(r) } }] }),
-  ],
+  ...researchScripts([{ name: 'read_file', input: { path: 'notes.md' } }]),
   // Finishes last: many slow chunks.
   slow: [stream({ toolCalls: [{ name: 'reply', input: { result: 'slow done' } }], chunkSize: 2 }, { chunkDelayMs: 15 })],
   quick: [stream({ toolCalls: [{ name: 'reply', input: { result: 'quick done' } }] })],
