@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createActor, toPromise } from 'xstate';
 import { z } from 'zod';
-import { AnthropicProvider, defineTool, hostedSubAgent, MemoryLogSink, runAgent, sessionMachine, type ModelRequest, type ToolResultBlock } from '../src/index.js';
+import { AnthropicProvider, createSessionActor, defineTool, hostedSubAgent, MemoryLogSink, observe, runAgent, sessionMachine, waitForSettled, type ModelRequest, type RunEvent, type ToolResultBlock } from '../src/index.js';
 import { sleep } from '../src/model/streamModel.js';
 import { resumeRun, startRun, type DurableRun } from '../src/store/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
@@ -163,6 +163,26 @@ describe('typed replies', () => {
     expect(lastUserText(root.requests[2])).toBe(`[agent 'r' replied]\n{\n  "topic": "exarch",\n  "sources": [\n    "README.md"\n  ],\n  "confidence": 0.9\n}`);
     const delivered = logs.records('root').find((r) => r.type === 'inbox');
     expect(delivered).toMatchObject({ result: { outcome: 'replied', value: { topic: 'exarch', sources: ['README.md'], confidence: 0.9 } } });
+  });
+
+  it('the delivery run event carries the typed value beside the rendered text', async () => {
+    const provider = scriptedProvider({
+      agents: {
+        root: [{ calls: [spawn('r', 'research', 'researcher'), { name: 'wait_for_agents', input: {} }] }, { text: 'done' }],
+        r: [{ calls: [{ name: 'reply', input: { topic: 'exarch', sources: ['README.md'], confidence: 0.9 } }] }],
+      },
+    });
+    const actor = createSessionActor({ provider, task: 'go', agents: { researcher: { description: 'finds sources', reply: Findings } } });
+    const deliveries: RunEvent[] = [];
+    observe(actor, (event) => {
+      if (event.type === 'delivery') deliveries.push(event);
+    });
+    actor.start();
+    await waitForSettled(actor);
+    expect(deliveries).toHaveLength(1);
+    expect(deliveries[0]).toMatchObject({ child: 'root/r', outcome: 'replied', value: { topic: 'exarch', sources: ['README.md'], confidence: 0.9 } });
+    expect(deliveries[0]).toHaveProperty('text', expect.stringContaining('"topic": "exarch"'));
+    actor.stop();
   });
 
   it('the reply tool the model is shown has the schema as its input', async () => {

@@ -277,7 +277,7 @@ export class RunDecoder {
     const base = { type: 'delivery', agent: parent.agent.id, path: parent.path, time, child, name } as const;
     const result = event['output'] as AgentResult | undefined;
     if (result) {
-      this.emit({ ...base, outcome: result.outcome, text: result.text, ...(result.reason ? { reason: result.reason } : {}), result });
+      this.emit({ ...base, outcome: result.outcome, text: result.text, ...(result.reason ? { reason: result.reason } : {}), ...('value' in result ? { value: result.value } : {}), result });
     } else {
       this.emit({ ...base, outcome: 'failed', text: '', reason: `sub-agent crashed: ${errorText(event['error'])}` });
     }

@@ -99,6 +99,11 @@ export interface DeliveryEvent extends RunEventBase {
   /** The rendered reply (clipped to the reply cap); '' for every other outcome. */
   readonly text: string;
   readonly reason?: string;
+  /**
+   * The parsed reply of a child declared with a `reply` schema (as `AgentResult.value`): what the
+   * host reads, beside the rendered `text` the parent model sees.
+   */
+  readonly value?: unknown;
   /** The child's output, when it ended in a final state. */
   readonly result?: AgentResult;
 }
