@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineTool, type Tool } from '../src/index.js';
 import { resumeRun, startRun, type DurableRunOptions, type DurableSessionInput } from '../src/store/durableRun.js';
-import { traceFromJournal, writeViewerForRun } from '../src/store/journalTrace.js';
+import { JournalTraceStream, traceFromJournal, writeViewerForRun } from '../src/store/journalTrace.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import type { JournalRow } from '../src/store/runStore.js';
 import { ScriptedProvider, type ScriptedProviderOptions } from '../src/testing/index.js';
@@ -186,6 +186,46 @@ function drawn(model: ViewerModel) {
   };
 }
 
+/** Whose record it is: the agent's, a delivery's parent's; the trace's own records are ''. */
+function ownerOf(record: TraceRecord): string {
+  return 'agent' in record ? record.agent : 'parent' in record ? record.parent : '';
+}
+
+/** Each agent's records in order, times left out. */
+function perAgent(records: readonly TraceRecord[]): Map<string, unknown[]> {
+  const byAgent = new Map<string, unknown[]>();
+  for (const { t: _t, ...rest } of records) {
+    const owner = ownerOf(rest as TraceRecord);
+    byAgent.set(owner, [...(byAgent.get(owner) ?? []), rest]);
+  }
+  return byAgent;
+}
+
+/**
+ * The journal pushed in pieces (row by row, and in chunks of 1–7 rows): after every piece, what
+ * came out is, agent by agent, a beginning of what `traceFromJournal` makes of the whole journal
+ * (nothing a later row would have changed), times never going back; at the end, all of it.
+ */
+function expectStreamsAsBatch(rows: readonly JournalRow[]): void {
+  const batch = perAgent(traceFromJournal(rows, 'journal'));
+  for (const chunking of ['row by row', 'in chunks'] as const) {
+    const out: TraceRecord[] = [];
+    const stream = new JournalTraceStream('journal', (record) => out.push(record));
+    let i = 0;
+    let chunk = 0;
+    while (i < rows.length) {
+      const size = chunking === 'row by row' ? 1 : 1 + ((chunk++ * 5) % 7);
+      stream.push(rows.slice(i, i + size));
+      i += size;
+      for (const [agent, records] of perAgent(out)) expect(records, `${chunking}, after ${i} rows, ${agent}`).toEqual(batch.get(agent)?.slice(0, records.length));
+    }
+    stream.end();
+    expect(perAgent(out)).toEqual(batch);
+    const times = out.map((r) => r.t);
+    expect([...times].sort((a, b) => a - b)).toEqual(times);
+  }
+}
+
 // ---- Scenarios -------------------------------------------------------------------------------------
 
 /**
@@ -219,6 +259,7 @@ describe('traceFromJournal', () => {
   it('derives from the journal of a durable tree the trace the live recorder wrote of it', async () => {
     const { live, derived, rows } = await runBoth(TREE);
     expectWellFormed(derived, rows);
+    expectStreamsAsBatch(rows);
 
     // The same agents, with the same parents, names, depths and (clipped) tasks.
     const agents = agentsOf(derived);
@@ -319,6 +360,7 @@ describe('traceFromJournal', () => {
       { maxSteps: 3 },
     );
     expectWellFormed(derived, rows);
+    expectStreamsAsBatch(rows);
     expect(agentsOf(derived)).toEqual(agentsOf(live));
     expect(historiesOf(derived)).toEqual(historiesOf(live));
     expect(deliveriesOf(derived)).toEqual(deliveriesOf(accepted(live)));
@@ -381,6 +423,7 @@ describe('traceFromJournal', () => {
     const rows = await store.journal(run.id);
     const derived = traceFromJournal(rows, 'journal');
     expectWellFormed(derived, rows);
+    expectStreamsAsBatch(rows);
     expect(of(derived, 'event').filter((e) => e.agent === 'root' && (e.type === 'interrupt' || e.type === 'resume')).map((e) => e.type)).toEqual(['interrupt', 'resume']);
     // Each agent starts once and ends once, as the resume left it; the interrupt's cancellations are markers.
     expect(of(derived, 'agent.start').map((r) => r.agent)).toEqual(['root', 'root/worker']);
@@ -443,6 +486,7 @@ describe('traceFromJournal', () => {
     const rows = await store.journal(run.id);
     const derived = traceFromJournal(rows, 'journal');
     expectWellFormed(derived, rows);
+    expectStreamsAsBatch(rows);
 
     expect(agentsOf(derived)).toEqual(agentsOf(live));
     expect(historiesOf(derived)).toEqual(historiesOf(live));
@@ -474,6 +518,31 @@ describe('traceFromJournal', () => {
     expect(records[0]).toMatchObject({ kind: 'trace.start', model: 'claude-haiku-4-5' });
     // Haiku 4.5: $1 per million input tokens, $5 per million output tokens.
     expect(buildViewerModel(records).cost).toBeCloseTo(2_000 / 1e6 + (1_000 * 5) / 1e6, 12);
+  });
+
+  it('a batch that waits for its sub-agents (wait_for_agents) drains into the next request; one cancelled while waiting does not', async () => {
+    const waiting: ScriptedProviderOptions['agents'] = {
+      root: [{ calls: [{ name: 'agent', input: { name: 'a', task: 'A' } }, { name: 'agent', input: { name: 'b', task: 'B' } }, { name: 'wait_for_agents', input: {} }] }, { text: 'done' }],
+      a: [{ calls: [{ name: 'reply', input: { result: 'a' } }], delayMs: 20 }],
+      b: [{ calls: [{ name: 'reply', input: { result: 'b' } }] }],
+    };
+    const { live, derived, rows } = await runBoth(waiting);
+    expectWellFormed(derived, rows);
+    expectStreamsAsBatch(rows);
+    expect(stateRecordsOf(derived)).toEqual(stateRecordsOf(live));
+    expect(statesOf(derived).get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'waitingForAgents', 'streaming', 'readyForUser']);
+
+    const { recorder, read } = liveRecorder();
+    const store = new MemoryRunStore();
+    const provider = new ScriptedProvider({ agents: { ...waiting, a: [{ text: 'never', delayMs: 20_000 }] } });
+    const run = await startRun('Coordinate the work.', { provider, tools: [echo] }, { store, actor: { inspect: (event) => recorder.inspect(event) } });
+    await until(() => run.actor.getSnapshot().value === 'waitingForAgents');
+    run.interrupt();
+    await run.result;
+    const cancelled = traceFromJournal(await store.journal(run.id), 'journal');
+    expectStreamsAsBatch(await store.journal(run.id));
+    expect(stateRecordsOf(cancelled)).toEqual(stateRecordsOf(read()));
+    expect(statesOf(cancelled).get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'waitingForAgents', 'cancelled']);
   });
 
   it('is a valid, empty trace for an empty journal', () => {

@@ -68,7 +68,11 @@ import type { JournalRow, RunStore } from './runStore.js';
  *   tick (same millisecond) is told from one in the `streaming` that follows by the timestamps.
  */
 export function traceFromJournal(rows: readonly JournalRow[], title: string): TraceRecord[] {
-  return new Converter(rows, title).run();
+  const out: TraceRecord[] = [];
+  const converter = new JournalTraceStream(title, (record) => out.push(record));
+  converter.add(rows);
+  converter.end();
+  return out;
 }
 
 /** `exarch view RUN_ID`: writes the turn-flow viewer for a durable run of `store`. */
@@ -87,6 +91,8 @@ export async function writeViewerForRun(store: RunStore, runId: string, outFile:
 }
 
 const TASK_EXCERPT = 500;
+/** The root session's agent id, whose lane the run-level markers are drawn in. */
+const ROOT_ID = 'root';
 const STOPPED_FROM_OUTSIDE = 'session actor stopped';
 const CRASHED = 'session crashed: ';
 const TRUNCATED_REPEATEDLY = 'output truncated repeatedly';
@@ -127,71 +133,140 @@ interface Track {
   prev: JournalRecord | undefined;
 }
 
-class Converter {
-  private readonly out: TraceRecord[] = [];
+/** A row not yet converted, with what deciding its meaning needs to know of the rows after it. */
+interface Pending {
+  readonly row: JournalRow;
+  /** The next row of the same session, once it has arrived. */
+  next: JournalRow | undefined;
+  /** It came after an interrupt marker and before any resume marker that followed it. */
+  readonly afterInterrupt: boolean;
+  /** Resume markers that had arrived before it. */
+  readonly resumesBefore: number;
+}
+
+/**
+ * `traceFromJournal` for a journal that is still being written: rows are `push`ed as a follower
+ * reads them (`exarch run --db` polling the store) and each trace record is handed to `emit` as
+ * soon as the rows after it can no longer change it, so a run can be watched live from its store.
+ *
+ * Some records are told only by what follows them in their session (a response that ended a turn,
+ * tool results, a nudge: see above), and a cancellation after an interrupt only by whether a
+ * resume comes: such a row waits, and the rows of its session after it, until that arrives or
+ * `end`. Other sessions' rows go on meanwhile, so records of different agents may come in another
+ * order than in `traceFromJournal` (and their `t`, never decreasing, a little later); each
+ * agent's records are the same, in the same order. Memory: one entry per session and the rows
+ * waiting, never the journal.
+ */
+export class JournalTraceStream {
+  private pending: Pending[] = [];
+  /** The last row of each session that has arrived (to link its successor). */
+  private readonly lastOf = new Map<string, Pending>();
+  private afterInterrupt = false;
+  private resumes = 0;
+  private ended = false;
+  private started = false;
   private readonly tracks = new Map<string, Track>();
   /** Parent agent id by child agent id, from `spawn` records. */
   private readonly parents = new Map<string, string>();
-  /** For each row, the index of the next row of the same session (-1: none). */
-  private readonly next: number[] = [];
-  /** Rows an interrupt cancelled and a later resume undid. */
-  private readonly undone: boolean[] = [];
-  private readonly t0: number;
+  private t0 = 0;
   private t = 0;
 
   constructor(
-    private readonly rows: readonly JournalRow[],
     private readonly title: string,
-  ) {
-    this.t0 = rows[0]?.ts ?? 0;
-    const later = new Map<string, number>();
-    // Whether a resume marker comes at or after each row.
-    const resumeFollows: boolean[] = [];
-    let resume = false;
-    for (let i = rows.length - 1; i >= 0; i--) {
-      const row = rows[i] as JournalRow;
-      this.next[i] = later.get(row.session) ?? -1;
-      later.set(row.session, i);
-      if (row.session === '' && row.record.type === 'resume') resume = true;
-      resumeFollows[i] = resume;
-    }
-    // An interrupt's window ends at the next resume; only a window a resume closes is undone.
-    let interrupted = false;
-    for (let i = 0; i < rows.length; i++) {
-      const row = rows[i] as JournalRow;
-      if (row.session === '') {
-        if (row.record.type === 'interrupt') interrupted = resumeFollows[i] === true;
-        else if (row.record.type === 'resume') interrupted = false;
+    private readonly emit: (record: TraceRecord) => void,
+  ) {}
+
+  /** Rows that follow those pushed before (in `seq` order); emits what they settle. */
+  push(rows: readonly JournalRow[]): void {
+    this.add(rows);
+    this.drain();
+  }
+
+  /** Rows in `seq` order, taken in without converting any yet (`traceFromJournal` converts them all at `end`). */
+  add(rows: readonly JournalRow[]): void {
+    for (const row of rows) {
+      const pending: Pending = { row, next: undefined, afterInterrupt: this.afterInterrupt, resumesBefore: this.resumes };
+      const previous = this.lastOf.get(row.session);
+      if (previous) previous.next = row;
+      this.lastOf.set(row.session, pending);
+      if (row.session === '' && row.record.type === 'interrupt') this.afterInterrupt = true;
+      if (row.session === '' && row.record.type === 'resume') {
+        this.afterInterrupt = false;
+        this.resumes += 1;
       }
-      this.undone[i] = interrupted && row.session !== '' && undoneByInterrupt(row.record);
+      this.pending.push(pending);
     }
   }
 
-  run(): TraceRecord[] {
-    const first = this.rows[0];
-    this.out.push({
-      t: 0,
-      kind: 'trace.start',
-      version: TRACE_VERSION,
-      startedAt: new Date(first?.ts ?? 0).toISOString(),
-      title: this.title,
-      statechart: sessionStatechart(),
-    });
-    this.rows.forEach((row, index) => {
-      this.t = Math.max(this.t, row.ts - this.t0);
-      if (row.session === '') this.onMarker(row.record);
-      else this.onRecord(row.session, row.record, index);
-    });
+  /** No more rows will come: converts those still waiting and ends the trace. */
+  end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.drain();
+    this.start(0);
     this.write({ kind: 'trace.end' });
-    return this.out;
+  }
+
+  /** Converts, in order, every row nothing to come can change; a row that must wait holds back its session's later rows. */
+  private drain(): void {
+    const held = new Set<string>();
+    const rest: Pending[] = [];
+    for (const pending of this.pending) {
+      // Run-level markers are written as the root's events: they keep their place among its records.
+      const lane = pending.row.session === '' ? ROOT_ID : pending.row.session;
+      if (held.has(lane) || !this.settled(pending)) {
+        held.add(lane);
+        rest.push(pending);
+        continue;
+      }
+      this.convert(pending);
+    }
+    this.pending = rest;
+  }
+
+  /** An interrupt's cancellation is undone only by a resume that follows it. */
+  private undone(pending: Pending): boolean {
+    return pending.afterInterrupt && this.resumes > pending.resumesBefore && undoneByInterrupt(pending.row.record);
+  }
+
+  /** Whether the rows after `pending` can no longer change what it means. */
+  private settled(pending: Pending): boolean {
+    if (this.ended) return true;
+    const { row } = pending;
+    if (row.session === '') return true;
+    if (pending.afterInterrupt && this.resumes === pending.resumesBefore && undoneByInterrupt(row.record)) return false;
+    return pending.next !== undefined || !this.needsNext(row.session, row.record);
+  }
+
+  /** Records whose meaning the session's next record decides (see `onMessage`, `onUsage`, a nudge). */
+  private needsNext(session: string, record: JournalRecord): boolean {
+    if (record.type === 'nudge') return true;
+    if (record.type === 'message') return record.role === 'user' && record.content.some((block) => block.type === 'tool_result');
+    if (record.type === 'usage') return !(this.tracks.get(session)?.response.some((block) => block.type === 'tool_use') ?? false);
+    return false;
+  }
+
+  private start(ts: number): void {
+    if (this.started) return;
+    this.started = true;
+    this.t0 = ts;
+    this.emit({ t: 0, kind: 'trace.start', version: TRACE_VERSION, startedAt: new Date(ts).toISOString(), title: this.title, statechart: sessionStatechart() });
+  }
+
+  private convert(pending: Pending): void {
+    const { row } = pending;
+    this.start(row.ts);
+    this.t = Math.max(this.t, row.ts - this.t0);
+    if (row.session === '') this.onMarker(row.record);
+    else this.onRecord(row, pending.next, this.undone(pending));
   }
 
   private write(draft: Draft): void {
-    this.out.push({ t: this.t, ...draft } as TraceRecord);
+    this.emit({ t: this.t, ...draft } as TraceRecord);
   }
 
   private onMarker(record: JournalRecord): void {
-    if (record.type === 'interrupt' || record.type === 'resume') this.write({ kind: 'event', agent: 'root', type: record.type });
+    if (record.type === 'interrupt' || record.type === 'resume') this.write({ kind: 'event', agent: ROOT_ID, type: record.type });
   }
 
   private track(id: string): Track {
@@ -250,13 +325,13 @@ class Converter {
     track.deferred.clear();
   }
 
-  private onRecord(session: string, record: JournalRecord, index: number): void {
+  private onRecord(row: JournalRow, nextRow: JournalRow | undefined, undone: boolean): void {
+    const { session, record } = row;
     const track = this.track(session);
-    const nextIndex = this.next[index] ?? -1;
-    const next = nextIndex < 0 ? undefined : this.rows[nextIndex]?.record;
+    const next = nextRow?.record;
     if (record.type !== 'usage') this.flushDeferred(track);
     if (record.type !== 'spawn' && record.type !== 'tool' && track.batch) track.batch.opening = false;
-    if (this.undone[index]) {
+    if (undone) {
       this.onUndone(track, record);
       return;
     }
@@ -278,7 +353,7 @@ class Converter {
         this.append(track, 'user', [text(record.text)]);
         this.enter(track, 'nudged');
         // The tick starts the next request one event-loop turn later, unless the session ends first.
-        if (next !== undefined && next.type !== 'resumed' && !(next.type === 'outcome' && sameTick(this.rows[index]?.ts, this.rows[nextIndex]?.ts))) {
+        if (next !== undefined && next.type !== 'resumed' && !(next.type === 'outcome' && sameTick(row.ts, nextRow?.ts))) {
           this.enter(track, 'streaming');
         }
         break;
@@ -315,7 +390,7 @@ class Converter {
         break;
       case 'stopped':
         this.enter(track, 'readyForUser');
-        this.end(track, { kind: 'agent.end', agent: session, status: 'stopped' });
+        this.endAgent(track, { kind: 'agent.end', agent: session, status: 'stopped' });
         break;
       case 'outcome':
         this.onOutcome(track, record);
@@ -370,8 +445,10 @@ class Converter {
     track.batch = null;
     // Tool results with no open batch answer the calls a failure or a cancellation left open: no state of their own.
     if (!batch || isFinal(track.state)) return;
-    // Results never recorded were filled in as the batch was abandoned: the outcome that follows decides.
-    if (results.some((id) => !batch.noted.has(id))) return;
+    // Results never recorded were filled in as the batch was abandoned: the outcome that follows
+    // decides. A `wait_for_agents` call is answered as its batch drains (not an error, then).
+    const drained = (block: UserBlock): boolean => block.type === 'tool_result' && (batch.noted.has(block.tool_use_id) || (batch.calls.get(block.tool_use_id) === 'wait_for_agents' && block.is_error !== true));
+    if (content.some((block) => block.type === 'tool_result' && !drained(block))) return;
     if (next?.type === 'nudge') return;
     if (next?.type === 'outcome' && (next.outcome === 'replied' || next.outcome === 'empty' || next.outcome === 'capped' || (next.outcome === 'failed' && next.reason === TRUNCATED_REPEATEDLY))) return;
     this.enter(track, 'streaming');
@@ -442,20 +519,20 @@ class Converter {
   private onOutcome(track: Track, record: Of<'outcome'>): void {
     const agent = track.agent.id;
     if (record.outcome === 'cancelled' && record.reason === STOPPED_FROM_OUTSIDE) {
-      this.end(track, { kind: 'agent.end', agent, status: 'stopped' });
+      this.endAgent(track, { kind: 'agent.end', agent, status: 'stopped' });
       return;
     }
     if (record.outcome === 'failed' && record.reason?.startsWith(CRASHED)) {
-      this.end(track, { kind: 'agent.end', agent, status: 'error', reason: record.reason.slice(CRASHED.length) });
+      this.endAgent(track, { kind: 'agent.end', agent, status: 'error', reason: record.reason.slice(CRASHED.length) });
       return;
     }
     if (record.outcome === 'cancelled') this.write({ kind: 'event', agent, type: 'cancel', ...(record.reason === undefined ? {} : { detail: record.reason }) });
     else if (record.outcome === 'failed' && track.state === 'streaming') this.write({ kind: 'event', agent, type: 'model.error', detail: record.reason ?? '' });
     this.enter(track, finalState(record, track.prev));
-    this.end(track, { kind: 'agent.end', agent, status: 'done', outcome: record.outcome, ...(record.reason === undefined ? {} : { reason: record.reason }) });
+    this.endAgent(track, { kind: 'agent.end', agent, status: 'done', outcome: record.outcome, ...(record.reason === undefined ? {} : { reason: record.reason }) });
   }
 
-  private end(track: Track, draft: Extract<Draft, { kind: 'agent.end' }>): void {
+  private endAgent(track: Track, draft: Extract<Draft, { kind: 'agent.end' }>): void {
     track.ended = true;
     track.batch = null;
     this.write(draft);
