@@ -2,6 +2,11 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineTool, respond, waitForSettled, type ApprovalRequest } from '../src/index.js';
 import type { Message } from '../src/types.js';
+import { ApprovalStop } from '../src/approvalStop.js';
+import { resumeRun, startRun } from '../src/store/durableRun.js';
+import { MemoryRunStore } from '../src/store/memoryStore.js';
+import { recordApproval } from '../src/store/runApprovals.js';
+import { ScriptedProvider } from '../src/testing/index.js';
 import { startTraced, toolResults } from './helpers.js';
 
 /**
@@ -139,6 +144,34 @@ describe('approvals', () => {
     expect(resultsOf(snapshot.context.messages)).toEqual(['error: cancelled']);
     expect(snapshot.context.options.approvals.waiting()).toEqual([]);
     expect(written).toEqual([]);
+  });
+});
+
+describe('approvals with no one to ask (a worker, a run without a terminal)', () => {
+  it("ApprovalStop stops the run waiting once only the call is left; approved and resumed, the call runs once and the batch's wait is answered", async () => {
+    const { tool, written } = noteTool();
+    const store = new MemoryRunStore();
+    // The root's batch starts a sub-agent, writes (which waits), and waits for the sub-agent; it finishes meanwhile.
+    const agents = { root: [{ calls: [spawn('p', 'Say.'), note('x'), { name: 'wait_for_agents', input: {} }] }, { text: 'done' }], p: [reply('said')] };
+    const stop = new ApprovalStop();
+    const run = await startRun('Notes', { provider: new ScriptedProvider({ agents }), tools: [tool], approve: ['write_note'] }, { store, actor: { inspect: stop.inspect } });
+    stop.watch(run);
+    expect((await run.result).status).toBe('waiting');
+    stop.close();
+    expect(stop.waiting.map((r) => `${r.tool} by ${r.agent.id}`)).toEqual(['write_note by root']);
+    expect(written).toEqual([]);
+
+    await recordApproval(store, run.id, { callId: stop.waiting[0]?.callId ?? '', decision: 'approve' });
+    const provider = new ScriptedProvider({ agents: { root: [{ text: 'done' }] } });
+    const resumed = await resumeRun(run.id, { provider, tools: [tool], approve: ['write_note'] }, { store });
+    if ('finished' in resumed) throw new Error('the run should have been resumable');
+    expect((await resumed.result).status).toBe('done');
+    expect(written).toEqual(['x']);
+    // One request, answering the whole batch: the write's result, the wait's, and the sub-agent's report after them.
+    expect(provider.requestsOf('root')).toHaveLength(1);
+    const last = provider.requestsOf('root')[0]?.lastMessage;
+    expect(resultsOf(last ? [last] : [])).toEqual([expect.stringMatching(/^ok: Sub-agent 'p' started/), 'ok: wrote x', 'ok: 1 sub-agent finished; their results follow.']);
+    expect(JSON.stringify(last?.content)).toContain("[agent 'p' replied]");
   });
 });
 

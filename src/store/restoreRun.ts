@@ -240,8 +240,9 @@ function replay(records: readonly JournalRecord[], agent?: AgentIdentity): Repla
         // stopped the run to wait answered it with (`cancelled`) is undone.
         // An approved call that had not started yet (the batch still waited on others) did not run either.
         if (session.batch?.awaiting.has(record.result.tool_use_id) || session.batch?.approved.has(record.result.tool_use_id)) break;
-        // Likewise a wait for sub-agents: live, it is answered in the message that commits its batch.
-        if (session.state === 'waitingForAgents' && isWaitCall(session.batch?.content, record.result.tool_use_id)) break;
+        // Likewise a wait for sub-agents: live, it is answered in the message that commits its batch
+        // (one answered at open, with nothing to wait for, was noted before the batch could wait).
+        if ((session.state === 'waitingForAgents' || session.state === 'awaitingApproval') && isWaitCall(session.batch?.content, record.result.tool_use_id)) break;
         session.batch?.results.set(record.result.tool_use_id, record.result);
         break;
       case 'awaiting':
