@@ -52,7 +52,7 @@ describe('exarch run --agents', () => {
     ['a TypeScript config', '--agents=exarch.config.ts', 'export default {}', /^exarch: exarch\.config\.ts: only a JSON config is supported \(a \.ts or \.js config is not\); write the agents as JSON, e\.g\. exarch\.config\.json$/],
     ['bad JSON', '--agents=agents.json', '{ "agents": ', /^exarch: agents\.json is not valid JSON: /],
     ['an unknown field', '--agents=agents.json', JSON.stringify({ agents: { r: { description: 'd', prompt: 'x' } } }), /^exarch: agents\.json: agents\.r: Unrecognized key: "prompt" \(expected /],
-    ['a tool the run does not allow', '--agents=agents.json', JSON.stringify({ agents: { w: { description: 'd', tools: ['write_file'] } } }), /^exarch: agents\.json: agents\.w\.tools lists 'write_file', which is not one of the run's tools \(.*read_file.*\); --allow-write and --allow-shell offer more$/],
+    ['a tool the run does not allow', '--agents=agents.json', JSON.stringify({ agents: { w: { description: 'd', tools: ['write_file'] } } }), /^exarch: agents\.json: agents\.w\.tools lists 'write_file', which is not one of the run's tools \(.*read_file.*\); --allow-write, --allow-shell and --mcp offer more$/],
     ['a reply schema that is not an object', '--agents=agents.json', JSON.stringify({ agents: { r: { description: 'd', reply: { type: 'string' } } } }), /^exarch: agents\.json: agents\.r\.reply must be a JSON Schema of type "object"$/],
   ];
   for (const [what, flag, content, line] of bad) {

@@ -1,4 +1,6 @@
 import { spawn } from 'node:child_process';
+import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { call, exarch, lastUserText, onCleanup, serve, stream, workdir } from './support/cliHarness.js';
@@ -70,6 +72,32 @@ describe('exarch run --mcp', () => {
     expect(run.stderr).toMatch(/^exarch: MCP server 'node' could not start: .*\(its last words: fatal: no configuration found\)\n$/);
     expect(server.requests).toHaveLength(0);
     expect(run.stdout).toBe('');
+  });
+
+  it("a declared agent's profile may name the servers' tools; a name no server offers is one line", async () => {
+    const cwd = workdir();
+    writeFileSync(join(cwd, 'exarch.config.json'), JSON.stringify({ agents: { echoer: { description: 'Echoes through the server.', tools: ['mcp__test_server__echo'] } } }));
+    const server = await serve({
+      root: [stream({ toolCalls: [call('agent', { name: 'e', type: 'echoer', task: 'Echo hi.' }), call('wait_for_agents', {})] }), (request) => stream({ text: lastUserText(request) })],
+      e: [stream({ toolCalls: [call('mcp__test_server__echo', { text: 'hi' })] }), (request) => stream({ toolCalls: [call('reply', { result: lastUserText(request) })] })],
+    });
+    const run = await exarch(['run', '--no-store', '--mcp', stdioFlag(), 'echo'], { server, cwd });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toContain('[result ok: "echo: hi"]');
+    // The declared agent was offered exactly its profile's tools: the server's echo and the protocol tools.
+    const offered = (server.requests.find((r) => r.agent === 'e')?.body.tools ?? []).map((tool) => String((tool as { name?: unknown }).name));
+    expect(offered).toEqual(['agent', 'cancel_agent', 'wait_for_agents', 'reply', 'mcp__test_server__echo']);
+
+    writeFileSync(join(cwd, 'exarch.config.json'), JSON.stringify({ agents: { echoer: { description: 'Echoes.', tools: ['mcp__test_server__nope'] } } }));
+    const asked = server.requests.length;
+    const unknown = await exarch(['run', '--mcp', stdioFlag(), 'echo'], { server, cwd });
+    expect(unknown.code).toBe(1);
+    const lines = unknown.stderr.trimEnd().split('\n');
+    expect(lines.at(-1)).toMatch(/^exarch: exarch\.config\.json: agents\.echoer\.tools lists 'mcp__test_server__nope', which is not one of the run's tools \(.*mcp__test_server__echo.*\); --allow-write, --allow-shell and --mcp offer more$/);
+    // Only the server's own line came before it; the server was closed and the model never asked.
+    expect(lines.slice(0, -1).every((line) => line.startsWith("exarch: MCP server 'test_server'") || line.startsWith('exarch: MCP tool '))).toBe(true);
+    expect(server.requests).toHaveLength(asked);
+    expect(existsSync(join(cwd, '.exarch', 'exarch.db'))).toBe(false);
   });
 
   it('a --mcp value that is not a server is a usage error', async () => {

@@ -1,11 +1,13 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { historyHandler, startAnthropicServer, type AnthropicTestServer, type ReceivedRequest, type ServerPlan } from './support/anthropicServer.js';
 import { call, exarch, lastUserText, MAIN, onCleanup, stream, workdir, type CliRun } from './support/cliHarness.js';
 import { postgresForFile } from './support/postgresServer.js';
+import { processesWith } from './support/processes.js';
 
 /**
  * `exarch run/runs/resume/view --db postgres://…` (issue 18): the durable-run commands against a
@@ -94,6 +96,20 @@ async function statusOf(db: string, id: string): Promise<string | undefined> {
   return (await query<{ status: string }>(db, `SELECT status FROM exarch.runs WHERE id = '${id}'`))[0]?.status;
 }
 
+/**
+ * The plain progress lines (stderr without a terminal: `+1.2s root/a  streaming  step 1  12 tok  0.3s`)
+ * of each agent, in order, without the times and tokens: `streaming step 1`.
+ */
+function progressOf(stderr: string, withTokens = false): Map<string, string[]> {
+  const byAgent = new Map<string, string[]>();
+  for (const [, agent = '', state, step, tokens] of stderr.matchAll(/^\+\d+\.\ds (\S+)\s+(\S+)\s+step (\d+)\s+(\S+) tok\s+\d+\.\ds$/gm)) {
+    byAgent.set(agent, [...(byAgent.get(agent) ?? []), `${state} step ${step}${withTokens ? ` ${tokens} tok` : ''}`]);
+  }
+  return byAgent;
+}
+
+const MCP_SERVER = fileURLToPath(new URL('./fixtures/mcp/server.mjs', import.meta.url));
+
 async function eventually(check: () => Promise<boolean>, what: string, ms = 60_000, log: () => string = () => ''): Promise<void> {
   const end = Date.now() + ms;
   while (!(await check())) {
@@ -112,7 +128,9 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toBe("Heard:\n[agent 'worker' replied]\ntwo files\n");
     const id = runIdOf(run);
-    expect(run.stderr).toContain('root/worker started');
+    // The progress lines a run here prints, read from the journal as the worker wrote it.
+    expect(progressOf(run.stderr).get('root/worker')).toEqual(['readyForUser step 0', 'streaming step 1', 'dispatchingBatch step 1', 'streaming step 2', 'dispatchingBatch step 2', 'replied step 2']);
+    expect(run.stderr).toMatch(/^exarch: 2 agents \(sub-agents: 1 replied\), 5 model requests, .* · logs: .*\(on the workers\)$/m);
     expect(existsSync(join(cwd, '.exarch', 'exarch.db'))).toBe(false);
     expect(await query(db, 'SELECT id, status, cwd FROM exarch.runs')).toEqual([{ id, status: 'done', cwd }]);
     const dump = await query<{ text: string }>(db, "SELECT (SELECT string_agg(r::text, '|') FROM exarch.runs AS r) || (SELECT string_agg(j::text, '|') FROM exarch.journal AS j) AS text");
@@ -180,6 +198,95 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
     expect(second.stderr()).toContain(`exarch worker: run ${id} resumed`);
     expect(await rootAnswer(db, id)).toBe("Heard:\n[agent 'worker' replied]\ntwo files");
     expect(model.pairingViolations).toEqual([]);
+  });
+
+  it('run --db prints the progress a run here prints, and the same answer and summary', { timeout: 120_000 }, async () => {
+    const db = await postgres.server().createDatabase();
+    const cwd = workdir();
+    writeFileSync(join(cwd, 'a.txt'), 'a');
+    const model = await serveByHistory({
+      root: [stream({ toolCalls: [call('agent', { name: 'a', task: 'List.' }), call('agent', { name: 'b', task: 'Say b.' }), call('wait_for_agents', {})] }), echo],
+      a: [stream({ toolCalls: [call('list_dir', { path: '.' })] }), stream({ toolCalls: [call('reply', { result: 'a listed' })] })],
+      b: [stream({ toolCalls: [call('reply', { result: 'b said' })] })],
+    });
+    const here = await exarch(['run', '--no-store', 'Survey'], { server: model, cwd });
+    expect(here.code, here.stderr).toBe(0);
+    await readyWorker(db, model, cwd);
+    const there = await exarch(['run', '--db', db, 'Survey'], { server: model, cwd });
+    expect(there.code, there.stderr).toBe(0);
+    expect(there.stdout).toBe(here.stdout);
+    // Agent by agent, the same lines (state, request count, tokens); only the times differ.
+    const lines = progressOf(here.stderr, true);
+    expect([...lines.keys()].sort()).toEqual(['root', 'root/a', 'root/b']);
+    expect(progressOf(there.stderr, true)).toEqual(lines);
+    const summary = (stderr: string): string | undefined => /^(exarch: \d+ agents .*) · logs: /m.exec(stderr)?.[1];
+    expect(summary(here.stderr)).toMatch(/^exarch: 3 agents \(sub-agents: 2 replied\), 5 model requests, /);
+    expect(summary(there.stderr)).toBe(summary(here.stderr));
+  });
+
+  it('a worker runs the run as recorded: --approve stops it waiting, approve --db queues it, MCP servers and declared agents naming their tools', { timeout: 180_000 }, async () => {
+    const db = await postgres.server().createDatabase();
+    const cwd = workdir();
+    writeFileSync(join(cwd, 'exarch.config.json'), JSON.stringify({ agents: { prober: { description: 'Asks the server for its pid.', tools: ['mcp__test_server__pid'] } } }));
+    const model = await serveByHistory({
+      root: [
+        stream({ toolCalls: [call('agent', { name: 'p', type: 'prober', task: 'Ask the pid.' }), call('write_file', { path: 'notes.md', content: 'hello\n' }), call('wait_for_agents', {})] }),
+        (request) => stream({ text: `Root heard:\n${lastUserText(request)}` }),
+      ],
+      p: [stream({ toolCalls: [call('mcp__test_server__pid', {})] }), (request) => stream({ toolCalls: [call('reply', { result: `server ${lastUserText(request)}` })] })],
+    });
+    const worker = await readyWorker(db, model, cwd);
+    // A word the server ignores, to find its processes by.
+    const marker = `marker-${process.pid}-${Date.now()}`;
+    const mcp = `'${process.execPath}' '${MCP_SERVER}' stdio normal ${marker}`;
+    const first = await exarch(['run', '--db', db, '--allow-write', '--approve', 'write_file', '--mcp', mcp, 'Take notes'], { server: model, cwd });
+    expect(first.code, first.stderr).toBe(4);
+    const id = runIdOf(first);
+    // The submitter started the server once, to check the agents' tools and record the names.
+    expect(first.stderr).toContain("exarch: MCP server 'test_server': 13 tools");
+    const callId = /^ {2}(toolu_\S+) {2}write_file {2}by root {2}/m.exec(first.stderr)?.[1] ?? '';
+    expect(callId).toMatch(/^toolu_/);
+    expect(first.stderr).toContain(`exarch approve ${id} ${callId} --db ${db}`);
+    expect(first.stderr).toContain(`exarch: once every call is answered, a worker continues the run (or continue it here with: exarch resume ${id} --db ${db})`);
+    expect(first.stdout).toBe('');
+    expect(await statusOf(db, id)).toBe('waiting');
+    expect(worker.stderr()).toContain(`exarch worker: run ${id} waiting`);
+    expect(existsSync(join(cwd, 'notes.md'))).toBe(false);
+    // The declared agent ran on the worker with the server's tool, and only it besides the protocol's.
+    const offered = (model.requests.find((r) => r.agent === 'p')?.body.tools ?? []).map((tool) => String((tool as { name?: unknown }).name));
+    expect(offered).toEqual(['agent', 'cancel_agent', 'wait_for_agents', 'reply', 'mcp__test_server__pid']);
+    // Closed once the run stopped, on the worker as on the submitter.
+    await eventually(async () => processesWith(marker).length === 0, 'the MCP servers to be closed', 15_000);
+
+    const approved = await exarch(['approve', id, callId, '--db', db], { cwd });
+    expect(approved.code, approved.stderr).toBe(0);
+    expect(approved.stderr.trim()).toBe(`exarch: write_file call ${callId} of root approved; no call of the run waits any more: it is queued for the workers (or continue it here: exarch resume ${id} --db ${db})`);
+    await eventually(async () => (await statusOf(db, id)) === 'done', 'the worker to continue the run', 60_000, worker.stderr);
+    expect(readFileSync(join(cwd, 'notes.md'), 'utf8')).toBe('hello\n');
+    const answer = await rootAnswer(db, id);
+    expect(answer).toContain('[result ok: "wrote 6 bytes to notes.md"]');
+    expect(answer).toMatch(/\[agent 'p' replied\]\nserver \[result ok: "\d+"\]/);
+    // The worker started the recorded server again to continue the run, and closed it after.
+    expect(worker.stderr().match(new RegExp(`exarch: MCP server 'test_server'`, 'g'))).toHaveLength(2);
+    await eventually(async () => processesWith(marker).length === 0, 'the MCP servers to be closed', 15_000);
+    expect(model.requests.filter((r) => r.agent === 'p')).toHaveLength(2);
+    expect(model.pairingViolations).toEqual([]);
+    const wrong = await exarch(['deny', id, callId, '--db', db], { cwd });
+    expect(wrong.code).toBe(1);
+    expect(wrong.stderr).toBe(`exarch: call ${callId} of run ${id} does not wait for approval (no call of it waits for approval)\n`);
+  });
+
+  it('a worker keeps to the recorded budget: --max-tokens stops the tree, and run --db says so', { timeout: 120_000 }, async () => {
+    const db = await postgres.server().createDatabase();
+    const cwd = workdir();
+    const model = await serveByHistory({ root: Array.from({ length: 10 }, () => stream({ toolCalls: [call('list_dir', { path: '.' })] })) });
+    await readyWorker(db, model, cwd);
+    const run = await exarch(['run', '--db', db, '--max-tokens', '1', 'Loop'], { server: model, cwd });
+    expect(run.code, run.stderr).toBe(3);
+    expect(run.stderr).toMatch(/^exarch: the budget stopped the run: the tree spent [\d.k]+ tokens( \(about \$[\d.]+\))?; running sub-agents were cancelled and the root could not answer in its final turn$/m);
+    // One request crossed the budget, one final turn was given.
+    expect(model.requests.filter((r) => r.agent === 'root')).toHaveLength(2);
+    expect(await statusOf(db, runIdOf(run))).toBe('capped');
   });
 
   it('bad --db usage and an unreachable server each get one line', async () => {

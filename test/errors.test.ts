@@ -30,7 +30,7 @@ import {
 } from 'exarch';
 import { openSqliteStore } from 'exarch/sqlite';
 import { RecordingError, ReplayMismatchError, replayProvider, scriptedProvider } from 'exarch/testing';
-import { AgentsConfigError, loadAgentsConfig } from '../src/cli/agentsConfig.js';
+import { AgentsConfigError, readAgentsConfig } from '../src/cli/agentsConfig.js';
 import { runCommand, RunSetupError, UsageError } from '../src/cli/run.js';
 import { OtelSetupError, startOtlpExport } from '../src/cli/otlpExport.js';
 import { checkTarget, StoreTargetError } from '../src/cli/storeTarget.js';
@@ -195,12 +195,12 @@ describe('the command line', () => {
   });
 
   it('AgentsConfigError: a TypeScript config, a file that is not JSON, each with its kind and file', async () => {
-    const ts = await caught(() => loadAgentsConfig('agents.ts', dir, []));
+    const ts = await caught(() => readAgentsConfig('agents.ts', dir));
     expectTyped(ts, AgentsConfigError, 'AgentsConfigError', 'unsupported');
     expect((ts as AgentsConfigError).file).toBe('agents.ts');
     writeFileSync(join(dir, 'agents.json'), '{ agents: ');
-    expectTyped(await caught(() => loadAgentsConfig('agents.json', dir, [])), AgentsConfigError, 'AgentsConfigError', 'not-json');
-    expectTyped(await caught(() => loadAgentsConfig('absent.json', dir, [])), AgentsConfigError, 'AgentsConfigError', 'unreadable');
+    expectTyped(await caught(() => readAgentsConfig('agents.json', dir)), AgentsConfigError, 'AgentsConfigError', 'not-json');
+    expectTyped(await caught(() => readAgentsConfig('absent.json', dir)), AgentsConfigError, 'AgentsConfigError', 'unreadable');
   });
 
   it('OtelSetupError: --otel without a collector to send to', async () => {

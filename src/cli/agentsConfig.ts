@@ -54,14 +54,16 @@ export interface LoadedAgents {
 }
 
 /**
- * Reads `--agents FILE`, or `exarch.config.json` in `cwd` when there is one. Undefined when
- * neither. Every problem is one `AgentsConfigError` line naming the file (a missing file, a
- * TypeScript config, bad JSON, an unknown field, a tool this run does not allow).
+ * Reads `--agents FILE`, or `exarch.config.json` in `cwd` when there is one: the config's JSON,
+ * checked but for the tools its profiles name (those are checked against the run's tools once its
+ * MCP servers are connected: `agentsFromJson`). Undefined when neither. Every problem is one
+ * `AgentsConfigError` line naming the file (a missing file, a TypeScript config, bad JSON, an
+ * unknown field, a reply schema that is no object schema).
  */
-export function loadAgentsConfig(file: string | undefined, cwd: string, tools: readonly Tool[]): LoadedAgents | undefined {
+export function readAgentsConfig(file: string | undefined, cwd: string): AgentsConfigJson | undefined {
   const path = resolve(cwd, file ?? DEFAULT_CONFIG_FILE);
   if (file === undefined && !existsSync(path)) return undefined;
-  const shown = file ?? DEFAULT_CONFIG_FILE;
+  const shown = agentsSource(file);
   if (['.ts', '.mts', '.cts', '.js', '.mjs', '.cjs'].includes(extname(path))) {
     throw new AgentsConfigError('unsupported', shown, `${shown}: only a JSON config is supported (a .ts or .js config is not); write the agents as JSON, e.g. ${DEFAULT_CONFIG_FILE}`);
   }
@@ -78,11 +80,29 @@ export function loadAgentsConfig(file: string | undefined, cwd: string, tools: r
   } catch (error) {
     throw new AgentsConfigError('not-json', shown, `${shown} is not valid JSON: ${describeError(error)}`);
   }
-  return agentsFromJson(raw, shown, tools);
+  return parseConfig(raw, shown).json;
+}
+
+/** How messages name the config `--agents` gave (or the default file). */
+export function agentsSource(file: string | undefined): string {
+  return file ?? DEFAULT_CONFIG_FILE;
 }
 
 /** Declared agents from a config's JSON (a file's, or the one a durable run recorded). */
 export function agentsFromJson(raw: unknown, shown: string, tools: readonly Tool[]): LoadedAgents {
+  const { agents, json } = parseConfig(raw, shown);
+  try {
+    checkProfiles(agents, tools);
+  } catch (error) {
+    // The library's line names the field; here the file is named too.
+    const line = describeError(error).replace(/^exarch: /, '');
+    throw new AgentsConfigError('invalid', shown, `${shown}: ${line}${line.includes("not one of the run's tools") ? '; --allow-write, --allow-shell and --mcp offer more' : ''}`);
+  }
+  return { agents, json };
+}
+
+/** The profiles of a config's JSON, their reply schemas made zod schemas; their tools are not checked. */
+function parseConfig(raw: unknown, shown: string): LoadedAgents {
   const parsed = configJson.safeParse(raw);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -104,13 +124,6 @@ export function agentsFromJson(raw: unknown, shown: string, tools: readonly Tool
       }
     }
     agents[name] = { ...rest, ...(schema === undefined ? {} : { reply: schema }) };
-  }
-  try {
-    checkProfiles(agents, tools);
-  } catch (error) {
-    // The library's line names the field; here the file is named too.
-    const line = describeError(error).replace(/^exarch: /, '');
-    throw new AgentsConfigError('invalid', shown, `${shown}: ${line}${line.includes("not one of the run's tools") ? '; --allow-write and --allow-shell offer more' : ''}`);
   }
   return { agents, json: parsed.data };
 }

@@ -1,8 +1,8 @@
 import type { ApprovalDecision } from '../approvals.js';
 import { RunError } from '../store/durableRun.js';
-import { recordApproval } from '../store/runApprovals.js';
-import { EXIT } from './run.js';
-import { openExistingStore } from './storeTarget.js';
+import { recordApproval, waitingCalls } from '../store/runApprovals.js';
+import { EXIT, targetFlags } from './run.js';
+import { openExistingStore, storeName, type StoreTarget } from './storeTarget.js';
 
 export interface ApproveIo {
   readonly stdout: NodeJS.WritableStream;
@@ -12,31 +12,49 @@ export interface ApproveIo {
 
 /**
  * `exarch approve RUN_ID CALL_ID [--always]` and `exarch deny RUN_ID CALL_ID ["reason"]`: record a
- * person's answer to a call a stopped run waits on. Nothing runs: `exarch resume` takes it up.
+ * person's answer to a call a stopped run waits on. Nothing runs here: `exarch resume` takes it
+ * up. With `--db`, once no call of the run waits any more, the run is queued again and a worker
+ * continues it (or `exarch resume --db` here, whichever comes first).
  */
 export async function answerCommand(
   runId: string,
   callId: string,
   answer: { readonly decision: ApprovalDecision; readonly reason?: string },
-  storeFile: string | undefined,
+  target: StoreTarget,
   io: ApproveIo,
 ): Promise<number> {
-  const store = await openExistingStore(io.cwd, storeFile === undefined ? {} : { store: storeFile });
+  const store = await openExistingStore(io.cwd, target);
   if (!store) {
-    io.stderr.write(`exarch: no run ${runId} (there is no run store here yet)\n`);
+    io.stderr.write(`exarch: no run ${runId} in ${storeName(io.cwd, target)} (there is no run store there yet)\n`);
     return EXIT.fatal;
   }
   try {
     const call = await recordApproval(store, runId, { callId, ...answer });
     const what = answer.decision === 'deny' ? 'denied' : answer.decision === 'always' ? `approved, with every later ${call.tool} call of the run,` : 'approved';
-    const resume = `exarch resume ${runId}${storeFile === undefined ? '' : ` --store ${storeFile}`}`;
-    io.stderr.write(`exarch: ${call.tool} call ${callId} of ${call.agent} ${what}; it takes effect when the run continues: ${resume}\n`);
+    const resume = `exarch resume ${runId}${targetFlags(target)}`;
+    const left = (await waitingCalls(store, runId)).length;
+    let next: string;
+    // With calls still waiting, a worker would only stop again: the run is queued once all are answered.
+    if (left > 0) next = `it takes effect when the run continues (${left} other call${left === 1 ? ' still waits' : 's still wait'}${target.db === undefined ? '' : '; the workers continue it once all are answered'}): ${resume}`;
+    else if (target.db === undefined) next = `it takes effect when the run continues: ${resume}`;
+    else {
+      // Loaded only here: an answer in a SQLite store never pays for pg-boss.
+      const { queueRun, startBoss } = await import('../workers/runQueue.js');
+      const boss = await startBoss(target.db);
+      try {
+        await queueRun(boss, runId);
+      } finally {
+        await boss.stop({ graceful: false, wait: true });
+      }
+      next = `no call of the run waits any more: it is queued for the workers (or continue it here: ${resume})`;
+    }
+    io.stderr.write(`exarch: ${call.tool} call ${callId} of ${call.agent} ${what}; ${next}\n`);
     return EXIT.ok;
   } catch (error) {
     if (!(error instanceof RunError)) throw error;
     io.stderr.write(`exarch: ${error.message}\n`);
     return EXIT.fatal;
   } finally {
-    store.close();
+    await store.close();
   }
 }

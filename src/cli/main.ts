@@ -69,7 +69,8 @@ const USAGE = `Usage:
       --store FILE        the run store (default .exarch/exarch.db under the working directory);
                           the run's id is printed first, and exarch resume takes it up again
       --db URL            keep the run in PostgreSQL (postgres://user@host:port/database)
-                          instead of the file: the store workers share
+                          instead of the file, and queue it for the workers (exarch worker);
+                          this process follows it with the same progress and answer
       --no-store          run without recording it (it cannot be resumed)
       --approve TOOLS|all calls of these tools (comma-separated), by any agent, wait for a
                           person's approval: asked inline on a terminal, one at a time
@@ -86,16 +87,20 @@ const USAGE = `Usage:
       --detach            with --db: print the run id once it is queued and return
   exarch worker --db URL [--concurrency N] [--drain-timeout S] [--job-expiry S]
                                   take runs queued with run --db and run them here, N at a time
-                                  (default 1); SIGTERM drains: runs get S seconds (default 30) to
+                                  (default 1), with the options each was started with (its --mcp
+                                  servers started here); with no one to ask, a run whose calls
+                                  wait for approval stops waiting (exarch approve --db answers
+                                  them). SIGTERM drains: runs get S seconds (default 30) to
                                   finish, the rest go back to the queue; a job not finished within
                                   --job-expiry seconds (default 900) is offered to another worker
   exarch resume RUN_ID [--store FILE | --db URL] [--trace FILE] [--no-wait] [--ui] [--steer]
                                   take up a run that was killed, crashed, interrupted or left
                                   waiting, with the options it was started with; ends as run would
-  exarch approve RUN_ID CALL_ID [--always] [--store FILE]
-  exarch deny RUN_ID CALL_ID ["reason"] [--store FILE]
+  exarch approve RUN_ID CALL_ID [--always] [--store FILE | --db URL]
+  exarch deny RUN_ID CALL_ID ["reason"] [--store FILE | --db URL]
                                   record an answer to a call a waiting run asks about (--always:
-                                  approve that tool for the rest of the run); resume runs it
+                                  approve that tool for the rest of the run); resume runs it.
+                                  With --db, once no call waits any more, a worker continues it
   exarch runs [--store FILE | --db URL]
                                   list the recorded runs: id, start, status, agents, requests,
                                   estimated cost, task
@@ -380,13 +385,15 @@ async function worker(positionals: readonly string[], values: Values): Promise<n
 
 /** `exarch approve RUN_ID CALL_ID [--always]`, `exarch deny RUN_ID CALL_ID ["reason"]`: record the answer only. */
 async function answer(command: 'approve' | 'deny', positionals: readonly string[], values: Values): Promise<number> {
-  const usage = command === 'approve' ? 'exarch approve RUN_ID CALL_ID [--always] [--store FILE]' : 'exarch deny RUN_ID CALL_ID ["reason"] [--store FILE]';
+  const usage = command === 'approve' ? 'exarch approve RUN_ID CALL_ID [--always] [--store FILE | --db URL]' : 'exarch deny RUN_ID CALL_ID ["reason"] [--store FILE | --db URL]';
   const most = command === 'approve' ? 2 : 3;
   if (positionals.length < 2 || positionals.length > most) throw new UsageError(`${command} takes a run id and a call id: ${usage}`);
-  refuseFlags(command, values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'no-store', 'inspect', 'inspect-port', 'ui', 'ui-port', 'approve', 'no-wait', 'steer', 'db', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', ...(command === 'deny' ? (['always'] as const) : [])]);
+  refuseFlags(command, values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'no-store', 'inspect', 'inspect-port', 'ui', 'ui-port', 'approve', 'no-wait', 'steer', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', ...(command === 'deny' ? (['always'] as const) : [])]);
   const [runId = '', callId = '', reason] = positionals;
   const decision = command === 'deny' ? 'deny' : values.always === true ? 'always' : 'approve';
-  return answerCommand(runId, callId, { decision, ...(reason === undefined ? {} : { reason }) }, values.store, { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() });
+  const target = { ...(values.store === undefined ? {} : { store: values.store }), ...(values.db === undefined ? {} : { db: values.db }) };
+  usableTarget(target);
+  return answerCommand(runId, callId, { decision, ...(reason === undefined ? {} : { reason }) }, target, { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() });
 }
 
 async function runs(positionals: readonly string[], values: Values): Promise<number> {

@@ -34,6 +34,21 @@ interface SessionLikeSnapshot {
   };
 }
 
+/** What the board shows of one agent. */
+export interface AgentProgress {
+  readonly agent: AgentIdentity;
+  /** The session machine's state value. */
+  readonly state: string;
+  /** Model requests over the agent's life. */
+  readonly requests: number;
+  /** Its own tokens so far. */
+  readonly usage: Usage;
+  /** It reached a final state, or was stopped. */
+  readonly ended: boolean;
+  /** What it is doing now, in words ('' when its state says it all). */
+  readonly doing: string;
+}
+
 export interface ProgressOptions {
   readonly out: NodeJS.WritableStream;
   /** Redraw a live tree in place (a terminal) or write one plain line per state change. */
@@ -119,19 +134,29 @@ export class ProgressBoard {
 
   /** @param requests the agent's model requests so far (the observer counts them). */
   private update(snapshot: SessionLikeSnapshot, requests: number): void {
-    const { agent, usage } = snapshot.context;
+    const state = String(snapshot.value);
+    const active = snapshot.status === 'active';
+    const row = this.rows.get(snapshot.context.agent.id);
+    // A new request streams afresh.
+    const streamed = row === undefined || requests > row.steps ? 0 : row.streamedChars;
+    this.show({ agent: snapshot.context.agent, state, requests, usage: snapshot.context.usage, ended: !active, doing: active ? activity(state, snapshot, streamed) : '' });
+  }
+
+  /**
+   * One agent as it is now, however that is known: from a live session's snapshot (`onEvent`), or
+   * from a run's journal as a follower reads it from the store (`JournalProgress`).
+   */
+  show(agentState: AgentProgress): void {
+    const { agent, state, requests, usage, ended, doing } = agentState;
     let row = this.rows.get(agent.id);
     if (!row) {
       row = { agent, state: '', steps: 0, usage: ZERO_USAGE, startedAt: this.now(), endedAt: undefined, doing: '', streamedChars: 0 };
       this.rows.set(agent.id, row);
     }
-    const state = String(snapshot.value);
-    // A new request streams afresh.
     if (requests > row.steps) row.streamedChars = 0;
     row.steps = requests;
     row.usage = usage;
-    if (snapshot.status !== 'active' && row.endedAt === undefined) row.endedAt = this.now();
-    const doing = snapshot.status === 'active' ? activity(state, snapshot, row.streamedChars) : '';
+    if (ended && row.endedAt === undefined) row.endedAt = this.now();
     if (state === row.state && doing === row.doing) return;
     const stateChanged = state !== row.state;
     row.state = state;
@@ -238,13 +263,16 @@ function describeCall(call: PlannedCall, messages: readonly Message[] | undefine
   const last = messages?.at(-1);
   if (last?.role !== 'assistant' || typeof last.content === 'string') return name;
   for (const block of last.content) {
-    if (block.type !== 'tool_use' || block.id !== call.id) continue;
-    const input = block.input;
-    if (typeof input !== 'object' || input === null) return name;
-    const text = Object.values(input).find((value): value is string => typeof value === 'string');
-    return text === undefined ? name : `${name} ${cut(text.replace(/\s+/g, ' '), 40)}`;
+    if (block.type === 'tool_use' && block.id === call.id) return describeToolUse(name, block.input);
   }
   return name;
+}
+
+/** `read_file src/x.ts`: a tool's name and the first short text argument of its input. */
+export function describeToolUse(name: string, input: unknown): string {
+  if (typeof input !== 'object' || input === null) return name;
+  const text = Object.values(input).find((value): value is string => typeof value === 'string');
+  return text === undefined ? name : `${name} ${cut(text.replace(/\s+/g, ' '), 40)}`;
 }
 
 export function formatCount(n: number): string {

@@ -1,50 +1,42 @@
-import { accessSync, constants } from 'node:fs';
-import { ExarchError } from '../exarchError.js';
-import { makeDirs } from '../fs/makeDirs.js';
-import { join } from 'node:path';
-import { AnthropicProvider, DEFAULT_MODEL } from '../providers/anthropic.js';
-import { JsonlLogSink } from '../log/sessionLog.js';
 import { DEFAULTS } from '../options.js';
 import { describeError } from '../model/errors.js';
 import { createSessionActor, runResultOf, waitForSettled, type RunResult, type SessionActor } from '../runtime.js';
 import { newRunId, resumeRun, RunError, startRun, type DurableSessionInput, type FinishedRun } from '../store/durableRun.js';
-import type { RunRow, RunStore } from '../store/runStore.js';
+import type { RunStore } from '../store/runStore.js';
 import { finalAssistantText } from '../history.js';
 import { restoreRun } from '../store/restoreRun.js';
 import type { Submission } from '../workers/runQueue.js';
-import { checkTarget, openExistingStore, openStore, storeName, StoreTargetError } from './storeTarget.js';
-import { workspaceTools } from '../tools/workspace/index.js';
-import { agentsFromJson, loadAgentsConfig } from './agentsConfig.js';
-import type { Tool } from '../tools/defineTool.js';
-import { McpSpecError, parseMcpFlag, type McpServerSpec } from '../tools/mcp/serverSpec.js';
+import { checkTarget, openExistingStore, openStore, storeName, StoreTargetError, type StoreTarget } from './storeTarget.js';
+import { describeUrl } from '../store/postgresUrl.js';
+import { agentsSource } from './agentsConfig.js';
 import type { Provider } from '../types.js';
 import { RunObserver } from '../observe/runObserver.js';
 import type { InspectionEvent } from 'xstate';
 import { TraceRecorder } from '../trace/recorder.js';
 import { OtelRunExporter } from '../otel/otelExporter.js';
 import type { OtlpExport } from './otlpExport.js';
-import { ReplayProvider } from '../replay/replayProvider.js';
-import { Redactor } from '../redact.js';
-import { blockedOnApprovals, respond, type ApprovalPolicy, type ApprovalRequest } from '../approvals.js';
+import { respond, type ApprovalRequest } from '../approvals.js';
+import { ApprovalStop } from '../approvalStop.js';
 import { ApprovalPrompt } from './approvalPrompt.js';
 import { steeringCommand } from './steeringCommands.js';
 import { TerminalInput } from './terminalInput.js';
 import { clip } from '../render.js';
-import type { TreeBudget } from '../budget.js';
-import { ZERO_USAGE } from '../usage.js';
 import { estimateCost } from '../pricing.js';
 import { agentSpendLines } from './agentSpend.js';
 import { formatCount, ProgressBoard } from './progress.js';
 import { CliUi } from './liveUi.js';
+import { checkApproveNames, readRecord, recordFromFlags, type CliRunRecord } from './runRecord.js';
+import { buildRunSession, defaultLogDir, runToolsOf, type RunSession } from './runSession.js';
+import { JournalProgress } from './journalProgress.js';
+import { JournalTraceStream } from '../store/journalTrace.js';
+import { waitingCalls } from '../store/runApprovals.js';
+import type { PostgresRunStore } from '../store/postgresStore.js';
+import { UsageError } from './usageError.js';
 
 export const EXIT = { ok: 0, fatal: 1, usage: 2, capped: 3, waiting: 4, interrupted: 130 } as const;
 
-/** A mistake in how exarch was called: one line, then the usage, exit 2. */
-export class UsageError extends ExarchError<'usage'> {
-  constructor(message: string) {
-    super('usage', message);
-  }
-}
+export { UsageError } from './usageError.js';
+export { RunSetupError } from './runSession.js';
 
 export interface RunFlags {
   readonly model?: string;
@@ -118,41 +110,6 @@ export function uiPort(ui: boolean, raw: string | undefined): number | undefined
   return port;
 }
 
-function positiveInt(flag: string, raw: string | undefined, min = 1): number | undefined {
-  if (raw === undefined) return undefined;
-  const value = Number(raw);
-  if (!/^\d+$/.test(raw.trim()) || !Number.isSafeInteger(value) || value < min) {
-    throw new UsageError(`--${flag} must be an integer ≥ ${min}, got '${raw}'`);
-  }
-  return value;
-}
-
-/**
- * Makes a directory the run writes to, before any agent starts: a path that cannot be one
- * (`/etc/passwd/x`) is one line now, rather than a crash inside the first session.
- */
-function prepareDir(what: string, dir: string): void {
-  try {
-    makeDirs(dir);
-    accessSync(dir, constants.W_OK);
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    const why = code === 'ENOTDIR' || code === 'EEXIST' ? 'a part of the path is a file' : code === 'EACCES' || code === 'EPERM' ? 'permission denied' : describeError(error);
-    throw new RunSetupError(`cannot use ${dir} as the ${what}: ${why}`);
-  }
-}
-
-/** A run that cannot start as asked (a log directory, a trace file): one line, exit 1. */
-export class RunSetupError extends ExarchError<'run-setup'> {
-  constructor(message: string) {
-    super('run-setup', message);
-  }
-}
-
-function timestamp(date: Date): string {
-  return date.toISOString().replace(/[:.]/g, '-');
-}
-
 /**
  * `exarch run "<task>"` (CONTRACT §7): the root works on the task with Claude until it settles.
  * stdout gets the root's final answer only; stderr gets progress, the summary and errors. The run
@@ -160,127 +117,51 @@ function timestamp(date: Date): string {
  * `exarch resume` can take it up again after a crash or Ctrl-C.
  */
 export async function runCommand(task: string, flags: RunFlags, io: RunIo): Promise<number> {
-  const maxSteps = positiveInt('max-steps', flags.maxSteps);
-  const maxDepth = positiveInt('max-depth', flags.maxDepth, 0);
-  const replyCap = positiveInt('reply-cap', flags.replyCap);
   if (task.trim() === '') throw new UsageError('the task is empty');
-  if (flags.wake !== undefined && flags.wake !== 'each' && flags.wake !== 'all') throw new UsageError(`--wake must be each or all, got '${flags.wake}'`);
-  const wake = flags.wake === 'all' ? 'all' : undefined;
-  const maxRetryWait = positiveInt('max-retry-wait', flags.maxRetryWait, 0);
   if (flags.noStore && (flags.store !== undefined || flags.db !== undefined)) throw new UsageError(`--${flags.db === undefined ? 'store' : 'db'} and --no-store cannot be used together`);
   usableTarget(flags);
-  const mcpServers = mcpSpecs(flags.mcp ?? []);
-  const model = flags.model ?? io.env['EXARCH_MODEL'] ?? DEFAULT_MODEL;
-  const allowWrite = flags.allowWrite ?? false;
-  const allowShell = flags.allowShell ?? false;
-  const allowNetwork = flags.allowNetwork ?? false;
-  // Before anything is written: without bubblewrap, --allow-shell is one line (ShellSandboxError).
-  const tools = workspaceTools({ root: io.cwd, allowWrite, allowShell, allowNetwork });
-  // Before anything is written: a config that cannot be used is one line (AgentsConfigError, exit 1).
-  const declared = loadAgentsConfig(flags.agents, io.cwd, tools);
-  const approve = approvalPolicy(flags.approve, tools);
-  const budget = budgetOf(flags, model);
-  if (allowShell === 'unsandboxed') io.stderr.write('exarch: --allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network\n');
   if (flags.detach && flags.db === undefined) throw new UsageError('--detach needs --db: only a run queued for workers goes on without this process');
   if (flags.record !== undefined && flags.replay !== undefined) throw new UsageError('--record and --replay cannot be used together');
   const port = uiPort(flags.ui === true, flags.uiPort);
-  if (flags.ui && flags.db !== undefined) throw new UsageError('--ui with --db: the run goes on the workers; view it with exarch view RUN_ID --db URL');
-  if (flags.steer && flags.db !== undefined) throw new UsageError('--steer with --db: the run goes on on the workers, which this process cannot steer');
-  // What a resume (here or on a worker) rebuilds the run with: the options, never a secret.
-  const recorded = {
-    model,
-    allowWrite,
-    allowShell,
-    allowNetwork,
-    ...(maxSteps === undefined ? {} : { maxSteps }),
-    ...(maxDepth === undefined ? {} : { maxDepth }),
-    ...(replyCap === undefined ? {} : { replyCap }),
-    ...(wake === undefined ? {} : { wake }),
-    ...(maxRetryWait === undefined ? {} : { maxRetryWait }),
-    // The config itself, not its path: a resume rebuilds the same agents even if the file changed.
-    ...(declared ? { agentsConfig: declared.json } : {}),
-    // The --mcp values as given, so that a resume starts the same servers (never put a secret in one).
-    ...(flags.mcp === undefined || flags.mcp.length === 0 ? {} : { mcp: [...flags.mcp] }),
-    ...(approve === undefined ? {} : { approve }),
-    ...(flags.maxTokens === undefined ? {} : { maxTokens: flags.maxTokens }),
-    ...(flags.maxCost === undefined ? {} : { maxCost: flags.maxCost }),
-  };
   if (flags.db !== undefined) {
-    if (mcpServers.length > 0) throw new UsageError('--mcp with --db: the workers do not start MCP servers yet; run it here without --db');
+    if (flags.ui) throw new UsageError('--ui with --db: the run goes on the workers; view it with exarch view RUN_ID --db URL');
+    if (flags.steer) throw new UsageError('--steer with --db: the run goes on on the workers, which this process cannot steer');
     if (flags.otel) throw new UsageError('--otel with --db: the workers run the agents, and they do not export spans yet; run it here without --db');
     if (flags.record !== undefined || flags.replay !== undefined) throw new UsageError(`--${flags.record === undefined ? 'replay' : 'record'} with --db: the workers make the model requests; run it here without --db`);
-    const record = { ...recorded, tools: tools.map((tool) => tool.name).sort(), ...(flags.logDir === undefined ? {} : { logDir: flags.logDir }) };
-    return submitAndFollow(flags.db, { task, cwd: io.cwd, record }, flags.detach === true, io, model, maxSteps);
   }
-  // The workers need the key; a run here needs it now (a replay needs none).
+  // The flags validated into the run's record: what this process, a resume and a worker build the sessions from.
+  const record = recordFromFlags(flags, io.env, io.cwd);
+  if (record.allowShell === 'unsandboxed') io.stderr.write('exarch: --allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network\n');
+  const agentsSourceName = agentsSource(flags.agents);
+  if (flags.db !== undefined) return submitAndFollow(flags.db, task, record, agentsSourceName, flags.detach === true, io);
   const diverged = new AbortController();
-  const claude = connect(model, io, maxRetryWait, { ...(flags.record === undefined ? {} : { record: flags.record }), ...(flags.replay === undefined ? {} : { replay: flags.replay, diverged }) });
-  if (typeof claude === 'number') return claude;
-  // Before anything starts: no endpoint, or one that is not a URL, is one line (OtelSetupError, exit 1).
-  const otel = flags.otel ? await (await import('./otlpExport.js')).startOtlpExport(io.env) : undefined;
-  // A server that does not start stops the run here, before anything is recorded (one line, exit 1).
-  const mcp = await connectMcp(mcpServers, tools, io);
+  const recording = { ...(flags.record === undefined ? {} : { record: flags.record }), ...(flags.replay === undefined ? {} : { replay: flags.replay, diverged }) };
+  // Before anything is recorded: no key, a server that does not start, a config or --approve naming
+  // a tool the run does not have, a log directory that cannot be one: one line each.
+  const built = await buildRunSession({ cwd: io.cwd, startedAt: Date.now(), record }, { env: io.env, stderr: io.stderr, ...(io.provider ? { provider: io.provider } : {}), recording, agentsSource: agentsSourceName });
   let store: RunStore | undefined;
   let ui: CliUi | undefined;
   try {
+    checkApproveNames(record.approve, built.tools);
+    // No endpoint, or one that is not a URL, is one line (OtelSetupError, exit 1).
+    const otel = flags.otel ? await (await import('./otlpExport.js')).startOtlpExport(io.env) : undefined;
     // A store that cannot be read stops the run before anything starts (StoreError: one line, exit 1).
     store = flags.noStore ? undefined : await openStore(io.cwd, flags);
-    const logDir = flags.logDir ?? join(io.cwd, '.exarch', 'runs', timestamp(new Date()));
-    prepareDir('log directory', logDir);
+    const { model, logDir, maxSteps } = built;
     const title = `exarch run: ${task.slice(0, 80)}`;
     if (flags.ui) ui = await CliUi.start({ title, model, ...(port === undefined ? {} : { port }) }, io.stderr);
-    const output = new RunOutput(io, flags.trace, title, model, logDir, maxSteps, { noWait: flags.noWait === true, store: flags.store, steer: flags.steer === true, ...(otel ? { otel } : {}), ...(flags.replay === undefined ? {} : { diverged: diverged.signal }), ...(ui ? { ui } : {}) });
-    const session: DurableSessionInput = {
-      provider: claude.provider,
-      // A replayed fault is retried at once: the waits were the network's, and a replay has none.
-      ...(flags.replay === undefined ? {} : { retry: { baseDelayMs: 0, maxDelayMs: 0 } }),
-      tools: mcp.tools,
-      ...(approve === undefined ? {} : { approve, onApprovalRequest: output.onApprovalRequest }),
-      ...(budget === undefined ? {} : { budget }),
-      logs: new JsonlLogSink(logDir),
-      ...(maxSteps === undefined ? {} : { maxSteps }),
-      ...(maxDepth === undefined ? {} : { maxDepth }),
-      ...(replyCap === undefined ? {} : { replyCap }),
-      ...(wake === undefined ? {} : { wake }),
-      ...(claude.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: claude.stallTimeoutMs }),
-      ...(declared ? { agents: declared.agents } : {}),
-    };
+    const output = new RunOutput(io, flags.trace, title, model, logDir, maxSteps, { noWait: flags.noWait === true, target: targetFlags(flags), steer: flags.steer === true, ...(otel ? { otel } : {}), ...(flags.replay === undefined ? {} : { diverged: diverged.signal }), ...(ui ? { ui } : {}) });
+    const session: DurableSessionInput = { ...built.session, ...(record.approve === undefined ? {} : { onApprovalRequest: output.onApprovalRequest }) };
     if (!store) return await output.follow(localRun(task, session, output.inspect), io.interrupt);
     const id = newRunId();
     io.stderr.write(`exarch: run ${id} started\n`);
-    const record = { ...recorded, logDir };
-    const run = await startRun(task, session, { store, id, cwd: io.cwd, record, actor: { inspect: output.inspect } });
+    const run = await startRun(task, session, { store, id, cwd: io.cwd, record: { ...record, logDir }, actor: { inspect: output.inspect } });
     return await output.follow(run, io.interrupt, store);
   } finally {
     await store?.close();
-    await mcp.close();
+    await built.close();
     await ui?.finish(io.interrupt);
   }
-}
-
-/** The `--mcp` values as server specs; a value that is not one is a usage error. */
-function mcpSpecs(values: readonly string[]): McpServerSpec[] {
-  try {
-    return values.map(parseMcpFlag);
-  } catch (error) {
-    if (error instanceof McpSpecError) throw new UsageError(error.message);
-    throw error;
-  }
-}
-
-/**
- * Connects the run's MCP servers and says on stderr what each offers: the host's tools plus
- * theirs, and how to close them. Without servers, nothing is loaded.
- */
-async function connectMcp(servers: readonly McpServerSpec[], tools: readonly Tool[], io: RunIo): Promise<{ tools: readonly Tool[]; close: () => Promise<void> }> {
-  if (servers.length === 0) return { tools, close: async () => undefined };
-  const { connectMcpServers } = await import('../tools/mcp/toolset.js');
-  const toolset = await connectMcpServers(servers, { takenNames: tools.map((tool) => tool.name) });
-  for (const server of toolset.servers) {
-    io.stderr.write(`exarch: MCP server '${server.name}': ${server.tools.length} tool${server.tools.length === 1 ? '' : 's'} (${server.tools.join(', ')})\n`);
-  }
-  for (const warning of toolset.warnings) io.stderr.write(`exarch: ${warning}\n`);
-  return { tools: [...tools, ...toolset.tools], close: () => toolset.close() };
 }
 
 /** How often a follower reads the store for what the workers did. */
@@ -292,7 +173,18 @@ const FOLLOW_POLL_MS = 200;
  * root's answer on stdout and the usual summary) or, with `--detach`, prints its id and returns.
  * Ctrl-C stops following; the run goes on on the workers.
  */
-async function submitAndFollow(db: string, submission: Submission, detach: boolean, io: RunIo, model: string, maxSteps: number | undefined): Promise<number> {
+async function submitAndFollow(db: string, task: string, record: CliRunRecord, agentsSourceName: string, detach: boolean, io: RunIo): Promise<number> {
+  // The tools checked as a run here checks them (the MCP servers started once, to list theirs),
+  // and their names recorded: every worker that takes the run must offer the same.
+  const tools = await runToolsOf({ cwd: io.cwd, record }, { stderr: io.stderr, agentsSource: agentsSourceName });
+  let submission: Submission;
+  try {
+    checkApproveNames(record.approve, tools.tools);
+    const agentTypes = Object.keys(tools.agents ?? {}).sort();
+    submission = { task, cwd: io.cwd, record: { ...record, tools: tools.tools.map((tool) => tool.name).sort(), ...(agentTypes.length > 0 ? { agentTypes } : {}) } };
+  } finally {
+    await tools.close();
+  }
   // Loaded only here: a command without --db never pays for pg and pg-boss.
   const { openPostgresStore } = await import('../store/postgresStore.js');
   const { startBoss, submitRun } = await import('../workers/runQueue.js');
@@ -311,37 +203,94 @@ async function submitAndFollow(db: string, submission: Submission, detach: boole
       return EXIT.ok;
     }
     io.stderr.write(`exarch: run ${id} started (queued for the workers)\n`);
-    let seq = 0;
-    const named = new Map<string, string>();
-    for (;;) {
-      if (io.interrupt.aborted) {
-        io.stderr.write(`exarch: stopped following run ${id}; it goes on on the workers (exarch runs --db …, exarch view ${id} --db …)\n`);
-        return EXIT.interrupted;
-      }
-      for (const row of await store.journalAfter(id, seq)) {
-        seq = row.seq;
-        const { record } = row;
-        if (record.type === 'session') {
-          named.set(row.session, record.agent.path.join('/'));
-          io.stderr.write(`exarch: ${record.agent.path.join('/')} started\n`);
-        } else if (record.type === 'outcome') {
-          io.stderr.write(`exarch: ${named.get(row.session) ?? row.session} ${record.outcome}\n`);
-        }
-      }
-      const run = await store.getRun(id);
-      if (run && (run.status === 'done' || run.status === 'capped' || run.status === 'failed')) {
-        const restored = restoreRun(await store.journal(id));
-        const messages = restored.kind === 'ended' || restored.kind === 'settled' ? restored.messages : restored.kind === 'resumable' ? restored.root.messages : [];
-        const reason = restored.kind === 'ended' ? restored.result.reason : undefined;
-        const stored = (await store.listRuns()).find((r) => r.id === id);
-        const code = new RunOutput(io, undefined, '', model, '', maxSteps).ended({ id, finished: true, status: run.status, text: finalAssistantText(messages), ...(reason === undefined ? {} : { reason }) });
-        if (stored) io.stderr.write(`exarch: ${stored.agents} agent${stored.agents === 1 ? '' : 's'}, ${stored.requests} model request${stored.requests === 1 ? '' : 's'} (on the workers)\n`);
-        return code;
-      }
-      await new Promise((resolve) => setTimeout(resolve, FOLLOW_POLL_MS));
-    }
+    return await followStored(store, id, record, db, io);
   } finally {
     await store.close();
+  }
+}
+
+/**
+ * Follows a run the workers run, from its journal in the store: the same progress on stderr as a
+ * run here (fed by `JournalTraceStream` as each poll brings new records), then the root's answer
+ * on stdout, the summary and the exit code a run here would end with. A run that stops `waiting`
+ * lists its calls with the commands that answer them. Ctrl-C stops following only.
+ */
+async function followStored(store: PostgresRunStore, id: string, record: CliRunRecord, db: string, io: RunIo): Promise<number> {
+  const { model, maxSteps } = record;
+  const color = io.stderr.isTTY === true && !io.env['NO_COLOR'] && !io.env['CI'];
+  const board = new ProgressBoard({ out: io.stderr, live: color, color });
+  const progress = new JournalProgress(board);
+  const trace = new JournalTraceStream(`exarch run ${id}`, (record) => {
+    progress.onRecord(record);
+    if (record.kind === 'event' && record.type === 'resume') board.print(`exarch: run ${id} taken up again by a worker`);
+  });
+  let seq = 0;
+  const read = async (): Promise<void> => {
+    const rows = await store.journalAfter(id, seq);
+    seq = rows.at(-1)?.seq ?? seq;
+    trace.push(rows);
+  };
+  const target = targetFlags({ db });
+  try {
+    for (;;) {
+      if (io.interrupt.aborted) {
+        board.stop();
+        io.stderr.write(`exarch: stopped following run ${id}; it goes on on the workers (exarch runs${target}, exarch view ${id}${target})\n`);
+        return EXIT.interrupted;
+      }
+      await read();
+      const run = await store.getRun(id);
+      if (run && (run.status === 'done' || run.status === 'capped' || run.status === 'failed' || run.status === 'waiting')) {
+        // Everything its worker wrote is in by the time it set the status.
+        await read();
+        trace.end();
+        board.stop();
+        const stored = (await store.listRuns()).find((r) => r.id === id);
+        const totals = board.totals();
+        const logDir = record.logDir ?? defaultLogDir(run.cwd, run.startedAt);
+        const summary = (): void => writeSummary(io.stderr, stored ? { ...totals, agents: stored.agents, steps: stored.requests, usage: stored.usage } : totals, model, `${logDir} (on the workers)`);
+        if (run.status === 'waiting') {
+          summary();
+          const calls = await waitingCalls(store, id);
+          listWaiting(io.stderr, id, calls.map((call) => ({ callId: call.callId, tool: call.tool, agent: call.agent, input: call.input })), target, true);
+          return EXIT.waiting;
+        }
+        const restored = restoreRun(await store.journal(id));
+        const messages = restored.kind === 'ended' || restored.kind === 'settled' ? restored.messages : restored.kind === 'resumable' ? restored.root.messages : [];
+        if (run.status === 'failed') {
+          summary();
+          io.stderr.write(`exarch: the root agent failed: ${(restored.kind === 'ended' ? restored.result.reason : undefined) ?? 'unknown reason'}\n`);
+          return EXIT.fatal;
+        }
+        const text = finalAssistantText(messages);
+        if (text) io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+        summary();
+        // The budget's meter was on the worker; what it counted, the journal's usage says.
+        const usage = stored?.usage ?? totals.usage;
+        const tokens = usage.inputTokens + usage.outputTokens + usage.cacheCreationInputTokens + usage.cacheReadInputTokens;
+        const cost = estimateCost(model, usage) ?? 0;
+        if ((record.maxTokens !== undefined && tokens >= record.maxTokens) || (record.maxCost !== undefined && cost >= record.maxCost)) {
+          io.stderr.write(budgetLine(tokens, cost, run.status === 'capped'));
+          if (run.status === 'capped') return EXIT.capped;
+        }
+        if (run.status === 'capped') {
+          io.stderr.write(`exarch: the root agent stopped at its step cap (${maxSteps ?? DEFAULTS.maxSteps} model requests in one turn)\n`);
+          return EXIT.capped;
+        }
+        return EXIT.ok;
+      }
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, FOLLOW_POLL_MS);
+        function done(): void {
+          clearTimeout(timer);
+          io.interrupt.removeEventListener('abort', done);
+          resolve();
+        }
+        io.interrupt.addEventListener('abort', done, { once: true });
+      });
+    }
+  } finally {
+    board.stop();
   }
 }
 
@@ -370,7 +319,7 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
     io.stderr.write(`exarch: no run ${runId} in ${storeName(io.cwd, flags)} (there is no run store there yet)\n`);
     return EXIT.fatal;
   }
-  let mcp: { tools: readonly Tool[]; close: () => Promise<void> } | undefined;
+  let built: RunSession | undefined;
   let ui: CliUi | undefined;
   try {
     const row = await store.getRun(runId);
@@ -382,24 +331,14 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
       io.stderr.write(`exarch: run ${runId} is already finished (${row.status}); nothing to resume\n`);
       return EXIT.ok;
     }
-    const rebuilt = storedSession(row, io);
-    if (typeof rebuilt === 'number') return rebuilt;
-    const { model, logDir, maxSteps } = rebuilt;
-    const recorded = row.options;
+    // The sessions as the run was started, from its record: the same servers started again (their tools must be the same: see resumeRun).
+    const record = readRecord(row.options);
+    built = await buildRunSession({ id: runId, cwd: row.cwd, startedAt: row.startedAt, record }, { env: io.env, stderr: io.stderr, ...(io.provider ? { provider: io.provider } : {}) });
+    const { model, logDir, maxSteps } = built;
     const title = `exarch resume ${runId}: ${row.task.slice(0, 80)}`;
     if (flags.ui) ui = await CliUi.start({ title, model, ...(port === undefined ? {} : { port }) }, io.stderr);
-    const output = new RunOutput(io, flags.trace, title, model, logDir, maxSteps, { noWait: flags.noWait === true, store: flags.store, steer: flags.steer === true, ...(ui ? { ui } : {}) });
-    const approve = recordedPolicy(recorded.approve);
-    const budget = budgetOf({ ...(typeof recorded.maxTokens === 'string' ? { maxTokens: recorded.maxTokens } : {}), ...(typeof recorded.maxCost === 'string' ? { maxCost: recorded.maxCost } : {}) }, model);
-    // The servers the run was started with, started again (their tools must be the same: see resumeRun).
-    const recordedMcp = Array.isArray(recorded.mcp) ? recorded.mcp.filter((value): value is string => typeof value === 'string') : [];
-    mcp = await connectMcp(mcpSpecs(recordedMcp), rebuilt.session.tools ?? [], io);
-    const session: DurableSessionInput = {
-      ...rebuilt.session,
-      tools: mcp.tools,
-      ...(budget === undefined ? {} : { budget }),
-      ...(approve === undefined ? {} : { approve, onApprovalRequest: output.onApprovalRequest }),
-    };
+    const output = new RunOutput(io, flags.trace, title, model, logDir, maxSteps, { noWait: flags.noWait === true, target: targetFlags(flags), steer: flags.steer === true, ...(ui ? { ui } : {}) });
+    const session: DurableSessionInput = { ...built.session, ...(record.approve === undefined ? {} : { onApprovalRequest: output.onApprovalRequest }) };
     let run: Awaited<ReturnType<typeof resumeRun>>;
     try {
       run = await resumeRun(runId, session, { store, cwd: io.cwd, actor: { inspect: output.inspect } });
@@ -417,54 +356,15 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
     return await output.follow(run, io.interrupt, store);
   } finally {
     await store.close();
-    await mcp?.close();
+    await built?.close();
     await ui?.finish(io.interrupt);
   }
 }
 
-
-/** A stored run's sessions as they were started: model, tools, caps and logs from its record. */
-export interface StoredSession {
-  readonly session: DurableSessionInput;
-  readonly model: string;
-  readonly logDir: string;
-  readonly maxSteps: number | undefined;
-}
-
-/**
- * Rebuilds the live half of a stored run's sessions (`resume`, and a worker taking a run): the
- * provider from the environment, the rest from the run's record. An exit code when the key or a
- * setting is missing (said on stderr).
- */
-export function storedSession(row: RunRow, io: Pick<RunIo, 'env' | 'stderr' | 'provider'>): StoredSession | number {
-  const recorded = row.options;
-  const model = typeof recorded.model === 'string' ? recorded.model : DEFAULT_MODEL;
-  const claude = connect(model, io, numberOf(recorded.maxRetryWait));
-  if (typeof claude === 'number') return claude;
-  const logDir = typeof recorded.logDir === 'string' ? recorded.logDir : join(row.cwd, '.exarch', 'runs', timestamp(new Date(row.startedAt)));
-  const maxSteps = numberOf(recorded.maxSteps);
-  const maxDepth = numberOf(recorded.maxDepth);
-  const replyCap = numberOf(recorded.replyCap);
-  const wake = recorded.wake === 'all' ? 'all' : undefined;
-  const tools = workspaceTools({
-    root: row.cwd,
-    allowWrite: recorded.allowWrite === true,
-    allowShell: recorded.allowShell === 'unsandboxed' ? 'unsandboxed' : recorded.allowShell === true,
-    allowNetwork: recorded.allowNetwork === true,
-  });
-  const declared = recorded.agentsConfig === undefined ? undefined : agentsFromJson(recorded.agentsConfig, `the agents recorded with run ${row.id}`, tools);
-  const session: DurableSessionInput = {
-    provider: claude.provider,
-    tools,
-    ...(declared ? { agents: declared.agents } : {}),
-    logs: new JsonlLogSink(logDir),
-    ...(maxSteps === undefined ? {} : { maxSteps }),
-    ...(maxDepth === undefined ? {} : { maxDepth }),
-    ...(replyCap === undefined ? {} : { replyCap }),
-    ...(wake === undefined ? {} : { wake }),
-    ...(claude.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: claude.stallTimeoutMs }),
-  };
-  return { session, model, logDir, maxSteps };
+/** `--store FILE` or `--db URL` as the commands that answer a run must be given them ('' for the default store). */
+export function targetFlags(target: StoreTarget): string {
+  if (target.db !== undefined) return ` --db ${describeUrl(target.db)}`;
+  return target.store === undefined ? '' : ` --store ${target.store}`;
 }
 
 /** `--store` and `--db` checked before anything opens: a mistake in them is a usage error. */
@@ -475,92 +375,6 @@ export function usableTarget(target: { readonly store?: string; readonly db?: st
     if (error instanceof StoreTargetError) throw new UsageError(error.message);
     throw error;
   }
-}
-
-/** `--approve all` or `--approve write_file,run_shell`: names that are not tools of this run are one line. */
-function approvalPolicy(raw: string | undefined, tools: readonly Tool[]): 'all' | string[] | undefined {
-  if (raw === undefined) return undefined;
-  if (raw.trim() === 'all') return 'all';
-  const names = raw.split(',').map((name) => name.trim()).filter((name) => name !== '');
-  if (names.length === 0) throw new UsageError('--approve needs tool names (comma-separated) or all');
-  const known = new Set(tools.map((tool) => tool.name));
-  const unknown = names.filter((name) => !known.has(name));
-  if (unknown.length > 0) throw new UsageError(`--approve: no tool named ${unknown.map((n) => `'${n}'`).join(', ')} in this run (its tools: ${[...known].join(', ')})`);
-  return names;
-}
-
-/**
- * `--max-tokens N`, `--max-cost USD`: the tree's budget, priced at the model's list prices. A model
- * whose prices are known is priced even without either, so that a parent can give a sub-agent a
- * budget in US$ (`agent {…, budget: { cost }}`).
- */
-function budgetOf(flags: Pick<RunFlags, 'maxTokens' | 'maxCost'>, model: string): TreeBudget | undefined {
-  const maxTokens = positiveInt('max-tokens', flags.maxTokens);
-  const priced = estimateCost(model, ZERO_USAGE) !== undefined;
-  let maxCost: number | undefined;
-  if (flags.maxCost !== undefined) {
-    maxCost = Number(flags.maxCost);
-    if (!/^\d+(\.\d+)?$/.test(flags.maxCost.trim()) || !(maxCost > 0)) throw new UsageError(`--max-cost must be a positive amount of US$, got '${flags.maxCost}'`);
-    if (!priced) throw new UsageError(`--max-cost: no prices are known for the model '${model}'; use --max-tokens`);
-  }
-  if (maxTokens === undefined && maxCost === undefined && !priced) return undefined;
-  return {
-    ...(maxTokens === undefined ? {} : { maxTokens }),
-    ...(maxCost === undefined ? {} : { maxCost }),
-    ...(priced ? { price: (usage) => estimateCost(model, usage) ?? 0 } : {}),
-  };
-}
-
-/** The policy a run was recorded with. */
-function recordedPolicy(value: unknown): ApprovalPolicy | undefined {
-  if (value === 'all') return 'all';
-  return Array.isArray(value) && value.every((name) => typeof name === 'string') ? (value as string[]) : undefined;
-}
-
-function numberOf(value: unknown): number | undefined {
-  return typeof value === 'number' && Number.isSafeInteger(value) ? value : undefined;
-}
-
-/** `--record FILE`, or `--replay FILE` and what to abort when the run differs from it. */
-interface Recording {
-  readonly record?: string;
-  readonly replay?: string;
-  readonly diverged?: AbortController;
-}
-
-/**
- * Claude through the SDK (recording its exchanges with `--record`), a recording (`--replay`), or
- * the test's provider; an exit code when the key or a setting is missing.
- */
-function connect(model: string, io: Pick<RunIo, 'env' | 'stderr' | 'provider'>, maxRetryWaitS?: number, recording: Recording = {}): { provider: Provider; stallTimeoutMs: number | undefined } | number {
-  const apiKey = io.env['ANTHROPIC_API_KEY'];
-  if (recording.replay !== undefined) {
-    // A recording that cannot be read is one line (RecordingError, exit 1); no key, no network.
-    const { diverged } = recording;
-    const provider = new ReplayProvider(recording.replay, { model, redactor: Redactor.fromEnv(io.env), ...(diverged ? { onMismatch: (mismatch) => diverged.abort(mismatch) } : {}) });
-    return { provider, stallTimeoutMs: undefined };
-  }
-  if (!io.provider && !apiKey) {
-    io.stderr.write('exarch: ANTHROPIC_API_KEY is not set: set it to run against Claude, or try `exarch demo` (offline, no key needed)\n');
-    return EXIT.fatal;
-  }
-  const stallRaw = io.env['EXARCH_STALL_TIMEOUT_MS'];
-  const stallTimeoutMs = stallRaw === undefined || stallRaw === '' ? undefined : Number(stallRaw);
-  if (stallTimeoutMs !== undefined && (!Number.isSafeInteger(stallTimeoutMs) || stallTimeoutMs < 1)) {
-    io.stderr.write(`exarch: EXARCH_STALL_TIMEOUT_MS must be a positive integer (milliseconds), got '${stallRaw ?? ''}'\n`);
-    return EXIT.fatal;
-  }
-  const provider =
-    io.provider ??
-    new AnthropicProvider({
-      apiKey,
-      model,
-      ...(io.env['ANTHROPIC_BASE_URL'] ? { baseURL: io.env['ANTHROPIC_BASE_URL'] } : {}),
-      ...(maxRetryWaitS === undefined ? {} : { maxRetryWaitMs: maxRetryWaitS * 1000 }),
-      // Never the key nor a secret of the environment in the file (RecordingError if it cannot be written).
-      ...(recording.record === undefined ? {} : { record: { file: recording.record, redactor: Redactor.fromEnv(io.env, apiKey === undefined ? [] : [apiKey]) } }),
-    });
-  return { provider, stallTimeoutMs };
 }
 
 /** What `follow` needs of a run: durable (`startRun`, `resumeRun`) or not (`--no-store`). */
@@ -610,7 +424,7 @@ class RunOutput {
     private readonly model: string,
     private readonly logDir: string,
     private readonly maxSteps: number | undefined,
-    private readonly approvals: { readonly noWait: boolean; readonly store: string | undefined; readonly steer: boolean; readonly otel?: OtlpExport; readonly diverged?: AbortSignal; readonly ui?: CliUi } = { noWait: false, store: undefined, steer: false },
+    private readonly approvals: { readonly noWait: boolean; readonly target: string; readonly steer: boolean; readonly otel?: OtlpExport; readonly diverged?: AbortSignal; readonly ui?: CliUi } = { noWait: false, target: '', steer: false },
   ) {
     const color = io.stderr.isTTY === true && !io.env['NO_COLOR'] && !io.env['CI'];
     this.board = new ProgressBoard({ out: io.stderr, live: color, color });
@@ -687,7 +501,7 @@ class RunOutput {
    */
   private takeApprovals(run: FollowedRun, input: TerminalInput | undefined): TakenApprovals {
     const { io, board } = this;
-    const waiting: ApprovalRequest[] = [];
+    let waiting: readonly ApprovalRequest[] = [];
     let close = (): void => undefined;
     const inline = !this.approvals.noWait && io.stdin?.isTTY === true && io.stderr.isTTY === true;
     // (On a terminal the input is always taken: `takeInput`.)
@@ -696,23 +510,13 @@ class RunOutput {
       this.onRequest = prompt.request;
       close = () => prompt.close();
     } else {
-      let scheduled: NodeJS.Immediate | undefined;
-      let stopped = false;
-      const check = (): void => {
-        scheduled = undefined;
-        if (stopped || !blockedOnApprovals(run.actor)) return;
-        stopped = true;
-        waiting.push(...run.actor.getSnapshot().context.options.approvals.waiting());
-        run.suspend();
-      };
-      const desk = run.actor.getSnapshot().context.options.approvals;
-      this.watch = () => {
-        if (!stopped && scheduled === undefined && desk.waiting().length > 0) scheduled = setImmediate(check);
-      };
-      this.onRequest = () => this.watch?.();
+      const stop = new ApprovalStop();
+      stop.watch(run);
+      waiting = stop.waiting;
+      this.watch = stop.inspect;
+      this.onRequest = stop.inspect;
       close = () => {
-        stopped = true;
-        if (scheduled) clearImmediate(scheduled);
+        stop.close();
         this.watch = undefined;
       };
     }
@@ -724,23 +528,6 @@ class RunOutput {
         this.onRequest = undefined;
       },
     };
-  }
-
-  /** The exit-4 listing: each waiting call with its tool, its agent and the commands that answer it. */
-  private listWaiting(runId: string | undefined, waiting: readonly ApprovalRequest[]): void {
-    const { io } = this;
-    const n = waiting.length;
-    const store = this.approvals.store === undefined ? '' : ` --store ${this.approvals.store}`;
-    io.stderr.write(`exarch: stopped: ${n} tool call${n === 1 ? '' : 's'} wait${n === 1 ? 's' : ''} for approval\n`);
-    for (const request of waiting) {
-      io.stderr.write(`  ${request.callId}  ${request.tool}  by ${request.agent.id}  ${clip(JSON.stringify(request.input), 160)}\n`);
-      if (runId !== undefined) io.stderr.write(`    exarch approve ${runId} ${request.callId}${store}    or: exarch deny ${runId} ${request.callId} "reason"${store}\n`);
-    }
-    io.stderr.write(
-      runId === undefined
-        ? 'exarch: this run was not recorded (--no-store), so it cannot be answered and resumed\n'
-        : `exarch: then continue with: exarch resume ${runId}${store}\n`,
-    );
   }
 
   async follow(run: FollowedRun, interrupt: AbortSignal, store?: RunStore): Promise<number> {
@@ -785,7 +572,7 @@ class RunOutput {
       }
       if (approvals.waiting.length > 0) {
         await summary();
-        this.listWaiting(run.id, approvals.waiting);
+        listWaiting(io.stderr, run.id, approvals.waiting.map((r) => ({ callId: r.callId, tool: r.tool, agent: r.agent.id, input: r.input })), this.approvals.target, false);
         return EXIT.waiting;
       }
       if (interrupted) {
@@ -803,7 +590,7 @@ class RunOutput {
       const meter = result.snapshot.context.options.budget;
       if (meter.spent) {
         const { tokens, cost } = meter.totals;
-        io.stderr.write(`exarch: the budget stopped the run: the tree spent ${formatCount(tokens)} tokens${cost > 0 ? ` (about $${cost.toFixed(3)})` : ''}; running sub-agents were cancelled and the root ${state === 'capped' ? 'could not answer in its final turn' : 'answered in its final turn'}\n`);
+        io.stderr.write(budgetLine(tokens, cost, state === 'capped'));
         if (state === 'capped') return EXIT.capped;
       }
       if (state === 'capped') {
@@ -835,6 +622,27 @@ class RunOutput {
 interface TakenApprovals {
   readonly waiting: readonly ApprovalRequest[];
   close(): void;
+}
+
+/**
+ * The exit-4 listing: each waiting call with its tool, its agent and the commands that answer it.
+ * `queued`: a run of the workers, continued by them once every call is answered.
+ */
+function listWaiting(out: NodeJS.WritableStream, runId: string | undefined, waiting: readonly { readonly callId: string; readonly tool: string; readonly agent: string; readonly input: unknown }[], target: string, queued: boolean): void {
+  const n = waiting.length;
+  out.write(`exarch: stopped: ${n} tool call${n === 1 ? '' : 's'} wait${n === 1 ? 's' : ''} for approval\n`);
+  for (const request of waiting) {
+    out.write(`  ${request.callId}  ${request.tool}  by ${request.agent}  ${clip(JSON.stringify(request.input), 160)}\n`);
+    if (runId !== undefined) out.write(`    exarch approve ${runId} ${request.callId}${target}    or: exarch deny ${runId} ${request.callId} "reason"${target}\n`);
+  }
+  if (runId === undefined) out.write('exarch: this run was not recorded (--no-store), so it cannot be answered and resumed\n');
+  else if (queued) out.write(`exarch: once every call is answered, a worker continues the run (or continue it here with: exarch resume ${runId}${target})\n`);
+  else out.write(`exarch: then continue with: exarch resume ${runId}${target}\n`);
+}
+
+/** What a run the budget stopped says about it. */
+function budgetLine(tokens: number, cost: number, capped: boolean): string {
+  return `exarch: the budget stopped the run: the tree spent ${formatCount(tokens)} tokens${cost > 0 ? ` (about $${cost.toFixed(3)})` : ''}; running sub-agents were cancelled and the root ${capped ? 'could not answer in its final turn' : 'answered in its final turn'}\n`;
 }
 
 function writeSummary(out: NodeJS.WritableStream, totals: ReturnType<ProgressBoard['totals']>, model: string, logDir: string): void {

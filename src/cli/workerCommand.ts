@@ -1,7 +1,10 @@
 import { hostname } from 'node:os';
-import { EXIT, storedSession, UsageError } from './run.js';
+import { EXIT, UsageError } from './run.js';
+import { readRecord } from './runRecord.js';
+import { buildRunSession, checkModelAccess } from './runSession.js';
 import { isPostgresUrl } from '../store/postgresUrl.js';
 import { startWorker, type WorkerEvent } from '../workers/worker.js';
+import type { Provider } from '../types.js';
 
 export interface WorkerFlags {
   readonly db?: string;
@@ -17,6 +20,8 @@ export interface WorkerIo {
   readonly env: NodeJS.ProcessEnv;
   /** Aborted on the first SIGTERM/SIGINT: the worker drains. */
   readonly stop: AbortSignal;
+  /** For tests: a provider instead of Claude. */
+  readonly provider?: Provider;
 }
 
 function positive(flag: string, raw: string | undefined, fallback: number): number {
@@ -37,7 +42,8 @@ export async function workerCommand(flags: WorkerFlags, io: WorkerIo): Promise<n
   const concurrency = positive('concurrency', flags.concurrency, 1);
   const drainMs = positive('drain-timeout', flags.drainTimeout, 30) * 1000;
   const expireInSeconds = positive('job-expiry', flags.jobExpiry, 900);
-  let missing: number | undefined;
+  // A worker that cannot reach the model would fail every run it takes: it does not start (RunSetupError, one line).
+  checkModelAccess(io);
   const say = (event: WorkerEvent): void => {
     const line =
       event.type === 'started' ? `run ${event.runId} ${event.resumed ? 'resumed' : 'started'}`
@@ -52,13 +58,10 @@ export async function workerCommand(flags: WorkerFlags, io: WorkerIo): Promise<n
     concurrency,
     policy: { expireInSeconds },
     onEvent: say,
-    session: (row) => {
-      const rebuilt = storedSession(row, { env: io.env, stderr: io.stderr });
-      if (typeof rebuilt === 'number') {
-        missing = rebuilt;
-        throw new Error('the worker cannot reach the model (see above)');
-      }
-      return rebuilt.session;
+    // Each run's sessions as `exarch run` built them here: from its record (MCP servers started for the run, closed after it).
+    session: async (row) => {
+      const built = await buildRunSession({ id: row.id, cwd: row.cwd, startedAt: row.startedAt, record: readRecord(row.options) }, io);
+      return { input: built.session, close: built.close };
     },
   });
   io.stderr.write(`exarch worker: ready on ${hostname()} (pid ${process.pid}), ${concurrency} run${concurrency === 1 ? '' : 's'} at a time\n`);
@@ -66,5 +69,5 @@ export async function workerCommand(flags: WorkerFlags, io: WorkerIo): Promise<n
   io.stderr.write(`exarch worker: stopping: ${worker.active} run${worker.active === 1 ? '' : 's'} in progress get ${drainMs / 1000} s to finish\n`);
   await worker.stop({ timeoutMs: drainMs });
   io.stderr.write('exarch worker: stopped\n');
-  return missing ?? EXIT.ok;
+  return EXIT.ok;
 }

@@ -73,7 +73,16 @@ export async function submitRun(store: PostgresRunStore, boss: PgBoss, submissio
   const id = newRunId();
   const owner = { host: hostname(), pid: process.pid, token: `submitted-${randomUUID()}` };
   await store.createRun({ id, task: submission.task, cwd: path.resolve(submission.cwd), options: submission.record, startedAt: Date.now(), owner, leaseMs: 0 });
-  // Expiry and retries: the queue's, as the workers set them.
-  await boss.send(RUN_QUEUE, { runId: id } satisfies RunJob, { singletonKey: id });
+  await queueRun(boss, id);
   return id;
+}
+
+/**
+ * Offers a stored run to the workers (again): one that stopped `waiting` and whose calls have been
+ * answered, say. The worker that takes it resumes it; a run another process holds is offered again
+ * later, one that has ended is left as it is.
+ */
+export async function queueRun(boss: PgBoss, runId: string): Promise<void> {
+  // Expiry and retries: the queue's, as the workers set them.
+  await boss.send(RUN_QUEUE, { runId } satisfies RunJob, { singletonKey: runId });
 }

@@ -1,5 +1,7 @@
 import type PgBoss from 'pg-boss';
+import { ApprovalStop } from '../approvalStop.js';
 import { ExarchError } from '../exarchError.js';
+import { reportedStatus } from '../store/memoryStore.js';
 import { resumeRun, RunError, type DurableRun, type DurableSessionInput } from '../store/durableRun.js';
 import { openPostgresStore, type PostgresRunStore } from '../store/postgresStore.js';
 import type { RunRow } from '../store/runStore.js';
@@ -20,9 +22,11 @@ export interface WorkerOptions {
   readonly concurrency?: number;
   /**
    * The live half of a run's sessions, rebuilt by the host from the stored run: provider, tools
-   * (the same names the run was started with), logs, caps. Called once per run taken.
+   * (the same names the run was started with), logs, caps, approvals policy. Called once per run
+   * taken; `close` (servers the host started for the run) is called once the run has stopped, or
+   * could not start.
    */
-  readonly session: (run: RunRow) => DurableSessionInput | Promise<DurableSessionInput>;
+  readonly session: (run: RunRow) => WorkerSession | Promise<WorkerSession>;
   /** The run lease (default 30 s): how soon another worker may resume a run this one stopped renewing. */
   readonly leaseMs?: number;
   /** How often an idle worker asks the queue for work (default 1 s; pg-boss's minimum is 0.5). */
@@ -30,6 +34,12 @@ export interface WorkerOptions {
   /** The queue's policy, set by this worker (see `QueuePolicy`); expired jobs are looked for every quarter of the expiry. */
   readonly policy?: QueuePolicy;
   readonly onEvent?: (event: WorkerEvent) => void;
+}
+
+/** What a worker runs a run with. */
+export interface WorkerSession {
+  readonly input: DurableSessionInput;
+  close?(): Promise<void>;
 }
 
 export interface Worker {
@@ -57,9 +67,14 @@ class HandedBack extends ExarchError<'handed-back'> {
  * durable-run guarantees (no completed model or tool call repeated, a call in flight answered as
  * unknown).
  *
+ * A worker has no one to ask for approvals: a run whose sessions have an `approve` policy goes on
+ * until nothing in it can move without a person, then stops as `waiting` (its job done). Answers
+ * recorded with `recordApproval` (`exarch approve --db`) are taken up by the next resume, here
+ * once the run is queued again, or anywhere with `resumeRun`.
+ *
  * @example
  * ```ts
- * const worker = await startWorker({ db: 'postgres://…', concurrency: 8, session: (run) => ({ provider, tools }) });
+ * const worker = await startWorker({ db: 'postgres://…', concurrency: 8, session: (run) => ({ input: { provider, tools } }) });
  * process.once('SIGTERM', () => void worker.stop({ timeoutMs: 20_000 }));
  * ```
  */
@@ -120,10 +135,26 @@ async function runJob(runId: string, store: PostgresRunStore, options: WorkerOpt
     emit({ type: 'error', runId, detail: 'no such run in the store' });
     return;
   }
+  // Before the host builds the sessions (starting servers, maybe): a run held or ended needs none.
+  if (row.status === 'done' || row.status === 'capped' || row.status === 'failed') {
+    emit({ type: 'finished', runId, status: row.status });
+    return;
+  }
+  if (reportedStatus(row, Date.now()) === 'running' && row.owner) {
+    const held = new RunError(`run ${runId} is being run by process ${row.owner.pid} on ${row.owner.host}`, 'held', runId);
+    emit({ type: 'held', runId, detail: held.message });
+    throw held;
+  }
   let run: Awaited<ReturnType<typeof resumeRun>>;
+  let setup: WorkerSession | undefined;
+  const approvals = new ApprovalStop();
+  // Read before the run starts writing to it: a run with a journal was started before.
+  const resumed = (await store.journal(runId)).length > 0;
   try {
-    run = await resumeRun(runId, await options.session(row), { store, cwd: row.cwd, ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }) });
+    setup = await options.session(row);
+    run = await resumeRun(runId, setup.input, { store, cwd: row.cwd, actor: { inspect: approvals.inspect }, ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }) });
   } catch (error) {
+    await setup?.close?.();
     if (error instanceof RunError && error.kind === 'held') {
       // A live worker has it (this job expired under it): offered again later, until it ends.
       emit({ type: 'held', runId, detail: error.message });
@@ -135,12 +166,14 @@ async function runJob(runId: string, store: PostgresRunStore, options: WorkerOpt
     throw error;
   }
   if ('finished' in run) {
+    await setup.close?.();
     emit({ type: 'finished', runId, status: run.status });
     return;
   }
-  emit({ type: 'started', runId, resumed: (await store.journal(runId)).some((r) => r.record.type === 'session') });
   running.add(run);
   try {
+    approvals.watch(run);
+    emit({ type: 'started', runId, resumed });
     const result = await run.result;
     if (result.status === 'interrupted' && draining()) {
       emit({ type: 'handed-back', runId });
@@ -148,6 +181,8 @@ async function runJob(runId: string, store: PostgresRunStore, options: WorkerOpt
     }
     emit({ type: 'finished', runId, status: result.status });
   } finally {
+    approvals.close();
     running.delete(run);
+    await setup.close?.();
   }
 }
