@@ -36,6 +36,8 @@ export async function startBoss(url: string, options: { readonly maintenanceInte
     connectionString: url,
     // Few connections: a worker's sessions talk to the run store's pool, not to the queue's.
     max: 4,
+    // exarch schedules nothing: no cron clock polling the database.
+    schedule: false,
     ...(options.maintenanceIntervalSeconds === undefined ? {} : { maintenanceIntervalSeconds: options.maintenanceIntervalSeconds }),
   });
   // pg-boss reports a lost connection (a server restart) as an event and carries on polling.

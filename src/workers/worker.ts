@@ -3,7 +3,7 @@ import { ApprovalStop } from '../approvalStop.js';
 import { ExarchError } from '../exarchError.js';
 import { reportedStatus } from '../store/memoryStore.js';
 import { resumeRun, RunError, type DurableRun, type DurableSessionInput } from '../store/durableRun.js';
-import { openPostgresStore, type PostgresRunStore } from '../store/postgresStore.js';
+import { isConnectionError, openPostgresStore, type PostgresRunStore } from '../store/postgresStore.js';
 import type { RunRow } from '../store/runStore.js';
 import { RUN_QUEUE, startBoss, type QueuePolicy, type RunJob } from './runQueue.js';
 
@@ -29,7 +29,7 @@ export interface WorkerOptions {
   readonly session: (run: RunRow) => WorkerSession | Promise<WorkerSession>;
   /** The run lease (default 30 s): how soon another worker may resume a run this one stopped renewing. */
   readonly leaseMs?: number;
-  /** How often an idle worker asks the queue for work (default 1 s; pg-boss's minimum is 0.5). */
+  /** How often an idle worker asks the queue for work (default 1 s, at least 0.5). */
   readonly pollingIntervalSeconds?: number;
   /** The queue's policy, set by this worker (see `QueuePolicy`); expired jobs are looked for every quarter of the expiry. */
   readonly policy?: QueuePolicy;
@@ -93,16 +93,33 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   const running = new Set<DurableRun>();
   let draining = false;
   const emit = (event: WorkerEvent): void => options.onEvent?.(event);
-  const handle = async ([job]: PgBoss.Job<RunJob>[]): Promise<void> => {
-    if (!job) return;
-    // Taken between the stop and pg-boss's last fetch: offered again at once, untouched.
-    if (draining) throw new HandedBack(`worker stopping; run ${job.data.runId} not started`);
-    await runJob(job.data.runId, store, options, running, () => draining, emit);
+  // Wakes the slots waiting for the next poll when the worker stops.
+  const wake = new AbortController();
+  const pollMs = Math.max(500, (options.pollingIntervalSeconds ?? 1) * 1000);
+  /**
+   * One slot of `concurrency`: takes a job, runs it, marks it done or failed, and again. By hand
+   * rather than pg-boss's work(): that marks a job done or failed without waiting for the answer,
+   * so a Postgres restart at that moment killed the worker with an unhandled rejection.
+   */
+  const slot = async (): Promise<void> => {
+    while (!draining) {
+      const [job] = await boss.fetch<RunJob>(RUN_QUEUE, { batchSize: 1 }).catch((): PgBoss.Job<RunJob>[] => []);
+      if (!job) {
+        await sleep(pollMs, wake.signal);
+        continue;
+      }
+      let failure: unknown;
+      try {
+        // Taken as the worker began to stop: offered again at once, untouched.
+        if (draining) throw new HandedBack(`worker stopping; run ${job.data.runId} not started`);
+        await runJob(job.data.runId, store, options, running, () => draining, emit);
+      } catch (error) {
+        failure = error;
+      }
+      await settleJob(boss, job.id, failure);
+    }
   };
-  const workers: string[] = [];
-  for (let i = 0; i < (options.concurrency ?? 1); i++) {
-    workers.push(await boss.work<RunJob>(RUN_QUEUE, { batchSize: 1, pollingIntervalSeconds: options.pollingIntervalSeconds ?? 1 }, handle));
-  }
+  const slots = Array.from({ length: options.concurrency ?? 1 }, () => slot());
   let stopped: Promise<void> | undefined;
   return {
     get active() {
@@ -111,21 +128,57 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     stop(stopOptions = {}) {
       stopped ??= (async () => {
         draining = true;
-        for (const id of workers) await boss.offWork({ id });
+        wake.abort();
         const all = Promise.allSettled([...running].map((run) => run.result));
         const timeoutMs = stopOptions.timeoutMs ?? 30_000;
         let timer: NodeJS.Timeout | undefined;
         const late = await Promise.race([all.then(() => false), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), timeoutMs)))]);
         clearTimeout(timer);
         if (late) for (const run of running) run.interrupt();
-        await Promise.allSettled([...running].map((run) => run.result));
-        // Lets pg-boss record the handed-back jobs (failed → retried) before it closes.
+        // Each slot marks its job (a handed-back one failed, so it is offered again) before it ends.
+        await Promise.allSettled(slots);
         await boss.stop({ graceful: true, wait: true, timeout: 10_000 });
         await store.close();
       })();
       return stopped;
     },
   };
+}
+
+/** How long a worker keeps trying to mark a job done or failed while the server is away. */
+const SETTLE_MS = 60_000;
+
+/**
+ * Marks a job done, or failed (offered again after the queue's retry delay). A server that cannot
+ * be reached is tried again for a minute, then left: the job, still active, expires and is
+ * offered again, and the next worker finds in the run store what is left to do (nothing, for a
+ * run that ended).
+ */
+async function settleJob(boss: PgBoss, id: string, failure: unknown): Promise<void> {
+  const end = Date.now() + SETTLE_MS;
+  for (;;) {
+    try {
+      if (failure === undefined) await boss.complete(RUN_QUEUE, id);
+      else await boss.fail(RUN_QUEUE, id, { message: failure instanceof Error ? failure.message : String(failure) });
+      return;
+    } catch (error) {
+      if (!isConnectionError(error) || Date.now() > end) return;
+      await sleep(1_000);
+    }
+  }
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = (): void => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
 }
 
 async function runJob(runId: string, store: PostgresRunStore, options: WorkerOptions, running: Set<DurableRun>, draining: () => boolean, emit: (event: WorkerEvent) => void): Promise<void> {
