@@ -24,7 +24,7 @@ describe('exarch run --mcp', () => {
     expect(run.stderr).not.toMatch(/failed|Error/);
     expect(run.code).toBe(0);
     expect(run.stdout).toMatch(/^Heard:\n\[result ok: "echo: from the cli"\]\n\[result ok: "\d+"\]\n$/);
-    expect(run.stderr).toContain("exarch: MCP server 'test_server': 13 tools (mcp__test_server__echo, mcp__test_server__add, ");
+    expect(run.stderr).toContain("exarch: MCP server 'test_server': 14 tools (mcp__test_server__echo, mcp__test_server__add, ");
     expect(run.stderr).toContain('exarch: MCP tool mcp__test_server__deep: its input schema nests deeper than 32 levels; it is offered as taking any object');
     // The model was shown the server's tools beside the built-in ones.
     const offered = (server.requests[0]?.body.tools ?? []).map((tool) => String((tool as { name?: unknown }).name));
@@ -60,7 +60,7 @@ describe('exarch run --mcp', () => {
     expect(first.code).toBe(130);
     const id = /exarch: run (\w{26}) started/.exec(first.stderr)?.[1] ?? '';
     const resumed = await exarch(['resume', id], { server, cwd });
-    expect(resumed.stderr).toContain("exarch: MCP server 'test_server': 13 tools");
+    expect(resumed.stderr).toContain("exarch: MCP server 'test_server': 14 tools");
     expect(resumed.code).toBe(0);
     expect(resumed.stdout).toBe('[result ok: "echo: after the resume"]\n');
   });

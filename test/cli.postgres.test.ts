@@ -243,7 +243,7 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
     expect(first.code, first.stderr).toBe(4);
     const id = runIdOf(first);
     // The submitter started the server once, to check the agents' tools and record the names.
-    expect(first.stderr).toContain("exarch: MCP server 'test_server': 13 tools");
+    expect(first.stderr).toContain("exarch: MCP server 'test_server': 14 tools");
     const callId = /^ {2}(toolu_\S+) {2}write_file {2}by root {2}/m.exec(first.stderr)?.[1] ?? '';
     expect(callId).toMatch(/^toolu_/);
     expect(first.stderr).toContain(`exarch approve ${id} ${callId} --db ${db}`);

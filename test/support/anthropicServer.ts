@@ -18,11 +18,12 @@ export type SseEvent = { readonly event: string; readonly data: unknown };
 
 export type ServerPlan =
   /**
-   * An SSE stream of `events`. `chunkDelayMs` waits between events. `stallAfter`: send that many
+   * An SSE stream of `events`. `latencyMs` waits before the first (a model's time to first
+   * token); `chunkDelayMs` waits between events. `stallAfter`: send that many
    * events, then keep the connection open silently until the client aborts (or `close()`).
    * `dropAfter`: send that many events, then destroy the socket (a dropped connection mid-stream).
    */
-  | { kind: 'stream'; events: readonly SseEvent[]; chunkDelayMs?: number; stallAfter?: number; dropAfter?: number }
+  | { kind: 'stream'; events: readonly SseEvent[]; latencyMs?: number; chunkDelayMs?: number; stallAfter?: number; dropAfter?: number }
   /** An HTTP error before any stream: JSON error body, plus `headers` (e.g. `retry-after-ms`, `x-should-retry`). */
   | { kind: 'http_error'; status: number; errorType: string; message: string; headers?: Record<string, string> }
   /** `body` sent verbatim as the SSE body (e.g. a recorded fixture file). */
@@ -481,6 +482,8 @@ export async function startAnthropicServer(handler: Handler): Promise<AnthropicT
         res.end(sseFrame('error', { type: 'error', error: { type: plan.errorType, message: plan.message } }));
         return;
       case 'stream': {
+        if (plan.latencyMs !== undefined && plan.latencyMs > 0) await wait(plan.latencyMs);
+        if (gone(res)) return;
         startSse(res, requestId);
         const limit = Math.min(plan.events.length, plan.stallAfter ?? Infinity, plan.dropAfter ?? Infinity);
         for (let i = 0; i < limit; i += 1) {
