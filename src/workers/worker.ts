@@ -93,8 +93,9 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   const running = new Set<DurableRun>();
   let draining = false;
   const emit = (event: WorkerEvent): void => options.onEvent?.(event);
-  // Wakes the slots waiting for the next poll when the worker stops.
-  const wake = new AbortController();
+  // Wakes the slots waiting for the next poll when the worker stops (one listener for them all).
+  let wake = (): void => undefined;
+  const woken = new Promise<void>((resolve) => (wake = resolve));
   const pollMs = Math.max(500, (options.pollingIntervalSeconds ?? 1) * 1000);
   /**
    * One slot of `concurrency`: takes a job, runs it, marks it done or failed, and again. By hand
@@ -105,7 +106,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     while (!draining) {
       const [job] = await boss.fetch<RunJob>(RUN_QUEUE, { batchSize: 1 }).catch((): PgBoss.Job<RunJob>[] => []);
       if (!job) {
-        await sleep(pollMs, wake.signal);
+        await Promise.race([sleep(pollMs), woken]);
         continue;
       }
       let failure: unknown;
@@ -128,7 +129,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     stop(stopOptions = {}) {
       stopped ??= (async () => {
         draining = true;
-        wake.abort();
+        wake();
         const all = Promise.allSettled([...running].map((run) => run.result));
         const timeoutMs = stopOptions.timeoutMs ?? 30_000;
         let timer: NodeJS.Timeout | undefined;
@@ -168,17 +169,8 @@ async function settleJob(boss: PgBoss, id: string, failure: unknown): Promise<vo
   }
 }
 
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const done = (): void => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
-  });
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 async function runJob(runId: string, store: PostgresRunStore, options: WorkerOptions, running: Set<DurableRun>, draining: () => boolean, emit: (event: WorkerEvent) => void): Promise<void> {

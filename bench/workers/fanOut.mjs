@@ -1,0 +1,27 @@
+// The workload of the workers' benchmark: a root starts SUB_AGENTS sub-agents and waits for them
+// (wait_for_agents); each calls a tool once and replies; every model request takes 50–200 ms, as a
+// scripted model's simulated latency. A run is 2 + 2 × SUB_AGENTS requests and its critical path
+// 4 requests long.
+import { z } from '../../node_modules/zod/index.js';
+import { defineTool } from '../../dist/src/index.js';
+import { scriptedProvider } from '../../dist/src/testing/index.js';
+
+export const SUB_AGENTS = 10;
+export const TOOLS = ['echo'];
+
+const echo = defineTool({ name: 'echo', description: 'Echo the text back.', input: z.object({ text: z.string() }), run: ({ text }) => text });
+
+/** 50–200 ms. */
+const latency = () => 50 + Math.floor(Math.random() * 151);
+
+/** A run's sessions: a fresh provider (its scripts are consumed per agent) and the tool. */
+export function fanOutSession() {
+  const spawns = Array.from({ length: SUB_AGENTS }, (_, i) => ({ name: 'agent', input: { name: `s${i}`, task: 'Echo once, then reply.' } }));
+  const provider = scriptedProvider({
+    agents: {
+      root: (_request, i) => (i === 0 ? { calls: [...spawns, { name: 'wait_for_agents', input: {} }], delayMs: latency() } : { text: 'all reported', delayMs: latency() }),
+      '*': (_request, i) => (i === 0 ? { calls: [{ name: 'echo', input: { text: 'work' } }], delayMs: latency() } : { calls: [{ name: 'reply', input: { result: 'done' } }], delayMs: latency() }),
+    },
+  });
+  return { provider, tools: [echo] };
+}
