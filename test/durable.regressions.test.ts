@@ -63,6 +63,32 @@ describe('durable runs: regressions', () => {
   // replays any committed batch as "on to the next request" (`streaming`), so what the batch's
   // drain would have decided is skipped: the staged reply, the step cap, the truncation reminder.
 
+  it("Ctrl-C during the request after a wait_for_agents batch drained, then resume: the reports that batch delivered are not delivered again", async () => {
+    const store = new MemoryRunStore();
+    const scripts: Record<string, Script> = {
+      root: [{ calls: [{ name: 'agent', input: { name: 'a', task: 'A.' } }, { name: 'agent', input: { name: 'b', task: 'B.' } }, { name: 'wait_for_agents', input: {} }] }, { text: 'both reported', delayMs: 5_000 }],
+      a: [{ calls: [{ name: 'reply', input: { result: 'from a' } }] }],
+      b: [{ calls: [{ name: 'reply', input: { result: 'from b' } }] }],
+    };
+    const first = new ScriptedProvider({ agents: scripts });
+    const run = await startRun('task', { provider: first }, { store });
+    for (let i = 0; i < 500 && first.requestsOf('root').length < 2; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(first.requestsOf('root')).toHaveLength(2);
+    run.interrupt();
+    expect((await run.result).status).toBe('interrupted');
+    const provider = new ScriptedProvider({ agents: { root: [{ text: 'both reported' }, { text: 'woken again' }] } });
+    const resumed = await resumeRun(run.id, { provider }, { store });
+    if ('finished' in resumed) throw new Error('the interrupted run was not resumed');
+    expect((await resumed.result).status).toBe('done');
+    // The interrupted request is asked again, once, with each report in it once; nothing wakes the root after.
+    expect(provider.requestsOf('root')).toHaveLength(1);
+    // The task, the response that started them, then its results with both reports after them.
+    expect(provider.requestsOf('root')[0]?.messageCount).toBe(3);
+    const heard = JSON.stringify(provider.requestsOf('root')[0]?.lastMessage);
+    expect(heard.match(/\[agent 'a' replied\]/g)).toHaveLength(1);
+    expect(heard.match(/\[agent 'b' replied\]/g)).toHaveLength(1);
+  });
+
   it('Ctrl-C while a sub-agent runs a call next to its reply, then resume: the reply stands (uninterrupted, it replies R)', async () => {
     const { provider, journal } = await interruptDuringBatch({
       root: (r) => (assistants(r) === 0 ? { calls: [{ name: 'agent', input: { name: 'a', task: 'do it' } }] } : { text: 'done' }),

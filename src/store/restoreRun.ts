@@ -210,6 +210,9 @@ function replay(records: readonly JournalRecord[], agent?: AgentIdentity): Repla
           break;
         }
         appendUserBlocks(session.messages, record.content as readonly UserBlock[]);
+        // A batch whose wait_for_agents drained delivers the inbox after its results, in the same
+        // message (commitBatchTo): those reports were delivered.
+        if (record.content.some((block) => block.type === 'tool_result') && record.content.some((block) => block.type === 'text')) session.inbox = [];
         if (!record.content.some((block) => block.type === 'tool_result')) {
           // A turn starts: the inbox and queued messages were delivered, the turn's counts restart.
           session.inbox = [];
