@@ -169,9 +169,9 @@ const FOLLOW_POLL_MS = 200;
 
 /**
  * `exarch run --db URL "task"`: the run is recorded and queued for the workers (`exarch worker`);
- * this process then follows it from the store (one line per agent started and ended, then the
- * root's answer on stdout and the usual summary) or, with `--detach`, prints its id and returns.
- * Ctrl-C stops following; the run goes on on the workers.
+ * this process then follows it from the store (`followStored`: the progress, answer and summary of
+ * a run here) or, with `--detach`, prints its id and returns. Ctrl-C stops following; the run goes
+ * on on the workers.
  */
 async function submitAndFollow(db: string, task: string, record: CliRunRecord, agentsSourceName: string, detach: boolean, io: RunIo): Promise<number> {
   // The tools checked as a run here checks them (the MCP servers started once, to list theirs),
