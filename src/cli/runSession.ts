@@ -198,7 +198,7 @@ async function connectMcp(servers: ReturnType<typeof mcpSpecs>, tools: readonly 
  * Makes a directory the run writes to, before any agent starts: a path that cannot be one
  * (`/etc/passwd/x`) is one line now, rather than a crash inside the first session.
  */
-export function prepareDir(what: string, dir: string): void {
+function prepareDir(what: string, dir: string): void {
   try {
     makeDirs(dir);
     accessSync(dir, constants.W_OK);
