@@ -267,7 +267,7 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
     expect(answer).toContain('[result ok: "wrote 6 bytes to notes.md"]');
     expect(answer).toMatch(/\[agent 'p' replied\]\nserver \[result ok: "\d+"\]/);
     // The worker started the recorded server again to continue the run, and closed it after.
-    expect(worker.stderr().match(new RegExp(`exarch: MCP server 'test_server'`, 'g'))).toHaveLength(2);
+    expect(worker.stderr().match(/exarch: MCP server 'test_server'/g)).toHaveLength(2);
     await eventually(async () => processesWith(marker).length === 0, 'the MCP servers to be closed', 15_000);
     expect(model.requests.filter((r) => r.agent === 'p')).toHaveLength(2);
     expect(model.pairingViolations).toEqual([]);

@@ -35,7 +35,7 @@ export interface SessionHost {
 }
 
 /** `--record FILE`, or `--replay FILE` and what to abort when the run differs from it. */
-export interface Recording {
+interface Recording {
   readonly record?: string;
   readonly replay?: string;
   readonly diverged?: AbortController;
