@@ -536,7 +536,8 @@ describe('traceFromJournal', () => {
     const store = new MemoryRunStore();
     const provider = new ScriptedProvider({ agents: { ...waiting, a: [{ text: 'never', delayMs: 20_000 }] } });
     const run = await startRun('Coordinate the work.', { provider, tools: [echo] }, { store, actor: { inspect: (event) => recorder.inspect(event) } });
-    await until(() => run.actor.getSnapshot().value === 'waitingForAgents');
+    // Once b has reported (a cancel between its reply's batch opening and its drain reads otherwise: see traceFromJournal).
+    await until(() => run.actor.getSnapshot().value === 'waitingForAgents' && store.journal(run.id).some((row) => row.session === 'root' && row.record.type === 'inbox'));
     run.interrupt();
     await run.result;
     const cancelled = traceFromJournal(await store.journal(run.id), 'journal');
