@@ -6,7 +6,7 @@ export default defineConfig({
     // Tests and examples import the package by name, as users do, but run against the source.
     alias: [
       { find: /^exarch\/testing$/, replacement: fileURLToPath(new URL('./src/testing/index.ts', import.meta.url)) },
-      { find: /^exarch\/otel$/, replacement: fileURLToPath(new URL('./src/otel/otelExporter.ts', import.meta.url)) },
+      { find: /^exarch\/otel$/, replacement: fileURLToPath(new URL('./src/watch/otel/otelExporter.ts', import.meta.url)) },
       { find: /^exarch\/postgres$/, replacement: fileURLToPath(new URL('./src/postgres.ts', import.meta.url)) },
       { find: /^exarch\/sqlite$/, replacement: fileURLToPath(new URL('./src/store/sqliteStore.ts', import.meta.url)) },
       { find: /^exarch$/, replacement: fileURLToPath(new URL('./src/index.ts', import.meta.url)) },

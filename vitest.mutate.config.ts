@@ -27,11 +27,14 @@ const SUITE = [
 
 /**
  * `MUTATE_TESTS` (comma-separated test files) narrows the run to the tests that exercise one area,
- * e.g. `MUTATE_TESTS=test/render.test.ts,test/clip.property.test.ts npx stryker run --mutate src/render.ts`:
+ * e.g. `MUTATE_TESTS=test/render.test.ts,test/clip.property.test.ts npx stryker run --mutate src/engine/render.ts`:
  * every mutant they kill, the whole suite kills too, so a narrowed score is a lower bound, and a
  * run of one area takes minutes instead of one that runs every session test per mutant.
  */
-const narrowed = process.env['MUTATE_TESTS']?.split(',').map((file) => file.trim()).filter((file) => file.length > 0);
+const narrowed = process.env['MUTATE_TESTS']
+  ?.split(',')
+  .map((file) => file.trim())
+  .filter((file) => file.length > 0);
 
 export default defineConfig({
   resolve: base.resolve,

@@ -100,7 +100,9 @@ try {
       written = figures;
     }
   }
-  console.log(JSON.stringify({ phase: 'memory run', system: systemName, workload, size, ms, timedRuns: times.length, counts, ...(written ? { written } : {}) }));
+  console.log(
+    JSON.stringify({ phase: 'memory run', system: systemName, workload, size, ms, timedRuns: times.length, counts, ...(written ? { written } : {}) }),
+  );
 
   // The memory run: heap after GC with its result held, minus heap after GC before it.
   const before = await settleHeap();

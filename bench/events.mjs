@@ -9,10 +9,12 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createSessionActor, events, observe, waitForSettled } from '../dist/src/index.js';
-import { ZERO_USAGE } from '../dist/src/usage.js';
+import { ZERO_USAGE } from '../dist/src/engine/usage.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const { values: args } = parseArgs({ options: { runs: { type: 'string', default: '5' }, deltas: { type: 'string', default: '1000000' }, 'no-write': { type: 'boolean', default: false } } });
+const { values: args } = parseArgs({
+  options: { runs: { type: 'string', default: '5' }, deltas: { type: 'string', default: '1000000' }, 'no-write': { type: 'boolean', default: false } },
+});
 const runs = Number(args.runs);
 const N = Number(args.deltas);
 const TARGET = 1_000_000;

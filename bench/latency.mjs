@@ -31,9 +31,17 @@ const child = [
 ];
 
 const variants = {
-  'with wait_for_agents': [{ calls: [...spawns, { name: 'wait_for_agents', input: {} }], delayMs: LATENCY_MS }, { text: 'all done', delayMs: LATENCY_MS }],
+  'with wait_for_agents': [
+    { calls: [...spawns, { name: 'wait_for_agents', input: {} }], delayMs: LATENCY_MS },
+    { text: 'all done', delayMs: LATENCY_MS },
+  ],
   // The model can only end its turn to wait; each wake-up is one more request.
-  'without (ends its turn to wait)': [{ calls: spawns, delayMs: LATENCY_MS }, { text: 'waiting', delayMs: LATENCY_MS }, { text: 'all done', delayMs: LATENCY_MS }, { text: 'all done', delayMs: LATENCY_MS }],
+  'without (ends its turn to wait)': [
+    { calls: spawns, delayMs: LATENCY_MS },
+    { text: 'waiting', delayMs: LATENCY_MS },
+    { text: 'all done', delayMs: LATENCY_MS },
+    { text: 'all done', delayMs: LATENCY_MS },
+  ],
 };
 
 async function once(rootScript) {

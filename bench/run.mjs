@@ -45,7 +45,10 @@ const { values: args } = parseArgs({
 ensurePeersInstalled();
 const runs = Number(args.runs);
 if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs must be a positive integer, got ${args.runs}`);
-const systems = args.systems.split(',').map((s) => s.trim()).filter(Boolean);
+const systems = args.systems
+  .split(',')
+  .map((s) => s.trim())
+  .filter(Boolean);
 for (const s of systems) if (!ALL_SYSTEMS.includes(s)) throw new Error(`unknown system '${s}' (known: ${ALL_SYSTEMS.join(', ')})`);
 if (!systems.includes(FLOOR)) systems.push(FLOOR);
 
@@ -170,7 +173,9 @@ function summarise(system, key) {
   return {
     value: median(runsOf.map(unitValue)),
     ratio: ratios.length ? median(ratios) : undefined,
-    retainedBytes: runsOf.some((r) => r.retainedBytes !== undefined) ? median(runsOf.filter((r) => r.retainedBytes !== undefined).map((r) => r.retainedBytes)) : undefined,
+    retainedBytes: runsOf.some((r) => r.retainedBytes !== undefined)
+      ? median(runsOf.filter((r) => r.retainedBytes !== undefined).map((r) => r.retainedBytes))
+      : undefined,
     runs: runsOf.length,
     counts: runsOf[0].counts,
     written: writtenOf(runsOf),
@@ -203,7 +208,7 @@ function memoryCell(system, key, unit) {
   if (!s) return failures[system][key] ? `— ${failures[system][key]}` : '—';
   if (s.retainedBytes === undefined) return `— memory run ${results[system][key]?.find((r) => r.memoryFailed)?.memoryFailed ?? 'missing'}`;
   const [, size] = key.split(':');
-  return `${(s.retainedBytes / 1e6).toFixed(1)} MB (${((s.retainedBytes / Number(size)) / 1e3).toFixed(2)} KB/${unit})`;
+  return `${(s.retainedBytes / 1e6).toFixed(1)} MB (${(s.retainedBytes / Number(size) / 1e3).toFixed(2)} KB/${unit})`;
 }
 
 // The budget (issue 6), checked on exarch's medians.
@@ -277,7 +282,10 @@ const durableCost =
   ex && du
     ? ['loop:200', 'loop:2000', 'fanout:200', 'fanout:10000']
         .filter((key) => ex[key] && du[key])
-        .map((key) => `${key.replace(':', ' ')}: ${fmt(du[key].value)} µs durable, ${fmt(ex[key].value)} without (${du[key].value >= ex[key].value ? '+' : '−'}${fmt(Math.abs(du[key].value - ex[key].value))} µs per ${key.startsWith('loop') ? 'step' : 'sub-agent'})`)
+        .map(
+          (key) =>
+            `${key.replace(':', ' ')}: ${fmt(du[key].value)} µs durable, ${fmt(ex[key].value)} without (${du[key].value >= ex[key].value ? '+' : '−'}${fmt(Math.abs(du[key].value - ex[key].value))} µs per ${key.startsWith('loop') ? 'step' : 'sub-agent'})`,
+        )
     : [];
 
 // An idle inspector must cost nothing: exarch's loop with one attached, against exarch's own, in the same rounds.
@@ -286,7 +294,10 @@ const idleInspector =
   ex && inspected
     ? ['loop:200', 'loop:2000', 'fanout:10000']
         .filter((key) => ex[key] && inspected[key])
-        .map((key) => `${key.replace(':', ' ')}: ${fmt(inspected[key].value)} µs with an idle inspector, ${fmt(ex[key].value)} without (${((inspected[key].value / ex[key].value - 1) * 100).toFixed(0)}%)`)
+        .map(
+          (key) =>
+            `${key.replace(':', ' ')}: ${fmt(inspected[key].value)} µs with an idle inspector, ${fmt(ex[key].value)} without (${((inspected[key].value / ex[key].value - 1) * 100).toFixed(0)}%)`,
+        )
     : [];
 
 /** [what, cell of a system, exarch's budget, the durable budget]. */
@@ -302,7 +313,12 @@ const rows = [
 // The durable budget's column and the rows of bytes written, when the durable system ran.
 if (du) {
   rows.push(
-    ['durable: bytes written per loop step, 200 steps (journal payload in rows; file growth; write(2) bytes)', (s) => bytesCell(s, 200), undefined, durableBudget['bytes:200']],
+    [
+      'durable: bytes written per loop step, 200 steps (journal payload in rows; file growth; write(2) bytes)',
+      (s) => bytesCell(s, 200),
+      undefined,
+      durableBudget['bytes:200'],
+    ],
     ['durable: bytes written per loop step, 2,000 steps', (s) => bytesCell(s, 2_000), undefined, durableBudget['bytes:2000']],
   );
 }
@@ -310,7 +326,11 @@ if (du) {
 const columns = systems.filter((s) => s !== FLOOR).concat(FLOOR);
 const header = `| workload | ${columns.map((s) => labels[s]).join(' | ')} | exarch budget |${du ? ' durable budget |' : ''}`;
 const rule = `|---|${columns.map(() => '---:').join('|')}|---|${du ? '---|' : ''}`;
-const table = [header, rule, ...rows.map(([name, cell, b, d]) => `| ${name} | ${columns.map(cell).join(' | ')} | ${mark(b)} |${du ? ` ${mark(d)} |` : ''}`)].join('\n');
+const table = [
+  header,
+  rule,
+  ...rows.map(([name, cell, b, d]) => `| ${name} | ${columns.map(cell).join(' | ')} | ${mark(b)} |${du ? ` ${mark(d)} |` : ''}`),
+].join('\n');
 
 // ---------------------------------------------------------------------------------------------
 // Report.
@@ -350,7 +370,9 @@ const machine = [
   `- OS: ${os.type()} ${os.release()} (${os.arch()})`,
   `- Node.js ${process.version}`,
 ];
-const notes = Object.entries(failures).flatMap(([s, byCell]) => Object.entries(byCell).map(([key, why]) => `- ${labels[s]}, ${key.replace(':', ' ')}: ${why}.`));
+const notes = Object.entries(failures).flatMap(([s, byCell]) =>
+  Object.entries(byCell).map(([key, why]) => `- ${labels[s]}, ${key.replace(':', ' ')}: ${why}.`),
+);
 
 const report = `# Benchmark results
 

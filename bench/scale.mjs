@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createSessionActor, defineTool, waitForSettled } from '../dist/src/index.js';
-import { TraceRecorder } from '../dist/src/trace/recorder.js';
+import { TraceRecorder } from '../dist/src/watch/trace/recorder.js';
 import { scriptedProvider } from '../dist/src/testing/index.js';
 import { z } from 'zod';
 
@@ -19,7 +19,8 @@ async function loop(steps, inspect) {
   const actor = createSessionActor({ provider, tools: [echo], maxSteps: steps + 1, task: 'loop' }, inspect ? { inspect } : {});
   actor.start();
   const snapshot = await waitForSettled(actor);
-  if (provider.requests.length !== steps || snapshot.value !== 'readyForUser') throw new Error(`loop ${steps}: ${provider.requests.length} requests, ${snapshot.value}`);
+  if (provider.requests.length !== steps || snapshot.value !== 'readyForUser')
+    throw new Error(`loop ${steps}: ${provider.requests.length} requests, ${snapshot.value}`);
   return actor;
 }
 
@@ -36,7 +37,8 @@ async function fanOut(children) {
   actor.start();
   const snapshot = await waitForSettled(actor);
   const delivered = snapshot.context.messages.reduce(
-    (n, m) => n + (m.role === 'user' ? m.content.reduce((k, b) => k + (b.type === 'text' ? (b.text.match(/\[agent 'w\d+' replied\]/g) ?? []).length : 0), 0) : 0),
+    (n, m) =>
+      n + (m.role === 'user' ? m.content.reduce((k, b) => k + (b.type === 'text' ? (b.text.match(/\[agent 'w\d+' replied\]/g) ?? []).length : 0), 0) : 0),
     0,
   );
   if (delivered !== children) throw new Error(`fan-out ${children}: ${delivered} delivered`);
@@ -45,7 +47,9 @@ async function fanOut(children) {
 
 async function measure(label, unit, sizes, run) {
   console.log(`\n${label}`);
-  console.log(`${unit.padStart(8)}  ${'total ms'.padStart(9)}  ${`µs/${unit}`.padStart(12)}  ${'live heap MB'.padStart(13)}  ${`KB/${unit}`.padStart(9)}  ${'after stop MB'.padStart(14)}`);
+  console.log(
+    `${unit.padStart(8)}  ${'total ms'.padStart(9)}  ${`µs/${unit}`.padStart(12)}  ${'live heap MB'.padStart(13)}  ${`KB/${unit}`.padStart(9)}  ${'after stop MB'.padStart(14)}`,
+  );
   for (const n of sizes) {
     const times = [];
     let live = 0;
@@ -99,6 +103,8 @@ await measure('fan-out: one root, N sub-agents spawned in one batch, each replie
   }
   const median = (xs) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   const [p, t] = [median(plain), median(traced)];
-  console.log(`\ntracing: 1,000-step loop ${p.toFixed(0)} ms plain, ${t.toFixed(0)} ms traced (+${(t - p).toFixed(0)} ms, +${(((t - p) / p) * 100).toFixed(0)}%, ${((t - p) / 1000 * 1000).toFixed(1)} µs/step); trace ${(size / 1e6).toFixed(2)} MB`);
+  console.log(
+    `\ntracing: 1,000-step loop ${p.toFixed(0)} ms plain, ${t.toFixed(0)} ms traced (+${(t - p).toFixed(0)} ms, +${(((t - p) / p) * 100).toFixed(0)}%, ${(((t - p) / 1000) * 1000).toFixed(1)} µs/step); trace ${(size / 1e6).toFixed(2)} MB`,
+  );
   rmSync(dir, { recursive: true, force: true });
 }

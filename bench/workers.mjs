@@ -108,7 +108,8 @@ async function throughput(server, n, concurrency, runs) {
 }
 
 const echo = defineTool({ name: 'echo', description: 'Echo the text back.', input: z.object({ text: z.string() }), run: ({ text }) => text });
-const loopProvider = () => scriptedProvider({ agents: { root: (_request, i) => (i < STEPS ? { calls: [{ name: 'echo', input: { text: `step ${i}` } }] } : { text: 'done' }) } });
+const loopProvider = () =>
+  scriptedProvider({ agents: { root: (_request, i) => (i < STEPS ? { calls: [{ name: 'echo', input: { text: `step ${i}` } }] } : { text: 'done' }) } });
 
 /** A store that counts what it is asked to append. */
 function counted(store) {
@@ -164,7 +165,13 @@ async function storeCost(server) {
       samples.postgres.push(await loop(postgres.store));
     }
     const memory = median(samples.memory) / STEPS;
-    const row = (name, ms, tally) => ({ name, perStep: ms / STEPS, overMemory: ms / STEPS - memory, appends: tally.appends / (ROUNDS * STEPS), rows: tally.rows / (ROUNDS * STEPS) });
+    const row = (name, ms, tally) => ({
+      name,
+      perStep: ms / STEPS,
+      overMemory: ms / STEPS - memory,
+      appends: tally.appends / (ROUNDS * STEPS),
+      rows: tally.rows / (ROUNDS * STEPS),
+    });
     return [
       { name: 'in memory (no store)', perStep: memory, overMemory: 0, appends: 0, rows: 0 },
       row('SQLite (WAL, synchronous=NORMAL)', median(samples.sqlite), sqlite.tally),
@@ -180,12 +187,16 @@ async function storeCost(server) {
 const server = await startPostgres({ durable: true });
 try {
   console.log(`# exarch workers on one machine: ${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? 'unknown'}), Node ${process.version}`);
-  console.log(`\n## Throughput: ${RUNS} runs queued at once, each a root and ${SUB_AGENTS} sub-agents (${2 + 2 * SUB_AGENTS} model requests of 50–200 ms), ${CONCURRENCY} runs per worker at once\n`);
+  console.log(
+    `\n## Throughput: ${RUNS} runs queued at once, each a root and ${SUB_AGENTS} sub-agents (${2 + 2 * SUB_AGENTS} model requests of 50–200 ms), ${CONCURRENCY} runs per worker at once\n`,
+  );
   console.log('| workers | runs/s | sub-agents/s | journal rows/s | seconds |');
   console.log('|---:|---:|---:|---:|---:|');
   for (const n of WORKERS) {
     const { seconds, rowsPerSecond } = await throughput(server, n, CONCURRENCY, RUNS);
-    console.log(`| ${n} | ${(RUNS / seconds).toFixed(2)} | ${((RUNS * SUB_AGENTS) / seconds).toFixed(1)} | ${Math.round(rowsPerSecond)} | ${seconds.toFixed(1)} |`);
+    console.log(
+      `| ${n} | ${(RUNS / seconds).toFixed(2)} | ${((RUNS * SUB_AGENTS) / seconds).toFixed(1)} | ${Math.round(rowsPerSecond)} | ${seconds.toFixed(1)} |`,
+    );
   }
   if (SWEEP.length > 0) {
     console.log(`\n## How far one worker goes: ${2 * RUNS} runs queued at once, one worker\n`);
@@ -193,7 +204,9 @@ try {
     console.log('|---:|---:|---:|---:|---:|');
     for (const concurrency of SWEEP) {
       const { seconds, rowsPerSecond } = await throughput(server, 1, concurrency, 2 * RUNS);
-      console.log(`| ${concurrency} | ${((2 * RUNS) / seconds).toFixed(2)} | ${((2 * RUNS * SUB_AGENTS) / seconds).toFixed(1)} | ${Math.round(rowsPerSecond)} | ${seconds.toFixed(1)} |`);
+      console.log(
+        `| ${concurrency} | ${((2 * RUNS) / seconds).toFixed(2)} | ${((2 * RUNS * SUB_AGENTS) / seconds).toFixed(1)} | ${Math.round(rowsPerSecond)} | ${seconds.toFixed(1)} |`,
+      );
     }
   }
   console.log(`\n## The store's cost per durable step: a loop of ${STEPS} tool calls at no latency (median of ${ROUNDS})\n`);

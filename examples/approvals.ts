@@ -16,9 +16,22 @@ const writeNote = defineTool({
 // A sub-agent writes two notes; every write_note call, at any depth, waits for a person.
 const provider = scriptedProvider({
   agents: {
-    root: [{ calls: [{ name: 'agent', input: { name: 'scribe', task: 'Write the notes.' } }, { name: 'wait_for_agents', input: {} }] }, { text: 'Notes handled.' }],
+    root: [
+      {
+        calls: [
+          { name: 'agent', input: { name: 'scribe', task: 'Write the notes.' } },
+          { name: 'wait_for_agents', input: {} },
+        ],
+      },
+      { text: 'Notes handled.' },
+    ],
     scribe: [
-      { calls: [{ name: 'write_note', input: { path: 'notes.md', text: 'hi' } }, { name: 'write_note', input: { path: '/etc/motd', text: 'hi' } }] },
+      {
+        calls: [
+          { name: 'write_note', input: { path: 'notes.md', text: 'hi' } },
+          { name: 'write_note', input: { path: '/etc/motd', text: 'hi' } },
+        ],
+      },
       { calls: [{ name: 'reply', input: { result: 'one written, one refused' } }] },
     ],
   },

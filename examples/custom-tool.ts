@@ -27,7 +27,12 @@ console.log(JSON.stringify(wordCount.spec.input_schema)); // {"type":"object","p
 const provider = scriptedProvider({
   agents: {
     root: [
-      { calls: [{ name: 'word_count', input: { path: 'a.md' } }, { name: 'word_count', input: { file: 'a.md' } }] },
+      {
+        calls: [
+          { name: 'word_count', input: { path: 'a.md' } },
+          { name: 'word_count', input: { file: 'a.md' } },
+        ],
+      },
       { text: 'a.md has 3 words.' },
     ],
   },

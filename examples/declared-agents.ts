@@ -24,9 +24,26 @@ const agents: AgentProfiles = {
 const provider = scriptedProvider({
   agents: {
     root: [
-      { calls: [{ name: 'agent', input: { name: 'scout', type: 'researcher', task: 'What do our notes say about exarch?' } }, { name: 'wait_for_agents', input: {} }] },
-      { calls: [{ name: 'agent', input: { name: 'pen', type: 'writer', task: 'A headline for: every session is a state machine' } }, { name: 'wait_for_agents', input: {} }] },
-      { calls: [{ name: 'reply', input: { headline: 'Every agent is a state machine', findings: { topic: 'exarch', sources: ['notes/arch.md', 'notes/adr-7.md'], confidence: 0.9 } } }] },
+      {
+        calls: [
+          { name: 'agent', input: { name: 'scout', type: 'researcher', task: 'What do our notes say about exarch?' } },
+          { name: 'wait_for_agents', input: {} },
+        ],
+      },
+      {
+        calls: [
+          { name: 'agent', input: { name: 'pen', type: 'writer', task: 'A headline for: every session is a state machine' } },
+          { name: 'wait_for_agents', input: {} },
+        ],
+      },
+      {
+        calls: [
+          {
+            name: 'reply',
+            input: { headline: 'Every agent is a state machine', findings: { topic: 'exarch', sources: ['notes/arch.md', 'notes/adr-7.md'], confidence: 0.9 } },
+          },
+        ],
+      },
     ],
     scout: [
       { calls: [{ name: 'read_notes', input: { topic: 'exarch' } }] },

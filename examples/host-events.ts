@@ -4,11 +4,22 @@ import { scriptedProvider } from 'exarch/testing';
 const provider = scriptedProvider({
   agents: {
     root: [
-      { text: 'Asking a researcher.', calls: [{ name: 'agent', input: { name: 'researcher', task: 'Why do logins fail?' } }, { name: 'wait_for_agents', input: {} }] },
+      {
+        text: 'Asking a researcher.',
+        calls: [
+          { name: 'agent', input: { name: 'researcher', task: 'Why do logins fail?' } },
+          { name: 'wait_for_agents', input: {} },
+        ],
+      },
       { text: 'The session cookie is not renewed.' },
     ],
     researcher: [
-      { calls: [{ name: 'agent', input: { name: 'reader', task: 'Read auth.log' } }, { name: 'wait_for_agents', input: {} }] },
+      {
+        calls: [
+          { name: 'agent', input: { name: 'reader', task: 'Read auth.log' } },
+          { name: 'wait_for_agents', input: {} },
+        ],
+      },
       { calls: [{ name: 'reply', input: { result: 'cookie not renewed' } }] },
     ],
     reader: [{ calls: [{ name: 'reply', input: { result: 'auth.log: 401 after 30 min' } }] }],

@@ -5,9 +5,7 @@ import { scriptedProvider } from 'exarch/testing';
 // Any Provider works here; the scripted one makes the example run offline.
 const provider = scriptedProvider({
   agents: {
-    researcher: [
-      { text: 'Reading the ticket.', calls: [{ name: 'reply', input: { result: { ticket: 42, cause: 'session cookie not renewed' } } }] },
-    ],
+    researcher: [{ text: 'Reading the ticket.', calls: [{ name: 'reply', input: { result: { ticket: 42, cause: 'session cookie not renewed' } } }] }],
   },
 });
 

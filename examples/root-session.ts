@@ -5,7 +5,13 @@ import { scriptedProvider } from 'exarch/testing';
 const provider = scriptedProvider({
   agents: {
     root: [
-      { text: 'Two readers, in parallel.', calls: [{ name: 'agent', input: { name: 'a', task: 'Read a.md' } }, { name: 'agent', input: { name: 'b', task: 'Read b.md' } }] },
+      {
+        text: 'Two readers, in parallel.',
+        calls: [
+          { name: 'agent', input: { name: 'a', task: 'Read a.md' } },
+          { name: 'agent', input: { name: 'b', task: 'Read b.md' } },
+        ],
+      },
       { text: 'Waiting for both.', delayMs: 10 },
       { text: 'a says hello, b says world.' },
     ],

@@ -1,4 +1,4 @@
-import type { AgentIdentity } from '../src/types.js';
+import type { AgentIdentity } from '../src/engine/types.js';
 import { CREW_SIZE } from './crew.js';
 
 export interface LiveChild {

@@ -1,6 +1,6 @@
 import { enqueueActions, sendParent, setup, stopChild, type AnyActorLogic, type AnyActorRef } from 'xstate';
-import { closeEffects } from '../src/sessionEffects.js';
-import type { AgentResult } from '../src/types.js';
+import { closeEffects } from '../src/engine/sessionEffects.js';
+import type { AgentResult } from '../src/engine/types.js';
 
 /** The most sub-agents one crew ever holds. */
 export const CREW_SIZE = 64;

@@ -1,22 +1,22 @@
 import { and, assign, enqueueActions, setup, type AnyActorLogic, type AnyActorRef } from 'xstate';
-import { denialMessage, type ApprovalAnswerEvent } from '../src/approvals.js';
-import { checkAgentBudget, type AgentBudget, type BudgetScope, type BudgetSpentEvent } from '../src/budget.js';
-import { childIdentity, ROOT_AGENT } from '../src/identity.js';
-import { assertToolPairing } from '../src/pairing.js';
+import { denialMessage, type ApprovalAnswerEvent } from '../src/engine/approvals.js';
+import { checkAgentBudget, type AgentBudget, type BudgetScope, type BudgetSpentEvent } from '../src/engine/budget.js';
+import { childIdentity, ROOT_AGENT } from '../src/engine/identity.js';
+import { assertToolPairing } from '../src/engine/pairing.js';
 import { ChildRegistry, type LiveChild } from './childRegistry.js';
 import { createCrewMachine, type CrewMember } from './crew.js';
-import { appendAssistantBlocks, appendUserBlocks, nonEmptyBlocks, text, textOf, toolUses } from '../src/history.js';
-import { renderInbox } from '../src/inbox.js';
-import { SessionRecorder } from '../src/log/recorder.js';
-import { describeError } from '../src/model/errors.js';
-import { nudgeMessage, pickNudge, replyReminder, truncationReminder, type LatchCount, type NudgeLatch, type NudgeView } from '../src/nudges.js';
-import { childOptions, inheritOptions, resolveOptions, sessionAxes, type ResolvedOptions, type SessionOptions } from '../src/options.js';
-import { defaultSystemPrompt } from '../src/prompts.js';
-import { clip, renderValue } from '../src/render.js';
+import { appendAssistantBlocks, appendUserBlocks, nonEmptyBlocks, text, textOf, toolUses } from '../src/engine/history.js';
+import { renderInbox } from '../src/engine/inbox.js';
+import { SessionRecorder } from '../src/engine/log/recorder.js';
+import { describeError } from '../src/engine/model/errors.js';
+import { nudgeMessage, pickNudge, replyReminder, truncationReminder, type LatchCount, type NudgeLatch, type NudgeView } from '../src/engine/nudges.js';
+import { childOptions, inheritOptions, resolveOptions, sessionAxes, type ResolvedOptions, type SessionOptions } from '../src/engine/options.js';
+import { defaultSystemPrompt } from '../src/engine/prompts.js';
+import { clip, renderValue } from '../src/engine/render.js';
 import { buildToolbox, errorResult, okResult, planBatch, type PlannedCall, type Toolbox } from '../src/tools/toolbox.js';
 import type { RunnableCall } from '../src/tools/runTools.js';
-import { effectsOf, type EffectEvent, type SessionEffects } from '../src/sessionEffects.js';
-import { addUsage, ZERO_USAGE } from '../src/usage.js';
+import { effectsOf, type EffectEvent, type SessionEffects } from '../src/engine/sessionEffects.js';
+import { addUsage, ZERO_USAGE } from '../src/engine/usage.js';
 import type { RestoredSession, ResumeState } from '../src/store/restoredSession.js';
 import type {
   AgentIdentity,
@@ -30,14 +30,14 @@ import type {
   ToolUseBlock,
   UserBlock,
   Usage,
-} from '../src/types.js';
+} from '../src/engine/types.js';
 
 /**
  * The session machine: one per agent, root and sub-agents alike (CONTRACT §1).
  *
  * It decides; `src/` does the I/O. Entry actions start the model request of `streaming`, the tool
  * batch of `dispatchingBatch` and the rests of `readyForUser` and `nudged` on the session's
- * effects (src/sessionEffects.ts), which answer with events and end with the session. Each
+ * effects (src/engine/sessionEffects.ts), which answer with events and end with the session. Each
  * sub-agent is a spawned copy of this machine. Per-delta traffic never passes through it.
  *
  * The history (`messages`) is one append-only array shared by every snapshot: actions append to
@@ -72,7 +72,7 @@ export type SessionEvent =
   | { readonly type: 'cancel'; readonly reason?: string }
   /** A person's answer to a call the session waits on (routed by the tree's desk: see `respond`). */
   | ApprovalAnswerEvent
-  /** Its budget (given by its parent, or one around it) is spent: it ends `capped` at once (src/budget.ts). */
+  /** Its budget (given by its parent, or one around it) is spent: it ends `capped` at once (src/engine/budget.ts). */
   | BudgetSpentEvent
   /** From the session's effects: the model's response or failure, tool results, ticks. */
   | EffectEvent
@@ -160,7 +160,6 @@ export interface SessionContext {
   readonly resumeAt: ResumeState | null;
 }
 
-
 /**
  * The crew a session spawns its sub-agents in: each member is a copy of this machine, which the
  * crew looks up when it spawns, once `sessionMachine` below exists (see `createCrewMachine`).
@@ -182,7 +181,7 @@ function isQuiet(context: SessionContext): boolean {
   return context.inbox.length === 0 && context.children.size === 0 && context.pendingUser.length === 0;
 }
 
-/** The step cap, or a budget (src/budget.ts): a session that would go on ends `capped`. */
+/** The step cap, or a budget (src/engine/budget.ts): a session that would go on ends `capped`. */
 function capReached(context: SessionContext): boolean {
   return context.steps >= context.options.maxSteps || context.options.budget.caps(context.agent, context.fixed.budgetScope);
 }
@@ -326,7 +325,6 @@ function finish(context: SessionContext, outcome: AgentOutcome, extra: { text?: 
   return result;
 }
 
-
 /** The inbox and queued user messages become (or join) the turn's user message; the caller empties both. */
 function deliverTurnInput(context: SessionContext): void {
   const blocks: UserBlock[] = [];
@@ -390,7 +388,10 @@ type Spawner = (src: 'crew', options: { id: string; input: { members: CrewMember
  * is made from it like a new one, through its input, at every depth.
  */
 function resumedContext(made: MadeContext, restore: RestoredSession, spawn: Spawner): SessionContext {
-  const { options, fixed: { recorder, toolbox } } = made;
+  const {
+    options,
+    fixed: { recorder, toolbox },
+  } = made;
   recorder.record({ type: 'resumed', state: restore.state });
   const children = new ChildRegistry();
   children.restoreUses(restore.uses);
@@ -400,7 +401,10 @@ function resumedContext(made: MadeContext, restore: RestoredSession, spawn: Spaw
     let members = crews.get(live.crewId);
     if (!members) crews.set(live.crewId, (members = []));
     const input = child.restore ? { agent: child.agent, restore: child.restore } : { agent: child.agent, task: child.task };
-    members.push({ actorId: child.actorId, input: inheritOptions(childOptions(options, child.profile), { ...input, ...budgetsFor(made.fixed.budgetScope, child.budget) }) });
+    members.push({
+      actorId: child.actorId,
+      input: inheritOptions(childOptions(options, child.profile), { ...input, ...budgetsFor(made.fixed.budgetScope, child.budget) }),
+    });
   }
   children.closeCrew();
   for (const [crewId, members] of crews) spawn('crew', { id: crewId, input: { members } });
@@ -484,7 +488,7 @@ function inputOf(content: readonly AssistantBlock[], id: string): Readonly<Recor
   return {};
 }
 
-/** Host tool calls of a response that must wait for a person (the approval policy; see src/approvals.ts). */
+/** Host tool calls of a response that must wait for a person (the approval policy; see src/engine/approvals.ts). */
 function callsNeedingApproval(context: SessionContext, response: ModelResponse): ToolUseBlock[] {
   const gated: ToolUseBlock[] = [];
   for (const block of response.content) {
@@ -564,7 +568,7 @@ const machineSetup = setup({
       return { inbox: [], pendingUser: [] };
     }),
     countStep: assign({ steps: ({ context }) => context.steps + 1 }),
-    /** Starts the model request (see src/sessionEffects.ts); it answers with `model.done` or `model.error`. */
+    /** Starts the model request (see src/engine/sessionEffects.ts); it answers with `model.done` or `model.error`. */
     requestModel: ({ context, self }) => {
       const meter = context.options.budget;
       const { agent } = context;
@@ -580,22 +584,25 @@ const machineSetup = setup({
       // Results are appended to this very array until the turn's first request leaves (see joinTurn).
       const inbox = context.inbox;
       const lateResults = context.joinable && context.steps === 1 ? () => inbox.length > 0 : undefined;
-      effectsFor(self, context)?.requestModel({
-        provider: context.options.provider,
-        request: {
-          agent: context.agent,
-          system: context.fixed.system,
-          messages: context.messages,
-          tools: context.fixed.toolbox.specs,
-          ...(context.options.model === undefined ? {} : { model: context.options.model }),
+      effectsFor(self, context)?.requestModel(
+        {
+          provider: context.options.provider,
+          request: {
+            agent: context.agent,
+            system: context.fixed.system,
+            messages: context.messages,
+            tools: context.fixed.toolbox.specs,
+            ...(context.options.model === undefined ? {} : { model: context.options.model }),
+          },
+          listener: context.options.listener,
+          retry: context.options.retry,
+          stallTimeoutMs: context.options.stallTimeoutMs,
+          onRetry: (info) => context.fixed.recorder.record({ type: 'retry', ...info }),
+          // Counted as the stream reports it, so a budget is reached before the response completes.
+          onUsage: (added) => meter.charge(agent, model, budgetScope, added),
         },
-        listener: context.options.listener,
-        retry: context.options.retry,
-        stallTimeoutMs: context.options.stallTimeoutMs,
-        onRetry: (info) => context.fixed.recorder.record({ type: 'retry', ...info }),
-        // Counted as the stream reports it, so a budget is reached before the response completes.
-        onUsage: (added) => meter.charge(agent, model, budgetScope, added),
-      }, lateResults);
+        lateResults,
+      );
     },
     /** Starts the batch's runnable calls; they answer with `tool.settled` and, last, `batch.drained`. */
     runBatch: ({ context, self }) => {
@@ -603,7 +610,8 @@ const machineSetup = setup({
       const results = context.batch?.results;
       for (const call of context.batch?.plan ?? []) {
         // A resumed batch runs only the calls that have no result yet.
-        if (call.kind === 'run' && !results?.has(call.id)) calls.push({ id: call.id, name: call.name, run: call.run, timeoutMs: call.timeoutMs ?? context.options.toolTimeoutMs, readOnly: call.readOnly });
+        if (call.kind === 'run' && !results?.has(call.id))
+          calls.push({ id: call.id, name: call.name, run: call.run, timeoutMs: call.timeoutMs ?? context.options.toolTimeoutMs, readOnly: call.readOnly });
       }
       effectsFor(self, context)?.runTools({
         agent: context.agent,
@@ -662,7 +670,10 @@ const machineSetup = setup({
               break;
             }
             if (call.budget?.cost !== undefined && !context.options.budget.priced) {
-              results.set(call.id, errorResult(call.id, 'invalid input for tool \'agent\': budget.cost: this run has no prices to count US$ with; give budget.tokens instead'));
+              results.set(
+                call.id,
+                errorResult(call.id, "invalid input for tool 'agent': budget.cost: this run has no prices to count US$ with; give budget.tokens instead"),
+              );
               break;
             }
             spawned += 1;
@@ -674,7 +685,14 @@ const machineSetup = setup({
             const child = children.add(actorId, agent);
             let members = crews.get(child.crewId);
             if (!members) crews.set(child.crewId, (members = []));
-            members.push({ actorId, input: inheritOptions(childOptions(context.options, call.type), { task: call.task, agent, ...budgetsFor(context.fixed.budgetScope, call.budget) }) });
+            members.push({
+              actorId,
+              input: inheritOptions(childOptions(context.options, call.type), {
+                task: call.task,
+                agent,
+                ...budgetsFor(context.fixed.budgetScope, call.budget),
+              }),
+            });
             context.fixed.recorder.record({
               type: 'spawn',
               name: call.name,
@@ -754,7 +772,8 @@ const machineSetup = setup({
       if (batch.awaiting.size === 0) return;
       context.fixed.recorder.note({ type: 'awaiting', calls: [...batch.awaiting.keys()] });
       const task = taskOf(context);
-      for (const [callId, call] of batch.awaiting) desk.request({ type: 'approval.requested', callId, tool: call.tool, input: call.input, agent: context.agent, task }, self);
+      for (const [callId, call] of batch.awaiting)
+        desk.request({ type: 'approval.requested', callId, tool: call.tool, input: call.input, agent: context.agent, task }, self);
     },
     /** A person answered one waiting call: a denial is its `is_error` result; an approval lets it run. */
     answerApproval: ({ context, event }) => {
@@ -1032,7 +1051,11 @@ export const sessionMachine = machineSetup.createMachine({
           target: 'nudged',
           actions: ['commitBatch', { type: 'applyNudge', params: { on: 'max_tokens' } }],
         },
-        { guard: and(['waitSatisfied', 'truncated']), target: 'failed', actions: ['commitBatch', { type: 'fail', params: { reason: 'output truncated repeatedly' } }] },
+        {
+          guard: and(['waitSatisfied', 'truncated']),
+          target: 'failed',
+          actions: ['commitBatch', { type: 'fail', params: { reason: 'output truncated repeatedly' } }],
+        },
         { guard: and(['waitSatisfied', 'capReached']), target: 'capped', actions: 'commitBatch' },
         { guard: 'waitSatisfied', target: 'streaming', actions: 'commitBatch' },
       ],

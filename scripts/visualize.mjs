@@ -3,7 +3,7 @@
 // fails when the committed files no longer match the machine.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { visualizationFiles } from '../dist/src/statechart/visualize.js';
+import { visualizationFiles } from '../dist/src/watch/statechart/visualize.js';
 
 const dir = fileURLToPath(new URL('../visualizations/', import.meta.url));
 mkdirSync(dir, { recursive: true });

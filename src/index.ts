@@ -1,33 +1,62 @@
 /** exarch: agent sessions as explicit XState v5 machines. */
-export { sessionMachine, validateSessionInput, type SessionContext, type SessionEvent, type SessionFixed, type SessionInput, type SessionMachine } from '../machines/session.js';
-export { ROOT_AGENT, childIdentity, hostedSubAgent } from './identity.js';
+export {
+  sessionMachine,
+  validateSessionInput,
+  type SessionContext,
+  type SessionEvent,
+  type SessionFixed,
+  type SessionInput,
+  type SessionMachine,
+} from '../machines/session.js';
+export { ROOT_AGENT, childIdentity, hostedSubAgent } from './engine/identity.js';
 export { ChildRegistry, type LiveChild } from '../machines/childRegistry.js';
-export { createRunObserver, events, observe, RunObserver } from './observe/runObserver.js';
-export type * from './observe/events.js';
-export { createSessionActor, isSettled, runAgent, waitForSettled, type RunResult, type SessionActor, type SessionSnapshot } from './runtime.js';
+export { createRunObserver, events, observe, RunObserver } from './watch/observe/runObserver.js';
+export type * from './watch/observe/events.js';
+export { createSessionActor, isSettled, runAgent, waitForSettled, type RunResult, type SessionActor, type SessionSnapshot } from './engine/runtime.js';
 export { defineTool, type Tool, type ToolContext, type ToolDefinition } from './tools/defineTool.js';
 export { toolAxes, type ToolAxes } from './tools/toolbox.js';
 export { ToolErrorResult } from './tools/toolErrorResult.js';
 // The MCP SDK itself is loaded only when a server is connected.
-export { connectMcpServers, McpServerError, McpSpecError, parseMcpFlag, type McpConnectOptions, type McpHttpServer, type McpServerInfo, type McpServerSpec, type McpStdioServer, type McpToolset } from './tools/mcp/index.js';
+export {
+  connectMcpServers,
+  McpServerError,
+  McpSpecError,
+  parseMcpFlag,
+  type McpConnectOptions,
+  type McpHttpServer,
+  type McpServerInfo,
+  type McpServerSpec,
+  type McpStdioServer,
+  type McpToolset,
+} from './tools/mcp/index.js';
 export type { McpOption } from './tools/mcp/mcpOption.js';
-export { renderValue, clip, elisionMarker } from './render.js';
-export { renderAgentResult, renderInbox } from './inbox.js';
-export { assertToolPairing, findPairingProblems, PairingError } from './pairing.js';
-export { replyReminder, truncationReminder, REPLY_REMINDER_ID, TRUNCATION_REMINDER_ID, type NudgeLatch, type NudgeView } from './nudges.js';
-export { ExarchError } from './exarchError.js';
-export { ProviderError, StallError, describeError, type ProviderErrorKind } from './model/errors.js';
-export type { RetryPolicy } from './model/streamModel.js';
-export { DEFAULTS, type SessionOptions } from './options.js';
-export type { AgentProfile, AgentProfiles } from './agentProfiles.js';
-export { cancelAgent, findAgent, messageAgent, runningAgents } from './steering.js';
-export { BudgetMeter, BudgetScope, type AgentBudget, type AgentSpend, type BudgetCrossing, type TreeBudget } from './budget.js';
-export { ApprovalDesk, denialMessage, respond, type ApprovalAnswer, type ApprovalCall, type ApprovalDecision, type ApprovalPolicy, type ApprovalRequest, type ApprovalRoot } from './approvals.js';
-export { JsonlLogSink, MemoryLogSink, nullLogSink, type JsonlLogSinkOptions, type LogRecord, type LogSink, type SessionLog } from './log/sessionLog.js';
-export { Redactor, REDACTED, MIN_SECRET_CHARS, secretsIn } from './redact.js';
-export { finalAssistantText } from './history.js';
-export { addUsage, ZERO_USAGE } from './usage.js';
-export * from './types.js';
+export { renderValue, clip, elisionMarker } from './engine/render.js';
+export { renderAgentResult, renderInbox } from './engine/inbox.js';
+export { assertToolPairing, findPairingProblems, PairingError } from './engine/pairing.js';
+export { replyReminder, truncationReminder, REPLY_REMINDER_ID, TRUNCATION_REMINDER_ID, type NudgeLatch, type NudgeView } from './engine/nudges.js';
+export { ExarchError } from './engine/exarchError.js';
+export { ProviderError, StallError, describeError, type ProviderErrorKind } from './engine/model/errors.js';
+export type { RetryPolicy } from './engine/model/streamModel.js';
+export { DEFAULTS, type SessionOptions } from './engine/options.js';
+export type { AgentProfile, AgentProfiles } from './engine/agentProfiles.js';
+export { cancelAgent, findAgent, messageAgent, runningAgents } from './engine/steering.js';
+export { BudgetMeter, BudgetScope, type AgentBudget, type AgentSpend, type BudgetCrossing, type TreeBudget } from './engine/budget.js';
+export {
+  ApprovalDesk,
+  denialMessage,
+  respond,
+  type ApprovalAnswer,
+  type ApprovalCall,
+  type ApprovalDecision,
+  type ApprovalPolicy,
+  type ApprovalRequest,
+  type ApprovalRoot,
+} from './engine/approvals.js';
+export { JsonlLogSink, MemoryLogSink, nullLogSink, type JsonlLogSinkOptions, type LogRecord, type LogSink, type SessionLog } from './engine/log/sessionLog.js';
+export { Redactor, REDACTED, MIN_SECRET_CHARS, secretsIn } from './engine/redact.js';
+export { finalAssistantText } from './engine/history.js';
+export { addUsage, ZERO_USAGE } from './engine/usage.js';
+export * from './engine/types.js';
 export { ShellSandboxError, workspaceTools, WorkspaceError, type WorkspaceErrorKind, type WorkspaceToolsOptions } from './tools/workspace/index.js';
 export { AnthropicProvider, DEFAULT_MODEL, type AnthropicProviderOptions } from './providers/anthropic.js';
 export {

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineTool, waitForSettled } from '../src/index.js';
-import { sleep } from '../src/model/streamModel.js';
+import { sleep } from '../src/engine/model/streamModel.js';
 import { resumeRun, startRun, type DurableRun } from '../src/store/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider, type Script, type ScriptedStep } from '../src/testing/scriptedProvider.js';
-import type { Message, ToolResultBlock } from '../src/types.js';
+import type { Message, ToolResultBlock } from '../src/engine/types.js';
 import { runTraced, startTraced } from './helpers.js';
 
 /**
@@ -29,7 +29,8 @@ function resultsOf(message: Message | undefined): ToolResultBlock[] {
 
 /** Each step reports U input tokens and nothing else (output tokens 0), so spend counts requests. */
 const step = (s: Omit<ScriptedStep, 'usage'>): ScriptedStep => ({ ...s, usage: { inputTokens: U, outputTokens: 0 } });
-const pings = (n: number, delayMs = 0): ScriptedStep[] => Array.from({ length: n }, (_, i) => step({ calls: [{ name: 'ping', input: {} }], delayMs: delayMs + (i % 3) }));
+const pings = (n: number, delayMs = 0): ScriptedStep[] =>
+  Array.from({ length: n }, (_, i) => step({ calls: [{ name: 'ping', input: {} }], delayMs: delayMs + (i % 3) }));
 
 describe('a budget given to a sub-agent', () => {
   it('bounds its fan-out: at most ⌈budget ÷ U⌉ + its running agents requests; it ends capped, its workers cancelled, its sibling unaffected', async () => {
@@ -87,7 +88,9 @@ describe('a budget given to a sub-agent', () => {
     // then, at most one per agent of the subtree running (the lead and its workers).
     const subtree = traced.provider.requests.filter((r) => r.agentId === 'root/lead' || r.agentId.startsWith('root/lead/'));
     const bound = Math.ceil(BUDGET / U) + 1 + WORKERS;
-    console.info(`sub-agent budget: ${subtree.length} requests in the lead's subtree for a budget of ${BUDGET / U} requests (bound ${bound}, unbounded ${2 + WORKERS * 6})`);
+    console.info(
+      `sub-agent budget: ${subtree.length} requests in the lead's subtree for a budget of ${BUDGET / U} requests (bound ${bound}, unbounded ${2 + WORKERS * 6})`,
+    );
     expect(subtree.length).toBeLessThanOrEqual(bound);
     expect(subtree.length).toBeLessThan(2 + WORKERS * 6);
     // No request of the subtree started once the budget was reached.
@@ -113,9 +116,25 @@ describe('a budget given to a sub-agent', () => {
     });
     const { snapshot, provider, last } = await runTraced(
       {
-        root: [step({ calls: [{ name: 'agent', input: { name: 'lead', task: 'Work.', budget: { tokens: 3 * U } } }, { name: 'wait_for_agents', input: {} }] }), step({ text: 'ok' })],
+        root: [
+          step({
+            calls: [
+              { name: 'agent', input: { name: 'lead', task: 'Work.', budget: { tokens: 3 * U } } },
+              { name: 'wait_for_agents', input: {} },
+            ],
+          }),
+          step({ text: 'ok' }),
+        ],
         // The lead runs a slow call beside its worker; the worker's requests reach the budget meanwhile.
-        lead: [step({ calls: [{ name: 'agent', input: { name: 'worker', task: 'Spend.' } }, { name: 'slow', input: {} }] }), step({ text: 'never asked' })],
+        lead: [
+          step({
+            calls: [
+              { name: 'agent', input: { name: 'worker', task: 'Spend.' } },
+              { name: 'slow', input: {} },
+            ],
+          }),
+          step({ text: 'never asked' }),
+        ],
         worker: pings(10),
       },
       { task: 'go', tools: [ping, slow] },
@@ -140,9 +159,22 @@ describe('a budget given to a sub-agent', () => {
   it('nested budgets each bound their subtree; an inner one reached leaves the outer going', async () => {
     const { snapshot, provider, last } = await runTraced(
       {
-        root: [step({ calls: [{ name: 'agent', input: { name: 'lead', task: 'Lead.', budget: { tokens: 20 * U } } }, { name: 'wait_for_agents', input: {} }] }), step({ text: 'ok' })],
+        root: [
+          step({
+            calls: [
+              { name: 'agent', input: { name: 'lead', task: 'Lead.', budget: { tokens: 20 * U } } },
+              { name: 'wait_for_agents', input: {} },
+            ],
+          }),
+          step({ text: 'ok' }),
+        ],
         lead: [
-          step({ calls: [{ name: 'agent', input: { name: 'inner', task: 'Spend.', budget: { tokens: 2 * U } } }, { name: 'wait_for_agents', input: {} }] }),
+          step({
+            calls: [
+              { name: 'agent', input: { name: 'inner', task: 'Spend.', budget: { tokens: 2 * U } } },
+              { name: 'wait_for_agents', input: {} },
+            ],
+          }),
           step({ calls: [{ name: 'reply', input: { result: 'lead went on' } }] }),
         ],
         inner: pings(10),
@@ -159,7 +191,15 @@ describe('a budget given to a sub-agent', () => {
   it('a cost budget counts at the run’s prices', async () => {
     const { provider, last } = await runTraced(
       {
-        root: [step({ calls: [{ name: 'agent', input: { name: 'lead', task: 'Spend.', budget: { cost: 0.25 } } }, { name: 'wait_for_agents', input: {} }] }), step({ text: 'ok' })],
+        root: [
+          step({
+            calls: [
+              { name: 'agent', input: { name: 'lead', task: 'Spend.', budget: { cost: 0.25 } } },
+              { name: 'wait_for_agents', input: {} },
+            ],
+          }),
+          step({ text: 'ok' }),
+        ],
         lead: pings(10),
       },
       // $0.001 a token: each response costs $0.10, so the third reaches $0.25.
@@ -174,7 +214,16 @@ describe('a budget given to a sub-agent', () => {
     const { snapshot, provider } = await runTraced(
       {
         root: [
-          step({ calls: [spawn('a', { tokens: -5 }), spawn('b', {}), spawn('c', { cost: 1 }), spawn('d', { tokens: 10, dollars: 2 }), spawn('e', 5000), spawn('f', { tokens: 1.5 })] }),
+          step({
+            calls: [
+              spawn('a', { tokens: -5 }),
+              spawn('b', {}),
+              spawn('c', { cost: 1 }),
+              spawn('d', { tokens: 10, dollars: 2 }),
+              spawn('e', 5000),
+              spawn('f', { tokens: 1.5 }),
+            ],
+          }),
           step({ text: 'I will try again later.' }),
         ],
       },
@@ -216,7 +265,15 @@ describe('a budget given to a sub-agent', () => {
       },
     });
     const scripts = (): Record<string, Script> => ({
-      root: [step({ calls: [{ name: 'agent', input: { name: 'lead', task: 'Work.', budget: { tokens: 4 * U } } }, { name: 'wait_for_agents', input: {} }] }), step({ text: 'ok' })],
+      root: [
+        step({
+          calls: [
+            { name: 'agent', input: { name: 'lead', task: 'Work.', budget: { tokens: 4 * U } } },
+            { name: 'wait_for_agents', input: {} },
+          ],
+        }),
+        step({ text: 'ok' }),
+      ],
       // Five effect steps, then a reply: six requests, more than the budget of four.
       lead: (request) => {
         const done = request.messages.filter((m) => m.role === 'assistant').length;

@@ -15,7 +15,11 @@ afterEach(async () => {
 });
 
 const fixture = (name: string): string => readFileSync(new URL(`./fixtures/anthropic-sse/${name}`, import.meta.url), 'utf8');
-const stream = (spec: Parameters<typeof responseEvents>[0], extra: Partial<Extract<ServerPlan, { kind: 'stream' }>> = {}): ServerPlan => ({ kind: 'stream', events: responseEvents(spec), ...extra });
+const stream = (spec: Parameters<typeof responseEvents>[0], extra: Partial<Extract<ServerPlan, { kind: 'stream' }>> = {}): ServerPlan => ({
+  kind: 'stream',
+  events: responseEvents(spec),
+  ...extra,
+});
 
 async function run(scripts: Parameters<typeof scriptedHandler>[0], input: Omit<SessionInput, 'provider'> = {}) {
   server = await startAnthropicServer(scriptedHandler(scripts));
@@ -33,7 +37,15 @@ describe('the Anthropic provider over the real SDK', () => {
   it('streams text deltas to the listener and commits the message at end_turn, with usage', async () => {
     const deltas: string[] = [];
     const { snapshot, logs } = await run(
-      { root: [stream({ text: 'Hello from Claude.', chunkSize: 5, usage: { input_tokens: 120, output_tokens: 7, cache_read_input_tokens: 100, cache_creation_input_tokens: 20 } })] },
+      {
+        root: [
+          stream({
+            text: 'Hello from Claude.',
+            chunkSize: 5,
+            usage: { input_tokens: 120, output_tokens: 7, cache_read_input_tokens: 100, cache_creation_input_tokens: 20 },
+          }),
+        ],
+      },
       { task: 'hi', listener: { onTextDelta: (_a: AgentIdentity, d: string) => void deltas.push(d) } },
     );
     expect(snapshot.value).toBe('readyForUser');
@@ -53,8 +65,16 @@ describe('the Anthropic provider over the real SDK', () => {
   });
 
   it('replays the recorded tool_use response: the call runs and its result goes back', async () => {
-    const weather = defineTool({ name: 'get_weather', description: 'weather', input: z.object({ location: z.string() }), run: ({ location }) => `sunny in ${location}` });
-    const { snapshot, server } = await run({ root: [{ kind: 'raw', body: fixture('tool_use_response.txt') }, stream({ text: 'It is sunny.' })] }, { task: 'weather?', tools: [weather] });
+    const weather = defineTool({
+      name: 'get_weather',
+      description: 'weather',
+      input: z.object({ location: z.string() }),
+      run: ({ location }) => `sunny in ${location}`,
+    });
+    const { snapshot, server } = await run(
+      { root: [{ kind: 'raw', body: fixture('tool_use_response.txt') }, stream({ text: 'It is sunny.' })] },
+      { task: 'weather?', tools: [weather] },
+    );
     expect(toolResults(snapshot.context.messages)[0]?.content).toMatch(/^sunny in /);
     expect(server.requests).toHaveLength(2);
   });
@@ -62,7 +82,10 @@ describe('the Anthropic provider over the real SDK', () => {
   it('replays the recorded cut-off call: it is not executed, although the SDK would have repaired its input', async () => {
     const ran: unknown[] = [];
     const makeFile = defineTool({ name: 'make_file', description: 'f', input: z.object({}).passthrough(), run: (i) => void ran.push(i) });
-    const { snapshot } = await run({ root: [{ kind: 'raw', body: fixture('incomplete_partial_json_response.txt') }, stream({ text: 'Retrying later.' })] }, { task: 'make it', tools: [makeFile] });
+    const { snapshot } = await run(
+      { root: [{ kind: 'raw', body: fixture('incomplete_partial_json_response.txt') }, stream({ text: 'Retrying later.' })] },
+      { task: 'make it', tools: [makeFile] },
+    );
     expect(ran).toEqual([]);
     expect(toolResults(snapshot.context.messages)[0]).toMatchObject({ is_error: true, content: expect.stringMatching(/cut off at max_tokens/) });
     expect(snapshot.value).toBe('readyForUser');
@@ -75,7 +98,12 @@ describe('the Anthropic provider over the real SDK', () => {
 
   it('a cut-off tool_use at max_tokens is answered with an error and the model is reminded', async () => {
     const { snapshot } = await run(
-      { root: [stream({ text: 'Writing.', toolCalls: [{ name: 'echo', input: { text: 'a long text that never completes' } }], cutOffLastCall: true }), stream({ text: 'ok' })] },
+      {
+        root: [
+          stream({ text: 'Writing.', toolCalls: [{ name: 'echo', input: { text: 'a long text that never completes' } }], cutOffLastCall: true }),
+          stream({ text: 'ok' }),
+        ],
+      },
       { task: 'x', tools: [defineTool({ name: 'echo', description: 'e', input: z.object({ text: z.string() }), run: ({ text }) => text })] },
     );
     expect(toolResults(snapshot.context.messages)[0]).toMatchObject({ is_error: true });
@@ -110,13 +138,19 @@ describe('the Anthropic provider over the real SDK', () => {
   });
 
   it('a connection dropped mid-stream is retried', async () => {
-    const { snapshot, logs } = await run({ root: [stream({ text: 'dropped halfway through' }, { dropAfter: 4 }), stream({ text: 'second try' })] }, { task: 'x' });
+    const { snapshot, logs } = await run(
+      { root: [stream({ text: 'dropped halfway through' }, { dropAfter: 4 }), stream({ text: 'second try' })] },
+      { task: 'x' },
+    );
     expect(snapshot.context.messages.at(-1)?.content).toEqual([{ type: 'text', text: 'second try' }]);
     expect(logs.records('root').filter((r) => r.type === 'retry')).toHaveLength(1);
   });
 
   it('a stream that stalls is aborted by the watchdog and retried', async () => {
-    const { snapshot } = await run({ root: [stream({ text: 'stalls after the start' }, { stallAfter: 2 }), stream({ text: 'after the stall' })] }, { task: 'x', stallTimeoutMs: 100 });
+    const { snapshot } = await run(
+      { root: [stream({ text: 'stalls after the start' }, { stallAfter: 2 }), stream({ text: 'after the stall' })] },
+      { task: 'x', stallTimeoutMs: 100 },
+    );
     expect(snapshot.context.messages.at(-1)?.content).toEqual([{ type: 'text', text: 'after the stall' }]);
   });
 
@@ -153,7 +187,10 @@ describe('the Anthropic provider over the real SDK', () => {
 
   it('marks prompt-cache breakpoints on the tools, the system prompt and the end of the conversation', async () => {
     const echo = defineTool({ name: 'echo', description: 'e', input: z.object({ text: z.string() }), run: ({ text }) => text });
-    const { server } = await run({ root: [stream({ toolCalls: [{ name: 'echo', input: { text: 'a' } }] }), stream({ text: 'done' })] }, { task: 'x', tools: [echo] });
+    const { server } = await run(
+      { root: [stream({ toolCalls: [{ name: 'echo', input: { text: 'a' } }] }), stream({ text: 'done' })] },
+      { task: 'x', tools: [echo] },
+    );
     const body = server.requests[1]?.body;
     expect(body?.tools?.at(-1)).toMatchObject({ name: 'echo', cache_control: { type: 'ephemeral' } });
     expect(body?.tools?.[0]).not.toHaveProperty('cache_control');

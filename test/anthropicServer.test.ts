@@ -63,8 +63,7 @@ async function rejection(promise: Promise<unknown>): Promise<unknown> {
   throw new Error('expected the promise to reject');
 }
 
-const stoppedIndices = (events: readonly MessageStreamEvent[]): number[] =>
-  events.flatMap((e) => (e.type === 'content_block_stop' ? [e.index] : []));
+const stoppedIndices = (events: readonly MessageStreamEvent[]): number[] => events.flatMap((e) => (e.type === 'content_block_stop' ? [e.index] : []));
 
 describe('recorded SDK fixtures replay through the real SDK', () => {
   it('basic_response gives its text and end_turn', async () => {
@@ -216,7 +215,11 @@ describe('faults mid-stream', () => {
     const error = await rejection(stream.finalMessage());
     expect(error).toBeInstanceOf(APIError);
     expect(error).not.toBeInstanceOf(APIConnectionError);
-    expect(error).toMatchObject({ status: undefined, type: 'overloaded_error', error: { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } } });
+    expect(error).toMatchObject({
+      status: undefined,
+      type: 'overloaded_error',
+      error: { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } },
+    });
     expect(events.some((e) => e.type === 'content_block_delta')).toBe(true);
     expect(server.requests).toHaveLength(1);
   });
@@ -302,7 +305,13 @@ describe('the pairing rule', () => {
     const { client, server } = await serve(always({ kind: 'stream', events: responseEvents({ text: 'ok' }) }));
     const messages: MessageParam[] = [
       { role: 'user', content: 'Hello' },
-      { role: 'assistant', content: [{ type: 'text', text: 'reading' }, { type: 'tool_use', id: 'toolu_y', name: 'read', input: { path: 'a' } }] },
+      {
+        role: 'assistant',
+        content: [
+          { type: 'text', text: 'reading' },
+          { type: 'tool_use', id: 'toolu_y', name: 'read', input: { path: 'a' } },
+        ],
+      },
       {
         role: 'user',
         content: [

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineTool, respond, waitForSettled, type ApprovalRequest } from '../src/index.js';
-import type { Message } from '../src/types.js';
-import { ApprovalStop } from '../src/approvalStop.js';
+import type { Message } from '../src/engine/types.js';
+import { ApprovalStop } from '../src/engine/approvalStop.js';
 import { resumeRun, startRun } from '../src/store/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { recordApproval } from '../src/store/runApprovals.js';
@@ -80,7 +80,15 @@ describe('approvals', () => {
     expect(settled.context.failure).toBe(null);
     expect(settled.value).toBe('readyForUser');
     expect(written).toEqual(['hello']);
-    expect(traced.trail.get('root/lead/scribe')).toEqual(['readyForUser', 'streaming', 'awaitingApproval', 'dispatchingBatch', 'streaming', 'dispatchingBatch', 'replied']);
+    expect(traced.trail.get('root/lead/scribe')).toEqual([
+      'readyForUser',
+      'streaming',
+      'awaitingApproval',
+      'dispatchingBatch',
+      'streaming',
+      'dispatchingBatch',
+      'replied',
+    ]);
     expect(resultsOf(lastMessageOf(traced, 'root/lead/scribe', 1))).toEqual(['ok: wrote hello']);
   });
 
@@ -136,7 +144,10 @@ describe('approvals', () => {
   it('cancelling a session that waits answers its calls cancelled and withdraws the request', async () => {
     const { tool, written } = noteTool();
     const asked = requests(1);
-    const traced = startTraced({ root: [{ calls: [note('x')] }] }, { task: 'Notes', tools: [tool], approve: 'all', onApprovalRequest: asked.onApprovalRequest });
+    const traced = startTraced(
+      { root: [{ calls: [note('x')] }] },
+      { task: 'Notes', tools: [tool], approve: 'all', onApprovalRequest: asked.onApprovalRequest },
+    );
     await asked.arrived;
     traced.actor.send({ type: 'cancel' });
     const snapshot = traced.actor.getSnapshot();
@@ -154,7 +165,11 @@ describe('approvals with no one to ask (a worker, a run without a terminal)', ()
     // The root's batch starts a sub-agent, writes (which waits), and waits for the sub-agent; it finishes meanwhile.
     const agents = { root: [{ calls: [spawn('p', 'Say.'), note('x'), { name: 'wait_for_agents', input: {} }] }, { text: 'done' }], p: [reply('said')] };
     const stop = new ApprovalStop();
-    const run = await startRun('Notes', { provider: new ScriptedProvider({ agents }), tools: [tool], approve: ['write_note'] }, { store, actor: { inspect: stop.inspect } });
+    const run = await startRun(
+      'Notes',
+      { provider: new ScriptedProvider({ agents }), tools: [tool], approve: ['write_note'] },
+      { store, actor: { inspect: stop.inspect } },
+    );
     stop.watch(run);
     expect((await run.result).status).toBe('waiting');
     stop.close();
@@ -170,7 +185,11 @@ describe('approvals with no one to ask (a worker, a run without a terminal)', ()
     // One request, answering the whole batch: the write's result, the wait's, and the sub-agent's report after them.
     expect(provider.requestsOf('root')).toHaveLength(1);
     const last = provider.requestsOf('root')[0]?.lastMessage;
-    expect(resultsOf(last ? [last] : [])).toEqual([expect.stringMatching(/^ok: Sub-agent 'p' started/), 'ok: wrote x', 'ok: 1 sub-agent finished; their results follow.']);
+    expect(resultsOf(last ? [last] : [])).toEqual([
+      expect.stringMatching(/^ok: Sub-agent 'p' started/),
+      'ok: wrote x',
+      'ok: 1 sub-agent finished; their results follow.',
+    ]);
     expect(JSON.stringify(last?.content)).toContain("[agent 'p' replied]");
   });
 });

@@ -9,8 +9,17 @@ const cell = fileURLToPath(new URL('../bench/cell.mjs', import.meta.url));
 
 function runCell(...args: string[]) {
   const result = spawnSync(process.execPath, ['--expose-gc', cell, ...args], { encoding: 'utf8', timeout: 60_000 });
-  const lines = result.stdout.trim().split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>);
-  return { status: result.status, stderr: result.stderr, timed: lines.find((l) => l['phase'] === 'memory run'), done: lines.find((l) => l['phase'] === 'done') };
+  const lines = result.stdout
+    .trim()
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
+  return {
+    status: result.status,
+    stderr: result.stderr,
+    timed: lines.find((l) => l['phase'] === 'memory run'),
+    done: lines.find((l) => l['phase'] === 'done'),
+  };
 }
 
 describe('npm run bench: the exarch, durable exarch and hand-written cells', () => {

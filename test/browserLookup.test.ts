@@ -56,14 +56,18 @@ describe('browserForTests', () => {
     expect(browserForTests('test/x.test.ts', {}, [join(dir, 'chromium')])).toBeUndefined();
     expect(stderr).toHaveBeenCalledTimes(1);
     const line = String(stderr.mock.calls[0]?.[0]);
-    expect(line).toMatch(/^skipping test\/x\.test\.ts: no Chromium or Chrome found \(looked in .*chromium\); install Chromium .*apt-get install chromium.* or set CHROMIUM_PATH/);
+    expect(line).toMatch(
+      /^skipping test\/x\.test\.ts: no Chromium or Chrome found \(looked in .*chromium\); install Chromium .*apt-get install chromium.* or set CHROMIUM_PATH/,
+    );
     expect(line.indexOf('\n')).toBe(line.length - 1);
   });
 
   it('without a browser under CI=true: fails, saying what to install', () => {
     const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
     expect(() => browserForTests('test/x.test.ts', { CI: 'true' }, [join(dir, 'chromium')])).toThrow(BrowserMissingError);
-    expect(() => browserForTests('test/x.test.ts', { CI: 'true' }, [join(dir, 'chromium')])).toThrow(/test\/x\.test\.ts needs a browser under CI=true: no Chromium .*apt-get install chromium/);
+    expect(() => browserForTests('test/x.test.ts', { CI: 'true' }, [join(dir, 'chromium')])).toThrow(
+      /test\/x\.test\.ts needs a browser under CI=true: no Chromium .*apt-get install chromium/,
+    );
     expect(() => browserForTests('test/x.test.ts', { CI: '1' }, [join(dir, 'chromium')])).toThrow(/needs a browser under CI=1/);
     expect(stderr).not.toHaveBeenCalled();
     expect(browserForTests('test/x.test.ts', { CI: 'false' }, [join(dir, 'chromium')])).toBeUndefined();

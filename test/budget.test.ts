@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createSessionActor, defineTool, waitForSettled } from '../src/index.js';
 import { AnthropicProvider } from '../src/providers/anthropic.js';
-import type { Message } from '../src/types.js';
+import type { Message } from '../src/engine/types.js';
 import { runTraced, startTraced, toolResults } from './helpers.js';
 import { responseEvents, scriptedHandler, startAnthropicServer } from './support/anthropicServer.js';
 
@@ -12,7 +12,7 @@ function textOf(message: Message | undefined): string {
 
 /**
  * Issue 17, budgets: the tree's spend, counted from each response's usage, bounds the whole tree.
- * The bound kept (src/budget.ts): a request starts only while the spend is under the budget; when a
+ * The bound kept (src/engine/budget.ts): a request starts only while the spend is under the budget; when a
  * response takes it there, the running sub-agents are cancelled (their in-flight requests, at most
  * one per running agent, are aborted), and the root gets one final request.
  */
@@ -26,13 +26,23 @@ const ping = defineTool({ name: 'ping', description: 'ping', input: z.object({})
 function fanOut() {
   const agents: Record<string, unknown[]> = {
     root: [
-      { calls: [...Array.from({ length: WORKERS }, (_, i) => ({ name: 'agent', input: { name: `w${i}`, task: `work ${i}` } })), { name: 'wait_for_agents', input: {} }], usage: { inputTokens: U } },
+      {
+        calls: [
+          ...Array.from({ length: WORKERS }, (_, i) => ({ name: 'agent', input: { name: `w${i}`, task: `work ${i}` } })),
+          { name: 'wait_for_agents', input: {} },
+        ],
+        usage: { inputTokens: U },
+      },
       { text: 'Final answer from what I have.', usage: { inputTokens: U } },
     ],
   };
   for (let i = 0; i < WORKERS; i++) {
     agents[`w${i}`] = [
-      ...Array.from({ length: STEPS - 1 }, (_, s) => ({ calls: [{ name: 'ping', input: {} }], usage: { inputTokens: U }, delayMs: 2 + ((i * 7 + s * 3) % 11) })),
+      ...Array.from({ length: STEPS - 1 }, (_, s) => ({
+        calls: [{ name: 'ping', input: {} }],
+        usage: { inputTokens: U },
+        delayMs: 2 + ((i * 7 + s * 3) % 11),
+      })),
       { calls: [{ name: 'reply', input: { result: `done ${i}` } }], usage: { inputTokens: U } },
     ];
   }
@@ -46,7 +56,9 @@ describe('a tree budget', () => {
     // The exact bound: responses completed before the crossing (the spend reaches the budget at the
     // 25th), plus at most one request in flight per running sub-agent, plus the root's final turn.
     const requests = provider.requests.length;
-    console.info(`budget fan-out: ${requests} requests for a budget of ${Math.ceil(maxTokens / U)} responses (bound ${Math.ceil(maxTokens / U) + WORKERS + 1}, unbounded ${2 + WORKERS * STEPS})`);
+    console.info(
+      `budget fan-out: ${requests} requests for a budget of ${Math.ceil(maxTokens / U)} responses (bound ${Math.ceil(maxTokens / U) + WORKERS + 1}, unbounded ${2 + WORKERS * STEPS})`,
+    );
     expect(requests).toBeLessThanOrEqual(Math.ceil(maxTokens / U) + WORKERS + 1);
     // It did stop early: the whole tree unbounded makes 2 + 20 × 4 requests.
     expect(requests).toBeLessThan(2 + WORKERS * STEPS);
@@ -66,7 +78,13 @@ describe('a tree budget', () => {
 
   it('a root that would go on after its final turn ends capped with the reason budget', async () => {
     const { snapshot, provider } = await runTraced(
-      { root: [{ calls: [{ name: 'ping', input: {} }], usage: { inputTokens: 500 } }, { calls: [{ name: 'ping', input: {} }], usage: { inputTokens: 10 } }, { text: 'never asked' }] },
+      {
+        root: [
+          { calls: [{ name: 'ping', input: {} }], usage: { inputTokens: 500 } },
+          { calls: [{ name: 'ping', input: {} }], usage: { inputTokens: 10 } },
+          { text: 'never asked' },
+        ],
+      },
       { task: 'go', tools: [ping], budget: { maxTokens: 300 } },
     );
     expect(provider.requestsOf('root')).toHaveLength(2);
@@ -83,7 +101,9 @@ describe('a tree budget', () => {
     expect(snapshot.value).toBe('readyForUser');
     expect(snapshot.context.options.budget.totals.cost).toBeCloseTo(0.02);
     await expect(runTraced({ root: [] }, { task: 'go', budget: { maxCost: 1 } })).rejects.toThrow(/^exarch: budget.maxCost needs budget.price/);
-    await expect(runTraced({ root: [] }, { task: 'go', budget: { maxTokens: -1 } })).rejects.toThrow(/^exarch: budget.maxTokens must be a positive number, got -1$/);
+    await expect(runTraced({ root: [] }, { task: 'go', budget: { maxTokens: -1 } })).rejects.toThrow(
+      /^exarch: budget.maxTokens must be a positive number, got -1$/,
+    );
   });
 });
 
@@ -108,7 +128,14 @@ describe('usage counted as it streams', () => {
   }
 
   const rootScript = [
-    { calls: [{ name: 'agent', input: { name: 'big', task: 'read everything' } }, { name: 'agent', input: { name: 'small', task: 'read a little' } }, { name: 'wait_for_agents', input: {} }], usage: { inputTokens: 10 } },
+    {
+      calls: [
+        { name: 'agent', input: { name: 'big', task: 'read everything' } },
+        { name: 'agent', input: { name: 'small', task: 'read a little' } },
+        { name: 'wait_for_agents', input: {} },
+      ],
+      usage: { inputTokens: 10 },
+    },
     { text: 'Answered from what I have.', usage: { inputTokens: 10 } },
   ];
 
@@ -137,7 +164,13 @@ describe('usage counted as it streams', () => {
   });
 
   it('Anthropic SSE over the loopback server: message_start alone reaches the budget', async () => {
-    const spawn = responseEvents({ toolCalls: [{ name: 'agent', input: { name: 'big', task: 'read everything' } }, { name: 'wait_for_agents', input: {} }], usage: { input_tokens: 10 } });
+    const spawn = responseEvents({
+      toolCalls: [
+        { name: 'agent', input: { name: 'big', task: 'read everything' } },
+        { name: 'wait_for_agents', input: {} },
+      ],
+      usage: { input_tokens: 10 },
+    });
     const answer = responseEvents({ text: 'Answered from what I have.', usage: { input_tokens: 10 } });
     const big = responseEvents({ text: 'reading everything', usage: { input_tokens: 1_000 } });
     const server = await startAnthropicServer(

@@ -22,7 +22,11 @@ describe('exarch run --agents', () => {
     writeFileSync(join(cwd, 'exarch.config.json'), JSON.stringify({ agents: { researcher } }));
     writeFileSync(join(cwd, 'notes.md'), 'hello\n');
     const server = await serve({
-      root: [stream({ toolCalls: [call('agent', { name: 'scout', task: 'read notes.md', type: 'researcher' })] }), stream({ text: 'waiting' }), stream({ text: 'The scout read 1 page.' })],
+      root: [
+        stream({ toolCalls: [call('agent', { name: 'scout', task: 'read notes.md', type: 'researcher' })] }),
+        stream({ text: 'waiting' }),
+        stream({ text: 'The scout read 1 page.' }),
+      ],
       scout: [
         stream({ toolCalls: [call('read_file', { path: 'notes.md' })] }),
         stream({ toolCalls: [call('reply', { topic: 'notes', pages: 0 })] }),
@@ -43,17 +47,40 @@ describe('exarch run --agents', () => {
     });
     const refused = scout[2]?.messages.at(-1)?.content;
     expect(JSON.stringify(refused)).toMatch(/invalid input for tool 'reply': pages: /);
-    const rootLast = server.requests.filter((r) => r.agent === 'root').at(-1)?.body.messages.at(-1)?.content;
+    const rootLast = server.requests
+      .filter((r) => r.agent === 'root')
+      .at(-1)
+      ?.body.messages.at(-1)?.content;
     expect(JSON.stringify(rootLast)).toContain(String.raw`[agent 'scout' replied]\n{\n  \"topic\": \"notes\",\n  \"pages\": 1\n}`);
   });
 
   const bad: [string, string, string, RegExp][] = [
     ['a missing file', '--agents=missing.json', '', /^exarch: cannot read missing\.json: no such file$/],
-    ['a TypeScript config', '--agents=exarch.config.ts', 'export default {}', /^exarch: exarch\.config\.ts: only a JSON config is supported \(a \.ts or \.js config is not\); write the agents as JSON, e\.g\. exarch\.config\.json$/],
+    [
+      'a TypeScript config',
+      '--agents=exarch.config.ts',
+      'export default {}',
+      /^exarch: exarch\.config\.ts: only a JSON config is supported \(a \.ts or \.js config is not\); write the agents as JSON, e\.g\. exarch\.config\.json$/,
+    ],
     ['bad JSON', '--agents=agents.json', '{ "agents": ', /^exarch: agents\.json is not valid JSON: /],
-    ['an unknown field', '--agents=agents.json', JSON.stringify({ agents: { r: { description: 'd', prompt: 'x' } } }), /^exarch: agents\.json: agents\.r: Unrecognized key: "prompt" \(expected /],
-    ['a tool the run does not allow', '--agents=agents.json', JSON.stringify({ agents: { w: { description: 'd', tools: ['write_file'] } } }), /^exarch: agents\.json: agents\.w\.tools lists 'write_file', which is not one of the run's tools \(.*read_file.*\); --allow-write, --allow-shell and --mcp offer more$/],
-    ['a reply schema that is not an object', '--agents=agents.json', JSON.stringify({ agents: { r: { description: 'd', reply: { type: 'string' } } } }), /^exarch: agents\.json: agents\.r\.reply must be a JSON Schema of type "object"$/],
+    [
+      'an unknown field',
+      '--agents=agents.json',
+      JSON.stringify({ agents: { r: { description: 'd', prompt: 'x' } } }),
+      /^exarch: agents\.json: agents\.r: Unrecognized key: "prompt" \(expected /,
+    ],
+    [
+      'a tool the run does not allow',
+      '--agents=agents.json',
+      JSON.stringify({ agents: { w: { description: 'd', tools: ['write_file'] } } }),
+      /^exarch: agents\.json: agents\.w\.tools lists 'write_file', which is not one of the run's tools \(.*read_file.*\); --allow-write, --allow-shell and --mcp offer more$/,
+    ],
+    [
+      'a reply schema that is not an object',
+      '--agents=agents.json',
+      JSON.stringify({ agents: { r: { description: 'd', reply: { type: 'string' } } } }),
+      /^exarch: agents\.json: agents\.r\.reply must be a JSON Schema of type "object"$/,
+    ],
   ];
   for (const [what, flag, content, line] of bad) {
     it(`${what}: one line, exit 1, no request made and no run recorded`, async () => {
@@ -79,11 +106,21 @@ describe('exarch run --agents', () => {
 
   it('a durable run records the agents it was started with: resume rebuilds them without the file', async () => {
     const cwd = workdir();
-    writeFileSync(join(cwd, 'agents.json'), JSON.stringify({ agents: { lister: { description: 'Lists files.', tools: ['list_dir'], model: 'claude-lister' } } }));
+    writeFileSync(
+      join(cwd, 'agents.json'),
+      JSON.stringify({ agents: { lister: { description: 'Lists files.', tools: ['list_dir'], model: 'claude-lister' } } }),
+    );
     const server = await startAnthropicServer(
       historyHandler({
-        root: [stream({ toolCalls: [call('agent', { name: 'worker', task: 'List the files.', type: 'lister' })] }), stream({ text: 'Waiting.' }), (r) => stream({ text: `Heard:\n${lastUserText(r)}` })],
-        worker: [stream({ toolCalls: [call('list_dir', { path: '.' })] }, { chunkDelayMs: 300 }), stream({ toolCalls: [call('reply', { result: 'one file' })] })],
+        root: [
+          stream({ toolCalls: [call('agent', { name: 'worker', task: 'List the files.', type: 'lister' })] }),
+          stream({ text: 'Waiting.' }),
+          (r) => stream({ text: `Heard:\n${lastUserText(r)}` }),
+        ],
+        worker: [
+          stream({ toolCalls: [call('list_dir', { path: '.' })] }, { chunkDelayMs: 300 }),
+          stream({ toolCalls: [call('reply', { result: 'one file' })] }),
+        ],
       }),
     );
     onCleanup(() => server.close());

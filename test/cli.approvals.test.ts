@@ -19,9 +19,18 @@ const WRITE = call('write_file', { path: 'notes.md', content: 'hello\n' });
 /** root → lead → {scribe (writes), sibling}; everyone waits for its sub-agents; answers say what they heard. */
 function tree(sibling: { chunkDelayMs?: number } = {}) {
   return historyHandler({
-    root: [stream({ toolCalls: [call('agent', { name: 'lead', task: 'Lead the notes.' }), call('wait_for_agents', {})] }), (r) => stream({ text: `Root heard:\n${lastUserText(r)}` })],
+    root: [
+      stream({ toolCalls: [call('agent', { name: 'lead', task: 'Lead the notes.' }), call('wait_for_agents', {})] }),
+      (r) => stream({ text: `Root heard:\n${lastUserText(r)}` }),
+    ],
     lead: [
-      stream({ toolCalls: [call('agent', { name: 'scribe', task: 'Write notes.md.' }), call('agent', { name: 'sibling', task: 'Say hi.' }), call('wait_for_agents', {})] }),
+      stream({
+        toolCalls: [
+          call('agent', { name: 'scribe', task: 'Write notes.md.' }),
+          call('agent', { name: 'sibling', task: 'Say hi.' }),
+          call('wait_for_agents', {}),
+        ],
+      }),
       stream({ toolCalls: [call('reply', { result: 'lead done' })] }),
     ],
     scribe: [stream({ toolCalls: [WRITE] }), (r) => stream({ toolCalls: [call('reply', { result: `scribe saw: ${lastUserText(r)}` })] })],
@@ -89,7 +98,9 @@ describe('exarch run --approve', () => {
     const resumed = await exarch(['resume', id], { server: s, cwd });
     expect(resumed.code).toBe(0);
     expect(existsSync(join(cwd, 'notes.md'))).toBe(false);
-    expect(lastUserText(requestsOf(s, 'scribe')[1] as ReceivedRequest)).toBe('[result error: "tool \'write_file\' was not run: a person denied this call: not in this folder"]');
+    expect(lastUserText(requestsOf(s, 'scribe')[1] as ReceivedRequest)).toBe(
+      '[result error: "tool \'write_file\' was not run: a person denied this call: not in this folder"]',
+    );
   });
 
   it('SIGKILL while a call waits: resume, approve, resume → written once', async () => {
@@ -128,7 +139,9 @@ describe('exarch run --approve', () => {
     const resumed = await exarch(['resume', id], { server: s, cwd });
     expect(resumed.code).toBe(0);
     expect(readFileSync(join(cwd, 'notes.md'), 'utf8')).toBe('hello\n');
-    const results = requestsOf(s, 'scribe').flatMap((r) => r.body.messages.flatMap((m) => (typeof m.content === 'string' ? [] : m.content.filter((b) => b.type === 'tool_result'))));
+    const results = requestsOf(s, 'scribe').flatMap((r) =>
+      r.body.messages.flatMap((m) => (typeof m.content === 'string' ? [] : m.content.filter((b) => b.type === 'tool_result'))),
+    );
     expect(new Set(results.map((b) => JSON.stringify(b)))).toEqual(new Set([JSON.stringify(results[0])]));
     expect(s.pairingViolations).toEqual([]);
   });
@@ -184,12 +197,17 @@ describe('exarch run --max-tokens', () => {
     const cwd = workdir();
     const U = 100; // input tokens of every response; output tokens are the server's count of what it streamed
     const worker = (i: number) => [
-      ...[0, 1, 2].map((s) => stream({ toolCalls: [call('list_dir', { path: '.' })], usage: { input_tokens: U } }, { chunkDelayMs: 5 + ((i * 7 + s * 3) % 11) })),
+      ...[0, 1, 2].map((s) =>
+        stream({ toolCalls: [call('list_dir', { path: '.' })], usage: { input_tokens: U } }, { chunkDelayMs: 5 + ((i * 7 + s * 3) % 11) }),
+      ),
       stream({ toolCalls: [call('reply', { result: `done ${i}` })], usage: { input_tokens: U } }),
     ];
     const scripts: Record<string, ReturnType<typeof worker>> = {
       root: [
-        stream({ toolCalls: [...Array.from({ length: 20 }, (_, i) => call('agent', { name: `w${i}`, task: `work ${i}` })), call('wait_for_agents', {})], usage: { input_tokens: U } }),
+        stream({
+          toolCalls: [...Array.from({ length: 20 }, (_, i) => call('agent', { name: `w${i}`, task: `work ${i}` })), call('wait_for_agents', {})],
+          usage: { input_tokens: U },
+        }),
         stream({ text: 'Final answer from what I have.', usage: { input_tokens: U } }),
       ],
     };
@@ -198,7 +216,9 @@ describe('exarch run --max-tokens', () => {
     const run = await exarch(['run', '--max-tokens', '2500', 'Fan out'], { server: s, cwd });
     expect(run.code).toBe(0);
     expect(run.stdout).toBe('Final answer from what I have.\n');
-    expect(run.stderr).toMatch(/^exarch: the budget stopped the run: the tree spent [\d.,k]+ tokens( \(about \$[\d.]+\))?; running sub-agents were cancelled and the root answered in its final turn$/m);
+    expect(run.stderr).toMatch(
+      /^exarch: the budget stopped the run: the tree spent [\d.,k]+ tokens( \(about \$[\d.]+\))?; running sub-agents were cancelled and the root answered in its final turn$/m,
+    );
     // Every response spends at least U tokens, so at most 25 complete before the budget is reached;
     // then at most one request per running sub-agent (20) is in flight, and the root has one final turn.
     expect(s.requests.length).toBeLessThanOrEqual(25 + 20 + 1);
@@ -214,8 +234,18 @@ describe('exarch run --max-tokens', () => {
     const s = await server(
       historyHandler({
         root: [
-          stream({ toolCalls: [call('agent', { name: 'lead', task: 'List forever.', budget: { tokens: 3 * U } }), call('wait_for_agents', {})], usage: { input_tokens: U } }),
-          (r) => stream({ text: `Root heard: ${lastUserText(r).split('\n').filter((l) => l.startsWith('[agent')).join(' ')}`, usage: { input_tokens: U } }),
+          stream({
+            toolCalls: [call('agent', { name: 'lead', task: 'List forever.', budget: { tokens: 3 * U } }), call('wait_for_agents', {})],
+            usage: { input_tokens: U },
+          }),
+          (r) =>
+            stream({
+              text: `Root heard: ${lastUserText(r)
+                .split('\n')
+                .filter((l) => l.startsWith('[agent'))
+                .join(' ')}`,
+              usage: { input_tokens: U },
+            }),
         ],
         lead: Array.from({ length: 10 }, () => stream({ toolCalls: [call('list_dir', { path: '.' })], usage: { input_tokens: U, output_tokens: 0 } })),
       }),

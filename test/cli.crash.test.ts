@@ -153,7 +153,14 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
  * Runs `proc` until `trigger` fires (then SIGKILL) or it ends by itself. `reader` follows the
  * journal; records of this process are those after `fromSeq`.
  */
-async function killWhen(proc: ExarchProcess, trigger: Trigger, reader: JournalReader, fromSeq: number, server: AnthropicTestServer, cwd: string): Promise<{ landed: boolean; run: Awaited<ExarchProcess['closed']> }> {
+async function killWhen(
+  proc: ExarchProcess,
+  trigger: Trigger,
+  reader: JournalReader,
+  fromSeq: number,
+  server: AnthropicTestServer,
+  cwd: string,
+): Promise<{ landed: boolean; run: Awaited<ExarchProcess['closed']> }> {
   let fired = false;
   let firstRecordAt: number | undefined;
   const fire = (delayMs: number): void => {
@@ -181,7 +188,10 @@ async function killWhen(proc: ExarchProcess, trigger: Trigger, reader: JournalRe
       }
       case 'journal': {
         const n = mine.filter(
-          (r) => r.type === trigger.type && (trigger.session === undefined || r.session === trigger.session) && (trigger.contains === undefined || JSON.stringify(r.body).includes(trigger.contains)),
+          (r) =>
+            r.type === trigger.type &&
+            (trigger.session === undefined || r.session === trigger.session) &&
+            (trigger.contains === undefined || JSON.stringify(r.body).includes(trigger.contains)),
         ).length;
         if (n >= trigger.nth) fire(trigger.delayMs);
         return;
@@ -223,7 +233,14 @@ async function crashCase(name: string, triggers: readonly Trigger[]): Promise<Ca
       await sleep(30);
       const { rows } = readStore(cwd);
       const effects = existsSync(join(cwd, EFFECTS)) ? readFileSync(join(cwd, EFFECTS), 'utf8') : '';
-      kills.push({ trigger: describeTrigger(trigger), landed, requestsBefore: server.requests.length, rows, effects, phases: landed ? phasesAt(rows, effects) : [] });
+      kills.push({
+        trigger: describeTrigger(trigger),
+        landed,
+        requestsBefore: server.requests.length,
+        rows,
+        effects,
+        phases: landed ? phasesAt(rows, effects) : [],
+      });
       if (runId === undefined) {
         problems.push(`no run id on stderr of the first process:\n${run.stderr}`);
         return { name, kills, problems, ms: Date.now() - started, unknown: [], rerun: [], lost, reasked: 0 };
@@ -259,7 +276,10 @@ async function crashCase(name: string, triggers: readonly Trigger[]): Promise<Ca
   const steps = server.requests.map((r) => `${r.agent}@${stepOf(r)}`);
   const reasked = steps.length - new Set(steps).size;
   const result = { name, kills, problems, ms: Date.now() - started, unknown, rerun, lost, reasked };
-  if (process.env['CRASH_VERBOSE']) console.log(`${name} (${result.ms} ms): ${result.kills.map((k) => `${k.trigger}${k.landed ? ` → ${k.phases.join('/')}` : ' (missed)'}`).join(' ; ')}; unknown: ${unknown.join(',')}; re-run: ${rerun.join(',')}`);
+  if (process.env['CRASH_VERBOSE'])
+    console.log(
+      `${name} (${result.ms} ms): ${result.kills.map((k) => `${k.trigger}${k.landed ? ` → ${k.phases.join('/')}` : ' (missed)'}`).join(' ; ')}; unknown: ${unknown.join(',')}; re-run: ${rerun.join(',')}`,
+    );
   return result;
 }
 
@@ -286,7 +306,9 @@ function checkRun(cwd: string, server: AnthropicTestServer, kills: readonly Kill
       const before = plainMessages(sorted[i - 1]?.body.messages ?? []);
       const after = plainMessages(sorted[i]?.body.messages ?? []);
       if (JSON.stringify(after.slice(0, before.length)) !== JSON.stringify(before)) {
-        problems.push(`${agent}: request ${sorted[i]?.index} (step ${stepOf(sorted[i]!)}) does not extend request ${sorted[i - 1]?.index} (step ${stepOf(sorted[i - 1]!)})`);
+        problems.push(
+          `${agent}: request ${sorted[i]?.index} (step ${stepOf(sorted[i]!)}) does not extend request ${sorted[i - 1]?.index} (step ${stepOf(sorted[i - 1]!)})`,
+        );
       }
     }
   }
@@ -299,7 +321,8 @@ function checkRun(cwd: string, server: AnthropicTestServer, kills: readonly Kill
       const s = committed.get(request.agent);
       if (s === undefined) continue;
       if (s.phase === 'done') problems.push(`${request.agent} had finished before the kill (${kill.trigger}) but was asked again (request ${request.index})`);
-      else if (stepOf(request) < s.steps) problems.push(`${request.agent}: step ${stepOf(request)} was committed before the kill (${kill.trigger}) and asked again (request ${request.index})`);
+      else if (stepOf(request) < s.steps)
+        problems.push(`${request.agent}: step ${stepOf(request)} was committed before the kill (${kill.trigger}) and asked again (request ${request.index})`);
     }
   }
 
@@ -316,7 +339,8 @@ function checkRun(cwd: string, server: AnthropicTestServer, kills: readonly Kill
       continue;
     }
     const first = results[0]!;
-    if (results.some((r) => r.text !== first.text || r.isError !== first.isError)) problems.push(`${id}: its result changed between requests: ${JSON.stringify([...new Set(results.map((r) => r.text))])}`);
+    if (results.some((r) => r.text !== first.text || r.isError !== first.isError))
+      problems.push(`${id}: its result changed between requests: ${JSON.stringify([...new Set(results.map((r) => r.text))])}`);
     if (!first.isError) {
       if (n !== 1) problems.push(`${id} completed (${JSON.stringify(first.text)}) but ran ${n} times`);
     } else if (!/unknown/.test(first.text)) {
@@ -354,8 +378,10 @@ function checkRun(cwd: string, server: AnthropicTestServer, kills: readonly Kill
     }
     if (row.type === 'outcome') outcomes.set(nameOf(row.session), [...(outcomes.get(nameOf(row.session)) ?? []), String(row.body['outcome'])]);
   }
-  for (const key of ['root ← alpha', 'root ← beta', 'alpha ← gamma']) if (inboxes.get(key) !== 1) problems.push(`journal: ${inboxes.get(key) ?? 0} deliveries ${key}`);
-  for (const child of ['alpha', 'beta', 'gamma']) if (JSON.stringify(outcomes.get(child)) !== '["replied"]') problems.push(`journal: outcomes of ${child}: ${JSON.stringify(outcomes.get(child))}`);
+  for (const key of ['root ← alpha', 'root ← beta', 'alpha ← gamma'])
+    if (inboxes.get(key) !== 1) problems.push(`journal: ${inboxes.get(key) ?? 0} deliveries ${key}`);
+  for (const child of ['alpha', 'beta', 'gamma'])
+    if (JSON.stringify(outcomes.get(child)) !== '["replied"]') problems.push(`journal: outcomes of ${child}: ${JSON.stringify(outcomes.get(child))}`);
   return problems;
 }
 
@@ -378,7 +404,10 @@ function summary(results: readonly CaseResult[]): string {
   const landed = kills.filter((k) => k.landed);
   const phases = new Map<string, number>();
   for (const k of landed) for (const p of k.phases) phases.set(p, (phases.get(p) ?? 0) + 1);
-  const spread = [...phases].sort((a, b) => b[1] - a[1]).map(([p, n]) => `${p} ${n}`).join(', ');
+  const spread = [...phases]
+    .sort((a, b) => b[1] - a[1])
+    .map(([p, n]) => `${p} ${n}`)
+    .join(', ');
   const unknown = results.reduce((n, r) => n + r.unknown.length, 0);
   const lost = results.filter((r) => r.lost).length;
   const reasked = results.reduce((n, r) => n + r.reasked, 0);
@@ -402,11 +431,15 @@ function singleKillTriggers(random: () => number, spanMs: number, requests: numb
   const out: { name: string; trigger: Trigger }[] = [];
   // Time: stratified over the uninterrupted run's span (first to last journal record).
   const times = 8;
-  for (let i = 0; i < times; i += 1) out.push({ name: `time ${i + 1}/${times}`, trigger: { kind: 'time', ms: Math.round(((i + random()) / times) * spanMs * 0.95) } });
+  for (let i = 0; i < times; i += 1)
+    out.push({ name: `time ${i + 1}/${times}`, trigger: { kind: 'time', ms: Math.round(((i + random()) / times) * spanMs * 0.95) } });
   // Requests: stratified over the requests of the uninterrupted run; the kill lands while that stream runs (or just after).
   const byRequest = 8;
   for (let i = 0; i < byRequest; i += 1) {
-    out.push({ name: `request ${i + 1}/${byRequest}`, trigger: { kind: 'request', nth: 1 + Math.floor(((i + random()) / byRequest) * requests), delayMs: between(0, 120) } });
+    out.push({
+      name: `request ${i + 1}/${byRequest}`,
+      trigger: { kind: 'request', nth: 1 + Math.floor(((i + random()) / byRequest) * requests), delayMs: between(0, 120) },
+    });
   }
   // Shell commands running (the slow ones sleep 0.4 s and 0.5 s): mid-batch.
   out.push({ name: 'alpha slow shell', trigger: { kind: 'effect', marker: SHELL_CALLS.alpha, delayMs: between(0, 150) } });
@@ -431,7 +464,10 @@ function singleKillTriggers(random: () => number, spanMs: number, requests: numb
   journal('root rests, children running', 'root', 'usage', 2, 0, 200);
   journal('root final stream', 'root', 'message', 5, 0, 150);
   // After the final response: the run is settled but the process has not printed or exited yet.
-  out.push({ name: 'final answer journaled', trigger: { kind: 'journal', session: 'root', type: 'message', contains: 'Tree report', nth: 1, delayMs: between(0, 5) } });
+  out.push({
+    name: 'final answer journaled',
+    trigger: { kind: 'journal', session: 'root', type: 'message', contains: 'Tree report', nth: 1, delayMs: between(0, 5) },
+  });
   journal('root stopped (last journal record)', 'root', 'stopped', 1, 0, 0);
   return out;
 }
@@ -484,7 +520,9 @@ describe('exarch run survives SIGKILL anywhere: resumed, it ends as the uninterr
     expect(run.code, run.stderr).toBe(0);
     const { rows } = readStore(cwd);
     const spanMs = (rows.at(-1)?.ts ?? 0) - (rows[0]?.ts ?? 0);
-    expect(run.stdout).toBe("Tree report\nalpha (1 report) replied: alpha heard gamma (1 report) replied: gamma stamped twice\nbeta (1 report) replied: beta stamped\n");
+    expect(run.stdout).toBe(
+      'Tree report\nalpha (1 report) replied: alpha heard gamma (1 report) replied: gamma stamped twice\nbeta (1 report) replied: beta stamped\n',
+    );
     baseline = { stdout: run.stdout, spanMs, requests: server.requests.length };
     expect(checkRun(cwd, server, [], run.stdout)).toEqual([]);
     expect([...effectCounts(cwd).values()]).toEqual([1, 1, 1, 1]);
@@ -495,13 +533,27 @@ describe('exarch run survives SIGKILL anywhere: resumed, it ends as the uninterr
     const random = mulberry32(SEED);
     const cases = singleKillTriggers(random, baseline.spanMs, baseline.requests);
     const started = Date.now();
-    const results = await pool(cases.map(({ name, trigger }) => () => crashCase(name, [trigger])));
+    const results = await pool(
+      cases.map(
+        ({ name, trigger }) =>
+          () =>
+            crashCase(name, [trigger]),
+      ),
+    );
     console.log(`crash (seed ${SEED}), single kills, ${Math.round((Date.now() - started) / 1000)} s: ${summary(results)}`);
     expect(failures(results)).toEqual([]);
     const landed = results.flatMap((r) => r.kills).filter((k) => k.landed);
     expect(landed.length).toBeGreaterThanOrEqual(30);
     // The kills reached every kind of point the test is about.
-    for (const phase of ['streaming', 'batch open', 'shell call in flight', 'idempotent call in flight', 'delivered, not yet seen', 'nudged', 'resting, children running']) {
+    for (const phase of [
+      'streaming',
+      'batch open',
+      'shell call in flight',
+      'idempotent call in flight',
+      'delivered, not yet seen',
+      'nudged',
+      'resting, children running',
+    ]) {
       expect(landed.filter((k) => k.phases.includes(phase)).length, phase).toBeGreaterThan(0);
     }
     // Hang guards, not speed checks: under load (CI, two suites at once) these took 240 s and more.
@@ -512,7 +564,13 @@ describe('exarch run survives SIGKILL anywhere: resumed, it ends as the uninterr
     const random = mulberry32(SEED + 1);
     const chains = chainTriggers(random, baseline.spanMs);
     const started = Date.now();
-    const results = await pool(chains.map(({ name, triggers }) => () => crashCase(name, triggers)));
+    const results = await pool(
+      chains.map(
+        ({ name, triggers }) =>
+          () =>
+            crashCase(name, triggers),
+      ),
+    );
     console.log(`crash (seed ${SEED}), repeated kills, ${Math.round((Date.now() - started) / 1000)} s: ${summary(results)}`);
     expect(failures(results)).toEqual([]);
     expect(results.filter((r) => r.kills.filter((k) => k.landed).length >= 2).length).toBeGreaterThanOrEqual(4);
@@ -546,7 +604,13 @@ describe('exarch run survives SIGKILL anywhere: resumed, it ends as the uninterr
       const run = await proc.closed;
       clearInterval(poll);
       reader.close();
-      if (run.signal === 'SIGKILL' && run.stdout === '' && readStore(cwd).status === 'running' && readStore(cwd).rows.some((r) => r.session === 'root' && r.type === 'usage')) id = runIdIn(run.stderr);
+      if (
+        run.signal === 'SIGKILL' &&
+        run.stdout === '' &&
+        readStore(cwd).status === 'running' &&
+        readStore(cwd).rows.some((r) => r.session === 'root' && r.type === 'usage')
+      )
+        id = runIdIn(run.stderr);
     }
     if (id === undefined) {
       // No kill landed in the window: make the state it leaves from a finished run.
@@ -556,12 +620,20 @@ describe('exarch run survives SIGKILL anywhere: resumed, it ends as the uninterr
       id = runIdIn(run.stderr) ?? '';
       const dead = spawnSync(process.execPath, ['-e', '']).pid;
       const db = new Database(storeFile(cwd));
-      db.prepare("UPDATE runs SET status = 'running', owner_host = ?, owner_pid = ?, owner_token = 'killed', lease_until = ?, ended_at = NULL WHERE id = ?").run(hostname(), dead, Date.now() + 30_000, id);
+      db.prepare(
+        "UPDATE runs SET status = 'running', owner_host = ?, owner_pid = ?, owner_token = 'killed', lease_until = ?, ended_at = NULL WHERE id = ?",
+      ).run(hostname(), dead, Date.now() + 30_000, id);
       // Take the `stopped` records out of the bursts that hold them (a burst is a JSON array of [session, ts, record]).
       for (const burst of db.prepare('SELECT seq, records FROM bursts WHERE run_id = ?').all(id) as { seq: number; records: string }[]) {
         const kept = (JSON.parse(burst.records) as [string, number, { type: string }][]).filter(([, , record]) => record.type !== 'stopped');
         if (kept.length === 0) db.prepare('DELETE FROM bursts WHERE run_id = ? AND seq = ?').run(id, burst.seq);
-        else db.prepare('UPDATE bursts SET records = ?, last = ? WHERE run_id = ? AND seq = ?').run(JSON.stringify(kept), burst.seq + kept.length - 1, id, burst.seq);
+        else
+          db.prepare('UPDATE bursts SET records = ?, last = ? WHERE run_id = ? AND seq = ?').run(
+            JSON.stringify(kept),
+            burst.seq + kept.length - 1,
+            id,
+            burst.seq,
+          );
       }
       db.close();
     }

@@ -86,7 +86,10 @@ function delegatingScripts(slowMs: number): Parameters<typeof historyHandler>[0]
 async function startShellWorker(cwd: string) {
   const server = await serveByHistory({
     root: [stream({ toolCalls: [call('agent', { name: 'worker', task: 'Build it.' })] }), stream({ text: 'Waiting for worker.' }), echo],
-    worker: [stream({ toolCalls: [call('run_shell', { command: 'echo started >> effects.txt; sleep 30' })] }), (r) => stream({ toolCalls: [call('reply', { result: lastUserText(r) })] })],
+    worker: [
+      stream({ toolCalls: [call('run_shell', { command: 'echo started >> effects.txt; sleep 30' })] }),
+      (r) => stream({ toolCalls: [call('reply', { result: lastUserText(r) })] }),
+    ],
   });
   const first = startExarch(['run', '--allow-shell', 'Build'], server, cwd);
   await until(() => existsSync(join(cwd, 'effects.txt')), 'the shell command to start');
@@ -196,7 +199,7 @@ describe('durable runs from the command line', () => {
     writeFileSync(text, 'these are my notes, not a database\n'.repeat(200));
     const other = join(cwd, 'other.db');
     const foreign = new Database(other);
-    foreign.exec('CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO customers (name) VALUES (\'Ada\');');
+    foreign.exec("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO customers (name) VALUES ('Ada');");
     foreign.close();
     const newer = join(cwd, 'newer.db');
     const good = await exarch(['run', '--store', newer, 'go'], { server: await serveByHistory({ root: [stream({ text: 'ok' })] }), cwd });
@@ -206,7 +209,11 @@ describe('durable runs from the command line', () => {
     bump.close();
     for (const file of [text, other, newer]) {
       const before = sha(file);
-      for (const args of [['run', '--store', file, 'go'], ['runs', '--store', file], ['resume', '01ARZ3NDEKTSV4RRFFQ69G5FAV', '--store', file]]) {
+      for (const args of [
+        ['run', '--store', file, 'go'],
+        ['runs', '--store', file],
+        ['resume', '01ARZ3NDEKTSV4RRFFQ69G5FAV', '--store', file],
+      ]) {
         const run = await exarch(args, { server, cwd });
         expect(run.code, `${args.join(' ')}: ${run.stderr}`).toBe(1);
         const lines = run.stderr.trim().split('\n');
@@ -229,7 +236,7 @@ describe('durable runs from the command line', () => {
     const resumed = await exarch(['resume', id], { server, cwd });
     expect(resumed.code).toBe(0);
     // The worker was asked again with its shell call answered `cancelled`, and replied with what it saw.
-    expect(resumed.stdout).toBe("Heard:\n[agent 'worker' replied]\n[result error: \"cancelled\"]\n");
+    expect(resumed.stdout).toBe('Heard:\n[agent \'worker\' replied]\n[result error: "cancelled"]\n');
     expect(readFileSync(join(cwd, 'effects.txt'), 'utf8')).toBe('started\n');
     expect(server.pairingViolations).toEqual([]);
   });
@@ -241,7 +248,9 @@ describe('durable runs from the command line', () => {
     const id = runIdOf(await first.closed);
     const resumed = await exarch(['resume', id], { server, cwd });
     expect(resumed.code).toBe(0);
-    expect(resumed.stdout).toMatch(/^Heard:\n\[agent 'worker' replied\]\n\[result error: "tool 'run_shell' was running when the process stopped, so its effect is unknown[^"]*"\]\n$/);
+    expect(resumed.stdout).toMatch(
+      /^Heard:\n\[agent 'worker' replied\]\n\[result error: "tool 'run_shell' was running when the process stopped, so its effect is unknown[^"]*"\]\n$/,
+    );
     expect(readFileSync(join(cwd, 'effects.txt'), 'utf8')).toBe('started\n');
     expect(server.pairingViolations).toEqual([]);
   });

@@ -18,7 +18,10 @@ const stdioFlag = (mode = 'normal'): string => `${quote(process.execPath)} ${quo
 describe('exarch run --mcp', () => {
   it('offers a stdio server’s tools to the agents, says so on stderr, and leaves no server process behind', async () => {
     const server = await serve({
-      root: [stream({ toolCalls: [call('mcp__test_server__echo', { text: 'from the cli' }), call('mcp__test_server__pid', {})] }), (request) => stream({ text: `Heard:\n${lastUserText(request)}` })],
+      root: [
+        stream({ toolCalls: [call('mcp__test_server__echo', { text: 'from the cli' }), call('mcp__test_server__pid', {})] }),
+        (request) => stream({ text: `Heard:\n${lastUserText(request)}` }),
+      ],
     });
     const run = await exarch(['run', '--no-store', '--mcp', stdioFlag(), 'use the server'], { server });
     expect(run.stderr).not.toMatch(/failed|Error/);
@@ -45,7 +48,9 @@ describe('exarch run --mcp', () => {
         if (match?.[1]) resolve(match[1]);
       });
     });
-    const server = await serve({ root: [stream({ toolCalls: [call('mcp__test_server__add', { a: 20, b: 22 })] }), (request) => stream({ text: lastUserText(request) })] });
+    const server = await serve({
+      root: [stream({ toolCalls: [call('mcp__test_server__add', { a: 20, b: 22 })] }), (request) => stream({ text: lastUserText(request) })],
+    });
     const run = await exarch(['run', '--mcp', `http://127.0.0.1:${port}/mcp`, 'add'], { server });
     expect(run.code).toBe(0);
     expect(run.stdout).toBe('[result ok: "{\\n  \\"sum\\": 42\\n}"]\n');
@@ -54,7 +59,11 @@ describe('exarch run --mcp', () => {
   it('a run interrupted while a server call hangs is resumed with the same server, started again', async () => {
     const cwd = workdir();
     const server = await serve({
-      root: [stream({ toolCalls: [call('mcp__test_server__hang', {})] }), stream({ toolCalls: [call('mcp__test_server__echo', { text: 'after the resume' })] }), (request) => stream({ text: lastUserText(request) })],
+      root: [
+        stream({ toolCalls: [call('mcp__test_server__hang', {})] }),
+        stream({ toolCalls: [call('mcp__test_server__echo', { text: 'after the resume' })] }),
+        (request) => stream({ text: lastUserText(request) }),
+      ],
     });
     const first = await exarch(['run', '--mcp', stdioFlag(), 'hang'], { server, cwd, whenRequests: { count: 1, then: (child) => child.kill('SIGINT') } });
     expect(first.code).toBe(130);
@@ -76,10 +85,19 @@ describe('exarch run --mcp', () => {
 
   it("a declared agent's profile may name the servers' tools; a name no server offers is one line", async () => {
     const cwd = workdir();
-    writeFileSync(join(cwd, 'exarch.config.json'), JSON.stringify({ agents: { echoer: { description: 'Echoes through the server.', tools: ['mcp__test_server__echo'] } } }));
+    writeFileSync(
+      join(cwd, 'exarch.config.json'),
+      JSON.stringify({ agents: { echoer: { description: 'Echoes through the server.', tools: ['mcp__test_server__echo'] } } }),
+    );
     const server = await serve({
-      root: [stream({ toolCalls: [call('agent', { name: 'e', type: 'echoer', task: 'Echo hi.' }), call('wait_for_agents', {})] }), (request) => stream({ text: lastUserText(request) })],
-      e: [stream({ toolCalls: [call('mcp__test_server__echo', { text: 'hi' })] }), (request) => stream({ toolCalls: [call('reply', { result: lastUserText(request) })] })],
+      root: [
+        stream({ toolCalls: [call('agent', { name: 'e', type: 'echoer', task: 'Echo hi.' }), call('wait_for_agents', {})] }),
+        (request) => stream({ text: lastUserText(request) }),
+      ],
+      e: [
+        stream({ toolCalls: [call('mcp__test_server__echo', { text: 'hi' })] }),
+        (request) => stream({ toolCalls: [call('reply', { result: lastUserText(request) })] }),
+      ],
     });
     const run = await exarch(['run', '--no-store', '--mcp', stdioFlag(), 'echo'], { server, cwd });
     expect(run.code, run.stderr).toBe(0);
@@ -93,7 +111,9 @@ describe('exarch run --mcp', () => {
     const unknown = await exarch(['run', '--mcp', stdioFlag(), 'echo'], { server, cwd });
     expect(unknown.code).toBe(1);
     const lines = unknown.stderr.trimEnd().split('\n');
-    expect(lines.at(-1)).toMatch(/^exarch: exarch\.config\.json: agents\.echoer\.tools lists 'mcp__test_server__nope', which is not one of the run's tools \(.*mcp__test_server__echo.*\); --allow-write, --allow-shell and --mcp offer more$/);
+    expect(lines.at(-1)).toMatch(
+      /^exarch: exarch\.config\.json: agents\.echoer\.tools lists 'mcp__test_server__nope', which is not one of the run's tools \(.*mcp__test_server__echo.*\); --allow-write, --allow-shell and --mcp offer more$/,
+    );
     // Only the server's own line came before it; the server was closed and the model never asked.
     expect(lines.slice(0, -1).every((line) => line.startsWith("exarch: MCP server 'test_server'") || line.startsWith('exarch: MCP tool '))).toBe(true);
     expect(server.requests).toHaveLength(asked);

@@ -58,7 +58,9 @@ async function collector(): Promise<{ url: string; spans: Received[]; posts: { p
   const server = createServer((req, res) => {
     void read(req).then((text) => {
       posts.push({ path: req.url ?? '', contentType: req.headers['content-type'] });
-      const body = JSON.parse(text) as { resourceSpans?: { resource?: { attributes?: { key: string; value: AnyValue }[] }; scopeSpans?: { spans?: OtlpSpan[] }[] }[] };
+      const body = JSON.parse(text) as {
+        resourceSpans?: { resource?: { attributes?: { key: string; value: AnyValue }[] }; scopeSpans?: { spans?: OtlpSpan[] }[] }[];
+      };
       for (const resource of body.resourceSpans ?? []) {
         const service = resource.resource?.attributes?.find((a) => a.key === 'service.name');
         if (service) serviceNames.push(String(attributeValue(service.value)));
@@ -96,15 +98,31 @@ async function closedPort(): Promise<number> {
 
 const threeLevels = {
   root: [
-    stream({ toolCalls: [{ id: 'toolu_root_spawn', name: 'agent', input: { name: 'researcher', task: 'Find the cause.' } }, { id: 'toolu_root_wait', name: 'wait_for_agents', input: {} }], usage: { input_tokens: 100, output_tokens: 30, cache_read_input_tokens: 400, cache_creation_input_tokens: 20 } }),
+    stream({
+      toolCalls: [
+        { id: 'toolu_root_spawn', name: 'agent', input: { name: 'researcher', task: 'Find the cause.' } },
+        { id: 'toolu_root_wait', name: 'wait_for_agents', input: {} },
+      ],
+      usage: { input_tokens: 100, output_tokens: 30, cache_read_input_tokens: 400, cache_creation_input_tokens: 20 },
+    }),
     stream({ text: 'The cause is the cookie.' }),
   ],
   researcher: [
-    stream({ toolCalls: [{ id: 'toolu_res_spawn', name: 'agent', input: { name: 'reader', task: 'Read notes.md' } }, { id: 'toolu_res_wait', name: 'wait_for_agents', input: {} }] }),
+    stream({
+      toolCalls: [
+        { id: 'toolu_res_spawn', name: 'agent', input: { name: 'reader', task: 'Read notes.md' } },
+        { id: 'toolu_res_wait', name: 'wait_for_agents', input: {} },
+      ],
+    }),
     stream({ toolCalls: [{ id: 'toolu_res_reply', name: 'reply', input: { result: 'the cookie' } }] }),
   ],
   reader: [
-    stream({ toolCalls: [{ id: 'toolu_read_ok', name: 'read_file', input: { path: 'notes.md' } }, { id: 'toolu_read_missing', name: 'read_file', input: { path: 'missing.md' } }] }),
+    stream({
+      toolCalls: [
+        { id: 'toolu_read_ok', name: 'read_file', input: { path: 'notes.md' } },
+        { id: 'toolu_read_missing', name: 'read_file', input: { path: 'missing.md' } },
+      ],
+    }),
     stream({ toolCalls: [call('reply', { result: 'notes.md: cookie' })] }),
   ],
 };
@@ -115,7 +133,11 @@ describe('exarch run --otel', () => {
     writeFileSync(join(cwd, 'notes.md'), 'the session cookie is not renewed\n');
     const server = await serve(threeLevels);
     const otlp = await collector();
-    const run = await exarch(['run', '--otel', 'Why do logins fail?'], { server, cwd, env: { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_SERVICE_NAME: 'login-triage' } });
+    const run = await exarch(['run', '--otel', 'Why do logins fail?'], {
+      server,
+      cwd,
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_SERVICE_NAME: 'login-triage' },
+    });
     expect(run.code).toBe(0);
     expect(run.stdout).toBe('The cause is the cookie.\n');
     expect(otlp.posts.every((p) => p.path === '/v1/traces' && p.contentType === 'application/json')).toBe(true);
@@ -203,7 +225,10 @@ describe('exarch run --otel', () => {
     const bad = await exarch(['run', '--otel', 'go'], { server, env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'localhost 4318' } });
     expect(bad.code).toBe(1);
     expect(bad.stderr).toBe("exarch: OTEL_EXPORTER_OTLP_ENDPOINT is not a URL: 'localhost 4318' (e.g. http://localhost:4318)\n");
-    const grpc = await exarch(['run', '--otel', 'go'], { server, env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4317', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' } });
+    const grpc = await exarch(['run', '--otel', 'go'], {
+      server,
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4317', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' },
+    });
     expect(grpc.code).toBe(1);
     expect(grpc.stderr).toMatch(/^exarch: --otel sends OTLP over HTTP; OTEL_EXPORTER_OTLP_PROTOCOL=grpc is not supported/);
     expect(server.requests).toHaveLength(0);
@@ -214,7 +239,11 @@ describe('exarch run --otel', () => {
     const cwd = workdir();
     writeFileSync(join(cwd, 'notes.md'), 'x\n');
     const port = await closedPort();
-    const run = await exarch(['run', '--otel', 'go'], { server, cwd, env: { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`, OTEL_EXPORTER_OTLP_TIMEOUT: '1000' } });
+    const run = await exarch(['run', '--otel', 'go'], {
+      server,
+      cwd,
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`, OTEL_EXPORTER_OTLP_TIMEOUT: '1000' },
+    });
     expect(run.code).toBe(0);
     expect(run.stdout).toBe('The cause is the cookie.\n');
     const lines = run.stderr.split('\n').filter((l) => l.includes('--otel'));

@@ -27,7 +27,10 @@ const echo = (request: ReceivedRequest): ServerPlan => stream({ text: `Heard:\n$
 function delegatingScripts(slowMs: number): Parameters<typeof historyHandler>[0] {
   return {
     root: [stream({ toolCalls: [call('agent', { name: 'worker', task: 'List the files.' })] }), stream({ text: 'Waiting for worker.' }), echo],
-    worker: [stream({ toolCalls: [call('list_dir', { path: '.' })] }, { chunkDelayMs: slowMs }), stream({ toolCalls: [call('reply', { result: 'two files' })] })],
+    worker: [
+      stream({ toolCalls: [call('list_dir', { path: '.' })] }, { chunkDelayMs: slowMs }),
+      stream({ toolCalls: [call('reply', { result: 'two files' })] }),
+    ],
   };
 }
 
@@ -64,7 +67,9 @@ function startWorker(db: string, model: AnthropicTestServer, cwd: string, extra:
   });
   let stderr = '';
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('close', (code, signal) => resolve({ code, signal })));
+  const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('close', (code, signal) => resolve({ code, signal })),
+  );
   onCleanup(async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await closed;
@@ -84,10 +89,17 @@ async function readyWorker(db: string, model: AnthropicTestServer, cwd: string, 
 
 /** The root's last assistant text, read from the journal with SQL. */
 async function rootAnswer(db: string, id: string): Promise<string> {
-  const rows = await query<{ body: string }>(db, `SELECT body FROM exarch.journal WHERE run_id = '${id}' AND session = 'root' AND type = 'message' ORDER BY seq DESC`);
+  const rows = await query<{ body: string }>(
+    db,
+    `SELECT body FROM exarch.journal WHERE run_id = '${id}' AND session = 'root' AND type = 'message' ORDER BY seq DESC`,
+  );
   for (const { body } of rows) {
     const message = JSON.parse(body) as { role: string; content: { type: string; text?: string }[] };
-    if (message.role === 'assistant') return message.content.filter((b) => b.type === 'text').map((b) => b.text).join('');
+    if (message.role === 'assistant')
+      return message.content
+        .filter((b) => b.type === 'text')
+        .map((b) => b.text)
+        .join('');
   }
   return '';
 }
@@ -129,18 +141,30 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
     expect(run.stdout).toBe("Heard:\n[agent 'worker' replied]\ntwo files\n");
     const id = runIdOf(run);
     // The progress lines a run here prints, read from the journal as the worker wrote it.
-    expect(progressOf(run.stderr).get('root/worker')).toEqual(['readyForUser step 0', 'streaming step 1', 'dispatchingBatch step 1', 'streaming step 2', 'dispatchingBatch step 2', 'replied step 2']);
+    expect(progressOf(run.stderr).get('root/worker')).toEqual([
+      'readyForUser step 0',
+      'streaming step 1',
+      'dispatchingBatch step 1',
+      'streaming step 2',
+      'dispatchingBatch step 2',
+      'replied step 2',
+    ]);
     expect(run.stderr).toMatch(/^exarch: 2 agents \(sub-agents: 1 replied\), 5 model requests, .* · logs: .*\(on the workers\)$/m);
     expect(existsSync(join(cwd, '.exarch', 'exarch.db'))).toBe(false);
     expect(await query(db, 'SELECT id, status, cwd FROM exarch.runs')).toEqual([{ id, status: 'done', cwd }]);
-    const dump = await query<{ text: string }>(db, "SELECT (SELECT string_agg(r::text, '|') FROM exarch.runs AS r) || (SELECT string_agg(j::text, '|') FROM exarch.journal AS j) AS text");
+    const dump = await query<{ text: string }>(
+      db,
+      "SELECT (SELECT string_agg(r::text, '|') FROM exarch.runs AS r) || (SELECT string_agg(j::text, '|') FROM exarch.journal AS j) AS text",
+    );
     expect(dump[0]?.text).toContain('two files');
     expect(dump[0]?.text).not.toContain('test-key');
     expect(worker.stderr()).toContain(`exarch worker: run ${id} done`);
 
     const listed = await exarch(['runs', '--db', db], { cwd });
     expect(listed.code, listed.stderr).toBe(0);
-    expect(listed.stdout.trim().split('\n')[1]).toMatch(new RegExp(`^${id}\\s+\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d\\s+done\\s+2\\s+5\\s+\\$\\d+\\.\\d+\\s+Survey the$`));
+    expect(listed.stdout.trim().split('\n')[1]).toMatch(
+      new RegExp(`^${id}\\s+\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d\\s+done\\s+2\\s+5\\s+\\$\\d+\\.\\d+\\s+Survey the$`),
+    );
 
     const viewed = await exarch(['view', id, '--db', db], { cwd });
     expect(viewed.code, viewed.stderr).toBe(0);
@@ -205,7 +229,10 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
     const cwd = workdir();
     writeFileSync(join(cwd, 'a.txt'), 'a');
     const model = await serveByHistory({
-      root: [stream({ toolCalls: [call('agent', { name: 'a', task: 'List.' }), call('agent', { name: 'b', task: 'Say b.' }), call('wait_for_agents', {})] }), echo],
+      root: [
+        stream({ toolCalls: [call('agent', { name: 'a', task: 'List.' }), call('agent', { name: 'b', task: 'Say b.' }), call('wait_for_agents', {})] }),
+        echo,
+      ],
       a: [stream({ toolCalls: [call('list_dir', { path: '.' })] }), stream({ toolCalls: [call('reply', { result: 'a listed' })] })],
       b: [stream({ toolCalls: [call('reply', { result: 'b said' })] })],
     });
@@ -224,16 +251,30 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
     expect(summary(there.stderr)).toBe(summary(here.stderr));
   });
 
-  it('a worker runs the run as recorded: --approve stops it waiting, approve --db queues it, MCP servers and declared agents naming their tools', { timeout: 180_000 }, async () => {
+  it('a worker runs the run as recorded: --approve stops it waiting, approve --db queues it, MCP servers and declared agents naming their tools', {
+    timeout: 180_000,
+  }, async () => {
     const db = await postgres.server().createDatabase();
     const cwd = workdir();
-    writeFileSync(join(cwd, 'exarch.config.json'), JSON.stringify({ agents: { prober: { description: 'Asks the server for its pid.', tools: ['mcp__test_server__pid'] } } }));
+    writeFileSync(
+      join(cwd, 'exarch.config.json'),
+      JSON.stringify({ agents: { prober: { description: 'Asks the server for its pid.', tools: ['mcp__test_server__pid'] } } }),
+    );
     const model = await serveByHistory({
       root: [
-        stream({ toolCalls: [call('agent', { name: 'p', type: 'prober', task: 'Ask the pid.' }), call('write_file', { path: 'notes.md', content: 'hello\n' }), call('wait_for_agents', {})] }),
+        stream({
+          toolCalls: [
+            call('agent', { name: 'p', type: 'prober', task: 'Ask the pid.' }),
+            call('write_file', { path: 'notes.md', content: 'hello\n' }),
+            call('wait_for_agents', {}),
+          ],
+        }),
         (request) => stream({ text: `Root heard:\n${lastUserText(request)}` }),
       ],
-      p: [stream({ toolCalls: [call('mcp__test_server__pid', {})] }), (request) => stream({ toolCalls: [call('reply', { result: `server ${lastUserText(request)}` })] })],
+      p: [
+        stream({ toolCalls: [call('mcp__test_server__pid', {})] }),
+        (request) => stream({ toolCalls: [call('reply', { result: `server ${lastUserText(request)}` })] }),
+      ],
     });
     const worker = await readyWorker(db, model, cwd);
     // A word the server ignores, to find its processes by.
@@ -247,7 +288,9 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
     const callId = /^ {2}(toolu_\S+) {2}write_file {2}by root {2}/m.exec(first.stderr)?.[1] ?? '';
     expect(callId).toMatch(/^toolu_/);
     expect(first.stderr).toContain(`exarch approve ${id} ${callId} --db ${db}`);
-    expect(first.stderr).toContain(`exarch: once every call is answered, a worker continues the run (or continue it here with: exarch resume ${id} --db ${db})`);
+    expect(first.stderr).toContain(
+      `exarch: once every call is answered, a worker continues the run (or continue it here with: exarch resume ${id} --db ${db})`,
+    );
     expect(first.stdout).toBe('');
     expect(await statusOf(db, id)).toBe('waiting');
     expect(worker.stderr()).toContain(`exarch worker: run ${id} waiting`);
@@ -260,7 +303,9 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
 
     const approved = await exarch(['approve', id, callId, '--db', db], { cwd });
     expect(approved.code, approved.stderr).toBe(0);
-    expect(approved.stderr.trim()).toBe(`exarch: write_file call ${callId} of root approved; no call of the run waits any more: it is queued for the workers (or continue it here: exarch resume ${id} --db ${db})`);
+    expect(approved.stderr.trim()).toBe(
+      `exarch: write_file call ${callId} of root approved; no call of the run waits any more: it is queued for the workers (or continue it here: exarch resume ${id} --db ${db})`,
+    );
     await eventually(async () => (await statusOf(db, id)) === 'done', 'the worker to continue the run', 60_000, worker.stderr);
     expect(readFileSync(join(cwd, 'notes.md'), 'utf8')).toBe('hello\n');
     const answer = await rootAnswer(db, id);
@@ -283,7 +328,9 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
     await readyWorker(db, model, cwd);
     const run = await exarch(['run', '--db', db, '--max-tokens', '1', 'Loop'], { server: model, cwd });
     expect(run.code, run.stderr).toBe(3);
-    expect(run.stderr).toMatch(/^exarch: the budget stopped the run: the tree spent [\d.k]+ tokens( \(about \$[\d.]+\))?; running sub-agents were cancelled and the root could not answer in its final turn$/m);
+    expect(run.stderr).toMatch(
+      /^exarch: the budget stopped the run: the tree spent [\d.k]+ tokens( \(about \$[\d.]+\))?; running sub-agents were cancelled and the root could not answer in its final turn$/m,
+    );
     // One request crossed the budget, one final turn was given.
     expect(model.requests.filter((r) => r.agent === 'root')).toHaveLength(2);
     expect(await statusOf(db, runIdOf(run))).toBe('capped');

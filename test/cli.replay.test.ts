@@ -10,27 +10,44 @@ import { echo, researchScripts } from './support/researchTree.js';
  * recorded run itself: its stdout and its trace (`--trace`), times aside.
  */
 
-
 /** root → researcher → reader (a file read and a listing), each parent waiting for its child: one order of events only. */
 const sequential = {
   root: [
-    stream({ text: 'Delegating.', toolCalls: [{ name: 'agent', input: { name: 'researcher', task: 'Find the cause.' } }, { name: 'wait_for_agents', input: {} }] }),
+    stream({
+      text: 'Delegating.',
+      toolCalls: [
+        { name: 'agent', input: { name: 'researcher', task: 'Find the cause.' } },
+        { name: 'wait_for_agents', input: {} },
+      ],
+    }),
     echo,
   ],
-  ...researchScripts([{ name: 'read_file', input: { path: 'notes.md' } }, { name: 'list_dir', input: { path: 'docs' } }]),
+  ...researchScripts([
+    { name: 'read_file', input: { path: 'notes.md' } },
+    { name: 'list_dir', input: { path: 'docs' } },
+  ]),
 };
 
 /** The same tree, and two more children of the root that finish at different speeds while it runs. */
 const concurrent = {
   root: [
-    stream({ toolCalls: [{ name: 'agent', input: { name: 'researcher', task: 'Find the cause.' } }, { name: 'agent', input: { name: 'slow', task: 's' } }, { name: 'agent', input: { name: 'quick', task: 'q' } }] }),
+    stream({
+      toolCalls: [
+        { name: 'agent', input: { name: 'researcher', task: 'Find the cause.' } },
+        { name: 'agent', input: { name: 'slow', task: 's' } },
+        { name: 'agent', input: { name: 'quick', task: 'q' } },
+      ],
+    }),
     stream({ text: 'Waiting.' }),
     echo,
     echo,
     echo,
     echo,
   ],
-  ...researchScripts([{ name: 'read_file', input: { path: 'notes.md' } }, { name: 'list_dir', input: { path: 'docs' } }]),
+  ...researchScripts([
+    { name: 'read_file', input: { path: 'notes.md' } },
+    { name: 'list_dir', input: { path: 'docs' } },
+  ]),
   slow: [stream({ toolCalls: [{ name: 'reply', input: { result: 'slow done' } }], chunkSize: 2 }, { chunkDelayMs: 15 })],
   quick: [stream({ toolCalls: [{ name: 'reply', input: { result: 'quick done' } }] })],
 };
@@ -58,7 +75,11 @@ async function recordRun(scripts: Parameters<typeof serve>[0] = concurrent) {
   mkdirSync(join(cwd, 'docs'));
   writeFileSync(join(cwd, 'docs', 'auth.md'), 'sessions\n');
   const server = await serve(scripts);
-  const run = await exarch(['run', '--record', 'run.recording.jsonl', '--trace', 'recorded.jsonl', 'Why do logins fail?'], { server, cwd, env: { ANTHROPIC_API_KEY: KEY, DEPLOY_TOKEN: TOKEN } });
+  const run = await exarch(['run', '--record', 'run.recording.jsonl', '--trace', 'recorded.jsonl', 'Why do logins fail?'], {
+    server,
+    cwd,
+    env: { ANTHROPIC_API_KEY: KEY, DEPLOY_TOKEN: TOKEN },
+  });
   await server.close();
   return { cwd, run, requests: server.requests };
 }
@@ -107,7 +128,9 @@ describe('exarch run --record / --replay', () => {
     const other = await replay(cwd, [], 'Why do logouts fail?');
     expect(other.code).toBe(1);
     expect(other.stdout).toBe('');
-    expect(other.stderr.split('\n').filter((line) => line.includes('recording'))).toEqual(['exarch: the request differs from the recording at messages[0].content[0].text (agent root, request 1)']);
+    expect(other.stderr.split('\n').filter((line) => line.includes('recording'))).toEqual([
+      'exarch: the request differs from the recording at messages[0].content[0].text (agent root, request 1)',
+    ]);
 
     // The reader's first answer, edited in the file: its next request no longer holds what was recorded.
     const file = join(cwd, 'run.recording.jsonl');

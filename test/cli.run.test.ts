@@ -11,7 +11,9 @@ import { call, echoInbox, exarch, lastUserText, readJsonl, serve, stream, workdi
 
 describe('exarch run', () => {
   it('prints only the root’s final answer on stdout, progress and a summary on stderr, and exits 0', async () => {
-    const server = await serve({ root: [stream({ text: 'The answer is 42.', usage: { input_tokens: 1000, output_tokens: 20, cache_read_input_tokens: 800 } })] });
+    const server = await serve({
+      root: [stream({ text: 'The answer is 42.', usage: { input_tokens: 1000, output_tokens: 20, cache_read_input_tokens: 800 } })],
+    });
     const run = await exarch(['run', 'What is the answer?'], { server });
     expect(run.code).toBe(0);
     expect(run.stdout).toBe('The answer is 42.\n');
@@ -24,14 +26,21 @@ describe('exarch run', () => {
   it('the reply contract: a sub-agent’s reply reaches the root verbatim, its prose does not', async () => {
     const brief = '# Testing setup\n\n- vitest for unit tests\n- playwright for e2e';
     const server = await serve({
-      root: [stream({ toolCalls: [call('agent', { name: 'explorer', task: 'Map the testing setup.' })] }), stream({ text: 'Waiting for explorer.' }), echoInbox],
+      root: [
+        stream({ toolCalls: [call('agent', { name: 'explorer', task: 'Map the testing setup.' })] }),
+        stream({ text: 'Waiting for explorer.' }),
+        echoInbox,
+      ],
       explorer: [stream({ text: 'A sign-off nobody should see.', toolCalls: [call('reply', { result: brief })] })],
     });
     const run = await exarch(['run', 'Map it'], { server });
     expect(run.code).toBe(0);
     expect(run.stdout).toBe(`Heard:\n[agent 'explorer' replied]\n${brief}\n`);
     expect(run.stdout).not.toContain('sign-off');
-    expect(server.requests.find((r) => r.agent === 'explorer')?.body.messages[0]).toMatchObject({ role: 'user', content: [{ type: 'text', text: 'Map the testing setup.' }] });
+    expect(server.requests.find((r) => r.agent === 'explorer')?.body.messages[0]).toMatchObject({
+      role: 'user',
+      content: [{ type: 'text', text: 'Map the testing setup.' }],
+    });
   });
 
   it('tags: failed, empty and replied children are delivered with the contract’s tags; parallel children all arrive', async () => {
@@ -50,7 +59,7 @@ describe('exarch run', () => {
     });
     const run = await exarch(['run', 'fan out'], { server });
     expect(run.code).toBe(0);
-    expect(run.stdout).toContain("[agent 'a' replied]\n{\n  \"ok\": true\n}");
+    expect(run.stdout).toContain('[agent \'a\' replied]\n{\n  "ok": true\n}');
     expect(run.stdout).toContain("[agent 'b' failed: invalid_request_error: messages: bad (HTTP 400)]");
     expect(run.stdout).toContain("[agent 'c' finished with no output]");
   });
@@ -61,7 +70,7 @@ describe('exarch run', () => {
       w: [stream({ toolCalls: [call('reply', { result: `START${'x'.repeat(5000)}END` })] })],
     });
     const run = await exarch(['run', '--reply-cap', '300', 'go'], { server });
-    const payload = run.stdout.slice(run.stdout.indexOf("replied]\n") + 9).trimEnd();
+    const payload = run.stdout.slice(run.stdout.indexOf('replied]\n') + 9).trimEnd();
     expect(payload.length).toBeLessThanOrEqual(300);
     expect(payload).toMatch(/^START/);
     expect(payload).toMatch(/END$/);
@@ -136,7 +145,9 @@ describe('exarch run', () => {
   it('invalid input and duplicate names get error results the model can read', async () => {
     const server = await serve({
       root: [
-        stream({ toolCalls: [call('agent', { name: 'bad name', task: 'x' }), call('agent', { name: 'dup', task: 'x' }), call('agent', { name: 'dup', task: 'y' })] }),
+        stream({
+          toolCalls: [call('agent', { name: 'bad name', task: 'x' }), call('agent', { name: 'dup', task: 'x' }), call('agent', { name: 'dup', task: 'y' })],
+        }),
         echoInbox,
         stream({ text: 'done' }),
       ],
@@ -167,7 +178,13 @@ describe('exarch run', () => {
   });
 
   it('bad usage exits 2 with one line and the usage', async () => {
-    for (const args of [['run'], ['run', '--max-steps', '0', 'go'], ['run', '--max-depth', 'x', 'go'], ['run', 'two', 'tasks'], ['run', '--no-such-flag', 'go']]) {
+    for (const args of [
+      ['run'],
+      ['run', '--max-steps', '0', 'go'],
+      ['run', '--max-depth', 'x', 'go'],
+      ['run', 'two', 'tasks'],
+      ['run', '--no-such-flag', 'go'],
+    ]) {
       const run = await exarch(args, { env: { ANTHROPIC_API_KEY: 'k' } });
       expect(run.code, args.join(' ')).toBe(2);
       expect(run.stderr.split('\n')[0]).toMatch(/^exarch: /);
@@ -187,7 +204,9 @@ describe('exarch run', () => {
   it('agents can read files of the working directory but nothing outside it', async () => {
     const cwd = workdir();
     writeFileSync(join(cwd, 'notes.md'), 'the secret word is tangerine');
-    const server = await serve({ root: [stream({ toolCalls: [call('read_file', { path: 'notes.md' }), call('read_file', { path: '../../etc/passwd' })] }), echoInbox] });
+    const server = await serve({
+      root: [stream({ toolCalls: [call('read_file', { path: 'notes.md' }), call('read_file', { path: '../../etc/passwd' })] }), echoInbox],
+    });
     const run = await exarch(['run', 'read'], { server, cwd });
     expect(run.stdout).toContain('tangerine');
     expect(run.stdout).toMatch(/\[result error: .*outside/);
@@ -259,9 +278,12 @@ describe('exarch run: the summary', () => {
     expect(run.code, run.stderr).toBe(0);
     // claude-sonnet list prices, US$ per million tokens: input 3, output 15, cache writes 3.75, cache reads 0.30.
     type U = (typeof usage)['root1'];
-    const tokens = (...us: U[]): number => us.reduce((n, u) => n + u.input_tokens + u.output_tokens + u.cache_read_input_tokens + u.cache_creation_input_tokens, 0);
+    const tokens = (...us: U[]): number =>
+      us.reduce((n, u) => n + u.input_tokens + u.output_tokens + u.cache_read_input_tokens + u.cache_creation_input_tokens, 0);
     const dollars = (...us: U[]): string =>
-      us.reduce((d, u) => d + (u.input_tokens * 3 + u.output_tokens * 15 + u.cache_creation_input_tokens * 3.75 + u.cache_read_input_tokens * 0.3) / 1e6, 0).toFixed(4);
+      us
+        .reduce((d, u) => d + (u.input_tokens * 3 + u.output_tokens * 15 + u.cache_creation_input_tokens * 3.75 + u.cache_read_input_tokens * 0.3) / 1e6, 0)
+        .toFixed(4);
     const lines = run.stderr.split('\n');
     const at = lines.indexOf('exarch: spend per agent:');
     expect(at).toBeGreaterThan(lines.findIndex((l) => /^exarch: 2 agents/.test(l)));

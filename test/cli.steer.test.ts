@@ -54,7 +54,13 @@ describe('exarch run --steer', () => {
     const sent = new Promise<void>((resolve) => (messageSent = resolve));
     const server = await serve({
       root: [
-        stream({ toolCalls: [call('agent', { name: 'slow', task: 'Take forever.' }), call('agent', { name: 'worker', task: 'List the files.' }), call('wait_for_agents', {})] }),
+        stream({
+          toolCalls: [
+            call('agent', { name: 'slow', task: 'Take forever.' }),
+            call('agent', { name: 'worker', task: 'List the files.' }),
+            call('wait_for_agents', {}),
+          ],
+        }),
         (r: ReceivedRequest): ServerPlan => stream({ text: `Root heard:\n${lastUserText(r)}` }),
       ],
       // message_start, then silence until it is cancelled.

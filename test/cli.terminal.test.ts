@@ -139,7 +139,8 @@ describe.skipIf(TMUX === undefined)('exarch run in a terminal', () => {
     const server = await serve({
       root: [
         stream({ toolCalls: [call('agent', { name: 'slow', task: 'Take forever.' }), call('wait_for_agents', {})] }),
-        (r) => stream({ text: JSON.stringify(r.body.messages.at(-1)).includes("[agent 'slow' was cancelled]") ? 'slow was cancelled' : 'slow was not cancelled' }),
+        (r) =>
+          stream({ text: JSON.stringify(r.body.messages.at(-1)).includes("[agent 'slow' was cancelled]") ? 'slow was cancelled' : 'slow was not cancelled' }),
       ],
       slow: [stream({ text: 'thinking' }, { stallAfter: 1 })],
     });
@@ -156,7 +157,11 @@ describe.skipIf(TMUX === undefined)('exarch run in a terminal', () => {
     tmux('send-keys', '-t', session, 'Enter');
     await waitFor(session, /^exarch: running: root, root\/slow$/m, 'the help with the agents running');
     // The tree is drawn again below the help.
-    const after = await waitFor(session, /exarch: running: root, root\/slow\nroot\s+waitingForAgents\s.*\n {2}slow\s+streaming\s/, 'the tree again after the help');
+    const after = await waitFor(
+      session,
+      /exarch: running: root, root\/slow\nroot\s+waitingForAgents\s.*\n {2}slow\s+streaming\s/,
+      'the tree again after the help',
+    );
     expect(after).toContain('  /cancel PATH      cancel a sub-agent and everything it started');
     tmux('send-keys', '-t', session, '-l', '/cancel slow');
     await waitFor(session, /^exarch> \/cancel slow$/m, 'the cancel command as typed');
@@ -167,7 +172,9 @@ describe.skipIf(TMUX === undefined)('exarch run in a terminal', () => {
     expect(final).toContain('slow was cancelled');
     const lines = final.split('\n').map((l) => l.trimEnd());
     // Not garbled: the final tree is on the screen once, each line whole.
-    expect(lines.filter((l) => /^root\s+(streaming|dispatchingBatch|readyForUser|waitingForAgents)\s/.test(l))).toEqual([expect.stringMatching(/^root\s+readyForUser\s+step 2\s/)]);
+    expect(lines.filter((l) => /^root\s+(streaming|dispatchingBatch|readyForUser|waitingForAgents)\s/.test(l))).toEqual([
+      expect.stringMatching(/^root\s+readyForUser\s+step 2\s/),
+    ]);
     expect(lines.filter((l) => /^ {2}slow\s/.test(l))).toEqual([expect.stringMatching(/^ {2}slow\s+cancelled\s+step 1\s/)]);
     expect(lines.filter((l) => l.includes('exarch> '))).toEqual(['exarch> /help', 'exarch> /cancel slow']);
   });
@@ -176,7 +183,9 @@ describe.skipIf(TMUX === undefined)('exarch run in a terminal', () => {
     const cwd = workdir();
     const server = await serve({ root: [stream({ text: 'thinking' }, { stallAfter: 1 })] });
     // Cooked again: stty prints its settings (icanon, echo on) for the test to read.
-    const session = startInTerminal('ctrlc', cwd, server.url, "run --no-store 'think'", ['stty -a | tr " " "\\n" | grep -x -e icanon -e echo -e -icanon -e -echo | tr "\\n" " "; echo']);
+    const session = startInTerminal('ctrlc', cwd, server.url, "run --no-store 'think'", [
+      'stty -a | tr " " "\\n" | grep -x -e icanon -e echo -e -icanon -e -echo | tr "\\n" " "; echo',
+    ]);
     await waitFor(session, /^root\s+streaming\s/m, 'the root streaming');
     tmux('send-keys', '-t', session, 'C-c');
     const final = await waitFor(session, /^EXIT=\d+$/m, 'the end of the run');

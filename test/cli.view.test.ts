@@ -91,6 +91,8 @@ describe('exarch demo and exarch view', () => {
     expect(usage(['demo', '--ui-port', '9'])).toBe('exarch: --ui-port needs --ui');
     expect(usage(['demo', '--ui', '--ui-port', 'http'])).toBe("exarch: --ui-port must be a port number, got 'http'");
     expect(usage(['view', 'x.jsonl', '--ui'])).toBe('exarch: --ui is not an option of view');
-    expect(usage(['run', '--ui', '--db', 'postgres://localhost/x', 'task'])).toBe('exarch: --ui with --db: the run goes on the workers; view it with exarch view RUN_ID --db URL');
+    expect(usage(['run', '--ui', '--db', 'postgres://localhost/x', 'task'])).toBe(
+      'exarch: --ui with --db: the run goes on the workers; view it with exarch view RUN_ID --db URL',
+    );
   });
 });

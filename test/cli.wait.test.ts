@@ -16,11 +16,19 @@ describe('wait_for_agents through the real CLI', () => {
   it('a three-level fan-out with waits takes 2 requests per waiting agent, each hearing every result once', async () => {
     const server = await serve({
       root: [
-        stream({ toolCalls: [call('agent', { name: 'lead', task: 'lead the work' }), call('agent', { name: 'solo', task: 'check one thing' }), call('wait_for_agents', {})] }),
+        stream({
+          toolCalls: [
+            call('agent', { name: 'lead', task: 'lead the work' }),
+            call('agent', { name: 'solo', task: 'check one thing' }),
+            call('wait_for_agents', {}),
+          ],
+        }),
         (request) => stream({ text: `Final. Heard:\n${lastUserText(request)}` }),
       ],
       lead: [
-        stream({ toolCalls: [call('agent', { name: 'x', task: 'part x' }), call('agent', { name: 'y', task: 'part y' }), call('wait_for_agents', { until: 'all' })] }),
+        stream({
+          toolCalls: [call('agent', { name: 'x', task: 'part x' }), call('agent', { name: 'y', task: 'part y' }), call('wait_for_agents', { until: 'all' })],
+        }),
         stream({ toolCalls: [call('reply', { result: 'x and y are done' })] }),
       ],
       solo: [slowReply('solo result', 100)],

@@ -22,9 +22,15 @@ describe('a run killed while its root waits for sub-agents', () => {
     const cwd = workdir();
     const server: AnthropicTestServer = await startAnthropicServer(
       historyHandler({
-        root: [stream({ toolCalls: [call('agent', { name: 'worker', task: 'List the files.' }), call('wait_for_agents', {})] }), (r) => stream({ text: `Heard:\n${lastUserText(r)}` })],
+        root: [
+          stream({ toolCalls: [call('agent', { name: 'worker', task: 'List the files.' }), call('wait_for_agents', {})] }),
+          (r) => stream({ text: `Heard:\n${lastUserText(r)}` }),
+        ],
         // Slow enough that the first process is killed while the worker streams.
-        worker: [stream({ toolCalls: [call('list_dir', { path: '.' })] }, { chunkDelayMs: 300 }), stream({ toolCalls: [call('reply', { result: 'two files' })] })],
+        worker: [
+          stream({ toolCalls: [call('list_dir', { path: '.' })] }, { chunkDelayMs: 300 }),
+          stream({ toolCalls: [call('reply', { result: 'two files' })] }),
+        ],
       }),
     );
     onCleanup(() => server.close());

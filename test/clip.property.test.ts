@@ -1,9 +1,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { assertToolPairing, findPairingProblems, PairingError } from '../src/pairing.js';
-import { clip, renderValue } from '../src/render.js';
-import { renderAgentResult } from '../src/inbox.js';
-import type { Message } from '../src/types.js';
+import { assertToolPairing, findPairingProblems, PairingError } from '../src/engine/pairing.js';
+import { clip, renderValue } from '../src/engine/render.js';
+import { renderAgentResult } from '../src/engine/inbox.js';
+import type { Message } from '../src/engine/types.js';
 
 /**
  * `clip` and its neighbours against oracles written from CONTRACT §3 alone: the marker's text is
@@ -12,7 +12,7 @@ import type { Message } from '../src/types.js';
  */
 
 const MARKER = /^([\s\S]*)\n\n\[… (\d+) characters elided by exarch …\]\n\n([\s\S]*)$/;
-/** The marker's length for a count, spelled out independently of src/render.ts. */
+/** The marker's length for a count, spelled out independently of src/engine/render.ts. */
 const markerLength = (elided: number): number => `\n\n[… ${elided} characters elided by exarch …]\n\n`.length;
 
 /** Text with surrogate pairs (emoji, CJK extension B) among ASCII, never a lone surrogate. */
@@ -104,7 +104,9 @@ describe('renderValue (CONTRACT §3)', () => {
 
 describe('the failed tag (CONTRACT §4: one line)', () => {
   it('collapses every run of whitespace in a reason to one space, and says "unknown error" without one', () => {
-    expect(renderAgentResult({ name: 'w', outcome: 'failed', text: '', reason: '  first\n\n\tsecond   third \r\n' } as never)).toBe("[agent 'w' failed: first second third]");
+    expect(renderAgentResult({ name: 'w', outcome: 'failed', text: '', reason: '  first\n\n\tsecond   third \r\n' } as never)).toBe(
+      "[agent 'w' failed: first second third]",
+    );
     expect(renderAgentResult({ name: 'w', outcome: 'failed', text: '' } as never)).toBe("[agent 'w' failed: unknown error]");
   });
 });

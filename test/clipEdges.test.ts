@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { clip, elisionMarker, renderValue } from '../src/render.js';
+import { clip, elisionMarker, renderValue } from '../src/engine/render.js';
 
 /**
  * `clip` at its edges: the first and last code points that are surrogate halves (U+D800, U+DBFF,
@@ -14,7 +14,7 @@ const MARKER = /^([\s\S]*)\n\n\[… (\d+) characters elided by exarch …\]\n\n(
 const LOWEST = '\uD800\uDC00';
 const HIGHEST = '\uDBFF\uDFFF';
 
-/** The marker's length for a count, spelled out here rather than taken from src/render.ts. */
+/** The marker's length for a count, spelled out here rather than taken from src/engine/render.ts. */
 const markerLength = (elided: number): number => `\n\n[… ${elided} characters elided by exarch …]\n\n`.length;
 
 /** Head, count and tail of a clipped text, checked against the input by arithmetic. */

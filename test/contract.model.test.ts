@@ -1,7 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import type { SessionSnapshot } from '../src/runtime.js';
+import type { SessionSnapshot } from '../src/engine/runtime.js';
 import { contractStep, initialContractState, isFinal, type ContractEvent, type ContractState } from './support/contractModel.js';
-import { describeEvent, eventsFor, machineEdges, MODEL_LIMITS, needsApproval, traversableSession, type ModelEvent, type ModelKind } from './support/sessionModel.js';
+import {
+  describeEvent,
+  eventsFor,
+  machineEdges,
+  MODEL_LIMITS,
+  needsApproval,
+  traversableSession,
+  type ModelEvent,
+  type ModelKind,
+} from './support/sessionModel.js';
 
 /**
  * The session machine against the contract's own statement of its transitions

@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createSessionActor, MemoryLogSink, waitForSettled, type ModelRequest, type SessionActor } from '../src/index.js';
 import { AnthropicProvider } from '../src/providers/anthropic.js';
 import { ScriptedProvider, type Script } from '../src/testing/index.js';
-import { TraceRecorder } from '../src/trace/recorder.js';
+import { TraceRecorder } from '../src/watch/trace/recorder.js';
 import { responseEvents, scriptedHandler, startAnthropicServer, type AnthropicTestServer } from './support/anthropicServer.js';
 
 /**
@@ -76,7 +76,12 @@ describe('contract oracles', () => {
     });
     await settle(createSessionActor({ provider: new ScriptedProvider({ agents }), task: 'go', maxSteps: 2, truncationBudget: 10 }));
     expect(requests.get('w')).toHaveLength(2);
-    expect(requests.get('root')?.map(lastUserText).some((text) => text.includes("[agent 'w' hit the step cap]"))).toBe(true);
+    expect(
+      requests
+        .get('root')
+        ?.map(lastUserText)
+        .some((text) => text.includes("[agent 'w' hit the step cap]")),
+    ).toBe(true);
   });
 
   it('a clipped reply is at most the reply cap, marker included, at every cap (CONTRACT §3)', async () => {
@@ -88,7 +93,11 @@ describe('contract oracles', () => {
       });
       await settle(createSessionActor({ provider: new ScriptedProvider({ agents }), task: 'go', replyCap }));
       const tag = "[agent 'w' replied]\n";
-      const inbox = requests.get('root')?.map(lastUserText).find((text) => text.includes(tag)) ?? '';
+      const inbox =
+        requests
+          .get('root')
+          ?.map(lastUserText)
+          .find((text) => text.includes(tag)) ?? '';
       const delivered = inbox.slice(inbox.indexOf(tag) + tag.length);
       expect(delivered.length, `reply cap ${replyCap}: ${JSON.stringify(delivered)}`).toBeLessThanOrEqual(replyCap);
       // Middle elision: the head and the tail survive (where the cap leaves room beside the marker).
@@ -101,7 +110,15 @@ describe('contract oracles', () => {
 
   it('a finished sub-agent is stopped at once, not kept alive until its last sibling finishes', async () => {
     const { agents } = countingScripts({
-      root: (index) => (index === 0 ? { calls: [{ name: 'agent', input: { name: 'quick', task: 'a' } }, { name: 'agent', input: { name: 'slow', task: 'b' } }] } : { text: 'ok' }),
+      root: (index) =>
+        index === 0
+          ? {
+              calls: [
+                { name: 'agent', input: { name: 'quick', task: 'a' } },
+                { name: 'agent', input: { name: 'slow', task: 'b' } },
+              ],
+            }
+          : { text: 'ok' },
       quick: () => ({ calls: [{ name: 'reply', input: { result: 'q' } }] }),
       slow: () => ({ calls: [{ name: 'reply', input: { result: 's' } }], delayMs: 400 }),
     });
@@ -136,7 +153,10 @@ describe('contract oracles', () => {
     const actor = createSessionActor({ provider: new ScriptedProvider({ agents }), task: 'go' }, { inspect: recorder.inspect });
     await settle(actor);
     recorder.close();
-    const records = readFileSync(file, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+    const records = readFileSync(file, 'utf8')
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
     const deliveries = records.filter((r) => r['kind'] === 'delivery');
     expect(deliveries).toHaveLength(1);
     expect(deliveries[0]).toMatchObject({ name: 'mute', outcome: 'empty' });
@@ -144,7 +164,15 @@ describe('contract oracles', () => {
 
   it('an agent name of 65 characters is refused; 64 are taken (CONTRACT §2)', async () => {
     const { agents, requests } = countingScripts({
-      root: (index) => (index === 0 ? { calls: [{ name: 'agent', input: { name: 'n'.repeat(65), task: 'a' } }, { name: 'agent', input: { name: 'm'.repeat(64), task: 'b' } }] } : { text: 'ok' }),
+      root: (index) =>
+        index === 0
+          ? {
+              calls: [
+                { name: 'agent', input: { name: 'n'.repeat(65), task: 'a' } },
+                { name: 'agent', input: { name: 'm'.repeat(64), task: 'b' } },
+              ],
+            }
+          : { text: 'ok' },
       ['m'.repeat(64)]: () => ({ calls: [{ name: 'reply', input: { result: 'fine' } }] }),
     });
     await settle(createSessionActor({ provider: new ScriptedProvider({ agents }), task: 'go' }));
@@ -184,7 +212,14 @@ describe('contract oracles over the real SDK', () => {
 
   it('a stream that ends without message_stop is not a complete message: it is retried, never committed', async () => {
     const cut = responseEvents({ text: 'half an answer' }).filter((event) => event.event !== 'message_stop');
-    server = await startAnthropicServer(scriptedHandler({ root: [{ kind: 'stream', events: cut }, { kind: 'stream', events: responseEvents({ text: 'whole answer' }) }] }));
+    server = await startAnthropicServer(
+      scriptedHandler({
+        root: [
+          { kind: 'stream', events: cut },
+          { kind: 'stream', events: responseEvents({ text: 'whole answer' }) },
+        ],
+      }),
+    );
     const provider = new AnthropicProvider({ apiKey: 'test-key', baseURL: server.url, model: 'claude-test', sdkMaxRetries: 0 });
     const logs = new MemoryLogSink();
     const actor = createSessionActor({ provider, logs, task: 'go', retry: { maxRetries: 2, baseDelayMs: 1, maxDelayMs: 2 } });

@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { DeadlineQueue } from '../src/deadlines.js';
+import { DeadlineQueue } from '../src/engine/deadlines.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -45,12 +45,11 @@ describe('DeadlineQueue (the time limits of tool calls and the stall watchdog)',
 
   it('a pending deadline keeps the process alive; none pending, the queue does not', () => {
     const script = (cancel: boolean) => `
-      import { deadlines } from ${JSON.stringify(new URL('../dist/src/deadlines.js', import.meta.url).pathname)};
+      import { deadlines } from ${JSON.stringify(new URL('../dist/src/engine/deadlines.js', import.meta.url).pathname)};
       const d = deadlines.add(300, () => console.log('fired'));
       ${cancel ? 'd.cancel();' : ''}
     `;
-    const run = (cancel: boolean) =>
-      spawnSync(process.execPath, ['--input-type=module', '-e', script(cancel)], { encoding: 'utf8', timeout: 10_000 });
+    const run = (cancel: boolean) => spawnSync(process.execPath, ['--input-type=module', '-e', script(cancel)], { encoding: 'utf8', timeout: 10_000 });
     // The built library (test/globalSetup.ts builds it).
     const pending = run(false);
     const cancelled = run(true);
@@ -60,8 +59,8 @@ describe('DeadlineQueue (the time limits of tool calls and the stall watchdog)',
   });
 
   it('an aborted model request leaves no stall watchdog behind, even when its provider never settles', async () => {
-    const { deadlines } = await import('../src/deadlines.js');
-    const { runModelStep, StepCancellation } = await import('../src/model/streamModel.js');
+    const { deadlines } = await import('../src/engine/deadlines.js');
+    const { runModelStep, StepCancellation } = await import('../src/engine/model/streamModel.js');
     const before = deadlines.size;
     // A provider that ignores the abort and never settles (an SDK stream aborted mid-chunk once did).
     const provider = { name: 'stuck', stream: () => new Promise<never>(() => undefined) };

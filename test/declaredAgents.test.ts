@@ -1,12 +1,32 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createActor, toPromise } from 'xstate';
 import { z } from 'zod';
-import { AnthropicProvider, createSessionActor, defineTool, hostedSubAgent, MemoryLogSink, observe, runAgent, sessionMachine, waitForSettled, type ModelRequest, type RunEvent, type ToolResultBlock } from '../src/index.js';
-import { sleep } from '../src/model/streamModel.js';
+import {
+  AnthropicProvider,
+  createSessionActor,
+  defineTool,
+  hostedSubAgent,
+  MemoryLogSink,
+  observe,
+  runAgent,
+  sessionMachine,
+  waitForSettled,
+  type ModelRequest,
+  type RunEvent,
+  type ToolResultBlock,
+} from '../src/index.js';
+import { sleep } from '../src/engine/model/streamModel.js';
 import { resumeRun, startRun, type DurableRun } from '../src/store/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { scriptedProvider, type Script, type ScriptedStep } from '../src/testing/index.js';
-import { responseEvents, scriptedHandler, startAnthropicServer, type AnthropicTestServer, type MessagesTool, type ServerPlan } from './support/anthropicServer.js';
+import {
+  responseEvents,
+  scriptedHandler,
+  startAnthropicServer,
+  type AnthropicTestServer,
+  type MessagesTool,
+  type ServerPlan,
+} from './support/anthropicServer.js';
 
 /** Issue 16, points 2 and 3: declared agents (`agents`) and typed replies (`reply`, `output`). */
 
@@ -36,7 +56,12 @@ function lastUserText(request: ModelRequest | undefined): string {
   return last?.role === 'user' ? last.content.map((b) => (b.type === 'text' ? b.text : '')).join('') : '';
 }
 
-const wordCount = defineTool({ name: 'word_count', description: 'Count words', input: z.object({ text: z.string() }), run: ({ text }) => text.split(/\s+/).filter(Boolean).length });
+const wordCount = defineTool({
+  name: 'word_count',
+  description: 'Count words',
+  input: z.object({ text: z.string() }),
+  run: ({ text }) => text.split(/\s+/).filter(Boolean).length,
+});
 const shout = defineTool({ name: 'shout', description: 'Upper-case a text', input: z.object({ text: z.string() }), run: ({ text }) => text.toUpperCase() });
 
 const Findings = z.object({ topic: z.string(), sources: z.array(z.string()).min(1), confidence: z.number().min(0).max(1) });
@@ -57,7 +82,12 @@ describe('declared agents', () => {
     const root = recorded([{ calls: [spawn('r', 'count the words', 'researcher')] }, { text: 'waiting' }, { text: 'done' }]);
     const researcher = recorded([
       // `shout` is the run's tool but not this profile's: refused by the allow-check, like an unknown tool.
-      { calls: [{ name: 'shout', input: { text: 'hi' } }, { name: 'word_count', input: { text: 'a b c' } }] },
+      {
+        calls: [
+          { name: 'shout', input: { text: 'hi' } },
+          { name: 'word_count', input: { text: 'a b c' } },
+        ],
+      },
       { calls: [{ name: 'word_count', input: { text: 'again' } }] },
       { calls: [{ name: 'reply', input: { result: 'never reached' } }] },
     ]);
@@ -86,10 +116,18 @@ describe('declared agents', () => {
 
   it('an untyped sub-agent of a restricted profile keeps its restriction, and has no reply schema or model of the profile', async () => {
     const root = recorded([{ calls: [spawn('r', 'delegate', 'researcher')] }, { text: 'waiting' }, { text: 'done' }]);
-    const researcher = recorded([{ calls: [spawn('helper', 'help')] }, { text: 'waiting' }, { calls: [{ name: 'reply', input: { topic: 't', sources: ['s'], confidence: 1 } }] }]);
+    const researcher = recorded([
+      { calls: [spawn('helper', 'help')] },
+      { text: 'waiting' },
+      { calls: [{ name: 'reply', input: { topic: 't', sources: ['s'], confidence: 1 } }] },
+    ]);
     const helper = recorded([{ calls: [{ name: 'reply', input: { result: 'helped' } }] }]);
     const provider = scriptedProvider({ agents: { root: root.script, r: researcher.script, helper: helper.script } });
-    await runAgent('go', { provider, tools: [wordCount, shout], agents: { researcher: { description: 'd', tools: ['word_count'], model: 'm', reply: Findings } } });
+    await runAgent('go', {
+      provider,
+      tools: [wordCount, shout],
+      agents: { researcher: { description: 'd', tools: ['word_count'], model: 'm', reply: Findings } },
+    });
     const [request] = helper.requests;
     expect(request?.tools.map((t) => t.name)).toEqual(['reply', 'word_count']);
     expect(request?.model).toBeUndefined();
@@ -101,10 +139,18 @@ describe('declared agents', () => {
     await expect(runAgent('go', { provider, tools: [wordCount], agents: { coder: { description: 'd', tools: ['write_file'] } } })).rejects.toThrow(
       "exarch: agents.coder.tools lists 'write_file', which is not one of the run's tools (word_count)",
     );
-    await expect(runAgent('go', { provider, tools: [wordCount], agents: { coder: { description: 'd', tools: [shout] } } })).rejects.toThrow(/agents\.coder\.tools lists 'shout'/);
-    await expect(runAgent('go', { provider, agents: { coder: { description: '' } } })).rejects.toThrow('exarch: agents.coder.description must be a non-empty string');
-    await expect(runAgent('go', { provider, agents: { coder: { description: 'd', maxSteps: 0 } } })).rejects.toThrow('exarch: option agents.coder.maxSteps must be an integer ≥ 1, got 0');
-    await expect(runAgent('go', { provider, agents: { coder: { description: 'd', reply: z.string() } } })).rejects.toThrow(/^exarch: the reply schema of agents\.coder cannot be a tool input/);
+    await expect(runAgent('go', { provider, tools: [wordCount], agents: { coder: { description: 'd', tools: [shout] } } })).rejects.toThrow(
+      /agents\.coder\.tools lists 'shout'/,
+    );
+    await expect(runAgent('go', { provider, agents: { coder: { description: '' } } })).rejects.toThrow(
+      'exarch: agents.coder.description must be a non-empty string',
+    );
+    await expect(runAgent('go', { provider, agents: { coder: { description: 'd', maxSteps: 0 } } })).rejects.toThrow(
+      'exarch: option agents.coder.maxSteps must be an integer ≥ 1, got 0',
+    );
+    await expect(runAgent('go', { provider, agents: { coder: { description: 'd', reply: z.string() } } })).rejects.toThrow(
+      /^exarch: the reply schema of agents\.coder cannot be a tool input/,
+    );
   });
 
   it('without declarations the agent and reply tools are exactly as before (no type, no model)', async () => {
@@ -136,7 +182,9 @@ describe('declared agents', () => {
     });
     expect(child.requests[0]?.tools.find((t) => t.name === 'reply')?.input_schema).toEqual({
       type: 'object',
-      properties: { result: { description: 'Your complete result: a markdown report as a string, or a JSON object/array. Only this reaches the agent that started you.' } },
+      properties: {
+        result: { description: 'Your complete result: a markdown report as a string, or a JSON object/array. Only this reaches the agent that started you.' },
+      },
     });
     expect(Object.keys(child.requests[0] ?? {})).not.toContain('model');
     expect(lastUserText(root.requests[2])).toBe("[agent 'c' replied]\nok");
@@ -188,7 +236,10 @@ describe('typed replies', () => {
   it('the reply tool the model is shown has the schema as its input', async () => {
     const root = recorded([{ calls: [spawn('r', 'research', 'researcher')] }, { text: 'waiting' }, { text: 'done' }]);
     const researcher = recorded([{ calls: [{ name: 'reply', input: { topic: 't', sources: ['s'], confidence: 0 } }] }]);
-    await runAgent('go', { provider: scriptedProvider({ agents: { root: root.script, r: researcher.script } }), agents: { researcher: { description: 'finds sources', reply: Findings } } });
+    await runAgent('go', {
+      provider: scriptedProvider({ agents: { root: root.script, r: researcher.script } }),
+      agents: { researcher: { description: 'finds sources', reply: Findings } },
+    });
     expect(researcher.requests[0]?.tools.find((t) => t.name === 'reply')?.input_schema).toEqual({
       type: 'object',
       properties: {
@@ -257,14 +308,24 @@ describe('what reaches the Anthropic API', () => {
     const tool = (tools: readonly MessagesTool[] | undefined, name: string) => tools?.find((t) => t.name === name);
     const agentTool = tool(rootBody?.tools, 'agent');
     expect(agentTool?.input_schema).toMatchObject({
-      properties: { type: { type: 'string', enum: ['researcher', 'writer'], description: expect.stringContaining("'researcher': Finds sources for a topic.; 'writer': Writes prose.") } },
+      properties: {
+        type: {
+          type: 'string',
+          enum: ['researcher', 'writer'],
+          description: expect.stringContaining("'researcher': Finds sources for a topic.; 'writer': Writes prose."),
+        },
+      },
       required: ['name', 'task'],
     });
     expect(agentTool?.description).toContain('researcher — Finds sources for a topic.; writer — Writes prose.');
     expect(tool(rootBody?.tools, 'reply')).toBeUndefined();
     expect(tool(scoutBody?.tools, 'reply')?.input_schema).toEqual({
       type: 'object',
-      properties: { topic: { type: 'string' }, sources: { type: 'array', items: { type: 'string' }, minItems: 1 }, confidence: { type: 'number', minimum: 0, maximum: 1 } },
+      properties: {
+        topic: { type: 'string' },
+        sources: { type: 'array', items: { type: 'string' }, minItems: 1 },
+        confidence: { type: 'number', minimum: 0, maximum: 1 },
+      },
       required: ['topic', 'sources', 'confidence'],
     });
   });
@@ -290,13 +351,18 @@ describe('durable runs with declared agents', () => {
       },
     });
     // Each step is chosen by the history, so the resumed process (a new provider) answers the same.
-    const byHistory = (steps: readonly ScriptedStep[], seen: ModelRequest[]): Script => (request) => {
-      seen.push({ ...request, messages: [...request.messages] });
-      return steps[request.messages.filter((m) => m.role === 'assistant').length] ?? { text: 'no step' };
-    };
+    const byHistory =
+      (steps: readonly ScriptedStep[], seen: ModelRequest[]): Script =>
+      (request) => {
+        seen.push({ ...request, messages: [...request.messages] });
+        return steps[request.messages.filter((m) => m.role === 'assistant').length] ?? { text: 'no step' };
+      };
     const scripts = (seen: ModelRequest[]) => ({
       root: byHistory([{ calls: [spawn('r', 'research', 'researcher')] }, { text: 'waiting' }, { text: 'done' }], []),
-      r: byHistory([{ calls: [{ name: 'effect', input: {} }] }, { calls: [{ name: 'reply', input: { topic: 'resumed', sources: ['journal'], confidence: 1 } }] }], seen),
+      r: byHistory(
+        [{ calls: [{ name: 'effect', input: {} }] }, { calls: [{ name: 'reply', input: { topic: 'resumed', sources: ['journal'], confidence: 1 } }] }],
+        seen,
+      ),
     });
     const agents = { researcher: { description: 'finds sources', tools: ['effect'], model: 'research-model', reply: Findings } };
     const before: ModelRequest[] = [];

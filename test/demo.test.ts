@@ -163,7 +163,8 @@ describe('exarch command line', () => {
     expect(run.status).toBe(0);
     expect(run.stdout).toContain('exarch demo');
     expect(run.stdout).toContain('exarch run [options] "<task>"');
-    for (const flag of ['--model', '--max-steps', '--max-depth', '--reply-cap', '--log-dir', '--allow-write', '--allow-shell']) expect(run.stdout).toContain(flag);
+    for (const flag of ['--model', '--max-steps', '--max-depth', '--reply-cap', '--log-dir', '--allow-write', '--allow-shell'])
+      expect(run.stdout).toContain(flag);
     expect(run.stdout).toMatch(/ANTHROPIC_API_KEY.*ANTHROPIC_BASE_URL.*EXARCH_MODEL/);
     expect(run.stdout).toContain('3 root capped, 4 waiting for approval (resumable),\n130 interrupted');
   });

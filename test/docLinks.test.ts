@@ -9,7 +9,12 @@ import { describe, expect, it } from 'vitest';
  */
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const documents = ['README.md', ...readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+const documents = [
+  'README.md',
+  ...readdirSync(join(root, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+];
 
 /** GitHub's heading anchor: lower case, punctuation dropped, each space a hyphen. */
 function slug(heading: string): string {
@@ -41,7 +46,8 @@ describe('links in the README and docs/', () => {
       const target = path === '' ? join(root, document) : resolve(dirname(join(root, document)), decodeURIComponent(path));
       if (relative(root, target).startsWith('..')) broken.push(`${link}: outside the repository`);
       else if (!existsSync(target)) broken.push(`${link}: no such file`);
-      else if (anchor !== undefined && target.endsWith('.md') && !anchorsOf(readFileSync(target, 'utf8')).has(anchor)) broken.push(`${link}: no heading #${anchor}`);
+      else if (anchor !== undefined && target.endsWith('.md') && !anchorsOf(readFileSync(target, 'utf8')).has(anchor))
+        broken.push(`${link}: no heading #${anchor}`);
     }
     expect(broken).toEqual([]);
   });

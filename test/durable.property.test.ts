@@ -155,8 +155,13 @@ function recordsOf(rows: readonly JournalRow[]): { session: string; record: Jour
   return rows.map(({ session, record }) => {
     if (session === '' && record.type === 'interrupt') interrupted = true;
     if (session === '' && record.type === 'resume') interrupted = false;
-    const batchCommit = record.type === 'message' && record.role === 'user' && record.content.length > 0 && record.content.every((b) => b.type === 'tool_result');
-    const cancellation = (record.type === 'outcome' && record.outcome === 'cancelled') || (record.type === 'inbox' && record.result.outcome === 'cancelled') || record.type === 'stopped' || batchCommit;
+    const batchCommit =
+      record.type === 'message' && record.role === 'user' && record.content.length > 0 && record.content.every((b) => b.type === 'tool_result');
+    const cancellation =
+      (record.type === 'outcome' && record.outcome === 'cancelled') ||
+      (record.type === 'inbox' && record.result.outcome === 'cancelled') ||
+      record.type === 'stopped' ||
+      batchCommit;
     return { session, record, undone: interrupted && cancellation };
   });
 }
@@ -179,7 +184,8 @@ function checkChain(scenario: DurableScenario, chain: Chain, interrupt: Interrup
   if (last.status !== 'done') out.push(`the run ended ${last.status}`);
   if (last.text !== expected) out.push(`the root answered ${JSON.stringify(last.text.slice(0, 300))}, expected ${JSON.stringify(expected.slice(0, 300))}`);
   chain.forEach(({ process }, i) => {
-    if (process.provider.pairingViolations.length > 0) out.push(`process ${i}: requests broke the pairing rule: ${JSON.stringify(process.provider.pairingViolations).slice(0, 400)}`);
+    if (process.provider.pairingViolations.length > 0)
+      out.push(`process ${i}: requests broke the pairing rule: ${JSON.stringify(process.provider.pairingViolations).slice(0, 400)}`);
   });
 
   // Executions that happened: each crashed process's up to its crash instant, all of the last one's.
@@ -205,7 +211,8 @@ function checkChain(scenario: DurableScenario, chain: Chain, interrupt: Interrup
     if (record.type !== 'message' || undone) continue;
     for (const block of record.content) {
       if (block.type === 'tool_use') calls.set(block.id, { session, name: block.name });
-      if (block.type === 'tool_result') results.set(block.tool_use_id, [...(results.get(block.tool_use_id) ?? []), { content: block.content, isError: block.is_error === true }]);
+      if (block.type === 'tool_result')
+        results.set(block.tool_use_id, [...(results.get(block.tool_use_id) ?? []), { content: block.content, isError: block.is_error === true }]);
     }
   }
   for (const [id, { session, name }] of calls) {
@@ -219,12 +226,16 @@ function checkChain(scenario: DurableScenario, chain: Chain, interrupt: Interrup
     if (cancelled && interrupt === NO_INTERRUPT) out.push(`${session}: call ${id} (${name}) is answered 'cancelled', but nothing was interrupted`);
     if (cancelled) {
       const n = happened.filter((e) => e.id === id).length;
-      if (n > (interrupt.startedBefore.has(id) ? 1 : 0)) out.push(`${session}: call ${id} (${name}), answered 'cancelled', ran ${n} times (${interrupt.startedBefore.has(id) ? 'once' : 'never'} before the interrupt)`);
+      if (n > (interrupt.startedBefore.has(id) ? 1 : 0))
+        out.push(
+          `${session}: call ${id} (${name}), answered 'cancelled', ran ${n} times (${interrupt.startedBefore.has(id) ? 'once' : 'never'} before the interrupt)`,
+        );
     } else if (name === 'effect' && !/was cut off at max_tokens/.test(result.content)) {
       const n = effects.get(id) ?? 0;
       if (n !== 1) out.push(`${session}: effect call ${id} answered ${JSON.stringify(result.content.slice(0, 60))} but ran ${n} times`);
     }
-    if (interrupt.running.has(id) && !cancelled) out.push(`${session}: call ${id}, running when the run was interrupted, is answered ${JSON.stringify(result.content.slice(0, 80))}`);
+    if (interrupt.running.has(id) && !cancelled)
+      out.push(`${session}: call ${id}, running when the run was interrupted, is answered ${JSON.stringify(result.content.slice(0, 80))}`);
     // Errors the scenario makes: a call cut off at max_tokens; an effect of unknown outcome after a crash.
     const expectedError = /was cut off at max_tokens/.test(result.content) || (name === 'effect' && /unknown/.test(result.content));
     if (!cancelled && result.isError && !expectedError) out.push(`${session}: call ${id} (${name}) failed: ${result.content.slice(0, 120)}`);
@@ -241,15 +252,19 @@ function checkChain(scenario: DurableScenario, chain: Chain, interrupt: Interrup
     const expectedOutcome = ending === 'fail' ? 'failed' : ending === 'cancelled' ? 'cancelled' : 'replied';
     const ends = records.filter((r) => !r.undone && r.session === record.id && r.record.type === 'outcome');
     if (ends.length !== 1 || (ends[0]?.record.type === 'outcome' && ends[0].record.outcome !== expectedOutcome)) {
-      out.push(`${record.id} ended ${ends.length} times: ${ends.map((r) => (r.record.type === 'outcome' ? r.record.outcome : '?')).join(', ')} (expected once, ${expectedOutcome})`);
+      out.push(
+        `${record.id} ended ${ends.length} times: ${ends.map((r) => (r.record.type === 'outcome' ? r.record.outcome : '?')).join(', ')} (expected once, ${expectedOutcome})`,
+      );
     }
     const got = delivered[0]?.record;
-    if (got?.type === 'inbox' && got.result.outcome !== expectedOutcome) out.push(`${session}: sub-agent ${record.id} delivered ${got.result.outcome}, expected ${expectedOutcome}`);
+    if (got?.type === 'inbox' && got.result.outcome !== expectedOutcome)
+      out.push(`${session}: sub-agent ${record.id} delivered ${got.result.outcome}, expected ${expectedOutcome}`);
   }
   // Spawned as the scenario says, once each.
   const spawned = records.flatMap((r) => (r.record.type === 'spawn' ? [r.record.id] : []));
   const agents = agentIds(scenario).slice(1);
-  if (JSON.stringify([...spawned].sort()) !== JSON.stringify([...agents].sort())) out.push(`spawned ${JSON.stringify(spawned)}, the scenario has ${JSON.stringify(agents)}`);
+  if (JSON.stringify([...spawned].sort()) !== JSON.stringify([...agents].sort()))
+    out.push(`spawned ${JSON.stringify(spawned)}, the scenario has ${JSON.stringify(agents)}`);
 
   // Reports: each exactly once in the committed user turns of its parent.
   for (const parent of agentIds(scenario)) {
@@ -342,7 +357,14 @@ async function crashEverywhere(scenario: DurableScenario, sampling: number, perR
     }
     chain.push({ process: resumed });
     stats.unknowns += resumed.store.inner.journal(original.runId).filter((r) => r.record.type === 'tool' && /unknown/.test(r.record.result.content)).length;
-    const where = `crashed at append ${k} of ${original.store.appends}${chain.length > 2 ? `, then at ${chain.slice(1, -1).map((c) => c.crashedAt).join(', then at ')} of the resumed runs` : ''}`;
+    const where = `crashed at append ${k} of ${original.store.appends}${
+      chain.length > 2
+        ? `, then at ${chain
+            .slice(1, -1)
+            .map((c) => c.crashedAt)
+            .join(', then at ')} of the resumed runs`
+        : ''
+    }`;
     report(checkChain(scenario, chain), where);
   }
 }
@@ -351,80 +373,103 @@ function merge(a: Interrupt, b: Interrupt | undefined): Interrupt {
   return { running: new Set([...a.running, ...(b?.running ?? [])]), startedBefore: new Set([...a.startedBefore, ...(b?.startedBefore ?? [])]), at: a.at };
 }
 
-const fcOptions = (numRuns: number): fc.Parameters<[DurableScenario, number]> => ({ numRuns, ...(seed === undefined ? {} : { seed }), ...(path === undefined ? {} : { path }) });
+const fcOptions = (numRuns: number): fc.Parameters<[DurableScenario, number]> => ({
+  numRuns,
+  ...(seed === undefined ? {} : { seed }),
+  ...(path === undefined ? {} : { path }),
+});
 
 describe('durable runs: random agent trees, crashed anywhere, resumed', () => {
-  it(`${runs} seeded scenarios, crashed at up to ${crashesPerRun} appends each, some crashed again after resuming`, async () => {
-    const started = Date.now();
-    await fc.assert(
-      fc.asyncProperty(durableScenarioArb, fc.integer(), (scenario, sampling) => crashEverywhere(scenario, sampling, crashesPerRun, false)),
-      fcOptions(runs),
-    );
-    console.log(
-      `durable: ${stats.scenarios} scenarios (${stats.appends} appends; ${stats.nudges} nudges, ${stats.failedAgents} failed and ${stats.cancelledAgents} cancelled sub-agents), ` +
-        `${stats.crashPoints} crash points, ${stats.resumes} resumes (${stats.repeated} of runs crashed again, ${stats.finishedResumes} found the run finished), ` +
-        `${stats.unknowns} calls answered 'unknown', in ${((Date.now() - started) / 1000).toFixed(1)} s`,
-    );
-    expect(stats.crashPoints).toBeGreaterThanOrEqual(runs);
-  }, Math.max(60_000, runs * 20_000));
+  it(
+    `${runs} seeded scenarios, crashed at up to ${crashesPerRun} appends each, some crashed again after resuming`,
+    async () => {
+      const started = Date.now();
+      await fc.assert(
+        fc.asyncProperty(durableScenarioArb, fc.integer(), (scenario, sampling) => crashEverywhere(scenario, sampling, crashesPerRun, false)),
+        fcOptions(runs),
+      );
+      console.log(
+        `durable: ${stats.scenarios} scenarios (${stats.appends} appends; ${stats.nudges} nudges, ${stats.failedAgents} failed and ${stats.cancelledAgents} cancelled sub-agents), ` +
+          `${stats.crashPoints} crash points, ${stats.resumes} resumes (${stats.repeated} of runs crashed again, ${stats.finishedResumes} found the run finished), ` +
+          `${stats.unknowns} calls answered 'unknown', in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+      );
+      expect(stats.crashPoints).toBeGreaterThanOrEqual(runs);
+    },
+    Math.max(60_000, runs * 20_000),
+  );
 
-  it('an asynchronous store (appends settle a macrotask later): effects wait for their records, and crashes anywhere still resume', async () => {
-    const started = Date.now();
-    const before = stats.crashPoints;
-    await fc.assert(
-      fc.asyncProperty(durableScenarioArb, fc.integer(), (scenario, sampling) => crashEverywhere(scenario, sampling, Math.ceil(crashesPerRun / 2), true)),
-      fcOptions(Math.max(1, Math.ceil(runs / 2))),
-    );
-    console.log(`durable (asynchronous store): ${stats.crashPoints - before} crash points in ${((Date.now() - started) / 1000).toFixed(1)} s`);
-  }, Math.max(60_000, runs * 20_000));
+  it(
+    'an asynchronous store (appends settle a macrotask later): effects wait for their records, and crashes anywhere still resume',
+    async () => {
+      const started = Date.now();
+      const before = stats.crashPoints;
+      await fc.assert(
+        fc.asyncProperty(durableScenarioArb, fc.integer(), (scenario, sampling) => crashEverywhere(scenario, sampling, Math.ceil(crashesPerRun / 2), true)),
+        fcOptions(Math.max(1, Math.ceil(runs / 2))),
+      );
+      console.log(`durable (asynchronous store): ${stats.crashPoints - before} crash points in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    },
+    Math.max(60_000, runs * 20_000),
+  );
 
-  it('Ctrl-C: a run interrupted at an append and resumed ends as the uninterrupted one, the calls it cancelled answered cancelled (also interrupted twice, and crashed after the interrupt)', async () => {
-    const started = Date.now();
-    await fc.assert(
-      fc.asyncProperty(durableScenarioArb, fc.integer(), async (scenario, sampling) => {
-        const rng = mulberry32(sampling);
-        const clock = new SkewedClock();
-        const original = await runProcess(scenario, clock);
-        for (const k of sample(original.store.appends, 2, rng)) {
-          stats.interrupts += 1;
-          // The same run again, interrupted just after its k-th append (it may be done by then).
-          const first = await runProcess(scenario, clock, { interruptAt: k });
-          if (first.status !== 'interrupted' || !first.interrupt) continue;
-          stats.interruptedRuns += 1;
-          const where = `interrupted at append ${k} of ${original.store.appends}`;
-          // Resumed from the same store: the interrupted process let go of it.
-          const from = { runId: first.runId, store: first.store.inner };
-          const resumed = await runProcess(scenario, clock, { from });
-          report(checkChain(scenario, [{ process: first }, { process: resumed }], first.interrupt), where);
+  it(
+    'Ctrl-C: a run interrupted at an append and resumed ends as the uninterrupted one, the calls it cancelled answered cancelled (also interrupted twice, and crashed after the interrupt)',
+    async () => {
+      const started = Date.now();
+      await fc.assert(
+        fc.asyncProperty(durableScenarioArb, fc.integer(), async (scenario, sampling) => {
+          const rng = mulberry32(sampling);
+          const clock = new SkewedClock();
+          const original = await runProcess(scenario, clock);
+          for (const k of sample(original.store.appends, 2, rng)) {
+            stats.interrupts += 1;
+            // The same run again, interrupted just after its k-th append (it may be done by then).
+            const first = await runProcess(scenario, clock, { interruptAt: k });
+            if (first.status !== 'interrupted' || !first.interrupt) continue;
+            stats.interruptedRuns += 1;
+            const where = `interrupted at append ${k} of ${original.store.appends}`;
+            // Resumed from the same store: the interrupted process let go of it.
+            const from = { runId: first.runId, store: first.store.inner };
+            const resumed = await runProcess(scenario, clock, { from });
+            report(checkChain(scenario, [{ process: first }, { process: resumed }], first.interrupt), where);
 
-          // Interrupted again while resumed, and resumed once more.
-          const second = await runProcess(scenario, clock, { from, interruptAt: 1 + Math.floor(rng() * Math.max(1, resumed.store.appends)) });
-          if (second.status === 'interrupted' && second.interrupt) {
-            stats.doubleInterrupts += 1;
-            const last = await runProcess(scenario, clock, { from: { runId: second.runId, store: second.store.inner } });
-            report(checkChain(scenario, [{ process: first }, { process: second }, { process: last }], merge(first.interrupt, second.interrupt)), `${where}, then at append ${second.interrupt.at} of the resumed run`);
+            // Interrupted again while resumed, and resumed once more.
+            const second = await runProcess(scenario, clock, { from, interruptAt: 1 + Math.floor(rng() * Math.max(1, resumed.store.appends)) });
+            if (second.status === 'interrupted' && second.interrupt) {
+              stats.doubleInterrupts += 1;
+              const last = await runProcess(scenario, clock, { from: { runId: second.runId, store: second.store.inner } });
+              report(
+                checkChain(scenario, [{ process: first }, { process: second }, { process: last }], merge(first.interrupt, second.interrupt)),
+                `${where}, then at append ${second.interrupt.at} of the resumed run`,
+              );
+            }
+
+            // Crashed after the interrupt came, at one of the appends it made (its cancellations may be
+            // partly written): what is written stands, what is not is taken up as after any crash.
+            if (first.store.appends > first.interrupt.at) {
+              const m = first.interrupt.at + 1 + Math.floor(rng() * (first.store.appends - first.interrupt.at));
+              const frozen = first.store.frozen[m - 1] as FrozenStore;
+              stats.crashesAfterInterrupt += 1;
+              const after = await runProcess(scenario, clock, { from: { runId: first.runId, store: frozen.store } });
+              report(
+                checkChain(scenario, [{ process: first, crashedAt: m }, { process: after }], {
+                  running: new Set(),
+                  startedBefore: first.interrupt.startedBefore,
+                  at: first.interrupt.at,
+                }),
+                `${where}, crashed at append ${m} of its ${first.store.appends}`,
+              );
+            }
           }
-
-          // Crashed after the interrupt came, at one of the appends it made (its cancellations may be
-          // partly written): what is written stands, what is not is taken up as after any crash.
-          if (first.store.appends > first.interrupt.at) {
-            const m = first.interrupt.at + 1 + Math.floor(rng() * (first.store.appends - first.interrupt.at));
-            const frozen = first.store.frozen[m - 1] as FrozenStore;
-            stats.crashesAfterInterrupt += 1;
-            const after = await runProcess(scenario, clock, { from: { runId: first.runId, store: frozen.store } });
-            report(
-              checkChain(scenario, [{ process: first, crashedAt: m }, { process: after }], { running: new Set(), startedBefore: first.interrupt.startedBefore, at: first.interrupt.at }),
-              `${where}, crashed at append ${m} of its ${first.store.appends}`,
-            );
-          }
-        }
-      }),
-      fcOptions(Math.max(1, Math.ceil(runs / 2))),
-    );
-    console.log(
-      `durable: ${stats.interrupts} interrupts tried, ${stats.interruptedRuns} runs interrupted and resumed ` +
-        `(${stats.doubleInterrupts} interrupted again, ${stats.crashesAfterInterrupt} crashed after the interrupt), in ${((Date.now() - started) / 1000).toFixed(1)} s`,
-    );
-    expect(stats.interruptedRuns).toBeGreaterThan(0);
-  }, Math.max(60_000, runs * 20_000));
+        }),
+        fcOptions(Math.max(1, Math.ceil(runs / 2))),
+      );
+      console.log(
+        `durable: ${stats.interrupts} interrupts tried, ${stats.interruptedRuns} runs interrupted and resumed ` +
+          `(${stats.doubleInterrupts} interrupted again, ${stats.crashesAfterInterrupt} crashed after the interrupt), in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+      );
+      expect(stats.interruptedRuns).toBeGreaterThan(0);
+    },
+    Math.max(60_000, runs * 20_000),
+  );
 });

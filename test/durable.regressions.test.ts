@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { sleep } from '../src/model/streamModel.js';
+import { sleep } from '../src/engine/model/streamModel.js';
 import { resumeRun, startRun, type DurableRun } from '../src/store/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider, type Script } from '../src/testing/scriptedProvider.js';
 import { defineTool } from '../src/tools/defineTool.js';
-import type { ModelRequest } from '../src/types.js';
+import type { ModelRequest } from '../src/engine/types.js';
 
 /**
  * Bugs the durability tests found (test/durable.property.test.ts, test/modelBased.test.ts), each
@@ -56,17 +56,31 @@ describe('durable runs: regressions', () => {
     await new Promise((resolve) => setTimeout(resolve, 10));
     // It once appended an `interrupt` row to a finished run the process had released, and sent
     // `cancel` to the stopped root actor.
-    expect(store.journal(run.id).slice(rows).map((row) => row.record.type)).toEqual([]);
+    expect(
+      store
+        .journal(run.id)
+        .slice(rows)
+        .map((row) => row.record.type),
+    ).toEqual([]);
   });
 
   // Ctrl-C while a batch runs commits the batch with its open calls answered 'cancelled'; a resume
   // replays any committed batch as "on to the next request" (`streaming`), so what the batch's
   // drain would have decided is skipped: the staged reply, the step cap, the truncation reminder.
 
-  it("Ctrl-C during the request after a wait_for_agents batch drained, then resume: the reports that batch delivered are not delivered again", async () => {
+  it('Ctrl-C during the request after a wait_for_agents batch drained, then resume: the reports that batch delivered are not delivered again', async () => {
     const store = new MemoryRunStore();
     const scripts: Record<string, Script> = {
-      root: [{ calls: [{ name: 'agent', input: { name: 'a', task: 'A.' } }, { name: 'agent', input: { name: 'b', task: 'B.' } }, { name: 'wait_for_agents', input: {} }] }, { text: 'both reported', delayMs: 5_000 }],
+      root: [
+        {
+          calls: [
+            { name: 'agent', input: { name: 'a', task: 'A.' } },
+            { name: 'agent', input: { name: 'b', task: 'B.' } },
+            { name: 'wait_for_agents', input: {} },
+          ],
+        },
+        { text: 'both reported', delayMs: 5_000 },
+      ],
       a: [{ calls: [{ name: 'reply', input: { result: 'from a' } }] }],
       b: [{ calls: [{ name: 'reply', input: { result: 'from b' } }] }],
     };
@@ -93,7 +107,15 @@ describe('durable runs: regressions', () => {
     const { provider, journal } = await interruptDuringBatch({
       root: (r) => (assistants(r) === 0 ? { calls: [{ name: 'agent', input: { name: 'a', task: 'do it' } }] } : { text: 'done' }),
       // Its model trusts "Reply recorded.": asked again, it has nothing to add.
-      a: (r) => (assistants(r) === 0 ? { calls: [{ name: 'effect', input: {} }, { name: 'reply', input: { result: 'R' } }] } : { text: 'I already replied.' }),
+      a: (r) =>
+        assistants(r) === 0
+          ? {
+              calls: [
+                { name: 'effect', input: {} },
+                { name: 'reply', input: { result: 'R' } },
+              ],
+            }
+          : { text: 'I already replied.' },
     });
     const delivered = journal.flatMap((row) => (row.session === 'root' && row.record.type === 'inbox' ? [row.record.result] : []));
     // Once: a was resumed in `streaming`, asked again, and ended `empty` ("[agent 'a' finished with no output]").
@@ -111,7 +133,15 @@ describe('durable runs: regressions', () => {
 
   it('Ctrl-C during the batch of a response cut off at max_tokens, then resume: the next request carries the truncation reminder', async () => {
     const { provider } = await interruptDuringBatch({
-      root: (r) => (assistants(r) === 0 ? { calls: [{ name: 'effect', input: {} }, { name: 'effect', input: {}, cutOff: true }] } : { text: 'done' }),
+      root: (r) =>
+        assistants(r) === 0
+          ? {
+              calls: [
+                { name: 'effect', input: {} },
+                { name: 'effect', input: {}, cutOff: true },
+              ],
+            }
+          : { text: 'done' },
     });
     const next = provider.requestsOf('root')[0]?.lastMessage?.content ?? [];
     // Once: it carried the two tool results only; uninterrupted, the reminder follows them.
@@ -124,7 +154,9 @@ describe('durable runs: a run that cannot start', () => {
     const store = new MemoryRunStore();
     const tool = defineTool({ name: 'effect', description: 'x', input: z.object({}), run: () => 'ok' });
     // Two tools of one name: the session cannot be made.
-    await expect(startRun('task', { provider: new ScriptedProvider({ agents: { root: [{ text: 'hi' }] } }), tools: [tool, tool] }, { store })).rejects.toThrow(/two tools are named 'effect'/);
+    await expect(startRun('task', { provider: new ScriptedProvider({ agents: { root: [{ text: 'hi' }] } }), tools: [tool, tool] }, { store })).rejects.toThrow(
+      /two tools are named 'effect'/,
+    );
     const [run] = store.listRuns();
     expect(run).toMatchObject({ status: 'failed', owner: null });
   });
@@ -134,7 +166,15 @@ describe('durable runs: a run that cannot start', () => {
     const first = new ScriptedProvider({
       agents: {
         // The request after the wait streams until the interrupt.
-        root: [{ calls: [{ name: 'agent', input: { name: 'kid', task: 'k' } }, { name: 'wait_for_agents', input: {} }] }, { text: 'never finished', stallAfter: 0 }],
+        root: [
+          {
+            calls: [
+              { name: 'agent', input: { name: 'kid', task: 'k' } },
+              { name: 'wait_for_agents', input: {} },
+            ],
+          },
+          { text: 'never finished', stallAfter: 0 },
+        ],
         kid: [{ calls: [{ name: 'reply', input: { result: 'kid done' } }] }],
       },
     });

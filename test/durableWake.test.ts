@@ -6,7 +6,7 @@ import { type DurableRun, resumeRun, startRun } from '../src/store/durableRun.js
 import type { JournalRow, RunStore } from '../src/store/runStore.js';
 import { openSqliteStore, type SqliteRunStore } from '../src/store/sqliteStore.js';
 import { scriptedProvider } from '../src/testing/scriptedProvider.js';
-import type { Message, ModelRequest, Provider, StreamSink } from '../src/types.js';
+import type { Message, ModelRequest, Provider, StreamSink } from '../src/engine/types.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { RecordingStore, SkewedClock } from './support/durableStore.js';
 
@@ -84,7 +84,13 @@ describe('a durable parent woken by a result', () => {
     };
     let rootActor: DurableRun['actor'] | undefined;
     store.hold = async (rows) => {
-      const turn = rows.find((row) => row.session === 'root' && row.record.type === 'message' && row.record.role === 'user' && JSON.stringify(row.record.content).includes("[agent 'a' replied]"));
+      const turn = rows.find(
+        (row) =>
+          row.session === 'root' &&
+          row.record.type === 'message' &&
+          row.record.role === 'user' &&
+          JSON.stringify(row.record.content).includes("[agent 'a' replied]"),
+      );
       if (turn === undefined) return;
       // The root's turn with a's result is being written: b fails now, and the write (and with it
       // the root's request) waits until b's failure is in the root's inbox.

@@ -35,7 +35,7 @@ import { runCommand, RunSetupError, UsageError } from '../src/cli/run.js';
 import { OtelSetupError, startOtlpExport } from '../src/cli/otlpExport.js';
 import { checkTarget, StoreTargetError } from '../src/cli/storeTarget.js';
 import { RECORDING_VERSION } from '../src/replay/format.js';
-import { TraceFileError, TraceRecorder } from '../src/trace/recorder.js';
+import { TraceFileError, TraceRecorder } from '../src/watch/trace/recorder.js';
 
 /**
  * Every error exarch throws on purpose, as a host meets it: provoked through public API where a
@@ -71,7 +71,13 @@ function expectTyped(error: unknown, type: abstract new (...args: never[]) => Ex
 }
 
 function request(agentName: string): ModelRequest {
-  return { agent: { ...ROOT_AGENT, id: agentName, name: agentName }, system: '', messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }], tools: [], signal: new AbortController().signal };
+  return {
+    agent: { ...ROOT_AGENT, id: agentName, name: agentName },
+    system: '',
+    messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }] }],
+    tools: [],
+    signal: new AbortController().signal,
+  };
 }
 
 const sink = { text: () => undefined, toolUseStart: () => undefined, toolInputDelta: () => undefined, heartbeat: () => undefined };
@@ -80,7 +86,9 @@ describe('the library', () => {
   it('ProviderError: a provider that cannot answer, with the kind of fault and its status', async () => {
     const unscripted = await caught(() => scriptedProvider({ agents: {} }).stream(request('root'), sink));
     expectTyped(unscripted, ProviderError, 'ProviderError', 'fatal');
-    const refused = await caught(() => scriptedProvider({ agents: { root: [{ fault: { retryable: false, status: 401, message: 'invalid x-api-key' } }] } }).stream(request('root'), sink));
+    const refused = await caught(() =>
+      scriptedProvider({ agents: { root: [{ fault: { retryable: false, status: 401, message: 'invalid x-api-key' } }] } }).stream(request('root'), sink),
+    );
     expectTyped(refused, ProviderError, 'ProviderError', 'http');
     expect(refused).toMatchObject({ status: 401, retryable: false, message: 'invalid x-api-key' });
     const cause = new Error('socket hang up');
@@ -91,7 +99,10 @@ describe('the library', () => {
     const missing = join(dir, 'missing.jsonl');
     expectTyped(await caught(() => replayProvider(missing)), RecordingError, 'RecordingError', 'unreadable');
     const empty = join(dir, 'empty.recording.jsonl');
-    writeFileSync(empty, `${JSON.stringify({ kind: 'exarch.recording', version: RECORDING_VERSION, provider: 'anthropic', model: 'm', maxTokens: 100, recordedAt: '2025-01-01T00:00:00Z' })}\n`);
+    writeFileSync(
+      empty,
+      `${JSON.stringify({ kind: 'exarch.recording', version: RECORDING_VERSION, provider: 'anthropic', model: 'm', maxTokens: 100, recordedAt: '2025-01-01T00:00:00Z' })}\n`,
+    );
     const replay = replayProvider(empty);
     const differs = await caught(() => replay.stream(request('root'), sink));
     expectTyped(differs, ProviderError, 'ProviderError', 'replay');
@@ -121,7 +132,7 @@ describe('the library', () => {
     const printed = log.mock.calls.map((args) => args.map(String).join(' '));
     log.mockRestore();
     expect(printed).toEqual(['no run no-such-run']);
-    const doc = readFileSync(new URL('../src/exarchError.ts', import.meta.url), 'utf8');
+    const doc = readFileSync(new URL('../src/engine/exarchError.ts', import.meta.url), 'utf8');
     const example = /```ts\n([\s\S]*?) \* ```/.exec(doc)?.[1]?.replace(/^ \* ?/gm, '');
     const fixture = readFileSync(new URL('./fixtures/typedErrors.ts', import.meta.url), 'utf8').replace(/^\/\/.*\n/, '');
     expect(example).toBe(fixture);
@@ -183,7 +194,14 @@ describe('the library', () => {
 });
 
 describe('the command line', () => {
-  const io = (cwd: string) => ({ stdout: new PassThrough(), stderr: new PassThrough(), env: {}, cwd, interrupt: new AbortController().signal, provider: scriptedProvider({ agents: {} }) });
+  const io = (cwd: string) => ({
+    stdout: new PassThrough(),
+    stderr: new PassThrough(),
+    env: {},
+    cwd,
+    interrupt: new AbortController().signal,
+    provider: scriptedProvider({ agents: {} }),
+  });
 
   it('UsageError: a flag that is no number', async () => {
     expectTyped(await caught(() => runCommand('task', { maxSteps: 'many' }, io(dir))), UsageError, 'UsageError', 'usage');

@@ -49,7 +49,10 @@ describe('README examples', () => {
     const printed = log.mock.calls.map((args) => args.map(String).join(' '));
     log.mockRestore();
     expect(result.state).toBe('replied');
-    expect(brief).toEqual({ headline: 'Every agent is a state machine', findings: { topic: 'exarch', sources: ['notes/arch.md', 'notes/adr-7.md'], confidence: 0.9 } });
+    expect(brief).toEqual({
+      headline: 'Every agent is a state machine',
+      findings: { topic: 'exarch', sources: ['notes/arch.md', 'notes/adr-7.md'], confidence: 0.9 },
+    });
     expect(printed.slice(0, 2)).toEqual(['replied Every agent is a state machine', 'notes/arch.md, notes/adr-7.md']);
     expect(printed[2]).toMatch(/^invalid input for tool 'reply': sources: .+; confidence: .+$/);
     const scout = provider.requestsOf('root/scout');
@@ -133,4 +136,3 @@ describe('README examples', () => {
     expect(readme).toContain(codeOf('otel-export.ts'));
   });
 });
-

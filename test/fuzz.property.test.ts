@@ -15,19 +15,26 @@ const seed = process.env['FUZZ_SEED'] === undefined ? undefined : Number(process
 const path = process.env['FUZZ_PATH'];
 
 describe('fuzz: random agent trees and model behaviour keep the protocol invariants', () => {
-  it(`${runs.toLocaleString('en')} seeded runs`, async () => {
-    const started = Date.now();
-    let done = 0;
-    await fc.assert(
-      fc.asyncProperty(scenarioArb, async (scenario: Scenario) => {
-        const report = await runScenario(scenario);
-        done += 1;
-        if (runs >= 10_000 && done % 1_000 === 0) console.log(`fuzz: ${done} runs in ${Math.round((Date.now() - started) / 1000)} s`);
-        if (report.violations.length > 0) throw new Error(`${report.violations.length} violations:\n- ${report.violations.slice(0, 12).join('\n- ')}\nfinal states: ${JSON.stringify(report.finals)}`);
-      }),
-      { numRuns: runs, ...(seed === undefined ? {} : { seed }), ...(path === undefined ? {} : { path }) },
-    );
-    console.log(`fuzz: ${runs} runs passed in ${((Date.now() - started) / 1000).toFixed(1)} s`);
-    expect(done).toBeGreaterThanOrEqual(runs);
-  }, Math.max(120_000, runs * 200));
+  it(
+    `${runs.toLocaleString('en')} seeded runs`,
+    async () => {
+      const started = Date.now();
+      let done = 0;
+      await fc.assert(
+        fc.asyncProperty(scenarioArb, async (scenario: Scenario) => {
+          const report = await runScenario(scenario);
+          done += 1;
+          if (runs >= 10_000 && done % 1_000 === 0) console.log(`fuzz: ${done} runs in ${Math.round((Date.now() - started) / 1000)} s`);
+          if (report.violations.length > 0)
+            throw new Error(
+              `${report.violations.length} violations:\n- ${report.violations.slice(0, 12).join('\n- ')}\nfinal states: ${JSON.stringify(report.finals)}`,
+            );
+        }),
+        { numRuns: runs, ...(seed === undefined ? {} : { seed }), ...(path === undefined ? {} : { path }) },
+      );
+      console.log(`fuzz: ${runs} runs passed in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+      expect(done).toBeGreaterThanOrEqual(runs);
+    },
+    Math.max(120_000, runs * 200),
+  );
 });

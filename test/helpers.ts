@@ -1,7 +1,7 @@
 import type { InspectionEvent } from 'xstate';
 import { createSessionActor, waitForSettled, type SessionActor, type SessionInput, type SessionSnapshot } from '../src/index.js';
 import { MemoryLogSink, ScriptedProvider, type ScriptedProviderOptions } from '../src/testing/index.js';
-import type { Message } from '../src/types.js';
+import type { Message } from '../src/engine/types.js';
 
 /** State values each session passed through, by agent id, in order (consecutive repeats collapsed). */
 type StateTrail = Map<string, string[]>;
@@ -16,7 +16,13 @@ export interface Traced {
 }
 
 function isSessionSnapshot(snapshot: unknown): snapshot is SessionSnapshot {
-  return typeof snapshot === 'object' && snapshot !== null && 'context' in snapshot && typeof (snapshot as { context: unknown }).context === 'object' && (snapshot as { context: { agent?: unknown } }).context?.agent !== undefined;
+  return (
+    typeof snapshot === 'object' &&
+    snapshot !== null &&
+    'context' in snapshot &&
+    typeof (snapshot as { context: unknown }).context === 'object' &&
+    (snapshot as { context: { agent?: unknown } }).context?.agent !== undefined
+  );
 }
 
 /** Starts a root session with a scripted provider and an in-memory log, recording every session's states. */
@@ -41,7 +47,10 @@ export function startTraced(script: ScriptedProviderOptions['agents'], input: Om
 }
 
 /** Runs until the root settles; returns the root's settled snapshot. */
-export async function runTraced(script: ScriptedProviderOptions['agents'], input: Omit<SessionInput, 'provider'> = {}): Promise<Traced & { snapshot: SessionSnapshot }> {
+export async function runTraced(
+  script: ScriptedProviderOptions['agents'],
+  input: Omit<SessionInput, 'provider'> = {},
+): Promise<Traced & { snapshot: SessionSnapshot }> {
   const traced = startTraced(script, input);
   const snapshot = await waitForSettled(traced.actor);
   // Every request of every test goes through the one pairing check.

@@ -1,12 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { oneLine, renderAgentResult, renderInbox } from '../src/inbox.js';
-import type { AgentResult } from '../src/types.js';
+import { oneLine, renderAgentResult, renderInbox } from '../src/engine/inbox.js';
+import type { AgentResult } from '../src/engine/types.js';
 
 /** The tags a parent reads for its finished children, spelled out from CONTRACT §4. */
 
 const usage = { inputTokens: 0, outputTokens: 0, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 };
-const result = (outcome: AgentResult['outcome'], extra: Partial<AgentResult> = {}): AgentResult =>
-  ({ name: 'scout', outcome, text: '', usage, ...extra });
+const result = (outcome: AgentResult['outcome'], extra: Partial<AgentResult> = {}): AgentResult => ({ name: 'scout', outcome, text: '', usage, ...extra });
 
 describe('inbox tags (CONTRACT §4)', () => {
   it('a reply is its tag, a newline, and the payload as is', () => {

@@ -9,10 +9,10 @@ import { JournalTraceStream, traceFromJournal, writeViewerForRun } from '../src/
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import type { JournalRow } from '../src/store/runStore.js';
 import { ScriptedProvider, type ScriptedProviderOptions } from '../src/testing/index.js';
-import { parseTrace, TRACE_VERSION, type TraceRecord } from '../src/trace/format.js';
-import { TraceRecorder } from '../src/trace/recorder.js';
-import type { Message } from '../src/types.js';
-import { buildViewerModel, renderViewerHtml, type ViewerModel } from '../src/viewer/index.js';
+import { parseTrace, TRACE_VERSION, type TraceRecord } from '../src/watch/trace/format.js';
+import { TraceRecorder } from '../src/watch/trace/recorder.js';
+import type { Message } from '../src/engine/types.js';
+import { buildViewerModel, renderViewerHtml, type ViewerModel } from '../src/watch/viewer/index.js';
 
 /**
  * The trace a durable run's journal converts to (src/store/journalTrace.ts), checked against the
@@ -136,13 +136,15 @@ function collapse(states: readonly string[]): string[] {
 
 function responsesOf(records: readonly TraceRecord[]) {
   const byAgent = new Map<string, unknown[]>();
-  for (const { agent, stopReason, textChars, toolCalls, usage } of of(records, 'response')) byAgent.set(agent, [...(byAgent.get(agent) ?? []), { stopReason, textChars, toolCalls, usage }]);
+  for (const { agent, stopReason, textChars, toolCalls, usage } of of(records, 'response'))
+    byAgent.set(agent, [...(byAgent.get(agent) ?? []), { stopReason, textChars, toolCalls, usage }]);
   return byAgent;
 }
 
 function toolResultsOf(records: readonly TraceRecord[]) {
   const byAgent = new Map<string, unknown[]>();
-  for (const { agent, toolUseId, isError, chars } of of(records, 'tool.result')) byAgent.set(agent, [...(byAgent.get(agent) ?? []), { toolUseId, isError, chars }]);
+  for (const { agent, toolUseId, isError, chars } of of(records, 'tool.result'))
+    byAgent.set(agent, [...(byAgent.get(agent) ?? []), { toolUseId, isError, chars }]);
   return byAgent;
 }
 
@@ -217,7 +219,8 @@ function expectStreamsAsBatch(rows: readonly JournalRow[]): void {
       const size = chunking === 'row by row' ? 1 : 1 + ((chunk++ * 5) % 7);
       stream.push(rows.slice(i, i + size));
       i += size;
-      for (const [agent, records] of perAgent(out)) expect(records, `${chunking}, after ${i} rows, ${agent}`).toEqual(batch.get(agent)?.slice(0, records.length));
+      for (const [agent, records] of perAgent(out))
+        expect(records, `${chunking}, after ${i} rows, ${agent}`).toEqual(batch.get(agent)?.slice(0, records.length));
     }
     stream.end();
     expect(perAgent(out)).toEqual(batch);
@@ -246,7 +249,12 @@ const TREE: ScriptedProviderOptions['agents'] = {
         }
       : { text: `ack ${i}` },
   alpha: [
-    { calls: [{ name: 'agent', input: { name: 'gamma', task: 'Do G.' } }, { name: 'echo', input: { text: 'alpha echo' } }] },
+    {
+      calls: [
+        { name: 'agent', input: { name: 'gamma', task: 'Do G.' } },
+        { name: 'echo', input: { text: 'alpha echo' } },
+      ],
+    },
     { text: 'waiting for gamma' },
     { text: 'thinking it over' },
     { calls: [{ name: 'reply', input: { result: { found: ['a', 'g'] } } }] },
@@ -292,7 +300,16 @@ describe('traceFromJournal', () => {
     expect(stateRecordsOf(derived)).toEqual(stateRecordsOf(live));
     expect(statesOf(derived).get('root/beta')).toEqual(['readyForUser', 'streaming', 'nudged', 'streaming', 'finishedWithoutReply']);
     expect(statesOf(derived).get('root/alpha')).toEqual([
-      'readyForUser', 'streaming', 'dispatchingBatch', 'streaming', 'readyForUser', 'streaming', 'nudged', 'streaming', 'dispatchingBatch', 'replied',
+      'readyForUser',
+      'streaming',
+      'dispatchingBatch',
+      'streaming',
+      'readyForUser',
+      'streaming',
+      'nudged',
+      'streaming',
+      'dispatchingBatch',
+      'replied',
     ]);
   });
 
@@ -309,7 +326,11 @@ describe('traceFromJournal', () => {
     }
     const lane = (id: string): number => model.agents.findIndex((a) => a.id === id);
     const arrows = model.arrows.map((a) => ({ kind: a.kind, from: a.from, to: a.to }));
-    for (const [parent, child] of [['root', 'root/alpha'], ['root', 'root/beta'], ['root/alpha', 'root/alpha/gamma']] as const) {
+    for (const [parent, child] of [
+      ['root', 'root/alpha'],
+      ['root', 'root/beta'],
+      ['root/alpha', 'root/alpha/gamma'],
+    ] as const) {
       expect(arrows).toContainEqual({ kind: 'spawn', from: lane(parent), to: lane(child) });
       expect(arrows).toContainEqual({ kind: 'delivery', from: lane(child), to: lane(parent) });
       expect(model.agents[lane(child)]?.parent).toBe(lane(parent));
@@ -321,7 +342,16 @@ describe('traceFromJournal', () => {
 
     // Each bar lists the same messages (by index) as the live trace's bar does.
     const barMessages = (m: ViewerModel, records: readonly TraceRecord[]) =>
-      m.agents.map((a) => a.bars.map((b) => b.items.flatMap((i) => { const r = records[i]; return r?.kind === 'message' ? [r.index] : []; }).sort((x, y) => x - y)));
+      m.agents.map((a) =>
+        a.bars.map((b) =>
+          b.items
+            .flatMap((i) => {
+              const r = records[i];
+              return r?.kind === 'message' ? [r.index] : [];
+            })
+            .sort((x, y) => x - y),
+        ),
+      );
     expect(barMessages(model, derived)).toEqual(barMessages(buildViewerModel(live), live));
 
     // The page renders, and a run in a store is written straight to one.
@@ -340,7 +370,9 @@ describe('traceFromJournal', () => {
     // invalid input (answered as the batch opens); slow is still streaming when the root hits the
     // cap, and is cancelled.
     const deliveries = (messages: readonly Message[]): number =>
-      messages.flatMap((m) => (m.role === 'user' ? m.content : [])).reduce((n, b) => n + (b.type === 'text' ? (b.text.match(/\[agent '/g) ?? []).length : 0), 0);
+      messages
+        .flatMap((m) => (m.role === 'user' ? m.content : []))
+        .reduce((n, b) => n + (b.type === 'text' ? (b.text.match(/\[agent '/g) ?? []).length : 0), 0);
     const { live, derived, rows } = await runBoth(
       {
         root: (request, i) => {
@@ -352,7 +384,10 @@ describe('traceFromJournal', () => {
           return deliveries(request.messages) < 4 ? { text: `ack ${i}` } : { calls: [{ name: 'echo', input: { text: `loop ${i}` } }] };
         },
         hush: [{ calls: [{ name: 'reply', input: { result: '' } }] }],
-        pauser: [{ text: 'part one', stopReason: 'pause_turn' }, { text: ' part two', calls: [{ name: 'reply', input: { result: 'paused once' } }] }],
+        pauser: [
+          { text: 'part one', stopReason: 'pause_turn' },
+          { text: ' part two', calls: [{ name: 'reply', input: { result: 'paused once' } }] },
+        ],
         cut: [{ calls: [{ name: 'echo', input: { text: 'long' }, cutOff: true }] }, { calls: [{ name: 'reply', input: { result: 'recovered' } }] }],
         bad: [{ calls: [{ name: 'echo', input: { text: 5 } }] }, { calls: [{ name: 'reply', input: { result: 'fixed' } }] }],
         slow: [{ text: 'never', delayMs: 20_000 }],
@@ -374,10 +409,16 @@ describe('traceFromJournal', () => {
     const states = statesOf(derived);
     expect(states.get('root/hush')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'replied']);
     expect(endsOf(derived).get('root/hush')).toMatchObject({ status: 'done', outcome: 'empty' });
-    expect(stateRecordsOf(derived).get('root/pauser')?.map((s) => `${s.state}:${s.steps}`)).toEqual([
-      'readyForUser:0', 'streaming:1', 'streaming:2', 'dispatchingBatch:2', 'replied:2',
-    ]);
-    expect(of(derived, 'message').filter((r) => r.agent === 'root/pauser' && r.index === 1).map((r) => r.message.content.length)).toEqual([1, 3]);
+    expect(
+      stateRecordsOf(derived)
+        .get('root/pauser')
+        ?.map((s) => `${s.state}:${s.steps}`),
+    ).toEqual(['readyForUser:0', 'streaming:1', 'streaming:2', 'dispatchingBatch:2', 'replied:2']);
+    expect(
+      of(derived, 'message')
+        .filter((r) => r.agent === 'root/pauser' && r.index === 1)
+        .map((r) => r.message.content.length),
+    ).toEqual([1, 3]);
     expect(states.get('root/cut')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'nudged', 'streaming', 'dispatchingBatch', 'replied']);
     expect(of(derived, 'response').find((r) => r.agent === 'root/cut')?.toolCalls).toEqual([{ id: expect.any(String), name: 'echo', complete: false }]);
     expect(states.get('root/bad')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'streaming', 'dispatchingBatch', 'replied']);
@@ -413,7 +454,10 @@ describe('traceFromJournal', () => {
     const second = liveRecorder();
     const resumed = await resumeRun(
       run.id,
-      { provider: new ScriptedProvider({ agents: { root: [{ text: 'thanks' }], worker: [{ calls: [{ name: 'reply', input: { result: 'worked' } }] }] } }), tools },
+      {
+        provider: new ScriptedProvider({ agents: { root: [{ text: 'thanks' }], worker: [{ calls: [{ name: 'reply', input: { result: 'worked' } }] }] } }),
+        tools,
+      },
       options(second.recorder),
     );
     if ('finished' in resumed) throw new Error('the run should have been resumable');
@@ -424,7 +468,11 @@ describe('traceFromJournal', () => {
     const derived = traceFromJournal(rows, 'journal');
     expectWellFormed(derived, rows);
     expectStreamsAsBatch(rows);
-    expect(of(derived, 'event').filter((e) => e.agent === 'root' && (e.type === 'interrupt' || e.type === 'resume')).map((e) => e.type)).toEqual(['interrupt', 'resume']);
+    expect(
+      of(derived, 'event')
+        .filter((e) => e.agent === 'root' && (e.type === 'interrupt' || e.type === 'resume'))
+        .map((e) => e.type),
+    ).toEqual(['interrupt', 'resume']);
     // Each agent starts once and ends once, as the resume left it; the interrupt's cancellations are markers.
     expect(of(derived, 'agent.start').map((r) => r.agent)).toEqual(['root', 'root/worker']);
     expect(endsOf(derived)).toEqual(
@@ -433,7 +481,12 @@ describe('traceFromJournal', () => {
         ['root', { status: 'stopped', outcome: undefined, reason: undefined }],
       ]),
     );
-    expect(of(derived, 'event').filter((e) => e.type === 'cancel').map((e) => e.agent).sort()).toEqual(['root', 'root/worker']);
+    expect(
+      of(derived, 'event')
+        .filter((e) => e.type === 'cancel')
+        .map((e) => e.agent)
+        .sort(),
+    ).toEqual(['root', 'root/worker']);
     expect(endsOf(live1).get('root/worker')).toMatchObject({ outcome: 'cancelled' });
     // The one delivery is the resumed worker's.
     expect(deliveriesOf(derived)).toEqual(deliveriesOf(live2));
@@ -443,17 +496,29 @@ describe('traceFromJournal', () => {
     // States: the first process's (less the undone cancellation), then the second's (no `resuming`: it is left at once).
     const expected = (agent: string): string[] =>
       collapse([...(statesOf(live1).get(agent) ?? []).filter((s) => s !== 'cancelled'), ...(statesOf(live2).get(agent) ?? [])]);
-    expect(statesOf(derived)).toEqual(new Map([['root', expected('root')], ['root/worker', expected('root/worker')]]));
+    expect(statesOf(derived)).toEqual(
+      new Map([
+        ['root', expected('root')],
+        ['root/worker', expected('root/worker')],
+      ]),
+    );
     // Every state record too: the resumed state is written again as the second process starts
     // (its first snapshot), with the steps and usage the session was restored with.
     const records = (agent: string) => [
       ...(stateRecordsOf(live1).get(agent) ?? []).filter((s) => s.state !== 'cancelled'),
       ...(stateRecordsOf(live2).get(agent) ?? []),
     ];
-    expect(stateRecordsOf(derived)).toEqual(new Map([['root', records('root')], ['root/worker', records('root/worker')]]));
-    expect(stateRecordsOf(derived).get('root/worker')?.map((s) => `${s.state}:${s.steps}`)).toEqual([
-      'readyForUser:0', 'streaming:1', 'streaming:1', 'dispatchingBatch:1', 'replied:1',
-    ]);
+    expect(stateRecordsOf(derived)).toEqual(
+      new Map([
+        ['root', records('root')],
+        ['root/worker', records('root/worker')],
+      ]),
+    );
+    expect(
+      stateRecordsOf(derived)
+        .get('root/worker')
+        ?.map((s) => `${s.state}:${s.steps}`),
+    ).toEqual(['readyForUser:0', 'streaming:1', 'streaming:1', 'dispatchingBatch:1', 'replied:1']);
 
     const model = buildViewerModel(derived);
     expect(model.agents.map((a) => [a.id, a.status, a.outcome ?? null])).toEqual([
@@ -475,11 +540,21 @@ describe('traceFromJournal', () => {
     const provider = new ScriptedProvider({
       agents: {
         root: [{ calls: [{ name: 'agent', input: { name: 'worker', task: 'Work.' } }] }, { text: 'waiting' }],
-        worker: [{ calls: [{ name: 'echo', input: { text: 'first' } }, { name: 'slow', input: {} }] }],
+        worker: [
+          {
+            calls: [
+              { name: 'echo', input: { text: 'first' } },
+              { name: 'slow', input: {} },
+            ],
+          },
+        ],
       },
     });
     const run = await startRun('Coordinate the work.', { provider, tools: [echo, slow] }, { store, actor: { inspect: (event) => recorder.inspect(event) } });
-    await until(() => run.actor.getSnapshot().value === 'readyForUser' && store.journal(run.id).some((row) => row.session === 'root/worker' && row.record.type === 'tool'));
+    await until(
+      () =>
+        run.actor.getSnapshot().value === 'readyForUser' && store.journal(run.id).some((row) => row.session === 'root/worker' && row.record.type === 'tool'),
+    );
     run.interrupt();
     expect((await run.result).status).toBe('interrupted');
     const live = read();
@@ -522,7 +597,16 @@ describe('traceFromJournal', () => {
 
   it('a batch that waits for its sub-agents (wait_for_agents) drains into the next request; one cancelled while waiting does not', async () => {
     const waiting: ScriptedProviderOptions['agents'] = {
-      root: [{ calls: [{ name: 'agent', input: { name: 'a', task: 'A' } }, { name: 'agent', input: { name: 'b', task: 'B' } }, { name: 'wait_for_agents', input: {} }] }, { text: 'done' }],
+      root: [
+        {
+          calls: [
+            { name: 'agent', input: { name: 'a', task: 'A' } },
+            { name: 'agent', input: { name: 'b', task: 'B' } },
+            { name: 'wait_for_agents', input: {} },
+          ],
+        },
+        { text: 'done' },
+      ],
       a: [{ calls: [{ name: 'reply', input: { result: 'a' } }], delayMs: 20 }],
       b: [{ calls: [{ name: 'reply', input: { result: 'b' } }] }],
     };
@@ -537,7 +621,9 @@ describe('traceFromJournal', () => {
     const provider = new ScriptedProvider({ agents: { ...waiting, a: [{ text: 'never', delayMs: 20_000 }] } });
     const run = await startRun('Coordinate the work.', { provider, tools: [echo] }, { store, actor: { inspect: (event) => recorder.inspect(event) } });
     // Once b has reported (a cancel between its reply's batch opening and its drain reads otherwise: see traceFromJournal).
-    await until(() => run.actor.getSnapshot().value === 'waitingForAgents' && store.journal(run.id).some((row) => row.session === 'root' && row.record.type === 'inbox'));
+    await until(
+      () => run.actor.getSnapshot().value === 'waitingForAgents' && store.journal(run.id).some((row) => row.session === 'root' && row.record.type === 'inbox'),
+    );
     run.interrupt();
     await run.result;
     const cancelled = traceFromJournal(await store.journal(run.id), 'journal');

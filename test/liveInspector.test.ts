@@ -2,7 +2,7 @@ import { createWebSocketInspector, createWebSocketReceiver, type StatelyInspecti
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
 import { createSessionActor, waitForSettled, type SessionInput } from '../src/index.js';
-import { redact, startLiveInspector, type LiveInspector } from '../src/inspect/liveInspector.js';
+import { redact, startLiveInspector, type LiveInspector } from '../src/watch/inspect/liveInspector.js';
 import { MemoryLogSink, ScriptedProvider, type ScriptedProviderOptions } from '../src/testing/index.js';
 
 const SECRET = 'sk-ant-do-not-send-0123456789';
@@ -25,7 +25,10 @@ const script: ScriptedProviderOptions['agents'] = {
 type Wire = StatelyInspectionEvent & { snapshot?: { status?: string; value?: unknown; context?: Record<string, unknown> }; event?: { type: string } };
 
 /** A `ws` client that collects every message, as text and parsed. */
-async function collect(url: string, headers: Record<string, string> = {}): Promise<{ socket: WebSocket; texts: string[]; messages: Wire[]; closed: Promise<void> }> {
+async function collect(
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<{ socket: WebSocket; texts: string[]; messages: Wire[]; closed: Promise<void> }> {
   const socket = new WebSocket(url, { headers });
   const texts: string[] = [];
   const messages: Wire[] = [];
@@ -55,7 +58,8 @@ async function eventually(check: () => boolean, what: string, ms = 5000): Promis
  * messages before it are everything the viewer was sent before that event.
  */
 async function liveMarker(messages: Wire[], text: string): Promise<number> {
-  const isMarker = (m: Wire): boolean => m.type === '@xstate.event' && m.event?.type === 'user.message' && (m as { event: { text?: string } }).event.text === text;
+  const isMarker = (m: Wire): boolean =>
+    m.type === '@xstate.event' && m.event?.type === 'user.message' && (m as { event: { text?: string } }).event.text === text;
   await eventually(() => messages.some(isMarker), `the live event "${text}"`);
   return messages.findIndex(isMarker);
 }
@@ -96,7 +100,10 @@ describe('startLiveInspector', () => {
     expect(settled.value).toBe('readyForUser');
     const rootActorMessage = () => client.messages.find((m) => m.type === '@xstate.actor' && m.name === 'root');
     const snapshotsOf = (sessionId: string | undefined) => client.messages.filter((m): m is Wire => m.type === '@xstate.snapshot' && m.sessionId === sessionId);
-    await eventually(() => snapshotsOf(rootActorMessage()?.sessionId).some((m) => m.snapshot?.value === 'readyForUser' && m.snapshot.context?.messageCount === 6), 'the root settling');
+    await eventually(
+      () => snapshotsOf(rootActorMessage()?.sessionId).some((m) => m.snapshot?.value === 'readyForUser' && m.snapshot.context?.messageCount === 6),
+      'the root settling',
+    );
 
     // Every message has the package's envelope.
     for (const m of client.messages) {
@@ -127,19 +134,31 @@ describe('startLiveInspector', () => {
     expect(client.messages.filter((m) => !shownIds.has(m.sessionId))).toEqual([]);
 
     // Snapshots: each session's states in order, with a summarised context.
-    const values = (sessionId: string | undefined) => snapshotsOf(sessionId).map((m) => m.snapshot?.value).filter((v, i, all) => v !== all[i - 1]);
+    const values = (sessionId: string | undefined) =>
+      snapshotsOf(sessionId)
+        .map((m) => m.snapshot?.value)
+        .filter((v, i, all) => v !== all[i - 1]);
     expect(values(root.sessionId)).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'streaming', 'readyForUser', 'streaming', 'readyForUser']);
     expect(values(reader?.sessionId)).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'replied']);
     expect(snapshotsOf(reader?.sessionId).at(-1)?.snapshot?.status).toBe('done');
     const context = snapshotsOf(root.sessionId).at(-1)?.snapshot?.context ?? {};
-    expect(context).toMatchObject({ agent: { id: 'root', depth: 0 }, provider: { name: 'scripted', model: 'scripted-model' }, steps: 1, spawned: 1, messageCount: 6 });
+    expect(context).toMatchObject({
+      agent: { id: 'root', depth: 0 },
+      provider: { name: 'scripted', model: 'scripted-model' },
+      steps: 1,
+      spawned: 1,
+      messageCount: 6,
+    });
     expect(context).not.toHaveProperty('messages');
     expect(context).not.toHaveProperty('options');
     expect(context.lastMessages).toHaveLength(3);
 
     // Events: what each session received, with its sender.
-    const eventsTo = (sessionId: string | undefined) => client.messages.filter((m): m is Extract<Wire, { type: '@xstate.event' }> => m.type === '@xstate.event' && m.sessionId === sessionId);
-    expect(eventsTo(root.sessionId).map((m) => m.event.type)).toEqual(expect.arrayContaining(['xstate.init', 'user.message', 'model.done', 'batch.drained', 'xstate.done.actor.1']));
+    const eventsTo = (sessionId: string | undefined) =>
+      client.messages.filter((m): m is Extract<Wire, { type: '@xstate.event' }> => m.type === '@xstate.event' && m.sessionId === sessionId);
+    expect(eventsTo(root.sessionId).map((m) => m.event.type)).toEqual(
+      expect.arrayContaining(['xstate.init', 'user.message', 'model.done', 'batch.drained', 'xstate.done.actor.1']),
+    );
     const delivery = eventsTo(root.sessionId).find((m) => m.event.type === 'xstate.done.actor.1');
     // The reader's result comes from the reader (its crew only forwarded it).
     expect(delivery?.sourceId).toBe(reader?.sessionId);

@@ -5,15 +5,15 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createSessionActor, defineTool, waitForSettled } from '../src/index.js';
-import { RunObserver } from '../src/observe/runObserver.js';
-import { Redactor } from '../src/redact.js';
+import { RunObserver } from '../src/watch/observe/runObserver.js';
+import { Redactor } from '../src/engine/redact.js';
 import { scriptedProvider } from '../src/testing/index.js';
-import { parseTrace, type TraceRecord } from '../src/trace/format.js';
-import { TraceRecorder } from '../src/trace/recorder.js';
-import { serveViewer, startLiveViewer, type LiveViewer } from '../src/viewer/liveServer.js';
+import { parseTrace, type TraceRecord } from '../src/watch/trace/format.js';
+import { TraceRecorder } from '../src/watch/trace/recorder.js';
+import { serveViewer, startLiveViewer, type LiveViewer } from '../src/watch/viewer/liveServer.js';
 
 /**
- * The live viewer's server (src/viewer/liveServer.ts), over real HTTP on 127.0.0.1: what it
+ * The live viewer's server (src/watch/viewer/liveServer.ts), over real HTTP on 127.0.0.1: what it
  * streams and serves while a scripted run goes and after it ended. The page itself, in a browser,
  * is test/viewerLive.browser.test.ts.
  */
@@ -82,7 +82,15 @@ function heldRun() {
   });
   const provider = scriptedProvider({
     agents: {
-      root: [{ calls: [{ name: 'agent', input: { name: 'worker', task: `Work (the key is ${SECRET})` } }, { name: 'wait_for_agents', input: {} }] }, { text: 'all done' }],
+      root: [
+        {
+          calls: [
+            { name: 'agent', input: { name: 'worker', task: `Work (the key is ${SECRET})` } },
+            { name: 'wait_for_agents', input: {} },
+          ],
+        },
+        { text: 'all done' },
+      ],
       worker: [{ calls: [{ name: 'hold', input: {} }] }, { calls: [{ name: 'reply', input: { result: 'worked' } }] }],
     },
   });
@@ -108,7 +116,9 @@ describe('the live viewer server', () => {
     await holding;
 
     // The run so far: the worker is in its batch, held.
-    const first = await get(`${viewer.url}events?from=0`, {}, (body) => events(body).some((e) => e.data.includes('"state":"dispatchingBatch"') && e.data.includes('root/worker')));
+    const first = await get(`${viewer.url}events?from=0`, {}, (body) =>
+      events(body).some((e) => e.data.includes('"state":"dispatchingBatch"') && e.data.includes('root/worker')),
+    );
     expect(first.status).toBe(200);
     expect(first.headers['content-type']).toBe('text/event-stream; charset=utf-8');
     const seen = events(first.body);
@@ -144,7 +154,7 @@ describe('the live viewer server', () => {
     expect(parseTrace(trace.body)).toEqual(all);
     const page = await get(viewer.url);
     expect(page.status).toBe(200);
-    expect(page.body).toContain("img-src data:\">");
+    expect(page.body).toContain('img-src data:">');
     expect(page.body).not.toContain('connect-src');
     expect(page.body).not.toContain('"live":');
     const again = events((await get(`${viewer.url}events`)).body);

@@ -26,7 +26,11 @@ describe('session logs', () => {
     const usage = { inputTokens: 10, outputTokens: 5 };
     const provider = scriptedProvider({
       agents: {
-        root: [{ calls: [{ name: 'agent', input: { name: 'c', task: 'do it' } }], usage }, { text: 'wait', usage }, { text: 'final', usage }],
+        root: [
+          { calls: [{ name: 'agent', input: { name: 'c', task: 'do it' } }], usage },
+          { text: 'wait', usage },
+          { text: 'final', usage },
+        ],
         c: [{ calls: [{ name: 'reply', input: { result: 'the report' } }], usage }],
       },
     });
@@ -42,7 +46,9 @@ describe('session logs', () => {
 
     const root = readLog(dir, 'root.jsonl');
     expect(root.filter((r) => r.type === 'spawn')).toEqual([expect.objectContaining({ name: 'c', id: 'root/c' })]);
-    expect(root.filter((r) => r.type === 'inbox')).toEqual([expect.objectContaining({ result: expect.objectContaining({ outcome: 'replied', text: 'the report' }) })]);
+    expect(root.filter((r) => r.type === 'inbox')).toEqual([
+      expect.objectContaining({ result: expect.objectContaining({ outcome: 'replied', text: 'the report' }) }),
+    ]);
     expect(root.every((r) => typeof r.ts === 'number')).toBe(true);
     // runAgent stops the root once it settles; its log ends there, with the tree's usage.
     expect(root.at(-1)).toMatchObject({

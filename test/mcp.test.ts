@@ -5,7 +5,7 @@ import { connectMcpServers, McpServerError, parseMcpFlag, runAgent, type McpServ
 import { resumeRun, RunError, startRun, type DurableRun } from '../src/store/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider, type Script } from '../src/testing/index.js';
-import type { Message, ModelRequest, Provider, StreamSink, ToolSpec } from '../src/types.js';
+import type { Message, ModelRequest, Provider, StreamSink, ToolSpec } from '../src/engine/types.js';
 import { toolResults } from './helpers.js';
 import { alive, processesWith } from './support/processes.js';
 
@@ -76,7 +76,9 @@ describe('MCP tools over stdio', () => {
         { text: 'done' },
       ],
       helper: (request, index) =>
-        index === 0 ? { calls: [{ name: 'mcp__test_server__echo', input: { text: 'from the helper' } }] } : { calls: [{ name: 'reply', input: { result: JSON.stringify(toolResults(request.messages)) } }] },
+        index === 0
+          ? { calls: [{ name: 'mcp__test_server__echo', input: { text: 'from the helper' } }] }
+          : { calls: [{ name: 'reply', input: { result: JSON.stringify(toolResults(request.messages)) } }] },
     });
     const run = await runAgent('use the tools', { provider, toolOutputCap: 1_000, mcp: [stdio()] });
     expect(run.state).toBe('readyForUser');
@@ -152,19 +154,37 @@ describe('MCP tools over stdio', () => {
 
   it('a server that crashes mid-call gives an is_error result naming it, later calls too, and the run carries on', async () => {
     const { provider } = recording({
-      root: [{ calls: [{ name: 'mcp__flaky__crash', input: {} }] }, { calls: [{ name: 'mcp__flaky__echo', input: { text: 'anyone?' } }] }, { text: 'carried on' }],
+      root: [
+        { calls: [{ name: 'mcp__flaky__crash', input: {} }] },
+        { calls: [{ name: 'mcp__flaky__echo', input: { text: 'anyone?' } }] },
+        { text: 'carried on' },
+      ],
     });
     const run = await runAgent('crash it', { provider, mcp: [stdio('normal', { name: 'flaky' })] });
     expect(run.text).toBe('carried on');
     expect(results(run.snapshot.context.messages)).toEqual([
-      { content: "tool 'mcp__flaky__crash' failed: MCP server 'flaky' stopped during the call: the process exited (its last words: boom: crashing on purpose)", is_error: true },
-      { content: "tool 'mcp__flaky__echo' failed: MCP server 'flaky' is not running: the process exited (its last words: boom: crashing on purpose)", is_error: true },
+      {
+        content: "tool 'mcp__flaky__crash' failed: MCP server 'flaky' stopped during the call: the process exited (its last words: boom: crashing on purpose)",
+        is_error: true,
+      },
+      {
+        content: "tool 'mcp__flaky__echo' failed: MCP server 'flaky' is not running: the process exited (its last words: boom: crashing on purpose)",
+        is_error: true,
+      },
     ]);
   });
 
   it('a server that hangs: the call times out as an is_error result, the run ends and the server is gone', async () => {
     const { provider } = recording({
-      root: [{ calls: [{ name: 'mcp__test_server__pid', input: {} }, { name: 'mcp__test_server__hang', input: {} }] }, { text: 'gave up waiting' }],
+      root: [
+        {
+          calls: [
+            { name: 'mcp__test_server__pid', input: {} },
+            { name: 'mcp__test_server__hang', input: {} },
+          ],
+        },
+        { text: 'gave up waiting' },
+      ],
     });
     const run = await runAgent('wait for it', { provider, mcp: [stdio('normal', { timeoutMs: 300 })] });
     expect(run.text).toBe('gave up waiting');
@@ -180,19 +200,23 @@ describe('MCP tools over stdio', () => {
     });
     const marker = `cancel-${process.pid}-${Date.now()}`;
     let started = false;
-    const run = runAgent('wait forever', { provider, mcp: [{ command: process.execPath, args: [SERVER, 'stdio', 'normal', marker] }] }, {
-      signal: abort.signal,
-      inspect: (event) => {
-        // The second batch (the hang) has started: cancel from outside, as Ctrl-C would.
-        if (event.type === '@xstate.snapshot' && 'value' in event.snapshot && event.snapshot.value === 'dispatchingBatch' && !started) {
-          const messages = (event.snapshot as { context?: { messages?: readonly Message[] } }).context?.messages ?? [];
-          if (messages.length >= 3) {
-            started = true;
-            setTimeout(() => abort.abort(), 50);
+    const run = runAgent(
+      'wait forever',
+      { provider, mcp: [{ command: process.execPath, args: [SERVER, 'stdio', 'normal', marker] }] },
+      {
+        signal: abort.signal,
+        inspect: (event) => {
+          // The second batch (the hang) has started: cancel from outside, as Ctrl-C would.
+          if (event.type === '@xstate.snapshot' && 'value' in event.snapshot && event.snapshot.value === 'dispatchingBatch' && !started) {
+            const messages = (event.snapshot as { context?: { messages?: readonly Message[] } }).context?.messages ?? [];
+            if (messages.length >= 3) {
+              started = true;
+              setTimeout(() => abort.abort(), 50);
+            }
           }
-        }
+        },
       },
-    });
+    );
     const result = await run;
     expect(result.state).toBe('cancelled');
     expect(processesWith(marker)).toEqual([]);
@@ -211,7 +235,9 @@ describe('MCP servers that do not start', () => {
 
   it('a command that does not exist fails the run with one line', async () => {
     const provider = new ScriptedProvider({ agents: { root: [{ text: 'never asked' }] } });
-    await expect(runAgent('x', { provider, mcp: [{ command: 'exarch-no-such-mcp-server' }] })).rejects.toThrow(/^MCP server 'exarch-no-such-mcp-server' could not start: spawn exarch-no-such-mcp-server ENOENT$/);
+    await expect(runAgent('x', { provider, mcp: [{ command: 'exarch-no-such-mcp-server' }] })).rejects.toThrow(
+      /^MCP server 'exarch-no-such-mcp-server' could not start: spawn exarch-no-such-mcp-server ENOENT$/,
+    );
   });
 
   it('a server that never answers the handshake fails once its start time is up, and is ended; a server started beside it is closed too', async () => {
@@ -230,8 +256,12 @@ describe('MCP servers that do not start', () => {
 
   it('a bad entry is one line before anything starts', async () => {
     const provider = new ScriptedProvider({ agents: { root: [{ text: 'x' }] } });
-    await expect(runAgent('x', { provider, mcp: [{ url: 'ftp://example.com' }] })).rejects.toThrow('mcp server url "ftp://example.com" must be http:// or https://');
-    await expect(runAgent('x', { provider, mcp: [{ command: '' }] })).rejects.toThrow('an mcp server needs a non-empty `command` (stdio) or a `url` (streamable HTTP)');
+    await expect(runAgent('x', { provider, mcp: [{ url: 'ftp://example.com' }] })).rejects.toThrow(
+      'mcp server url "ftp://example.com" must be http:// or https://',
+    );
+    await expect(runAgent('x', { provider, mcp: [{ command: '' }] })).rejects.toThrow(
+      'an mcp server needs a non-empty `command` (stdio) or a `url` (streamable HTTP)',
+    );
   });
 });
 
@@ -240,7 +270,14 @@ describe('MCP tools over streamable HTTP (127.0.0.1)', () => {
     const server = await httpServer();
     const { provider } = recording({
       root: (_request, index) => {
-        if (index === 0) return { calls: [{ name: 'mcp__web__echo', input: { text: 'over http' } }, { name: 'mcp__web__add', input: { a: 1, b: 1 } }, { name: 'mcp__web__fail', input: {} }] };
+        if (index === 0)
+          return {
+            calls: [
+              { name: 'mcp__web__echo', input: { text: 'over http' } },
+              { name: 'mcp__web__add', input: { a: 1, b: 1 } },
+              { name: 'mcp__web__fail', input: {} },
+            ],
+          };
         if (index > 1) return { text: 'done' };
         server.child.kill('SIGKILL');
         return { delayMs: 100, calls: [{ name: 'mcp__web__echo', input: { text: 'still there?' } }] };
@@ -269,7 +306,9 @@ describe('MCP tools over streamable HTTP (127.0.0.1)', () => {
     server.child.kill('SIGKILL');
     await new Promise((resolve) => server.child.once('exit', resolve));
     const provider = new ScriptedProvider({ agents: { root: [{ text: 'x' }] } });
-    await expect(runAgent('x', { provider, mcp: [{ url: server.url }] })).rejects.toThrow(/^MCP server '127\.0\.0\.1:\d+' could not start: .*(ECONNREFUSED|fetch failed)/);
+    await expect(runAgent('x', { provider, mcp: [{ url: server.url }] })).rejects.toThrow(
+      /^MCP server '127\.0\.0\.1:\d+' could not start: .*(ECONNREFUSED|fetch failed)/,
+    );
   });
 });
 
@@ -280,22 +319,27 @@ describe('MCP tools in a durable run', () => {
       const results = toolResults(request.messages);
       // Ids of their own: the resumed run's provider starts counting afresh.
       if (results.length === 0) return { calls: [{ id: 'toolu_hang', name: 'mcp__test_server__hang', input: {} }] };
-      if (!results.some((r) => r.content.includes('echo: again'))) return { calls: [{ id: 'toolu_again', name: 'mcp__test_server__echo', input: { text: 'again' } }] };
+      if (!results.some((r) => r.content.includes('echo: again')))
+        return { calls: [{ id: 'toolu_again', name: 'mcp__test_server__echo', input: { text: 'again' } }] };
       return { text: 'done' };
     };
     let run: DurableRun | undefined;
     let interrupted = false;
-    run = await startRun('task', { provider: new ScriptedProvider({ agents: { root: script } }), mcp: [stdio()] }, {
-      store,
-      actor: {
-        inspect: (event) => {
-          if (!interrupted && event.type === '@xstate.snapshot' && 'value' in event.snapshot && event.snapshot.value === 'dispatchingBatch') {
-            interrupted = true;
-            setTimeout(() => run?.interrupt(), 50);
-          }
+    run = await startRun(
+      'task',
+      { provider: new ScriptedProvider({ agents: { root: script } }), mcp: [stdio()] },
+      {
+        store,
+        actor: {
+          inspect: (event) => {
+            if (!interrupted && event.type === '@xstate.snapshot' && 'value' in event.snapshot && event.snapshot.value === 'dispatchingBatch') {
+              interrupted = true;
+              setTimeout(() => run?.interrupt(), 50);
+            }
+          },
         },
       },
-    });
+    );
     expect((await run.result).status).toBe('interrupted');
     const recorded = store.getRun(run.id)?.options.tools ?? [];
     expect(recorded).toContain('mcp__test_server__echo');
@@ -317,7 +361,12 @@ describe('hostile servers', () => {
     // server at that moment, so in the same batch it raced the huge one.
     const { provider } = recording({
       root: [
-        { calls: [{ name: 'mcp__pipe__huge', input: {} }, { name: 'mcp__web__huge', input: {} }] },
+        {
+          calls: [
+            { name: 'mcp__pipe__huge', input: {} },
+            { name: 'mcp__web__huge', input: {} },
+          ],
+        },
         { calls: [{ name: 'mcp__web__echo', input: { text: 'still fine' } }] },
         { text: 'survived' },
       ],
@@ -335,7 +384,10 @@ describe('hostile servers', () => {
 
 describe('--mcp values', () => {
   it('splits a command line as a shell would, without expanding anything', () => {
-    expect(parseMcpFlag(`node "my server.js" --root 'a b' c\\ d $HOME *`)).toEqual({ command: 'node', args: ['my server.js', '--root', 'a b', 'c d', '$HOME', '*'] });
+    expect(parseMcpFlag(`node "my server.js" --root 'a b' c\\ d $HOME *`)).toEqual({
+      command: 'node',
+      args: ['my server.js', '--root', 'a b', 'c d', '$HOME', '*'],
+    });
     expect(parseMcpFlag(`prog "say \\"hi\\"" ''`)).toEqual({ command: 'prog', args: ['say "hi"', ''] });
     expect(parseMcpFlag(' https://example.com/mcp ')).toEqual({ url: 'https://example.com/mcp' });
     expect(() => parseMcpFlag('node "unclosed')).toThrow('--mcp value has an unclosed " quote: node "unclosed');

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { AnyTransitionDefinition, EventObject } from 'xstate';
 import { TestModel, type TestParam, type TestPath } from 'xstate/graph';
 import type { SessionSnapshot } from '../src/index.js';
-import { sessionStatechart } from '../src/statechart/extract.js';
+import { sessionStatechart } from '../src/watch/statechart/extract.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { restoreRun } from '../src/store/restoreRun.js';
 import type { JournalRow } from '../src/store/runStore.js';
@@ -128,7 +128,9 @@ describe('model-based: every transition of the session machine, driven against r
     const all = eventsFor('sub');
     const variants = new Set(['text', 'empty', 'truncatedText', 'pause', 'work', 'cutOffCall', 'reply:string']);
     const events = (snapshot: SessionSnapshot): ModelEvent[] =>
-      all(snapshot).filter((e) => e.type === 'tick' || e.type === 'batch.drained' || e.type === 'tool.settled' || (e.type === 'model.done' && variants.has(e.variant)));
+      all(snapshot).filter(
+        (e) => e.type === 'tick' || e.type === 'batch.drained' || e.type === 'tool.settled' || (e.type === 'model.done' && variants.has(e.variant)),
+      );
     const { session, model } = buildModel('sub', events);
     const paths = model.getSimplePaths({ toState: (snapshot) => snapshot.status !== 'active' });
     expect(paths.length).toBeGreaterThan(100);
@@ -225,7 +227,9 @@ function inFlightAt(rows: readonly JournalRow[], session: string): string[] {
   // Issue 17: nothing of a batch runs while it waits for a person, and a denied call never runs.
   if (after.some((r) => r.record.type === 'awaiting') && !after.some((r) => r.record.type === 'dispatching')) return [];
   const answered = new Set(
-    after.flatMap((r) => (r.record.type === 'tool' ? [r.record.result.tool_use_id] : r.record.type === 'approval' && r.record.decision === 'deny' ? [r.record.callId] : [])),
+    after.flatMap((r) =>
+      r.record.type === 'tool' ? [r.record.result.tool_use_id] : r.record.type === 'approval' && r.record.decision === 'deny' ? [r.record.callId] : [],
+    ),
   );
   return lastMessage.record.content.flatMap((b) => (b.type === 'tool_use' && b.name === 'work' && !answered.has(b.id) ? [b.id] : []));
 }
@@ -288,10 +292,14 @@ async function driveDurable(kind: ModelKind, path: Path, session: TraversableSes
       await crashed.reach(keys[i] as string);
     }
     // The crashed process went the model's way up to the crash.
-    if (crashed.keys.some((key, i) => key !== expected[i])) return fail(`before the crash the real session took other states:\n  model: ${expected.join('\n         ')}\n  real:  ${crashed.keys.join('\n         ')}`);
+    if (crashed.keys.some((key, i) => key !== expected[i]))
+      return fail(
+        `before the crash the real session took other states:\n  model: ${expected.join('\n         ')}\n  real:  ${crashed.keys.join('\n         ')}`,
+      );
     const predictedBefore = steps.slice(0, crashAt + 1).flatMap((s) => edgeIds(session.taken.get(s.state) ?? []));
     const realBefore = edgeIds(crashed.transitions.slice(0, crashed.transitionsAt(collapsedAt[crashAt] as number)));
-    if (JSON.stringify(realBefore) !== JSON.stringify(predictedBefore)) return fail(`before the crash the real session took other transitions:\n  model: ${namesOf(predictedBefore)}\n  real:  ${namesOf(realBefore)}`);
+    if (JSON.stringify(realBefore) !== JSON.stringify(predictedBefore))
+      return fail(`before the crash the real session took other transitions:\n  model: ${namesOf(predictedBefore)}\n  real:  ${namesOf(realBefore)}`);
     for (const id of predictedBefore) reached.predicted.add(id);
     countReal(crashed, realBefore);
 
@@ -325,12 +333,21 @@ async function driveDurable(kind: ModelKind, path: Path, session: TraversableSes
       predictedStart.push(...edgeIds(session.taken.get(ticked) ?? []));
       durable.behind += 1;
     }
-    if (resumedKeys.at(-1) !== keys[j]) return fail(`the model resumes into another state:\n  crashed: ${keys[j]}\n  resumed: ${resumedKeys.join('\n           ')}`);
+    if (resumedKeys.at(-1) !== keys[j])
+      return fail(`the model resumes into another state:\n  crashed: ${keys[j]}\n  resumed: ${resumedKeys.join('\n           ')}`);
 
     // The new process: a session made from the journal, with new gates.
     const said = steps.slice(0, j + 1).flatMap((s) => (s.event.type === 'model.done' ? saidBy(s.event.output) : []));
     const nextSeq = (rows.at(-1)?.seq ?? 0) + 1;
-    resumed = new PathDriver(kind, { store: new RecordingStore(last.frozen.store.clone()), runId, nextSeq, idempotent: true, restore: restored.root, said, crashing });
+    resumed = new PathDriver(kind, {
+      store: new RecordingStore(last.frozen.store.clone()),
+      runId,
+      nextSeq,
+      idempotent: true,
+      restore: restored.root,
+      said,
+      crashing,
+    });
     await resumed.perform({ type: 'xstate.init' });
     // Behind a tick, the tick happens before anything else of the path (as it did in the crashed process).
     for (const key of resumedKeys) await resumed.reach(key);
@@ -354,7 +371,8 @@ async function driveDurable(kind: ModelKind, path: Path, session: TraversableSes
     }
     const predictedAfter = [...predictedStart, ...steps.slice(j + 1).flatMap((s) => edgeIds(session.taken.get(s.state) ?? []))];
     const realAfter = edgeIds(resumed.transitions.slice(0, resumed.transitionsAt(resumed.trail().length - 1)));
-    if (JSON.stringify(realAfter) !== JSON.stringify(predictedAfter)) return fail(`the resumed session took other transitions:\n  model: ${namesOf(predictedAfter)}\n  real:  ${namesOf(realAfter)}`);
+    if (JSON.stringify(realAfter) !== JSON.stringify(predictedAfter))
+      return fail(`the resumed session took other transitions:\n  model: ${namesOf(predictedAfter)}\n  real:  ${namesOf(realAfter)}`);
     for (const id of predictedAfter) reached.predicted.add(id);
     countReal(resumed, realAfter);
     const entry = edges[edgeIds(model.taken)[0] ?? -1]?.label ?? '?';
@@ -471,13 +489,15 @@ async function driveUnknown(kind: ModelKind, path: Path, session: TraversableSes
     }
     await crashed.journalWritten();
     const last = crashed.appends.at(-1);
-    if (!last || last.key !== crashed.keys.length - 1 || crashed.keys.at(-1) !== keys[crashAt]) return `${description}\n  the journal does not hold the batch at the crash`;
+    if (!last || last.key !== crashed.keys.length - 1 || crashed.keys.at(-1) !== keys[crashAt])
+      return `${description}\n  the journal does not hold the batch at the crash`;
     const rows = last.frozen.store.journal(runId);
     // In flight: planned, with no result in the journal (started by the crash instant, just before
     // the next append, or not yet: a batch's calls start once the burst that planned them is written).
     const inFlight = inFlightAt(rows, crashed.sutId);
     if (inFlight.length !== pending) return `${description}\n  ${pending} calls should be in flight, the journal has ${JSON.stringify(inFlight)}`;
-    const startedBefore = (id: string): number => crashed.workStarted.filter((x, i) => x === id && (crashed.workStartedAt[i] ?? 0) <= last.frozen.append).length;
+    const startedBefore = (id: string): number =>
+      crashed.workStarted.filter((x, i) => x === id && (crashed.workStartedAt[i] ?? 0) <= last.frozen.append).length;
     crashedStopped = true;
     await crashed.stop();
     const restored = restoreRun(asRunJournal(rows, crashed.sutId));
@@ -489,13 +509,23 @@ async function driveUnknown(kind: ModelKind, path: Path, session: TraversableSes
     const expectedKeys = collapse([stateKey(model.snapshot), stateKey(drained)]);
     const said = steps.flatMap((s) => (s.event.type === 'model.done' ? saidBy(s.event.output) : []));
     const resumeStore = new RecordingStore(last.frozen.store.clone());
-    resumed = new PathDriver(kind, { store: resumeStore, runId, nextSeq: (rows.at(-1)?.seq ?? 0) + 1, idempotent: false, restore: restored.root, said, crashing });
+    resumed = new PathDriver(kind, {
+      store: resumeStore,
+      runId,
+      nextSeq: (rows.at(-1)?.seq ?? 0) + 1,
+      idempotent: false,
+      restore: restored.root,
+      said,
+      crashing,
+    });
     await resumed.perform({ type: 'xstate.init' });
     for (const key of expectedKeys) await resumed.reach(key);
-    if (JSON.stringify(resumed.trail()) !== JSON.stringify(expectedKeys)) problems.push(`the resumed session took other states:\n  model: ${expectedKeys.join('\n         ')}\n  real:  ${resumed.trail().join('\n         ')}`);
+    if (JSON.stringify(resumed.trail()) !== JSON.stringify(expectedKeys))
+      problems.push(`the resumed session took other states:\n  model: ${expectedKeys.join('\n         ')}\n  real:  ${resumed.trail().join('\n         ')}`);
     const predicted = [...edgeIds(model.taken), ...edgeIds(session.taken.get(drained) ?? [])];
     const real = edgeIds(resumed.transitions.slice(0, resumed.transitionsAt(resumed.trail().length - 1)));
-    if (JSON.stringify(real) !== JSON.stringify(predicted)) problems.push(`the resumed session took other transitions:\n  model: ${namesOf(predicted)}\n  real:  ${namesOf(real)}`);
+    if (JSON.stringify(real) !== JSON.stringify(predicted))
+      problems.push(`the resumed session took other transitions:\n  model: ${namesOf(predicted)}\n  real:  ${namesOf(real)}`);
     // Not run again: once in all, by the crashed process.
     if (resumed.workStarted.length > 0) problems.push(`the resumed session ran ${JSON.stringify(resumed.workStarted)} again`);
     for (const id of inFlight) if (startedBefore(id) > 1) problems.push(`${id} was started ${startedBefore(id)} times before the crash`);
@@ -504,9 +534,11 @@ async function driveUnknown(kind: ModelKind, path: Path, session: TraversableSes
     const journaled = resumeStore.inner.journal(runId).flatMap((r) => (r.record.type === 'tool' ? [r.record.result] : []));
     for (const id of inFlight) {
       const inHistory = results.filter((r) => r.tool_use_id === id);
-      if (inHistory.length !== 1 || inHistory[0]?.is_error !== true || !/unknown/.test(inHistory[0].content)) problems.push(`${id} is answered ${JSON.stringify(inHistory)} in the resumed history`);
+      if (inHistory.length !== 1 || inHistory[0]?.is_error !== true || !/unknown/.test(inHistory[0].content))
+        problems.push(`${id} is answered ${JSON.stringify(inHistory)} in the resumed history`);
       const inJournal = journaled.filter((r) => r.tool_use_id === id);
-      if (inJournal.length !== 1 || inJournal[0]?.is_error !== true || !/unknown/.test(inJournal[0].content)) problems.push(`${id} is journaled as ${JSON.stringify(inJournal)}`);
+      if (inJournal.length !== 1 || inJournal[0]?.is_error !== true || !/unknown/.test(inJournal[0].content))
+        problems.push(`${id} is journaled as ${JSON.stringify(inJournal)}`);
     }
     for (const id of predicted) reached.predicted.add(id);
     if (problems.length === 0) countReal(resumed, real);
@@ -564,7 +596,7 @@ describe('model-based, durable: a session journaled at any reachable state, cras
 describe('model-based coverage', () => {
   it('the paths cover 100% of the states and transitions of the machine', () => {
     const chart = sessionStatechart();
-    // The statechart data (src/statechart) and the edges read here describe the same machine.
+    // The statechart data (src/watch/statechart) and the edges read here describe the same machine.
     expect(edges.map((e) => e.label.split(' ')[0])).toEqual(chart.transitions.map((t) => t.source));
     expect(allStates).toEqual(chart.states.map((s) => s.id));
     const missingStates = allStates.filter((s) => !reached.states.has(s));
@@ -585,5 +617,3 @@ describe('model-based coverage', () => {
 function pct(n: number, total: number): string {
   return `${Math.floor((1000 * n) / total) / 10}%`;
 }
-
-

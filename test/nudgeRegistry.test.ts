@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { nudgeMessage, pickNudge, replyReminder, truncationReminder, type LatchCount, type NudgeLatch, type NudgeView } from '../src/nudges.js';
+import { nudgeMessage, pickNudge, replyReminder, truncationReminder, type LatchCount, type NudgeLatch, type NudgeView } from '../src/engine/nudges.js';
 
 /**
  * Which latch the registry picks, from the rules of its doc comment: consulted only for its
@@ -11,7 +11,13 @@ const root = { name: 'root', path: ['root'], depth: 0, id: 'root' };
 const child = { name: 'c', path: ['root', 'c'], depth: 1, id: 'root/c' };
 type View = Omit<NudgeView, 'firedThisTurn' | 'firedTotal'>;
 const view = (over: Partial<View> = {}): View => ({ agent: root, isSubAgent: false, quiet: true, stopReason: 'end_turn', stepText: 'done', steps: 1, ...over });
-const always = (id: string, on: NudgeLatch['on'], budgets: { perTurn?: number; total?: number } = {}): NudgeLatch => ({ id, on, fires: () => true, message: `${id} says`, ...budgets });
+const always = (id: string, on: NudgeLatch['on'], budgets: { perTurn?: number; total?: number } = {}): NudgeLatch => ({
+  id,
+  on,
+  fires: () => true,
+  message: `${id} says`,
+  ...budgets,
+});
 const counts = (entries: Record<string, LatchCount>): Record<string, LatchCount> => entries;
 
 describe('nudge registry: picking a latch', () => {
@@ -47,10 +53,15 @@ describe('nudge registry: picking a latch', () => {
 
   it('a latch sees the step and how often it fired, this turn and in all', () => {
     const seen: NudgeView[] = [];
-    const spy: NudgeLatch = { id: 'spy', on: 'end_turn', fires: (v) => {
+    const spy: NudgeLatch = {
+      id: 'spy',
+      on: 'end_turn',
+      fires: (v) => {
         seen.push(v);
         return true;
-      }, message: '' };
+      },
+      message: '',
+    };
     pickNudge([spy], 'end_turn', counts({ spy: { turn: 2, total: 5 } }), view({ stepText: 'hello', steps: 4 }));
     pickNudge([spy], 'end_turn', {}, view());
     expect(seen).toEqual([
@@ -66,7 +77,9 @@ describe('nudge registry: the built-in latches', () => {
     expect(pickNudge([replyReminder], 'end_turn', {}, view({ agent: child, isSubAgent: true, quiet: true }))?.id).toBe('reply-reminder');
     expect(pickNudge([replyReminder], 'end_turn', {}, view({ agent: child, isSubAgent: true, quiet: false }))).toBeUndefined();
     expect(pickNudge([replyReminder], 'end_turn', {}, view({ isSubAgent: false, quiet: true }))).toBeUndefined();
-    expect(pickNudge([replyReminder], 'end_turn', counts({ 'reply-reminder': { turn: 0, total: 1 } }), view({ agent: child, isSubAgent: true }))).toBeUndefined();
+    expect(
+      pickNudge([replyReminder], 'end_turn', counts({ 'reply-reminder': { turn: 0, total: 1 } }), view({ agent: child, isSubAgent: true })),
+    ).toBeUndefined();
     expect(replyReminder.message).toBe(
       'You ended your turn without calling the `reply` tool. Only the `result` argument of `reply` reaches the agent that started you; ' +
         'your messages do not. Call `reply` now with your complete result. If you end another turn without calling it, you finish with no output.',
@@ -77,7 +90,9 @@ describe('nudge registry: the built-in latches', () => {
     const latch = truncationReminder(2);
     expect(latch).toMatchObject({ id: 'truncation-reminder', on: 'max_tokens', perTurn: 2 });
     expect(latch.total).toBeUndefined();
-    expect(pickNudge([latch], 'max_tokens', counts({ 'truncation-reminder': { turn: 1, total: 40 } }), view({ stopReason: 'max_tokens' }))?.id).toBe('truncation-reminder');
+    expect(pickNudge([latch], 'max_tokens', counts({ 'truncation-reminder': { turn: 1, total: 40 } }), view({ stopReason: 'max_tokens' }))?.id).toBe(
+      'truncation-reminder',
+    );
     expect(pickNudge([latch], 'max_tokens', counts({ 'truncation-reminder': { turn: 2, total: 2 } }), view({ stopReason: 'max_tokens' }))).toBeUndefined();
     expect(latch.message).toBe(
       'Your previous response was cut off because it reached the maximum output length. Continue where you stopped. ' +

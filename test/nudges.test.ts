@@ -41,7 +41,12 @@ describe('nudge registry', () => {
       },
       { task: 'go', nudges: [always] },
     );
-    expect(logs.records('root/c').filter((r) => r.type === 'nudge').map((r) => (r.type === 'nudge' ? r.latch : ''))).toEqual(['reply-reminder', 'always']);
+    expect(
+      logs
+        .records('root/c')
+        .filter((r) => r.type === 'nudge')
+        .map((r) => (r.type === 'nudge' ? r.latch : '')),
+    ).toEqual(['reply-reminder', 'always']);
   });
 
   it('the default step cap is 50 model requests per turn', async () => {

@@ -14,11 +14,22 @@ const echo = defineTool({ name: 'echo', description: 'Echo the text.', input: z.
 /** root → researcher → reader: each parent waits for its child with `wait_for_agents`. */
 const threeLevels = {
   root: [
-    { text: 'Delegating.', calls: [{ name: 'agent', input: { name: 'researcher', task: 'Find the cause.' } }, { name: 'wait_for_agents', input: {} }] },
+    {
+      text: 'Delegating.',
+      calls: [
+        { name: 'agent', input: { name: 'researcher', task: 'Find the cause.' } },
+        { name: 'wait_for_agents', input: {} },
+      ],
+    },
     { text: 'The cause is the cookie.' },
   ],
   researcher: [
-    { calls: [{ name: 'agent', input: { name: 'reader', task: 'Read a.md' } }, { name: 'wait_for_agents', input: {} }] },
+    {
+      calls: [
+        { name: 'agent', input: { name: 'reader', task: 'Read a.md' } },
+        { name: 'wait_for_agents', input: {} },
+      ],
+    },
     { calls: [{ name: 'echo', input: { text: 'cookie' } }] },
     { calls: [{ name: 'reply', input: { result: 'the cookie' } }] },
   ],
@@ -165,7 +176,9 @@ describe('events(actor): the run as typed events', () => {
     // Across agents: a child starts after its parent asked for it, ends before its parent is told, and
     // the parent's next request comes after the delivery.
     const at = (agent: string, text: string) => seen.findIndex((e) => e.agent === agent && line(e) === text);
-    expect(at('root', 'call agent {"name":"researcher","task":"Find the cause."}')).toBeLessThan(at('root/researcher', 'started researcher parent=root depth=1 task=Find the cause.'));
+    expect(at('root', 'call agent {"name":"researcher","task":"Find the cause."}')).toBeLessThan(
+      at('root/researcher', 'started researcher parent=root depth=1 task=Find the cause.'),
+    );
     expect(at('root/researcher/reader', 'ended done replied')).toBeLessThan(at('root/researcher', 'delivery root/researcher/reader replied a.md: cookie'));
     expect(at('root/researcher', 'ended done replied')).toBeLessThan(at('root', 'delivery root/researcher replied the cookie'));
     expect(at('root', 'delivery root/researcher replied the cookie')).toBeLessThan(at('root', 'text The cause is the cookie.'));
@@ -230,7 +243,17 @@ describe('backpressure: a slow consumer never holds the run back', () => {
   it('the run settles while the consumer still lags; it then gets every event in order, waiting deltas merged', async () => {
     const text = 'abcdefghij'.repeat(300);
     const agents = {
-      root: [{ text, chunkSize: 1, calls: [{ name: 'agent', input: { name: 'c', task: 't' } }, { name: 'wait_for_agents', input: {} }] }, { text: 'done' }],
+      root: [
+        {
+          text,
+          chunkSize: 1,
+          calls: [
+            { name: 'agent', input: { name: 'c', task: 't' } },
+            { name: 'wait_for_agents', input: {} },
+          ],
+        },
+        { text: 'done' },
+      ],
       c: [{ text: 'zyx'.repeat(100), chunkSize: 1, calls: [{ name: 'reply', input: { result: 'ok' } }] }],
     };
     const actor = createSessionActor({ provider: scriptedProvider({ agents }), task: 'go' });
@@ -266,7 +289,11 @@ describe('backpressure: a slow consumer never holds the run back', () => {
     const shape = (e: RunEvent) => (e.type === 'text.delta' ? { type: e.type, agent: e.agent, text: e.text } : { type: e.type, agent: e.agent });
     // What the slow consumer got is the same run: every non-delta event in order, and all the text.
     expect(slow.filter((e) => e.type !== 'text.delta').map(shape)).toEqual(merged.filter((e) => e.type !== 'text.delta'));
-    const textOf = (events: readonly { type: string; agent: string; text?: string }[], agent: string) => events.filter((e) => e.type === 'text.delta' && e.agent === agent).map((e) => e.text).join('');
+    const textOf = (events: readonly { type: string; agent: string; text?: string }[], agent: string) =>
+      events
+        .filter((e) => e.type === 'text.delta' && e.agent === agent)
+        .map((e) => e.text)
+        .join('');
     expect(textOf(slow.map(shape), 'root')).toBe(`${text}done`);
     expect(textOf(slow.map(shape), 'root/c')).toBe('zyx'.repeat(100));
     // Deltas it took while lagging came merged: far fewer events than the model sent.
@@ -317,10 +344,31 @@ describe('approvals and budgets as run events', () => {
     });
     const provider = scriptedProvider({
       agents: {
-        root: [{ calls: [{ name: 'agent', input: { name: 'lead', task: 'Lead the notes.' } }, { name: 'wait_for_agents', input: {} }] }, { text: 'Handled.' }],
-        lead: [{ calls: [{ name: 'agent', input: { name: 'scribe', task: 'Write the notes.' } }, { name: 'wait_for_agents', input: {} }] }, { calls: [{ name: 'reply', input: { result: 'ok' } }] }],
+        root: [
+          {
+            calls: [
+              { name: 'agent', input: { name: 'lead', task: 'Lead the notes.' } },
+              { name: 'wait_for_agents', input: {} },
+            ],
+          },
+          { text: 'Handled.' },
+        ],
+        lead: [
+          {
+            calls: [
+              { name: 'agent', input: { name: 'scribe', task: 'Write the notes.' } },
+              { name: 'wait_for_agents', input: {} },
+            ],
+          },
+          { calls: [{ name: 'reply', input: { result: 'ok' } }] },
+        ],
         scribe: [
-          { calls: [{ name: 'write_note', input: { path: 'a.md' } }, { name: 'write_note', input: { path: '/etc/motd' } }] },
+          {
+            calls: [
+              { name: 'write_note', input: { path: 'a.md' } },
+              { name: 'write_note', input: { path: '/etc/motd' } },
+            ],
+          },
           { calls: [{ name: 'write_note', input: { path: 'b.md' } }] },
           { calls: [{ name: 'write_note', input: { path: 'c.md' } }] },
           { calls: [{ name: 'reply', input: { result: 'done' } }] },
@@ -335,7 +383,14 @@ describe('approvals and budgets as run events', () => {
         if (event.type !== 'approval.requested') continue;
         // a.md: approved; /etc/motd: denied; b.md: always (c.md then runs unasked).
         const path = String(event.input['path']);
-        respond(actor, path === 'a.md' ? { callId: event.callId, decision: 'approve' } : path === 'b.md' ? { callId: event.callId, decision: 'always' } : { callId: event.callId, decision: 'deny', reason: 'outside the project' });
+        respond(
+          actor,
+          path === 'a.md'
+            ? { callId: event.callId, decision: 'approve' }
+            : path === 'b.md'
+              ? { callId: event.callId, decision: 'always' }
+              : { callId: event.callId, decision: 'deny', reason: 'outside the project' },
+        );
       }
     })();
     actor.start();
@@ -371,7 +426,14 @@ describe('approvals and budgets as run events', () => {
     const provider = scriptedProvider({
       agents: {
         root: [
-          { calls: [{ name: 'agent', input: { name: 'capped', task: 'Spend.', budget: { tokens: 200 } } }, { name: 'agent', input: { name: 'other', task: 'Spend slowly.' } }, { name: 'wait_for_agents', input: { until: 'any' } }], usage: { inputTokens: 10, outputTokens: 0 } },
+          {
+            calls: [
+              { name: 'agent', input: { name: 'capped', task: 'Spend.', budget: { tokens: 200 } } },
+              { name: 'agent', input: { name: 'other', task: 'Spend slowly.' } },
+              { name: 'wait_for_agents', input: { until: 'any' } },
+            ],
+            usage: { inputTokens: 10, outputTokens: 0 },
+          },
           { calls: [{ name: 'wait_for_agents', input: {} }], usage: { inputTokens: 10, outputTokens: 0 } },
           { text: 'final', usage: { inputTokens: 10, outputTokens: 0 } },
         ],
@@ -395,7 +457,9 @@ describe('approvals and budgets as run events', () => {
     expect(exceeded[1]?.tokens).toBeGreaterThanOrEqual(1_000);
     // The sub-agent's ends capped after its event; the tree's comes before the cancel it sends.
     const index = (p: (e: RunEvent) => boolean): number => seen.findIndex(p);
-    expect(index((e) => e.type === 'agent.ended' && e.agent === 'root/capped' && e.outcome === 'capped')).toBeGreaterThan(seen.indexOf(exceeded[0] as RunEvent));
+    expect(index((e) => e.type === 'agent.ended' && e.agent === 'root/capped' && e.outcome === 'capped')).toBeGreaterThan(
+      seen.indexOf(exceeded[0] as RunEvent),
+    );
     expect(index((e) => e.type === 'agent.cancel' && e.agent === 'root/other')).toBeGreaterThan(seen.indexOf(exceeded[1] as RunEvent));
   });
 });

@@ -3,8 +3,8 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type Re
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createRunObserver, createSessionActor, defineTool, runAgent, waitForSettled } from '../src/index.js';
-import { otelExporter, OtelRunExporter } from '../src/otel/otelExporter.js';
-import { Redactor } from '../src/redact.js';
+import { otelExporter, OtelRunExporter } from '../src/watch/otel/otelExporter.js';
+import { Redactor } from '../src/engine/redact.js';
 import { scriptedProvider, type ScriptedStep } from '../src/testing/index.js';
 
 /**
@@ -19,12 +19,29 @@ const echo = defineTool({ name: 'echo', description: 'Echo the text.', input: z.
 /** root → researcher → reader, with a host tool that succeeds once and is refused once. */
 const threeLevels: Record<string, ScriptedStep[]> = {
   root: [
-    { text: 'Delegating.', calls: [{ id: 'toolu_spawn_researcher', name: 'agent', input: { name: 'researcher', task: 'Find the cause.' } }, { id: 'toolu_wait_root', name: 'wait_for_agents', input: {} }], usage: { inputTokens: 100, outputTokens: 20, cacheReadInputTokens: 300, cacheCreationInputTokens: 50 } },
+    {
+      text: 'Delegating.',
+      calls: [
+        { id: 'toolu_spawn_researcher', name: 'agent', input: { name: 'researcher', task: 'Find the cause.' } },
+        { id: 'toolu_wait_root', name: 'wait_for_agents', input: {} },
+      ],
+      usage: { inputTokens: 100, outputTokens: 20, cacheReadInputTokens: 300, cacheCreationInputTokens: 50 },
+    },
     { text: 'The cause is the cookie.', usage: { inputTokens: 150, outputTokens: 7 } },
   ],
   researcher: [
-    { calls: [{ id: 'toolu_spawn_reader', name: 'agent', input: { name: 'reader', task: 'Read a.md' } }, { id: 'toolu_wait_researcher', name: 'wait_for_agents', input: {} }] },
-    { calls: [{ id: 'toolu_echo_ok', name: 'echo', input: { text: 'cookie' } }, { id: 'toolu_echo_bad', name: 'echo', input: { text: '' } }] },
+    {
+      calls: [
+        { id: 'toolu_spawn_reader', name: 'agent', input: { name: 'reader', task: 'Read a.md' } },
+        { id: 'toolu_wait_researcher', name: 'wait_for_agents', input: {} },
+      ],
+    },
+    {
+      calls: [
+        { id: 'toolu_echo_ok', name: 'echo', input: { text: 'cookie' } },
+        { id: 'toolu_echo_bad', name: 'echo', input: { text: '' } },
+      ],
+    },
     { calls: [{ id: 'toolu_reply_researcher', name: 'reply', input: { result: 'the cookie' } }] },
   ],
   reader: [{ text: 'Reading.', calls: [{ id: 'toolu_reply_reader', name: 'reply', input: { result: 'a.md: cookie' } }] }],
@@ -146,7 +163,16 @@ describe('OpenTelemetry export (GenAI semantic conventions)', () => {
     const spans = await runThreeLevels();
     const tools = spans.filter((s) => s.attributes['gen_ai.operation.name'] === 'execute_tool');
     expect(tools.map((s) => s.attributes['gen_ai.tool.call.id']).sort()).toEqual(
-      ['toolu_echo_bad', 'toolu_echo_ok', 'toolu_reply_reader', 'toolu_reply_researcher', 'toolu_spawn_reader', 'toolu_spawn_researcher', 'toolu_wait_researcher', 'toolu_wait_root'].sort(),
+      [
+        'toolu_echo_bad',
+        'toolu_echo_ok',
+        'toolu_reply_reader',
+        'toolu_reply_researcher',
+        'toolu_spawn_reader',
+        'toolu_spawn_researcher',
+        'toolu_wait_researcher',
+        'toolu_wait_root',
+      ].sort(),
     );
     for (const span of tools) {
       expect(span.kind).toBe(SpanKind.INTERNAL);
@@ -168,7 +194,14 @@ describe('OpenTelemetry export (GenAI semantic conventions)', () => {
     const readerChat = spans.find((s) => s.attributes['gen_ai.operation.name'] === 'chat' && parentOf(s, spans) === reader);
     expect(JSON.parse(String(readerChat?.attributes['gen_ai.input.messages']))).toEqual([{ role: 'user', parts: [{ type: 'text', content: 'Read a.md' }] }]);
     expect(JSON.parse(String(readerChat?.attributes['gen_ai.output.messages']))).toEqual([
-      { role: 'assistant', parts: [{ type: 'text', content: 'Reading.' }, { type: 'tool_call', id: 'toolu_reply_reader', name: 'reply', arguments: { result: 'a.md: cookie' } }], finish_reason: 'tool_use' },
+      {
+        role: 'assistant',
+        parts: [
+          { type: 'text', content: 'Reading.' },
+          { type: 'tool_call', id: 'toolu_reply_reader', name: 'reply', arguments: { result: 'a.md: cookie' } },
+        ],
+        finish_reason: 'tool_use',
+      },
     ]);
     expect(JSON.parse(String(readerChat?.attributes['gen_ai.system_instructions']))[0]).toMatchObject({ type: 'text' });
     const ok = spans.find((s) => s.attributes['gen_ai.tool.call.id'] === 'toolu_echo_ok');
@@ -176,9 +209,17 @@ describe('OpenTelemetry export (GenAI semantic conventions)', () => {
     expect(ok?.attributes['gen_ai.tool.call.result']).toBe('echo: cookie');
     // The researcher's third request carries both tool results back as a `tool` message.
     const researcher = spans.find((s) => s.name === 'invoke_agent researcher');
-    const third = spans.filter((s) => s.attributes['gen_ai.operation.name'] === 'chat' && parentOf(s, spans) === researcher).sort((a, b) => a.startTime[0] - b.startTime[0] || a.startTime[1] - b.startTime[1])[2];
+    const third = spans
+      .filter((s) => s.attributes['gen_ai.operation.name'] === 'chat' && parentOf(s, spans) === researcher)
+      .sort((a, b) => a.startTime[0] - b.startTime[0] || a.startTime[1] - b.startTime[1])[2];
     const input = JSON.parse(String(third?.attributes['gen_ai.input.messages'])) as { role: string; parts: { type: string; id?: string }[] }[];
-    expect(input.at(-1)).toMatchObject({ role: 'tool', parts: [{ type: 'tool_call_response', id: 'toolu_echo_ok' }, { type: 'tool_call_response', id: 'toolu_echo_bad' }] });
+    expect(input.at(-1)).toMatchObject({
+      role: 'tool',
+      parts: [
+        { type: 'tool_call_response', id: 'toolu_echo_ok' },
+        { type: 'tool_call_response', id: 'toolu_echo_bad' },
+      ],
+    });
   });
 
   it('a secret of the environment never reaches a span, even with content', async () => {
@@ -190,7 +231,11 @@ describe('OpenTelemetry export (GenAI semantic conventions)', () => {
     const observer = createRunObserver();
     const spansOf = new OtelRunExporter({ tracer: provider.getTracer('test'), captureContent: true, redactor: new Redactor([secret]) });
     observer.subscribe(spansOf.onEvent);
-    await runAgent(`Use the key ${secret}`, { provider: scriptedProvider({ agents: { root: [{ text: `Your key is ${secret}.` }] } }) }, { inspect: observer.inspect });
+    await runAgent(
+      `Use the key ${secret}`,
+      { provider: scriptedProvider({ agents: { root: [{ text: `Your key is ${secret}.` }] } }) },
+      { inspect: observer.inspect },
+    );
     await provider.forceFlush();
     const text = JSON.stringify(exporter.getFinishedSpans().map((s) => [s.attributes, s.status]));
     expect(text).toContain('Use the key');
@@ -204,7 +249,15 @@ describe('OpenTelemetry export (GenAI semantic conventions)', () => {
     observer.subscribe(spansOf.onEvent);
     const scripted = scriptedProvider({
       agents: {
-        root: [{ calls: [{ name: 'agent', input: { name: 'w', task: 'x' } }, { name: 'wait_for_agents', input: {} }] }, { text: 'w failed.' }],
+        root: [
+          {
+            calls: [
+              { name: 'agent', input: { name: 'w', task: 'x' } },
+              { name: 'wait_for_agents', input: {} },
+            ],
+          },
+          { text: 'w failed.' },
+        ],
         w: [{ fault: { retryable: false, status: 400, message: 'invalid_request_error: bad (HTTP 400)' } }],
       },
     });

@@ -49,9 +49,9 @@ describe('the published package', () => {
   });
 
   it('ships type declarations for every entry point', () => {
-    expect(existsSync(`${root}/dist/src/viewer/index.d.ts`)).toBe(true);
-    expect(existsSync(`${root}/dist/src/inspect/liveInspector.d.ts`)).toBe(true);
-    expect(existsSync(`${root}/dist/src/trace/recorder.d.ts`)).toBe(true);
+    expect(existsSync(`${root}/dist/src/watch/viewer/index.d.ts`)).toBe(true);
+    expect(existsSync(`${root}/dist/src/watch/inspect/liveInspector.d.ts`)).toBe(true);
+    expect(existsSync(`${root}/dist/src/watch/trace/recorder.d.ts`)).toBe(true);
     expect(existsSync(`${root}/dist/src/index.d.ts`)).toBe(true);
     expect(existsSync(`${root}/dist/src/testing/index.d.ts`)).toBe(true);
   });
@@ -85,7 +85,9 @@ function lowestOf(range: string | undefined): string {
 function run(command: string, args: string[], cwd: string, what: string): SpawnSyncReturns<string> {
   const result = spawnSync(command, args, { cwd, encoding: 'utf8', timeout: 120_000 });
   if (result.status !== 0) {
-    throw new Error(`${what} failed (${result.error?.message ?? (result.signal ? `killed by ${result.signal}` : `exit ${result.status}`)}):\n${result.stdout}${result.stderr}`);
+    throw new Error(
+      `${what} failed (${result.error?.message ?? (result.signal ? `killed by ${result.signal}` : `exit ${result.status}`)}):\n${result.stdout}${result.stderr}`,
+    );
   }
   return result;
 }
@@ -95,13 +97,23 @@ const printed: Record<string, RegExp[]> = {
   approvals: [/'root\/scribe write_note notes\.md',\s+'root\/scribe write_note \/etc\/motd'/, /^\[ 'notes\.md' \]$/m],
   'custom-tool': [/^error: invalid input for tool 'word_count': path: /m, /^readyForUser a\.md has 3 words\.$/m],
   'durable-run': [/^\[ '[0-9A-Z]{26} interrupted 2 agents' \]$/m, /^done a\.md says hello\.$/m],
-  'declared-agents': [/^replied Every agent is a state machine$/m, /^notes\/arch\.md, notes\/adr-7\.md$/m, /^invalid input for tool 'reply': sources: .+; confidence: .+$/m],
+  'declared-agents': [
+    /^replied Every agent is a state machine$/m,
+    /^notes\/arch\.md, notes\/adr-7\.md$/m,
+    /^invalid input for tool 'reply': sources: .+; confidence: .+$/m,
+  ],
   'host-events': [/^root › researcher › reader: ended done$/m, /^5 model requests$/m],
-  'otel-export': [/^chat claude-sonnet-5-5, chat claude-sonnet-5-5, chat claude-sonnet-5-5, execute_tool agent, execute_tool reply, execute_tool wait_for_agents, invoke_agent researcher, invoke_agent root$/m, /^120$/m],
+  'otel-export': [
+    /^chat claude-sonnet-5-5, chat claude-sonnet-5-5, chat claude-sonnet-5-5, execute_tool agent, execute_tool reply, execute_tool wait_for_agents, invoke_agent researcher, invoke_agent root$/m,
+    /^120$/m,
+  ],
   'host-machine': [/^ {2}"cause": "session cookie not renewed"$/m],
   'root-session': [/^a says hello, b says world\.$/m, /^readyForUser → streaming → dispatchingBatch → streaming → readyForUser → streaming → readyForUser$/m],
 };
-const examples = readdirSync(join(root, 'examples')).filter((f) => f.endsWith('.ts')).map((f) => f.slice(0, -3)).sort();
+const examples = readdirSync(join(root, 'examples'))
+  .filter((f) => f.endsWith('.ts'))
+  .map((f) => f.slice(0, -3))
+  .sort();
 
 describe('the packed package installed in an app with its own xstate and zod', () => {
   const peers = { xstate: lowestOf(manifest.peerDependencies['xstate']), zod: lowestOf(manifest.peerDependencies['zod']) };
@@ -115,7 +127,17 @@ describe('the packed package installed in an app with its own xstate and zod', (
     writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'an-app', private: true, type: 'module' }));
     run(
       'npm',
-      ['install', '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts', tarball, `xstate@${peers.xstate}`, `zod@${peers.zod}`, `@types/node@${manifest.devDependencies['@types/node']}`],
+      [
+        'install',
+        '--prefer-offline',
+        '--no-audit',
+        '--no-fund',
+        '--ignore-scripts',
+        tarball,
+        `xstate@${peers.xstate}`,
+        `zod@${peers.zod}`,
+        `@types/node@${manifest.devDependencies['@types/node']}`,
+      ],
       app,
       'npm install in the temporary app (it needs the npm cache or the npm registry)',
     );
@@ -128,7 +150,17 @@ describe('the packed package installed in an app with its own xstate and zod', (
     // The examples as a user's own code, type-checked (library declarations included) against the package.
     cpSync(join(root, 'examples'), join(app, 'src'), { recursive: true });
     const tsconfig = {
-      compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', lib: ['ES2023'], types: ['node'], strict: true, skipLibCheck: false, rootDir: 'src', outDir: 'out' },
+      compilerOptions: {
+        target: 'ES2022',
+        module: 'NodeNext',
+        moduleResolution: 'NodeNext',
+        lib: ['ES2023'],
+        types: ['node'],
+        strict: true,
+        skipLibCheck: false,
+        rootDir: 'src',
+        outDir: 'out',
+      },
       include: ['src'],
     };
     writeFileSync(join(app, 'tsconfig.json'), JSON.stringify(tsconfig));
@@ -139,7 +171,8 @@ describe('the packed package installed in an app with its own xstate and zod', (
   });
 
   it('uses the app’s xstate and zod, which are not the versions exarch is built with', () => {
-    const versionOf = (name: string): string => (JSON.parse(readFileSync(join(app, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
+    const versionOf = (name: string): string =>
+      (JSON.parse(readFileSync(join(app, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
     expect(versionOf('xstate')).toBe(peers.xstate);
     expect(versionOf('zod')).toBe(peers.zod);
     expect(peers.xstate).not.toBe(manifest.devDependencies['xstate']);

@@ -29,12 +29,20 @@ describe('findPairingProblems', () => {
   });
 
   it('finds text ahead of tool results and reused tool_use ids', () => {
-    const textFirst: Message = { role: 'user', content: [{ type: 'text', text: 'x' }, { type: 'tool_result', tool_use_id: 'a', content: 'ok' }] };
+    const textFirst: Message = {
+      role: 'user',
+      content: [
+        { type: 'text', text: 'x' },
+        { type: 'tool_result', tool_use_id: 'a', content: 'ok' },
+      ],
+    };
     expect(findPairingProblems([user('hi'), call('a'), textFirst])).toEqual(['message 2: tool_result a after text']);
     expect(findPairingProblems([user('hi'), call('a'), result('a'), call('a'), result('a')])).toContain('message 3: duplicate tool_use id a');
   });
 
   it('assertToolPairing throws one error listing every problem', () => {
-    expect(() => assertToolPairing([user('hi'), call('a'), user('x')])).toThrow('history breaks the tool_use/tool_result pairing rule: message 1: tool_use a has no tool_result in message 2');
+    expect(() => assertToolPairing([user('hi'), call('a'), user('x')])).toThrow(
+      'history breaks the tool_use/tool_result pairing rule: message 1: tool_use a has no tool_result in message 2',
+    );
   });
 });

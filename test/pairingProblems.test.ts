@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { findPairingProblems, PairingError, assertToolPairing } from '../src/pairing.js';
-import type { Message, ToolResultBlock } from '../src/types.js';
+import { findPairingProblems, PairingError, assertToolPairing } from '../src/engine/pairing.js';
+import type { Message, ToolResultBlock } from '../src/engine/types.js';
 
 /**
  * Every problem the pairing rule reports, for histories that break it in more than one way at
- * once: the expected lists are written out by hand from the rule in src/pairing.ts's doc comment.
+ * once: the expected lists are written out by hand from the rule in src/engine/pairing.ts's doc comment.
  */
 
 const user = (text: string): Message => ({ role: 'user', content: [{ type: 'text', text }] });
@@ -61,7 +61,10 @@ describe('pairing rule: each problem named with its message', () => {
 
   it('results after text are named; text after results is fine', () => {
     const textThenResults: Message = { role: 'user', content: [{ type: 'text', text: 'note' }, ...resultBlocks('1', '2')] };
-    expect(findPairingProblems([user('a'), calls('1', '2'), textThenResults])).toEqual(['message 2: tool_result 1 after text', 'message 2: tool_result 2 after text']);
+    expect(findPairingProblems([user('a'), calls('1', '2'), textThenResults])).toEqual([
+      'message 2: tool_result 1 after text',
+      'message 2: tool_result 2 after text',
+    ]);
     const resultsThenText: Message = { role: 'user', content: [...resultBlocks('1'), { type: 'text', text: 'note' }] };
     expect(findPairingProblems([user('a'), calls('1'), resultsThenText])).toEqual([]);
   });

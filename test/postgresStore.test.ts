@@ -3,7 +3,7 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import type { JournalRecord } from '../src/store/journalRecord.js';
 import { openPostgresStore, POSTGRES_SCHEMA_VERSION } from '../src/store/postgresStore.js';
-import { Redactor } from '../src/redact.js';
+import { Redactor } from '../src/engine/redact.js';
 import type { ClaimResult, JournalRow, NewRun, RunOwner } from '../src/store/runStore.js';
 import { StoreError } from '../src/store/storeError.js';
 import { postgresForFile } from './support/postgresServer.js';
@@ -18,7 +18,16 @@ const postgres = postgresForFile('test/postgresStore.test.ts');
 
 const HOST = hostname();
 const me = (token: string): RunOwner => ({ host: HOST, pid: process.pid, token });
-const newRun = (id: string, overrides: Partial<NewRun> = {}): NewRun => ({ id, task: `task ${id}`, cwd: '/work', options: { tools: [] }, startedAt: 1, owner: me('first'), leaseMs: 60_000, ...overrides });
+const newRun = (id: string, overrides: Partial<NewRun> = {}): NewRun => ({
+  id,
+  task: `task ${id}`,
+  cwd: '/work',
+  options: { tools: [] },
+  startedAt: 1,
+  owner: me('first'),
+  leaseMs: 60_000,
+  ...overrides,
+});
 const message = (text: string): JournalRecord => ({ type: 'message', role: 'assistant', content: [{ type: 'text', text }] });
 const row = (runId: string, seq: number, record: JournalRecord, session = 'root'): JournalRow => ({ runId, seq, session, ts: seq, record });
 
@@ -50,7 +59,10 @@ describe.skipIf(!postgres.available)('postgres run store', () => {
     try {
       expect(await query(url, "SELECT 1 FROM information_schema.schemata WHERE schema_name = 'exarch'")).toEqual([]);
       expect(await store.listRuns()).toEqual([]);
-      const tables = await query<{ table_name: string }>(url, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'exarch' ORDER BY table_name");
+      const tables = await query<{ table_name: string }>(
+        url,
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'exarch' ORDER BY table_name",
+      );
       expect(tables.map((t) => t.table_name)).toEqual(['journal', 'runs', 'schema_version']);
       expect(await query(url, 'SELECT version FROM exarch.schema_version')).toEqual([{ version: POSTGRES_SCHEMA_VERSION }]);
       expect(await query(url, "SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = 'public'")).toEqual([{ n: 0 }]);
@@ -119,7 +131,10 @@ describe.skipIf(!postgres.available)('postgres run store', () => {
     try {
       await store.createRun(newRun('r', { task: `use ${secret} please`, options: { tools: [], note: `key=${secret}` } }));
       await store.append([row('r', 1, message(`the key is ${secret}`)), row('r', 2, { type: 'queued', text: JSON.stringify({ echoed: secret }) })]);
-      const dump = await query<{ text: string }>(url, "SELECT (SELECT string_agg(r::text, '|') FROM exarch.runs AS r) || (SELECT string_agg(j::text, '|') FROM exarch.journal AS j) AS text");
+      const dump = await query<{ text: string }>(
+        url,
+        "SELECT (SELECT string_agg(r::text, '|') FROM exarch.runs AS r) || (SELECT string_agg(j::text, '|') FROM exarch.journal AS j) AS text",
+      );
       expect(dump[0]?.text).toContain('[redacted]');
       expect(dump[0]?.text).not.toContain(secret);
       expect((await store.journal('r'))[0]?.record).toEqual(message('the key is [redacted]'));
@@ -137,10 +152,15 @@ describe.skipIf(!postgres.available)('postgres run store', () => {
     const stores = [0, 1, 2, 3].map(() => openPostgresStore(url, { poolSize: 8 }));
     try {
       const answers: ClaimResult[][] = await Promise.all(stores.map((s, i) => Promise.all(ids.map((id) => s.claim(id, me(`c${i}`), 60_000)))));
-      const owners = new Map((await query<{ id: string; owner_token: string }>(url, 'SELECT id, owner_token FROM exarch.runs')).map((r) => [r.id, r.owner_token]));
+      const owners = new Map(
+        (await query<{ id: string; owner_token: string }>(url, 'SELECT id, owner_token FROM exarch.runs')).map((r) => [r.id, r.owner_token]),
+      );
       ids.forEach((id, n) => {
         const results = answers.map((a) => a[n]!);
-        expect(results.filter((r) => r.ok), id).toHaveLength(1);
+        expect(
+          results.filter((r) => r.ok),
+          id,
+        ).toHaveLength(1);
         expect(owners.get(id)).toBe(`c${results.findIndex((r) => r.ok)}`);
       });
     } finally {
@@ -153,7 +173,9 @@ describe.skipIf(!postgres.available)('postgres run store', () => {
     const [a, b] = [openPostgresStore(url), openPostgresStore(url)];
     try {
       await a.createRun(newRun('r'));
-      await Promise.all(Array.from({ length: 40 }, (_, i) => (i % 2 === 0 ? a : b).append([row('r', i + 1, message(`m${i + 1}`), i % 2 === 0 ? 'root' : 'root/w')])));
+      await Promise.all(
+        Array.from({ length: 40 }, (_, i) => (i % 2 === 0 ? a : b).append([row('r', i + 1, message(`m${i + 1}`), i % 2 === 0 ? 'root' : 'root/w')])),
+      );
       expect((await b.journal('r')).map((r) => r.seq)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
       expect((await refusal(b.append([row('r', 41, message('x')), row('r', 7, message('taken'))]))).kind).toBe('conflict');
       expect(await a.journal('r')).toHaveLength(40);
@@ -197,7 +219,10 @@ describe.skipIf(!postgres.available)('postgres run store', () => {
 /** The journal's lifetime row counts; the statistics collector reports them after a short delay. */
 async function waitForStats(url: string): Promise<{ ins: number; upd: number; del: number }> {
   for (let i = 0; ; i++) {
-    const rows = await query<{ ins: number; upd: number; del: number }>(url, "SELECT n_tup_ins::int AS ins, n_tup_upd::int AS upd, n_tup_del::int AS del FROM pg_stat_user_tables WHERE relname = 'journal'");
+    const rows = await query<{ ins: number; upd: number; del: number }>(
+      url,
+      "SELECT n_tup_ins::int AS ins, n_tup_upd::int AS upd, n_tup_del::int AS del FROM pg_stat_user_tables WHERE relname = 'journal'",
+    );
     const stats = rows[0];
     if (stats && stats.ins > 0) return stats;
     if (i > 100) throw new Error('no statistics for the journal');

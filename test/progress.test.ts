@@ -9,10 +9,16 @@ import { scriptedProvider } from '../src/testing/index.js';
 function collect() {
   let text = '';
   // As wide as a terminal that fits every line (log-update wraps at the stream's columns).
-  return { out: { write: (s: string) => {
+  return {
+    out: {
+      write: (s: string) => {
         text += s;
         return true;
-      }, columns: 200 } as unknown as NodeJS.WritableStream, text: () => text };
+      },
+      columns: 200,
+    } as unknown as NodeJS.WritableStream,
+    text: () => text,
+  };
 }
 
 async function runWith(board: ProgressBoard, explorerDelayMs = 0) {
@@ -37,7 +43,10 @@ const AGENT = { id: 'root', name: 'root', path: ['root'], depth: 0 } as const;
 const ZERO = { inputTokens: 0, outputTokens: 0, cacheReadInputTokens: 0, cacheCreationInputTokens: 0 };
 /** A session snapshot as XState's inspection delivers it, with only what the board reads. */
 function snapshotEvent(value: string, context: Record<string, unknown>): InspectionEvent {
-  return { type: '@xstate.snapshot', snapshot: { value, status: 'active', context: { agent: AGENT, steps: 1, usage: ZERO, ...context } } } as unknown as InspectionEvent;
+  return {
+    type: '@xstate.snapshot',
+    snapshot: { value, status: 'active', context: { agent: AGENT, steps: 1, usage: ZERO, ...context } },
+  } as unknown as InspectionEvent;
 }
 
 describe('progress display', () => {
@@ -94,8 +103,19 @@ describe('progress display', () => {
       board.onTextDelta(AGENT, 'x'.repeat(1200));
       vi.advanceTimersByTime(100);
       expect(lastFrame(sink.text())).toContain('streaming, 1.2k chars');
-      const messages = [{ role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'read_file', input: { path: 'src/x.ts' } }, { type: 'tool_use', id: 't2', name: 'list_dir', input: {} }] }];
-      const plan = [{ kind: 'run', id: 't1', name: 'read_file' }, { kind: 'run', id: 't2', name: 'list_dir' }];
+      const messages = [
+        {
+          role: 'assistant',
+          content: [
+            { type: 'tool_use', id: 't1', name: 'read_file', input: { path: 'src/x.ts' } },
+            { type: 'tool_use', id: 't2', name: 'list_dir', input: {} },
+          ],
+        },
+      ];
+      const plan = [
+        { kind: 'run', id: 't1', name: 'read_file' },
+        { kind: 'run', id: 't2', name: 'list_dir' },
+      ];
       board.inspect(snapshotEvent('dispatchingBatch', { messages, batch: { plan, results: new Map() } }));
       vi.advanceTimersByTime(100);
       expect(lastFrame(sink.text())).toContain('running read_file src/x.ts (+1 more)');

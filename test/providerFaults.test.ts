@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { describeError, ProviderError, StallError } from '../src/model/errors.js';
-import { AttemptAbort, backoffDelay, sleep, StepCancellation } from '../src/model/streamModel.js';
+import { describeError, ProviderError, StallError } from '../src/engine/model/errors.js';
+import { AttemptAbort, backoffDelay, sleep, StepCancellation } from '../src/engine/model/streamModel.js';
 
 /** How a provider's faults read, how long a retry waits, and how a step's cancellation reaches it. */
 
@@ -39,7 +39,13 @@ describe('retry backoff', () => {
   const draws = (attempt: number): number[] => Array.from({ length: 400 }, () => backoffDelay(policy, attempt));
 
   it('waits between half and all of base × 2^attempt, capped at the maximum, and jitters within that', () => {
-    for (const [attempt, ceiling] of [[0, 100], [1, 200], [3, 800], [4, 1000], [8, 1000]] as const) {
+    for (const [attempt, ceiling] of [
+      [0, 100],
+      [1, 200],
+      [3, 800],
+      [4, 1000],
+      [8, 1000],
+    ] as const) {
       const delays = draws(attempt);
       expect(Math.min(...delays)).toBeGreaterThanOrEqual(ceiling / 2);
       expect(Math.max(...delays)).toBeLessThanOrEqual(ceiling);

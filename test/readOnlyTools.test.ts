@@ -16,7 +16,9 @@ import { RecordingStore } from './support/durableStore.js';
 
 /** Whether `rows` hold the assistant message that made call `id`. */
 const holdsCall = (rows: readonly JournalRow[], id: string): boolean =>
-  rows.some(({ record }) => record.type === 'message' && record.role === 'assistant' && record.content.some((block) => block.type === 'tool_use' && block.id === id));
+  rows.some(
+    ({ record }) => record.type === 'message' && record.role === 'assistant' && record.content.some((block) => block.type === 'tool_use' && block.id === id),
+  );
 
 function probe(name: string, readOnly: boolean, store: MemoryRunStore, seen: Map<string, boolean>): Tool {
   return defineTool({
@@ -25,13 +27,29 @@ function probe(name: string, readOnly: boolean, store: MemoryRunStore, seen: Map
     input: z.object({}),
     readOnly,
     run: (_input, { toolUseId }) => {
-      seen.set(toolUseId, holdsCall(store.listRuns().flatMap((run) => store.journal(run.id)), toolUseId));
+      seen.set(
+        toolUseId,
+        holdsCall(
+          store.listRuns().flatMap((run) => store.journal(run.id)),
+          toolUseId,
+        ),
+      );
       return 'seen';
     },
   });
 }
 
-const script: Script = [{ calls: [{ name: 'look', id: 'call_look' }] }, { calls: [{ name: 'poke', id: 'call_poke' }] }, { calls: [{ name: 'look', id: 'call_both_look' }, { name: 'poke', id: 'call_both_poke' }] }, { text: 'done' }];
+const script: Script = [
+  { calls: [{ name: 'look', id: 'call_look' }] },
+  { calls: [{ name: 'poke', id: 'call_poke' }] },
+  {
+    calls: [
+      { name: 'look', id: 'call_both_look' },
+      { name: 'poke', id: 'call_both_poke' },
+    ],
+  },
+  { text: 'done' },
+];
 
 describe('read-only tools in a durable run', () => {
   it('a batch of read-only calls starts before its response is stored; a batch with an effect waits for it', async () => {
@@ -55,7 +73,11 @@ describe('read-only tools in a durable run', () => {
     const store = new RecordingStore(new MemoryRunStore({ now: () => clock }));
     let runs = 0;
     const look = defineTool({ name: 'look', description: 'Reads.', input: z.object({}), readOnly: true, run: () => `read ${++runs}` });
-    const first = await startRun('task', { provider: new ScriptedProvider({ agents: { root: [{ calls: [{ name: 'look', id: 'call_a' }] }, { text: 'done' }] } }), tools: [look] }, { store });
+    const first = await startRun(
+      'task',
+      { provider: new ScriptedProvider({ agents: { root: [{ calls: [{ name: 'look', id: 'call_a' }] }, { text: 'done' }] } }), tools: [look] },
+      { store },
+    );
     expect((await first.result).status).toBe('done');
     // The store as a crash after the first burst left it: the run row and the session, no response.
     const crashedAt = store.frozen.find((frozen) => holdsCall(frozen.rows, 'call_a'));

@@ -41,7 +41,11 @@ function crashingLog(agentId: string, atUsage = 1): { logs: LogSink; inner: Memo
 
 describe('regressions', () => {
   it('fuzz #1: a sub-agent that crashes leaves nothing of its own running (shrunk case)', async () => {
-    await expectClean({ ...limits, maxSteps: 2, root: { steps: [{ calls: [{ tool: 'agent', name: 'a' }] }], children: { a: { steps: [], children: {}, crashOnUsage: 1 } } } });
+    await expectClean({
+      ...limits,
+      maxSteps: 2,
+      root: { steps: [{ calls: [{ tool: 'agent', name: 'a' }] }], children: { a: { steps: [], children: {}, crashOnUsage: 1 } } },
+    });
   });
 
   it('fuzz #1: the subtree of a crashed sub-agent is stopped: its own sub-agents make no more requests', async () => {
@@ -56,15 +60,26 @@ describe('regressions', () => {
       },
     });
     const actors = new Set<AnyActorRef>();
-    const actor = createSessionActor({ provider, logs, task: 'go', maxSteps: 1_000 }, { inspect: (e: InspectionEvent) => void (e.type === '@xstate.actor' && actors.add(e.actorRef as AnyActorRef)) });
+    const actor = createSessionActor(
+      { provider, logs, task: 'go', maxSteps: 1_000 },
+      { inspect: (e: InspectionEvent) => void (e.type === '@xstate.actor' && actors.add(e.actorRef as AnyActorRef)) },
+    );
     actor.start();
-    await until(actor, (s: SessionSnapshot) => s.value === 'readyForUser' && s.context.steps === 1 && s.context.inbox.length === 0 && s.context.children.size === 0 && s.context.messages.length > 4);
-    expect(actor.getSnapshot().context.messages.some((m) => m.content.some((b) => b.type === 'text' && b.text.includes("[agent 'c' failed: sub-agent crashed: ENOSPC")))).toBe(true);
+    await until(
+      actor,
+      (s: SessionSnapshot) =>
+        s.value === 'readyForUser' && s.context.steps === 1 && s.context.inbox.length === 0 && s.context.children.size === 0 && s.context.messages.length > 4,
+    );
+    expect(
+      actor
+        .getSnapshot()
+        .context.messages.some((m) => m.content.some((b) => b.type === 'text' && b.text.includes("[agent 'c' failed: sub-agent crashed: ENOSPC"))),
+    ).toBe(true);
     const requestsOfG = provider.requestsOf('root/c/g').length;
     await sleep(60);
     expect(provider.requestsOf('root/c/g').length).toBe(requestsOfG);
     // Everything the crashed child had started is stopped; its log ends with the crash.
-    const active = [...actors].filter((a) => a !== actor && a.getSnapshot().status === 'active' ? isUnder(a, 'root/c') : false);
+    const active = [...actors].filter((a) => (a !== actor && a.getSnapshot().status === 'active' ? isUnder(a, 'root/c') : false));
     expect(active.map((a) => a.id)).toEqual([]);
     expect(inner.records('root/c').at(-1)).toMatchObject({ type: 'outcome', outcome: 'failed', reason: 'session crashed: ENOSPC: no space left on device' });
     expect(inner.records('root/c/g').at(-1)).toMatchObject({ type: 'outcome', outcome: 'cancelled' });
@@ -77,7 +92,9 @@ describe('regressions', () => {
     const provider = scriptedProvider({
       agents: { root: [{ calls: [{ name: 'agent', input: { name: 'c', task: 'slow' } }] }, { text: 'waiting' }], c: [{ text: 'slow', delayMs: 60_000 }] },
     });
-    await expect(runAgent('go', { provider, logs }, { inspect: (e) => void (e.type === '@xstate.actor' && actors.add(e.actorRef as AnyActorRef)) })).rejects.toThrow(/ENOSPC/);
+    await expect(
+      runAgent('go', { provider, logs }, { inspect: (e) => void (e.type === '@xstate.actor' && actors.add(e.actorRef as AnyActorRef)) }),
+    ).rejects.toThrow(/ENOSPC/);
     await sleep(5);
     expect([...actors].filter((a) => a.getSnapshot().status === 'active').map((a) => a.id)).toEqual([]);
   });
@@ -98,12 +115,29 @@ describe('regressions', () => {
   });
 
   it('fuzz #2: stopping a session whose batch holds only protocol calls still answers them (shrunk case)', async () => {
-    await expectClean({ ...limits, maxSteps: 4, stopAt: 7, root: { steps: [{ calls: [{ tool: 'agent', name: 'a' }] }], children: { a: { steps: [], children: {} } } } });
+    await expectClean({
+      ...limits,
+      maxSteps: 4,
+      stopAt: 7,
+      root: { steps: [{ calls: [{ tool: 'agent', name: 'a' }] }], children: { a: { steps: [], children: {} } } },
+    });
   });
 
   it('fuzz #2: stopped right after a batch of only agent calls opened, the log answers each call with its result', async () => {
     const logs = new MemoryLogSink();
-    const provider = scriptedProvider({ agents: { root: [{ calls: [{ name: 'agent', input: { name: 'a', task: 't' } }, { name: 'cancel_agent', input: { name: 'ghost' } }] }], a: [{ text: 'slow', delayMs: 60_000 }] } });
+    const provider = scriptedProvider({
+      agents: {
+        root: [
+          {
+            calls: [
+              { name: 'agent', input: { name: 'a', task: 't' } },
+              { name: 'cancel_agent', input: { name: 'ghost' } },
+            ],
+          },
+        ],
+        a: [{ text: 'slow', delayMs: 60_000 }],
+      },
+    });
     // Stopped as the batch opens (its child already started), before the batch drains: its results
     // are staged, not committed. Synchronously, from the first snapshot in dispatchingBatch: the
     // drain of a batch with nothing to run is only a microtask away.
@@ -119,8 +153,13 @@ describe('regressions', () => {
     expect(actor.getSnapshot()).toMatchObject({ status: 'stopped', value: 'dispatchingBatch' });
     const messages = actor.getSnapshot().context.messages;
     expect(findPairingProblems(messages)).toEqual([]);
-    const last = logs.records('root').filter((r) => r.type === 'message').at(-1);
-    expect(last?.type === 'message' && last.content.map((b) => b.type === 'tool_result' && [b.content.split(';')[0]?.split('.')[0], b.is_error ?? false])).toEqual([
+    const last = logs
+      .records('root')
+      .filter((r) => r.type === 'message')
+      .at(-1);
+    expect(
+      last?.type === 'message' && last.content.map((b) => b.type === 'tool_result' && [b.content.split(';')[0]?.split('.')[0], b.is_error ?? false]),
+    ).toEqual([
       ["Sub-agent 'a' started", false],
       ["no running sub-agent named 'ghost'", true],
     ]);

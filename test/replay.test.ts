@@ -4,9 +4,16 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createRunObserver, runAgent, workspaceTools, type RunEvent } from '../src/index.js';
 import { AnthropicProvider } from '../src/providers/anthropic.js';
-import { Redactor } from '../src/redact.js';
+import { Redactor } from '../src/engine/redact.js';
 import { replayProvider, ReplayMismatchError, RecordingError } from '../src/testing/index.js';
-import { responseEvents, scriptedHandler, startAnthropicServer, type AnthropicTestServer, type ReceivedRequest, type ServerPlan } from './support/anthropicServer.js';
+import {
+  responseEvents,
+  scriptedHandler,
+  startAnthropicServer,
+  type AnthropicTestServer,
+  type ReceivedRequest,
+  type ServerPlan,
+} from './support/anthropicServer.js';
 import { researchScripts } from './support/researchTree.js';
 
 /**
@@ -29,20 +36,32 @@ function workdir(): string {
   return dir;
 }
 
-const stream = (spec: Parameters<typeof responseEvents>[0], extra: Partial<Extract<ServerPlan, { kind: 'stream' }>> = {}): ServerPlan => ({ kind: 'stream', events: responseEvents(spec), ...extra });
+const stream = (spec: Parameters<typeof responseEvents>[0], extra: Partial<Extract<ServerPlan, { kind: 'stream' }>> = {}): ServerPlan => ({
+  kind: 'stream',
+  events: responseEvents(spec),
+  ...extra,
+});
 
 /** What the root was just told, answered back: the root's requests show which deliveries it had met. */
 function lastUserText(request: ReceivedRequest): string {
   const last = request.body.messages.at(-1);
   if (!last || typeof last.content === 'string') return String(last?.content ?? '');
-  return last.content.map((b) => (b.type === 'text' ? String(b['text']) : b.type === 'tool_result' ? `[result ${JSON.stringify(b['content'])}]` : '')).join('\n');
+  return last.content
+    .map((b) => (b.type === 'text' ? String(b['text']) : b.type === 'tool_result' ? `[result ${JSON.stringify(b['content'])}]` : ''))
+    .join('\n');
 }
 const echo = (request: ReceivedRequest): ServerPlan => stream({ text: `Heard: ${lastUserText(request)}` });
 
 /** root → researcher → reader with a file read, and three children of the root that finish at different speeds. */
 const scripts = {
   root: [
-    stream({ toolCalls: [{ name: 'agent', input: { name: 'researcher', task: 'Find the cause.' } }, { name: 'agent', input: { name: 'slow', task: 's' } }, { name: 'agent', input: { name: 'quick', task: 'q' } }] }),
+    stream({
+      toolCalls: [
+        { name: 'agent', input: { name: 'researcher', task: 'Find the cause.' } },
+        { name: 'agent', input: { name: 'slow', task: 's' } },
+        { name: 'agent', input: { name: 'quick', task: 'q' } },
+      ],
+    }),
     stream({ text: 'Waiting.' }),
     echo,
     echo,
@@ -64,13 +83,23 @@ async function runWith(provider: AnthropicProvider | ReturnType<typeof replayPro
   const observer = createRunObserver();
   const events: RunEvent[] = [];
   observer.subscribe((event) => events.push(event));
-  const result = await runAgent(task, { provider, tools: workspaceTools({ root }), retry: { maxRetries: 1, baseDelayMs: 1, maxDelayMs: 1 } }, { inspect: observer.inspect });
+  const result = await runAgent(
+    task,
+    { provider, tools: workspaceTools({ root }), retry: { maxRetries: 1, baseDelayMs: 1, maxDelayMs: 1 } },
+    { inspect: observer.inspect },
+  );
   return { result, events };
 }
 
 async function record(root: string, file: string, redactor = new Redactor([])) {
   server = await startAnthropicServer(scriptedHandler(scripts));
-  const provider = new AnthropicProvider({ apiKey: 'test-key-never-recorded', baseURL: server.url, model: 'claude-test', sdkMaxRetries: 0, record: { file, redactor } });
+  const provider = new AnthropicProvider({
+    apiKey: 'test-key-never-recorded',
+    baseURL: server.url,
+    model: 'claude-test',
+    sdkMaxRetries: 0,
+    record: { file, redactor },
+  });
   const run = await runWith(provider, root);
   const requests = server.requests;
   await server.close();
@@ -113,7 +142,9 @@ describe('recorded runs: record against the server, replay without it', () => {
     writeFileSync(join(root, 'notes.md'), 'the session cookie is renewed\n');
     const changed = replayProvider(file);
     await runWith(changed, root);
-    expect(changed.mismatch?.message).toBe('the request differs from the recording at messages[2].content[0].content (agent root/researcher/reader, request 2)');
+    expect(changed.mismatch?.message).toBe(
+      'the request differs from the recording at messages[2].content[0].content (agent root/researcher/reader, request 2)',
+    );
   });
 
   it('a tampered recording: the edited field is named', async () => {
@@ -153,7 +184,9 @@ describe('recorded runs: record against the server, replay without it', () => {
 
   it('a file that is not a recording is one line', () => {
     const root = workdir();
-    expect(() => replayProvider(join(root, 'missing.jsonl'))).toThrow(new RecordingError('unreadable', `cannot read the recording ${join(root, 'missing.jsonl')}: no such file`));
+    expect(() => replayProvider(join(root, 'missing.jsonl'))).toThrow(
+      new RecordingError('unreadable', `cannot read the recording ${join(root, 'missing.jsonl')}: no such file`),
+    );
     writeFileSync(join(root, 'trace.jsonl'), '{"kind":"trace.start"}\n');
     expect(() => replayProvider(join(root, 'trace.jsonl'))).toThrow(/is not an exarch recording \(made by exarch run --record\)$/);
   });
@@ -164,12 +197,27 @@ describe('recorded runs: record against the server, replay without it', () => {
     const file = join(root, 'long.recording.jsonl');
     const steps = 40;
     server = await startAnthropicServer(
-      scriptedHandler({ root: [...Array.from({ length: steps }, () => stream({ toolCalls: [{ name: 'read_file', input: { path: 'notes.md' } }] })), stream({ text: 'Read it 40 times.' })] }),
+      scriptedHandler({
+        root: [
+          ...Array.from({ length: steps }, () => stream({ toolCalls: [{ name: 'read_file', input: { path: 'notes.md' } }] })),
+          stream({ text: 'Read it 40 times.' }),
+        ],
+      }),
     );
-    const provider = new AnthropicProvider({ apiKey: 'test-key', baseURL: server.url, model: 'claude-test', sdkMaxRetries: 0, record: { file, redactor: new Redactor([]) } });
+    const provider = new AnthropicProvider({
+      apiKey: 'test-key',
+      baseURL: server.url,
+      model: 'claude-test',
+      sdkMaxRetries: 0,
+      record: { file, redactor: new Redactor([]) },
+    });
     await runAgent('Read notes.md over and over.', { provider, tools: workspaceTools({ root }) });
     const sent = server.requests.map((r) => JSON.stringify(r.body.messages).length);
-    const lines = readFileSync(file, 'utf8').trim().split('\n').slice(1).map((line) => line.length);
+    const lines = readFileSync(file, 'utf8')
+      .trim()
+      .split('\n')
+      .slice(1)
+      .map((line) => line.length);
     expect(lines).toHaveLength(steps + 1);
     // The histories sent grew by some 2 kB a step; the lines recorded after the first did not.
     expect((sent.at(-1) ?? 0) - (sent[1] ?? 0)).toBeGreaterThan(70_000);

@@ -19,7 +19,7 @@ function parentOf(task = 'do the task'): ScriptedStep[] {
 }
 
 /** The text of the synthetic inbox turn the root received. */
-function inboxTurn(messages: readonly import('../src/types.js').Message[]): string {
+function inboxTurn(messages: readonly import('../src/engine/types.js').Message[]): string {
   const turn = userTexts(messages).find((t) => t.startsWith('[agent '));
   if (turn === undefined) throw new Error('the root received no inbox turn');
   return turn;
@@ -74,7 +74,15 @@ describe('the reply contract', () => {
     const { logs } = await runTraced(
       {
         root: parentOf(),
-        c: [{ calls: [{ name: 'slow', input: { tag: 'a' } }, { name: 'reply', input: { result: 'r' } }, { name: 'slow', input: { tag: 'b' } }] }],
+        c: [
+          {
+            calls: [
+              { name: 'slow', input: { tag: 'a' } },
+              { name: 'reply', input: { result: 'r' } },
+              { name: 'slow', input: { tag: 'b' } },
+            ],
+          },
+        ],
       },
       { task: 'go', tools: [slow] },
     );
@@ -89,17 +97,33 @@ describe('the reply contract', () => {
   });
 
   it('makes no model request after replied', async () => {
-    const { provider } = await runTraced({ root: parentOf(), c: [{ calls: [{ name: 'reply', input: { result: 'r' } }] }, { text: 'never requested' }] }, { task: 'go' });
+    const { provider } = await runTraced(
+      { root: parentOf(), c: [{ calls: [{ name: 'reply', input: { result: 'r' } }] }, { text: 'never requested' }] },
+      { task: 'go' },
+    );
     expect(provider.requestsOf('root/c')).toHaveLength(1);
   });
 
   it('the first reply of a batch stands and later ones get an error', async () => {
     const { snapshot, logs } = await runTraced(
-      { root: parentOf(), c: [{ calls: [{ name: 'reply', input: { result: 'first' } }, { name: 'reply', input: { result: 'second' } }] }] },
+      {
+        root: parentOf(),
+        c: [
+          {
+            calls: [
+              { name: 'reply', input: { result: 'first' } },
+              { name: 'reply', input: { result: 'second' } },
+            ],
+          },
+        ],
+      },
       { task: 'go' },
     );
     expect(inboxTurn(snapshot.context.messages)).toBe("[agent 'c' replied]\nfirst");
-    const last = logs.records('root/c').filter((r) => r.type === 'message').at(-1);
+    const last = logs
+      .records('root/c')
+      .filter((r) => r.type === 'message')
+      .at(-1);
     expect(last?.type === 'message' && last.content[1]).toMatchObject({ is_error: true, content: expect.stringMatching(/first reply stands/) });
   });
 
@@ -146,7 +170,10 @@ describe('the reply contract', () => {
   });
 
   it('reply is not offered to the root, and a call to it is refused while the root carries on', async () => {
-    const { snapshot, provider, trail } = await runTraced({ root: [{ calls: [{ name: 'reply', input: { result: 'x' } }] }, { text: 'ok, continuing' }] }, { task: 'go' });
+    const { snapshot, provider, trail } = await runTraced(
+      { root: [{ calls: [{ name: 'reply', input: { result: 'x' } }] }, { text: 'ok, continuing' }] },
+      { task: 'go' },
+    );
     expect(provider.requests[0]?.tools).not.toContain('reply');
     expect(toolResults(snapshot.context.messages)).toEqual([
       { type: 'tool_result', tool_use_id: expect.any(String), content: "tool 'reply' is not available to this agent", is_error: true },
@@ -169,7 +196,11 @@ describe('the reply contract', () => {
     const { logs, trail } = await runTraced(
       {
         root: parentOf(),
-        c: [{ calls: [{ name: 'agent', input: { name: 'g', task: 'x' } }] }, { text: 'waiting for g' }, { calls: [{ name: 'reply', input: { result: 'from c' } }] }],
+        c: [
+          { calls: [{ name: 'agent', input: { name: 'g', task: 'x' } }] },
+          { text: 'waiting for g' },
+          { calls: [{ name: 'reply', input: { result: 'from c' } }] },
+        ],
         g: [{ calls: [{ name: 'reply', input: { result: 'from g' } }], delayMs: 5 }],
       },
       { task: 'go' },
@@ -180,7 +211,17 @@ describe('the reply contract', () => {
 
   it('a complete reply in a truncated batch still ends the child in replied', async () => {
     const { snapshot, last } = await runTraced(
-      { root: parentOf(), c: [{ calls: [{ name: 'reply', input: { result: 'kept' } }, { name: 'read_file', input: { path: 'x' }, cutOff: true }] }] },
+      {
+        root: parentOf(),
+        c: [
+          {
+            calls: [
+              { name: 'reply', input: { result: 'kept' } },
+              { name: 'read_file', input: { path: 'x' }, cutOff: true },
+            ],
+          },
+        ],
+      },
       { task: 'go', tools: [readFile] },
     );
     expect(last.get('root/c')?.value).toBe('replied');

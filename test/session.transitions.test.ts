@@ -38,12 +38,25 @@ describe('readyForUser', () => {
     const { trail } = await runTraced(
       {
         root: [{ calls: [{ name: 'agent', input: { name: 'lead', task: 't' } }] }, { text: 'wait' }, { text: 'done' }],
-        lead: [{ calls: [{ name: 'agent', input: { name: 'worker', task: 'w' } }] }, { text: 'waiting for worker' }, { calls: [{ name: 'reply', input: { result: 'lead done' } }] }],
+        lead: [
+          { calls: [{ name: 'agent', input: { name: 'worker', task: 'w' } }] },
+          { text: 'waiting for worker' },
+          { calls: [{ name: 'reply', input: { result: 'lead done' } }] },
+        ],
         worker: [{ calls: [{ name: 'reply', input: { result: 'worker done' } }], delayMs: 10 }],
       },
       { task: 'go' },
     );
-    expect(trail.get('root/lead')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'streaming', 'readyForUser', 'streaming', 'dispatchingBatch', 'replied']);
+    expect(trail.get('root/lead')).toEqual([
+      'readyForUser',
+      'streaming',
+      'dispatchingBatch',
+      'streaming',
+      'readyForUser',
+      'streaming',
+      'dispatchingBatch',
+      'replied',
+    ]);
   });
 });
 
@@ -72,7 +85,10 @@ describe('streaming', () => {
   });
 
   it('fails with a one-line reason when the provider reports a fatal error', async () => {
-    const { trail, snapshot } = await runTraced({ root: [{ fault: { retryable: false, status: 401, message: 'authentication failed: invalid x-api-key' } }] }, { task: 't' });
+    const { trail, snapshot } = await runTraced(
+      { root: [{ fault: { retryable: false, status: 401, message: 'authentication failed: invalid x-api-key' } }] },
+      { task: 't' },
+    );
     expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'failed']);
     expect(snapshot.output?.reason).toBe('authentication failed: invalid x-api-key');
     expect(snapshot.context.messages).toHaveLength(1);
@@ -150,7 +166,10 @@ describe('streaming', () => {
 describe('dispatchingBatch', () => {
   it('ends a sub-agent in replied after its batch drains', async () => {
     const { trail } = await runTraced(
-      { root: [{ calls: [{ name: 'agent', input: { name: 'c', task: 't' } }] }, { text: 'wait' }, { text: 'done' }], c: [{ calls: [{ name: 'reply', input: { result: 'r' } }] }] },
+      {
+        root: [{ calls: [{ name: 'agent', input: { name: 'c', task: 't' } }] }, { text: 'wait' }, { text: 'done' }],
+        c: [{ calls: [{ name: 'reply', input: { result: 'r' } }] }],
+      },
       { task: 'go' },
     );
     expect(trail.get('root/c')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'replied']);
@@ -170,7 +189,17 @@ describe('dispatchingBatch', () => {
 
   it('is nudged after a truncated batch and the model continues', async () => {
     const { trail } = await runTraced(
-      { root: [{ calls: [{ name: 'echo', input: { text: 'a' } }, { name: 'echo', input: { text: 'b' }, cutOff: true }] }, { text: 'ok' }] },
+      {
+        root: [
+          {
+            calls: [
+              { name: 'echo', input: { text: 'a' } },
+              { name: 'echo', input: { text: 'b' }, cutOff: true },
+            ],
+          },
+          { text: 'ok' },
+        ],
+      },
       { task: 't', tools: [echo] },
     );
     expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'nudged', 'streaming', 'readyForUser']);

@@ -41,7 +41,14 @@ describe('what a session answers its model', () => {
     const { snapshot, last } = await runTraced(
       {
         root: [{ calls: [{ name: 'agent', input: { name: 'c', task: 'work' } }] }, { text: 'waiting' }, { text: 'done' }],
-        c: [{ calls: [{ name: 'reply', input: { result: 'first' } }, { name: 'reply', input: { result: 'second' } }] }],
+        c: [
+          {
+            calls: [
+              { name: 'reply', input: { result: 'first' } },
+              { name: 'reply', input: { result: 'second' } },
+            ],
+          },
+        ],
       },
       { task: 'go' },
     );
@@ -57,7 +64,13 @@ describe('what a session answers its model', () => {
     const { snapshot } = await runTraced(
       {
         root: [
-          { calls: [{ name: 'agent', input: { name: 'c', task: 'work' } }, { name: 'wait_for_agents', input: {} }, { name: 'wait_for_agents', input: {} }] },
+          {
+            calls: [
+              { name: 'agent', input: { name: 'c', task: 'work' } },
+              { name: 'wait_for_agents', input: {} },
+              { name: 'wait_for_agents', input: {} },
+            ],
+          },
           { text: 'done' },
         ],
         c: [{ calls: [{ name: 'reply', input: { result: 'r' } }] }],
@@ -89,13 +102,23 @@ describe('why a session ended', () => {
     const capped = await runTraced({ root: [{ calls: [{ name: 'agent', input: { name: 'c', task: 'w' } }] }], c: [SLOW] }, { task: 'go', maxSteps: 1 });
     expect(outcomeOf(capped.logs.records('root/c'))).toMatchObject({ outcome: 'cancelled', reason: 'parent hit the step cap' });
 
-    const failed = await runTraced({ root: [{ calls: [{ name: 'agent', input: { name: 'c', task: 'w' } }] }, { text: 'no', stopReason: 'refusal' }], c: [SLOW] }, { task: 'go' });
+    const failed = await runTraced(
+      { root: [{ calls: [{ name: 'agent', input: { name: 'c', task: 'w' } }] }, { text: 'no', stopReason: 'refusal' }], c: [SLOW] },
+      { task: 'go' },
+    );
     expect(outcomeOf(failed.logs.records('root/c'))).toMatchObject({ outcome: 'cancelled', reason: 'parent failed' });
 
     const replied = await runTraced(
       {
         root: [{ calls: [{ name: 'agent', input: { name: 'c', task: 'w' } }] }, { text: 'waiting' }, { text: 'done' }],
-        c: [{ calls: [{ name: 'agent', input: { name: 'd', task: 'w' } }, { name: 'reply', input: { result: 'r' } }] }],
+        c: [
+          {
+            calls: [
+              { name: 'agent', input: { name: 'd', task: 'w' } },
+              { name: 'reply', input: { result: 'r' } },
+            ],
+          },
+        ],
         d: [SLOW],
       },
       { task: 'go' },

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { cancelAgent, defineTool, findPairingProblems, messageAgent, waitForSettled } from '../src/index.js';
-import { sleep } from '../src/model/streamModel.js';
+import { sleep } from '../src/engine/model/streamModel.js';
 import { resumeRun, startRun, type DurableRun } from '../src/store/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider, type Script } from '../src/testing/scriptedProvider.js';
-import type { Message } from '../src/types.js';
+import type { Message } from '../src/engine/types.js';
 import { startTraced } from './helpers.js';
 
 /** Issue 17, steering: from the host, cancel one sub-agent's subtree by path, or give a running sub-agent a message. */
@@ -23,8 +23,25 @@ describe('steering a live tree', () => {
   it('cancels one sub-agent and its subtree by path; its parent receives was cancelled and the sibling goes on', async () => {
     const traced = startTraced(
       {
-        root: [{ calls: [{ name: 'agent', input: { name: 'lead', task: 'lead' } }, { name: 'wait_for_agents', input: {} }] }, { text: 'done' }],
-        lead: [{ calls: [{ name: 'agent', input: { name: 'slow', task: 'slow' } }, { name: 'agent', input: { name: 'quick', task: 'quick' } }, { name: 'wait_for_agents', input: {} }] }, { calls: [{ name: 'reply', input: { result: 'lead done' } }] }],
+        root: [
+          {
+            calls: [
+              { name: 'agent', input: { name: 'lead', task: 'lead' } },
+              { name: 'wait_for_agents', input: {} },
+            ],
+          },
+          { text: 'done' },
+        ],
+        lead: [
+          {
+            calls: [
+              { name: 'agent', input: { name: 'slow', task: 'slow' } },
+              { name: 'agent', input: { name: 'quick', task: 'quick' } },
+              { name: 'wait_for_agents', input: {} },
+            ],
+          },
+          { calls: [{ name: 'reply', input: { result: 'lead done' } }] },
+        ],
         slow: [{ calls: [{ name: 'agent', input: { name: 'deep', task: 'deep' } }] }, { text: 'waiting' }],
         deep: [{ text: 'never ends', delayMs: 60_000 }],
         quick: [{ calls: [{ name: 'reply', input: { result: 'quick done' } }], delayMs: 30 }],
@@ -45,9 +62,22 @@ describe('steering a live tree', () => {
   it('gives a running sub-agent a message by path; it receives it as a user turn at its next boundary', async () => {
     const traced = startTraced(
       {
-        root: [{ calls: [{ name: 'agent', input: { name: 'lead', task: 'lead' } }, { name: 'wait_for_agents', input: {} }] }, { text: 'done' }],
+        root: [
+          {
+            calls: [
+              { name: 'agent', input: { name: 'lead', task: 'lead' } },
+              { name: 'wait_for_agents', input: {} },
+            ],
+          },
+          { text: 'done' },
+        ],
         // The lead ends its turn while its worker runs, so it rests at readyForUser: a boundary.
-        lead: [{ calls: [{ name: 'agent', input: { name: 'worker', task: 'work' } }] }, { text: 'waiting for the worker' }, { text: 'noted' }, { calls: [{ name: 'reply', input: { result: 'lead done' } }] }],
+        lead: [
+          { calls: [{ name: 'agent', input: { name: 'worker', task: 'work' } }] },
+          { text: 'waiting for the worker' },
+          { text: 'noted' },
+          { calls: [{ name: 'reply', input: { result: 'lead done' } }] },
+        ],
         worker: [{ calls: [{ name: 'reply', input: { result: 'worked' } }], delayMs: 300 }],
       },
       { task: 'go' },
@@ -75,8 +105,20 @@ describe('steering a live tree', () => {
     });
     const traced = startTraced(
       {
-        root: [{ calls: [{ name: 'agent', input: { name: 'worker', task: 'work' } }, { name: 'wait_for_agents', input: {} }] }, { text: 'done' }],
-        worker: [{ calls: [{ name: 'slow', input: {} }] }, { calls: [{ name: 'slow', input: {} }] }, { calls: [{ name: 'reply', input: { result: 'worked' } }] }],
+        root: [
+          {
+            calls: [
+              { name: 'agent', input: { name: 'worker', task: 'work' } },
+              { name: 'wait_for_agents', input: {} },
+            ],
+          },
+          { text: 'done' },
+        ],
+        worker: [
+          { calls: [{ name: 'slow', input: {} }] },
+          { calls: [{ name: 'slow', input: {} }] },
+          { calls: [{ name: 'reply', input: { result: 'worked' } }] },
+        ],
       },
       { task: 'go', tools: [slow] },
     );
@@ -88,7 +130,10 @@ describe('steering a live tree', () => {
     // Its next request: the batch's result, then the message, in one user message.
     const next = traced.provider.requestsOf('root/worker')[1]?.lastMessage;
     expect(next?.role).toBe('user');
-    expect(next?.content.map((b) => (b.type === 'text' ? `text: ${b.text}` : b.type === 'tool_result' ? `result: ${b.content}` : b.type))).toEqual(['result: slow result', 'text: Focus on the tests.']);
+    expect(next?.content.map((b) => (b.type === 'text' ? `text: ${b.text}` : b.type === 'tool_result' ? `result: ${b.content}` : b.type))).toEqual([
+      'result: slow result',
+      'text: Focus on the tests.',
+    ]);
     release();
     await waitForSettled(traced.actor);
     // Exactly once in the whole history, which the API accepts.
@@ -102,7 +147,15 @@ describe('steering a live tree', () => {
   it('a message sent while a sub-agent makes its last request is its next turn, not lost to the reply reminder', async () => {
     const traced = startTraced(
       {
-        root: [{ calls: [{ name: 'agent', input: { name: 'worker', task: 'work' } }, { name: 'wait_for_agents', input: {} }] }, { text: 'done' }],
+        root: [
+          {
+            calls: [
+              { name: 'agent', input: { name: 'worker', task: 'work' } },
+              { name: 'wait_for_agents', input: {} },
+            ],
+          },
+          { text: 'done' },
+        ],
         // It ends its step without replying while the message waits: it is not quiet, so it takes the message.
         worker: [{ text: 'thinking', delayMs: 50 }, { calls: [{ name: 'reply', input: { result: 'heard you' } }] }],
       },
@@ -135,7 +188,14 @@ describe('steering a live tree', () => {
     });
     const scripts = (): Record<string, Script> => ({
       root: (request) =>
-        request.messages.length === 1 ? { calls: [{ name: 'agent', input: { name: 'worker', task: 'Work.' } }, { name: 'wait_for_agents', input: {} }] } : { text: 'ok' },
+        request.messages.length === 1
+          ? {
+              calls: [
+                { name: 'agent', input: { name: 'worker', task: 'Work.' } },
+                { name: 'wait_for_agents', input: {} },
+              ],
+            }
+          : { text: 'ok' },
       worker: (request) => {
         const done = request.messages.filter((m) => m.role === 'assistant').length;
         return done < 2 ? { calls: [{ name: 'effect', input: {} }] } : { calls: [{ name: 'reply', input: { result: 'all done' } }] };
@@ -156,7 +216,9 @@ describe('steering a live tree', () => {
     const history = resumed.actor.getSnapshot().context.messages;
     expect(history.length).toBeGreaterThan(0);
     const journal = store.journal(run.id).filter((row) => row.session === 'root/worker' && row.record.type === 'message');
-    const deliveries = journal.filter((row) => row.record.type === 'message' && row.record.content.some((b) => b.type === 'text' && b.text === 'Also check b.md.'));
+    const deliveries = journal.filter(
+      (row) => row.record.type === 'message' && row.record.content.some((b) => b.type === 'text' && b.text === 'Also check b.md.'),
+    );
     expect(deliveries).toHaveLength(1);
     expect(provider.pairingViolations).toEqual([]);
   });

@@ -25,7 +25,13 @@ describe('stop reasons', () => {
     const { snapshot, provider } = await runTraced(
       {
         root: [
-          { text: 'Writing two files.', calls: [{ name: 'write', input: { path: 'a' } }, { name: 'write', input: { path: 'b' }, cutOff: true }] },
+          {
+            text: 'Writing two files.',
+            calls: [
+              { name: 'write', input: { path: 'a' } },
+              { name: 'write', input: { path: 'b' }, cutOff: true },
+            ],
+          },
           { text: 'continuing' },
         ],
       },
@@ -60,7 +66,9 @@ describe('provider faults', () => {
       onRetry: (_a: AgentIdentity, info: { attempt: number }) => void retries.push(info.attempt),
     };
     const { snapshot, logs } = await runTraced(
-      { root: [{ text: 'partial text that is lost', chunkSize: 5, fault: { after: 2, message: 'overloaded_error: Overloaded' } }, { text: 'complete answer' }] },
+      {
+        root: [{ text: 'partial text that is lost', chunkSize: 5, fault: { after: 2, message: 'overloaded_error: Overloaded' } }, { text: 'complete answer' }],
+      },
       { task: 't', retry: fastRetry, listener },
     );
     expect(snapshot.value).toBe('readyForUser');
@@ -89,7 +97,10 @@ describe('provider faults', () => {
   });
 
   it('a stream that stalls is aborted and retried', async () => {
-    const { snapshot, provider } = await runTraced({ root: [{ text: 'abc', chunkSize: 1, stallAfter: 1 }, { text: 'recovered' }] }, { task: 't', stallTimeoutMs: 30, retry: fastRetry });
+    const { snapshot, provider } = await runTraced(
+      { root: [{ text: 'abc', chunkSize: 1, stallAfter: 1 }, { text: 'recovered' }] },
+      { task: 't', stallTimeoutMs: 30, retry: fastRetry },
+    );
     expect(snapshot.value).toBe('readyForUser');
     expect(snapshot.context.messages.at(-1)?.content).toEqual([{ type: 'text', text: 'recovered' }]);
     expect(provider.requests).toHaveLength(2);
@@ -124,7 +135,9 @@ describe('provider faults', () => {
     const seen: { delta: string; committed: number }[] = [];
     let actorRef: { getSnapshot(): { context: { messages: unknown[] } } } | undefined;
     const provider = scriptedProvider({ agents: { root: [{ text: 'abcdef', chunkSize: 2 }] } });
-    const listener = { onTextDelta: (_a: AgentIdentity, delta: string) => void seen.push({ delta, committed: actorRef?.getSnapshot().context.messages.length ?? -1 }) };
+    const listener = {
+      onTextDelta: (_a: AgentIdentity, delta: string) => void seen.push({ delta, committed: actorRef?.getSnapshot().context.messages.length ?? -1 }),
+    };
     const { createSessionActor, waitForSettled } = await import('../src/index.js');
     const actor = createSessionActor({ provider, listener, task: 't' });
     actorRef = actor;

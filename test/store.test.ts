@@ -46,7 +46,16 @@ function track<T extends { close(): void | Promise<void> }>(store: T): T {
 const me = (token: string): RunOwner => ({ host: HOST, pid: process.pid, token });
 
 function newRun(id: string, overrides: Partial<NewRun> = {}): NewRun {
-  return { id, task: `task ${id}`, cwd: '/work', options: { model: 'm', maxSteps: 9, tools: ['read_file'] }, startedAt: 100, owner: me('first'), leaseMs: 60_000, ...overrides };
+  return {
+    id,
+    task: `task ${id}`,
+    cwd: '/work',
+    options: { model: 'm', maxSteps: 9, tools: ['read_file'] },
+    startedAt: 100,
+    owner: me('first'),
+    leaseMs: 60_000,
+    ...overrides,
+  };
 }
 
 function row(runId: string, seq: number, record: JournalRecord, session = 'root'): JournalRow {
@@ -107,8 +116,15 @@ for (const [kind, make] of STORES) {
       const run = newRun('r1');
       await store.createRun(run);
       expect(await store.getRun('r1')).toEqual({
-        id: 'r1', task: 'task r1', cwd: '/work', options: run.options, startedAt: 100,
-        status: 'running', owner: me('first'), leaseUntil: clock + 60_000, endedAt: null,
+        id: 'r1',
+        task: 'task r1',
+        cwd: '/work',
+        options: run.options,
+        startedAt: 100,
+        status: 'running',
+        owner: me('first'),
+        leaseUntil: clock + 60_000,
+        endedAt: null,
       });
       expect(await store.getRun('nope')).toBeUndefined();
       expect((await refusal(() => store.createRun(newRun('r1', { task: 'other' })))).kind).toBe('conflict');
@@ -118,7 +134,14 @@ for (const [kind, make] of STORES) {
     it('gives the journal back in seq order, records intact, per run', async () => {
       await store.createRun(newRun('a'));
       await store.createRun(newRun('b'));
-      const records: JournalRecord[] = [session('root'), message('héllo "quoted"\n'), usage(3, 4), { type: 'tool', result: { type: 'tool_result', tool_use_id: 't1', content: 'ok', is_error: true } }, { type: 'queued', text: 'more' }, { type: 'interrupt' }];
+      const records: JournalRecord[] = [
+        session('root'),
+        message('héllo "quoted"\n'),
+        usage(3, 4),
+        { type: 'tool', result: { type: 'tool_result', tool_use_id: 't1', content: 'ok', is_error: true } },
+        { type: 'queued', text: 'more' },
+        { type: 'interrupt' },
+      ];
       await store.append([row('a', 3, records[2]!), row('a', 1, records[0]!)]);
       await store.append([row('b', 1, message('other run'), 'root/x')]);
       await store.append([row('a', 2, records[1]!), row('a', 5, records[4]!), row('a', 4, records[3]!), row('a', 6, records[5]!, '')]);
@@ -158,14 +181,32 @@ for (const [kind, make] of STORES) {
       await store.createRun(newRun('mid', { startedAt: 200 }));
       await store.createRun(newRun('a-new', { startedAt: 300 }));
       await store.createRun(newRun('c-new', { startedAt: 300 }));
-      await store.append([row('mid', 1, session('root')), row('mid', 2, message('x')), row('mid', 3, usage(10, 20, 30, 40)), row('mid', 4, session('root/c'), 'root/c')]);
+      await store.append([
+        row('mid', 1, session('root')),
+        row('mid', 2, message('x')),
+        row('mid', 3, usage(10, 20, 30, 40)),
+        row('mid', 4, session('root/c'), 'root/c'),
+      ]);
       await store.append([row('mid', 5, usage(1, 2, 3, 4), 'root/c'), row('old', 1, session('root')), row('old', 2, usage(7, 0))]);
       const runs = await store.listRuns();
       expect(runs.map((r) => r.id)).toEqual(['c-new', 'b-new', 'a-new', 'mid', 'old']);
       const byId = new Map(runs.map((r) => [r.id, r]));
-      expect(byId.get('mid')).toMatchObject({ task: 'task mid', agents: 2, requests: 2, usage: { inputTokens: 11, outputTokens: 22, cacheCreationInputTokens: 33, cacheReadInputTokens: 44 } });
-      expect(byId.get('old')).toMatchObject({ agents: 1, requests: 1, usage: { inputTokens: 7, outputTokens: 0, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 } });
-      expect(byId.get('a-new')).toMatchObject({ agents: 0, requests: 0, usage: { inputTokens: 0, outputTokens: 0, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 } });
+      expect(byId.get('mid')).toMatchObject({
+        task: 'task mid',
+        agents: 2,
+        requests: 2,
+        usage: { inputTokens: 11, outputTokens: 22, cacheCreationInputTokens: 33, cacheReadInputTokens: 44 },
+      });
+      expect(byId.get('old')).toMatchObject({
+        agents: 1,
+        requests: 1,
+        usage: { inputTokens: 7, outputTokens: 0, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 },
+      });
+      expect(byId.get('a-new')).toMatchObject({
+        agents: 0,
+        requests: 0,
+        usage: { inputTokens: 0, outputTokens: 0, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 },
+      });
     });
 
     it('lists a running run whose owner is dead, or whose lease ran out, as interrupted', async () => {
@@ -262,7 +303,10 @@ function marks(file: string): { applicationId: unknown; userVersion: unknown; jo
       applicationId: db.pragma('application_id', { simple: true }),
       userVersion: db.pragma('user_version', { simple: true }),
       journalMode: db.pragma('journal_mode', { simple: true }),
-      tables: db.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").all().map((r) => (r as { name: string }).name),
+      tables: db
+        .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
+        .all()
+        .map((r) => (r as { name: string }).name),
     };
   } finally {
     db.close();
@@ -302,7 +346,9 @@ describe('sqlite run store: the file', () => {
         agents INTEGER, requests INTEGER, input_tokens INTEGER, output_tokens INTEGER, cache_creation_input_tokens INTEGER, cache_read_input_tokens INTEGER);
       CREATE TABLE journal (run_id TEXT NOT NULL, seq INTEGER NOT NULL, session TEXT NOT NULL, ts INTEGER NOT NULL, type TEXT NOT NULL, body TEXT NOT NULL,
         PRIMARY KEY (run_id, seq)) WITHOUT ROWID;`);
-    db.prepare(`INSERT INTO runs (id, task, cwd, options, started_at, status, lease_until) VALUES ('old', 't', '/w', '{"tools":[]}', 1, 'interrupted', 0)`).run();
+    db.prepare(
+      `INSERT INTO runs (id, task, cwd, options, started_at, status, lease_until) VALUES ('old', 't', '/w', '{"tools":[]}', 1, 'interrupted', 0)`,
+    ).run();
     const insert = db.prepare('INSERT INTO journal VALUES (?, ?, ?, ?, ?, ?)');
     const records = [session('root'), message('héllo "quoted"\n'), usage(3, 4)];
     records.forEach((record, i) => {
@@ -331,7 +377,13 @@ describe('sqlite run store: the file', () => {
         { seq: 1, last: 3 },
         { seq: 4, last: 4 },
       ]);
-      const view = db.prepare('SELECT seq, session, ts, type, body FROM journal ORDER BY seq').all() as { seq: number; session: string; ts: number; type: string; body: string }[];
+      const view = db.prepare('SELECT seq, session, ts, type, body FROM journal ORDER BY seq').all() as {
+        seq: number;
+        session: string;
+        ts: number;
+        type: string;
+        body: string;
+      }[];
       expect(view.map((r) => [r.seq, r.session, r.ts, r.type])).toEqual([
         [1, 'root', 5001, 'session'],
         [2, 'root', 5002, 'message'],
@@ -447,24 +499,36 @@ describe('sqlite run store: the file', () => {
           else queue.push(line);
         }
       });
-      return (): Promise<string> => new Promise((resolve, reject) => {
-        const line = queue.shift();
-        if (line !== undefined) return resolve(line);
-        waiting.push(resolve);
-        child.once('exit', (code) => reject(new Error(`claimant exited (${code}) before answering`)));
-      });
+      return (): Promise<string> =>
+        new Promise((resolve, reject) => {
+          const line = queue.shift();
+          if (line !== undefined) return resolve(line);
+          waiting.push(resolve);
+          child.once('exit', (code) => reject(new Error(`claimant exited (${code}) before answering`)));
+        });
     });
     expect(await Promise.all(lines.map((next) => next()))).toEqual(['ready', 'ready', 'ready', 'ready']);
     for (const child of children) child.stdin.write('go\n');
     const answers = (await Promise.all(lines.map((next) => next()))).map((line) => JSON.parse(line) as ClaimResult[]);
-    await Promise.all(children.map((child) => new Promise((resolve) => { child.once('exit', resolve); child.stdin.end(); })));
+    await Promise.all(
+      children.map(
+        (child) =>
+          new Promise((resolve) => {
+            child.once('exit', resolve);
+            child.stdin.end();
+          }),
+      ),
+    );
 
     const check = new Database(file, { readonly: true });
     const tokens = new Map((check.prepare('SELECT id, owner_token AS token FROM runs').all() as { id: string; token: string }[]).map((r) => [r.id, r.token]));
     check.close();
     ids.forEach((id, i) => {
       const results = answers.map((a) => a[i]!);
-      expect(results.filter((r) => r.ok), id).toHaveLength(1);
+      expect(
+        results.filter((r) => r.ok),
+        id,
+      ).toHaveLength(1);
       const winner = `child${results.findIndex((r) => r.ok)}`;
       expect(tokens.get(id)).toBe(winner);
       for (const r of results) if (!r.ok) expect(r.holder.token).toBe(winner);
@@ -555,7 +619,9 @@ describe('sqlite run store: the file', () => {
         const file = join(dir, name);
         writeFileSync(file, bytes);
         refuse(file, 'corrupt');
-        expect(errorOf(() => openSqliteStore(file)).message).toMatch(new RegExp(`^the run store ${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is corrupt \\(.+\\)$`));
+        expect(errorOf(() => openSqliteStore(file)).message).toMatch(
+          new RegExp(`^the run store ${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is corrupt \\(.+\\)$`),
+        );
       }
     });
 

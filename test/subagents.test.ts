@@ -12,7 +12,10 @@ const reply = (result: unknown) => ({ calls: [{ name: 'reply', input: { result }
 describe('spawning', () => {
   it('the agent tool returns at once and the child starts with the task verbatim', async () => {
     const task = 'Map the testing setup.\nLook at package.json first.';
-    const { provider, snapshot } = await runTraced({ root: [{ calls: [spawn('c', task)] }, { text: 'wait' }, { text: 'done' }], c: [reply('ok')] }, { task: 'go' });
+    const { provider, snapshot } = await runTraced(
+      { root: [{ calls: [spawn('c', task)] }, { text: 'wait' }, { text: 'done' }], c: [reply('ok')] },
+      { task: 'go' },
+    );
     const childFirst = provider.requestsOf('root/c')[0];
     expect(childFirst?.lastMessage).toEqual({ role: 'user', content: [{ type: 'text', text: task }] });
     expect(toolResults(snapshot.context.messages)[0]?.content).toMatch(/^Sub-agent 'c' started/);
@@ -46,13 +49,19 @@ describe('spawning', () => {
     const results = toolResults(snapshot.context.messages);
     expect(results[1]).toMatchObject({ is_error: true, content: "a sub-agent named 'dup' is still running; pick another name or cancel it first" });
     expect(results[2]?.is_error).toBeUndefined();
-    expect(userTexts(snapshot.context.messages).filter((t) => t.startsWith('[agent'))).toEqual(["[agent 'dup' replied]\nfirst", "[agent 'dup' replied]\nsecond"]);
+    expect(userTexts(snapshot.context.messages).filter((t) => t.startsWith('[agent'))).toEqual([
+      "[agent 'dup' replied]\nfirst",
+      "[agent 'dup' replied]\nsecond",
+    ]);
     expect(last.get('root/dup#2')?.value).toBe('replied');
   });
 
   it('an invalid name gets an error result naming the field', async () => {
     const { snapshot } = await runTraced({ root: [{ calls: [{ name: 'agent', input: { name: 'bad name!', task: 't' } }] }, { text: 'ok' }] }, { task: 'go' });
-    expect(toolResults(snapshot.context.messages)[0]).toMatchObject({ is_error: true, content: expect.stringMatching(/^invalid input for tool 'agent': name: must be 1–64 characters/) });
+    expect(toolResults(snapshot.context.messages)[0]).toMatchObject({
+      is_error: true,
+      content: expect.stringMatching(/^invalid input for tool 'agent': name: must be 1–64 characters/),
+    });
   });
 
   it('the depth limit decides who is offered the spawn family; reply is offered to every sub-agent and never the root', async () => {
@@ -97,7 +106,9 @@ describe('delivery', () => {
       },
       { task: 'go', tools: [echo], maxSteps: 2 },
     );
-    const inbox = userTexts(snapshot.context.messages).filter((t) => t.startsWith('[agent')).join('\n\n');
+    const inbox = userTexts(snapshot.context.messages)
+      .filter((t) => t.startsWith('[agent'))
+      .join('\n\n');
     expect(inbox).toContain("[agent 'capper' hit the step cap]");
     expect(inbox).toMatch(/\[agent 'failer' failed: the model refused to continue \(stop reason: refusal\)\]/);
     expect(inbox).toContain("[agent 'slow' was cancelled]");
@@ -133,21 +144,30 @@ describe('delivery', () => {
       },
     };
     // The child crashes after its first (slow) response, while its parent waits in readyForUser.
-    const provider = scriptedProvider({ agents: { root: [{ calls: [spawn('c')] }, { text: 'wait' }, { text: 'carried on' }], c: [{ ...reply('r'), delayMs: 20 }] } });
-    const states: unknown[] = [];
-    const result = await runAgent('go', { provider, logs }, {
-      inspect: (e) => {
-        const snapshot = e.type === '@xstate.snapshot' ? (e.snapshot as { value?: unknown; context?: { agent?: { id: string } } }) : undefined;
-        if (snapshot?.context?.agent?.id === 'root' && states.at(-1) !== snapshot.value) states.push(snapshot.value);
-      },
+    const provider = scriptedProvider({
+      agents: { root: [{ calls: [spawn('c')] }, { text: 'wait' }, { text: 'carried on' }], c: [{ ...reply('r'), delayMs: 20 }] },
     });
+    const states: unknown[] = [];
+    const result = await runAgent(
+      'go',
+      { provider, logs },
+      {
+        inspect: (e) => {
+          const snapshot = e.type === '@xstate.snapshot' ? (e.snapshot as { value?: unknown; context?: { agent?: { id: string } } }) : undefined;
+          if (snapshot?.context?.agent?.id === 'root' && states.at(-1) !== snapshot.value) states.push(snapshot.value);
+        },
+      },
+    );
     expect(states.slice(-3)).toEqual(['readyForUser', 'streaming', 'readyForUser']);
     expect(result.text).toBe('carried on');
     expect(userTexts(result.snapshot.context.messages)).toContain("[agent 'c' failed: sub-agent crashed: ENOSPC: no space left on device]");
   });
 
   it('finished children are stopped and dropped from the actor tree', async () => {
-    const { snapshot } = await runTraced({ root: [{ calls: [spawn('a'), spawn('b')] }, { text: 'wait' }, { text: 'done' }], a: [reply('a')], b: [reply('b')] }, { task: 'go' });
+    const { snapshot } = await runTraced(
+      { root: [{ calls: [spawn('a'), spawn('b')] }, { text: 'wait' }, { text: 'done' }], a: [reply('a')], b: [reply('b')] },
+      { task: 'go' },
+    );
     // Sub-agents live in crews of the session (machines/crew.ts); neither may outlive its work.
     expect(Object.keys(snapshot.children).filter((id) => id.startsWith('crew.') || /^\d+$/.test(id))).toEqual([]);
     expect(snapshot.context.children.size).toBe(0);
@@ -180,7 +200,9 @@ describe('delivery', () => {
       },
     });
     const result = await runAgent('fan out', { provider });
-    const inbox = userTexts(result.snapshot.context.messages).filter((t) => t.startsWith('[agent')).join('\n\n');
+    const inbox = userTexts(result.snapshot.context.messages)
+      .filter((t) => t.startsWith('[agent'))
+      .join('\n\n');
     const delivered = inbox.match(/\[agent 'worker-\d+' replied\]\nresult of worker-\d+/g) ?? [];
     expect(new Set(delivered).size).toBe(n);
     expect(provider.pairingViolations).toEqual([]);
@@ -233,7 +255,20 @@ describe('cancellation', () => {
   const quick = defineTool({ name: 'quick', description: 'q', input: z.object({}), run: () => 'quick result' });
 
   it('cancelling mid-batch answers every pending tool_use and keeps finished results', async () => {
-    const { actor, logs } = startTraced({ root: [{ calls: [{ name: 'quick', input: {} }, { name: 'hang', input: {} }, { name: 'hang', input: {} }] }] }, { task: 'go', tools: [hang, quick] });
+    const { actor, logs } = startTraced(
+      {
+        root: [
+          {
+            calls: [
+              { name: 'quick', input: {} },
+              { name: 'hang', input: {} },
+              { name: 'hang', input: {} },
+            ],
+          },
+        ],
+      },
+      { task: 'go', tools: [hang, quick] },
+    );
     await until(actor, (s) => s.value === 'dispatchingBatch' && (s.context.batch?.results.size ?? 0) >= 1);
     actor.send({ type: 'cancel', reason: 'user interrupted' });
     const messages = actor.getSnapshot().context.messages;
@@ -255,7 +290,19 @@ describe('cancellation', () => {
       input: z.object({}),
       run: (_i, { signal }) => new Promise((_, reject) => signal.addEventListener('abort', () => reject(new Error(`aborted ${++aborted}`)))),
     });
-    const { actor, logs } = startTraced({ root: [{ calls: [{ name: 'watch', input: {} }, { name: 'watch', input: {} }] }] }, { task: 'go', tools: [watch] });
+    const { actor, logs } = startTraced(
+      {
+        root: [
+          {
+            calls: [
+              { name: 'watch', input: {} },
+              { name: 'watch', input: {} },
+            ],
+          },
+        ],
+      },
+      { task: 'go', tools: [watch] },
+    );
     await until(actor, (s) => s.value === 'dispatchingBatch');
     actor.stop();
     await new Promise((r) => setTimeout(r, 5));

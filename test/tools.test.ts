@@ -18,21 +18,28 @@ describe('defineTool', () => {
       description: 'Search files',
       input_schema: {
         type: 'object',
-        properties: { pattern: { type: 'string', description: 'a regular expression' }, limit: { type: 'integer', minimum: expect.any(Number), maximum: expect.any(Number) } },
+        properties: {
+          pattern: { type: 'string', description: 'a regular expression' },
+          limit: { type: 'integer', minimum: expect.any(Number), maximum: expect.any(Number) },
+        },
         required: ['pattern'],
       },
     });
   });
 
   it('refuses a tool name the API would refuse', () => {
-    expect(() => defineTool({ name: 'read file', description: '', input: z.object({}), run: () => 1 })).toThrow(/tool name "read file" must be 1–64 characters/);
+    expect(() => defineTool({ name: 'read file', description: '', input: z.object({}), run: () => 1 })).toThrow(
+      /tool name "read file" must be 1–64 characters/,
+    );
   });
 
   it('refuses tools named like a protocol tool, and two tools of one name', async () => {
     const reply = defineTool({ name: 'reply', description: '', input: z.object({}), run: () => 1 });
     const echo = defineTool({ name: 'echo', description: '', input: z.object({}), run: () => 1 });
     // Refused when the session is created, before anything runs.
-    await expect(runTraced({ root: [{ text: 'x' }] }, { task: 't', tools: [reply] })).rejects.toThrow("exarch: tool name 'reply' is reserved for the agent protocol");
+    await expect(runTraced({ root: [{ text: 'x' }] }, { task: 't', tools: [reply] })).rejects.toThrow(
+      "exarch: tool name 'reply' is reserved for the agent protocol",
+    );
     await expect(runTraced({ root: [{ text: 'x' }] }, { task: 't', tools: [echo, echo] })).rejects.toThrow("exarch: two tools are named 'echo'");
   });
 });
@@ -65,7 +72,14 @@ describe('dispatch', () => {
   });
 
   it('a tool that throws gets an error result with the message', async () => {
-    const tool = defineTool({ name: 'boom', description: '', input: z.object({}), run: () => { throw new Error('disk on fire'); } });
+    const tool = defineTool({
+      name: 'boom',
+      description: '',
+      input: z.object({}),
+      run: () => {
+        throw new Error('disk on fire');
+      },
+    });
     const { snapshot } = await runTraced({ root: [{ calls: [{ name: 'boom', input: {} }] }, { text: 'ok' }] }, { task: 't', tools: [tool] });
     expect(toolResults(snapshot.context.messages)[0]).toMatchObject({ is_error: true, content: "tool 'boom' failed: disk on fire" });
   });
@@ -107,7 +121,18 @@ describe('dispatch', () => {
       },
     });
     const { snapshot } = await runTraced(
-      { root: [{ calls: [{ name: 'wait', input: { tag: 'slow', ms: 30 } }, { name: 'wait', input: { tag: 'mid', ms: 15 } }, { name: 'wait', input: { tag: 'fast', ms: 1 } }] }, { text: 'ok' }] },
+      {
+        root: [
+          {
+            calls: [
+              { name: 'wait', input: { tag: 'slow', ms: 30 } },
+              { name: 'wait', input: { tag: 'mid', ms: 15 } },
+              { name: 'wait', input: { tag: 'fast', ms: 1 } },
+            ],
+          },
+          { text: 'ok' },
+        ],
+      },
       { task: 't', tools: [tool] },
     );
     expect(maxRunning).toBe(3);
@@ -118,9 +143,24 @@ describe('dispatch', () => {
   });
 
   it('tool output is rendered by the shared renderer and clipped', async () => {
-    const tool = defineTool({ name: 'stat', description: '', input: z.object({ big: z.boolean() }), run: ({ big }) => (big ? 'z'.repeat(500) : { size: 3, files: ['a'] }) });
+    const tool = defineTool({
+      name: 'stat',
+      description: '',
+      input: z.object({ big: z.boolean() }),
+      run: ({ big }) => (big ? 'z'.repeat(500) : { size: 3, files: ['a'] }),
+    });
     const { snapshot } = await runTraced(
-      { root: [{ calls: [{ name: 'stat', input: { big: false } }, { name: 'stat', input: { big: true } }] }, { text: 'ok' }] },
+      {
+        root: [
+          {
+            calls: [
+              { name: 'stat', input: { big: false } },
+              { name: 'stat', input: { big: true } },
+            ],
+          },
+          { text: 'ok' },
+        ],
+      },
       { task: 't', tools: [tool], toolOutputCap: 200 },
     );
     const [small, big] = toolResults(snapshot.context.messages);
@@ -131,10 +171,24 @@ describe('dispatch', () => {
 
   it('a tool sees which agent called it', async () => {
     const seen: string[] = [];
-    const tool = defineTool({ name: 'who', description: '', input: z.object({}), run: (_i, { agent, toolUseId }) => void seen.push(`${agent.id} ${toolUseId.slice(0, 5)}`) });
+    const tool = defineTool({
+      name: 'who',
+      description: '',
+      input: z.object({}),
+      run: (_i, { agent, toolUseId }) => void seen.push(`${agent.id} ${toolUseId.slice(0, 5)}`),
+    });
     await runTraced(
       {
-        root: [{ calls: [{ name: 'agent', input: { name: 'c', task: 't' } }, { name: 'who', input: {} }] }, { text: 'wait' }, { text: 'done' }],
+        root: [
+          {
+            calls: [
+              { name: 'agent', input: { name: 'c', task: 't' } },
+              { name: 'who', input: {} },
+            ],
+          },
+          { text: 'wait' },
+          { text: 'done' },
+        ],
         c: [{ calls: [{ name: 'who', input: {} }] }, { calls: [{ name: 'reply', input: { result: 'x' } }] }],
       },
       { task: 't', tools: [tool] },

@@ -6,8 +6,8 @@ import { z } from 'zod';
 import { createSessionActor, defineTool, waitForSettled, type Tool } from '../src/index.js';
 import { AnthropicProvider } from '../src/providers/anthropic.js';
 import { scriptedProvider, type ScriptedProviderOptions } from '../src/testing/index.js';
-import { parseTrace, type TraceRecord } from '../src/trace/format.js';
-import { TraceRecorder } from '../src/trace/recorder.js';
+import { parseTrace, type TraceRecord } from '../src/watch/trace/format.js';
+import { TraceRecorder } from '../src/watch/trace/recorder.js';
 import { responseEvents, scriptedHandler, startAnthropicServer } from './support/anthropicServer.js';
 
 /** Trace recording from XState's inspect option (issue: visual debugging of turn flow). */
@@ -48,10 +48,16 @@ describe('trace recording', () => {
       expect.objectContaining({ agent: 'root', parent: null, depth: 0, task: 'go' }),
       expect.objectContaining({ agent: 'root/explorer', parent: 'root', depth: 1, name: 'explorer', task: 'Map the tests.', taskChars: 14 }),
     ]);
-    expect(of(records, 'state').filter((r) => r.agent === 'root/explorer').map((r) => r.state)).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'replied']);
-    expect(of(records, 'state').filter((r) => r.agent === 'root').map((r) => r.state)).toEqual([
-      'readyForUser', 'streaming', 'dispatchingBatch', 'streaming', 'readyForUser', 'streaming', 'readyForUser',
-    ]);
+    expect(
+      of(records, 'state')
+        .filter((r) => r.agent === 'root/explorer')
+        .map((r) => r.state),
+    ).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'replied']);
+    expect(
+      of(records, 'state')
+        .filter((r) => r.agent === 'root')
+        .map((r) => r.state),
+    ).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'streaming', 'readyForUser', 'streaming', 'readyForUser']);
     const times = records.map((r) => r.t);
     expect([...times].sort((a, b) => a - b)).toEqual(times);
     expect(of(records, 'agent.end')).toEqual([
@@ -64,7 +70,17 @@ describe('trace recording', () => {
     const echo = defineTool({ name: 'echo', description: 'e', input: z.object({ text: z.string() }), run: ({ text }) => text });
     const records = await record(
       {
-        root: [{ text: 'Delegating.', calls: [{ name: 'agent', input: { name: 'c', task: 't' } }, { name: 'echo', input: { text: 'hello' } }] }, { text: 'wait' }, { text: 'done' }],
+        root: [
+          {
+            text: 'Delegating.',
+            calls: [
+              { name: 'agent', input: { name: 'c', task: 't' } },
+              { name: 'echo', input: { text: 'hello' } },
+            ],
+          },
+          { text: 'wait' },
+          { text: 'done' },
+        ],
         c: [{ calls: [{ name: 'reply', input: { result: { ok: true } } }] }],
       },
       'go',
@@ -82,7 +98,9 @@ describe('trace recording', () => {
     });
     // agent and reply are answered by the machine; only the tool batch reports results.
     expect(of(records, 'tool.result')).toEqual([expect.objectContaining({ agent: 'root', toolUseId: first?.toolCalls[1]?.id, isError: false, chars: 5 })]);
-    expect(of(records, 'delivery')).toEqual([expect.objectContaining({ parent: 'root', child: 'root/c', name: 'c', outcome: 'replied', text: '{\n  "ok": true\n}' })]);
+    expect(of(records, 'delivery')).toEqual([
+      expect.objectContaining({ parent: 'root', child: 'root/c', name: 'c', outcome: 'replied', text: '{\n  "ok": true\n}' }),
+    ]);
   });
 
   it('writes each message once (or again when a later append merged into it), not the transcript per event', async () => {
@@ -113,7 +131,10 @@ describe('trace recording', () => {
       const file = traceFile();
       const recorder = new TraceRecorder({ file });
       const secret = 'sk-ant-api03-SECRET-do-not-log';
-      const actor = createSessionActor({ provider: new AnthropicProvider({ apiKey: secret, baseURL: server.url }), task: 'hello' }, { inspect: recorder.inspect });
+      const actor = createSessionActor(
+        { provider: new AnthropicProvider({ apiKey: secret, baseURL: server.url }), task: 'hello' },
+        { inspect: recorder.inspect },
+      );
       actor.start();
       await waitForSettled(actor);
       actor.stop();

@@ -7,15 +7,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Writable } from 'node:stream';
 import { runDemo } from '../src/cli/demo.js';
 import { EXPLORER_BRIEF } from '../src/cli/demoScript.js';
-import { parseTrace } from '../src/trace/format.js';
-import { writeViewer } from '../src/viewer/index.js';
+import { parseTrace } from '../src/watch/trace/format.js';
+import { writeViewer } from '../src/watch/viewer/index.js';
 import { browserForTests } from './support/browser.js';
 import { z } from 'zod';
 import { createSessionActor, defineTool, respond, waitForSettled } from '../src/index.js';
 import { scriptedProvider } from '../src/testing/index.js';
-import { TraceRecorder } from '../src/trace/recorder.js';
-import { sessionStatechart } from '../src/statechart/extract.js';
-import { TRACE_VERSION, type TraceRecord } from '../src/trace/format.js';
+import { TraceRecorder } from '../src/watch/trace/recorder.js';
+import { sessionStatechart } from '../src/watch/statechart/extract.js';
+import { TRACE_VERSION, type TraceRecord } from '../src/watch/trace/format.js';
 import { syntheticReply, syntheticTrace, traceText } from './support/traceFactory.js';
 
 /**
@@ -125,7 +125,9 @@ describe.skipIf(CHROMIUM === undefined)('the viewer on a recorded demo run', () 
   }, 60_000);
 
   it('lists the agents as a tree with their outcomes', async () => {
-    const rows = await page.$$eval('#tree [data-agent]', (nodes) => nodes.map((n) => [n.getAttribute('data-agent'), (n as unknown as PageNode).innerText.replace(/\s+/g, ' ')]));
+    const rows = await page.$$eval('#tree [data-agent]', (nodes) =>
+      nodes.map((n) => [n.getAttribute('data-agent'), (n as unknown as PageNode).innerText.replace(/\s+/g, ' ')]),
+    );
     expect(rows.map(([id]) => id)).toEqual(['root', 'root/explorer', 'root/reviewer']);
     expect(rows[1]?.[1]).toContain('replied');
     expect(rows[2]?.[1]).toContain('replied');
@@ -186,7 +188,9 @@ describe.skipIf(CHROMIUM === undefined)('the viewer on a recorded demo run', () 
     const batch = await page.locator('#details').innerText();
     expect(batch).toContain('tool results');
     expect(batch).toMatch(/tool result\s+list_files/);
-    expect(await page.$$eval('[data-statechart-state].active', (nodes) => nodes.map((n) => n.getAttribute('data-statechart-state')))).toEqual(['dispatchingBatch']);
+    expect(await page.$$eval('[data-statechart-state].active', (nodes) => nodes.map((n) => n.getAttribute('data-statechart-state')))).toEqual([
+      'dispatchingBatch',
+    ]);
     expect(await page.locator('.sc-edge.taken[data-from="streaming"][data-to="dispatchingBatch"]').count()).toBe(1);
 
     // The nudged state is a moment: its marker is what one clicks.
@@ -205,7 +209,9 @@ describe.skipIf(CHROMIUM === undefined)('the viewer on a recorded demo run', () 
       // Nothing is drawn over it: the point at its centre is the marker.
       const onTop = await marker.evaluate((node) => {
         const r = node.getBoundingClientRect();
-        return (document as unknown as { elementFromPoint(x: number, y: number): unknown }).elementFromPoint(r.left + r.width / 2, r.top + r.height / 2) === node;
+        return (
+          (document as unknown as { elementFromPoint(x: number, y: number): unknown }).elementFromPoint(r.left + r.width / 2, r.top + r.height / 2) === node
+        );
       });
       expect(onTop).toBe(true);
     };
@@ -225,10 +231,12 @@ describe.skipIf(CHROMIUM === undefined)('the viewer on a recorded demo run', () 
     expect(await page.$$eval('[data-statechart-state].active', (nodes) => nodes.map((n) => n.getAttribute('data-statechart-state')))).toEqual(['nudged']);
   });
 
-  it('shows a tool call\'s input beside its result', async () => {
+  it("shows a tool call's input beside its result", async () => {
     await page.locator('#lanes .lane[data-agent="root/explorer"] [data-state="dispatchingBatch"]').first().click();
     const call = page.locator('#details .call').filter({ hasText: 'result of list_files' }).first();
-    const parts = await call.evaluate((node) => Array.from((node as unknown as { children: ArrayLike<PageNode> }).children, (child) => child.textContent ?? ''));
+    const parts = await call.evaluate((node) =>
+      Array.from((node as unknown as { children: ArrayLike<PageNode> }).children, (child) => child.textContent ?? ''),
+    );
     // Which call, its input, its result, in that order.
     expect(parts[0]).toMatch(/^result of list_files {2}toolu_/);
     expect(parts[1]).toBe('input');
@@ -241,7 +249,7 @@ describe.skipIf(CHROMIUM === undefined)('the viewer on a recorded demo run', () 
     expect(await asked.innerText()).toContain('.github/workflows/ci.yml');
   });
 
-  it('numbers an agent\'s steps over its life, as the terminal does', async () => {
+  it("numbers an agent's steps over its life, as the terminal does", async () => {
     const streaming = page.locator('#lanes .lane[data-agent="root/explorer"] .bar[data-state="streaming"]');
     expect(await streaming.count()).toBe(2);
     await streaming.nth(1).click();
@@ -325,7 +333,9 @@ describe.skipIf(CHROMIUM === undefined)('the viewer on a synthetic 200-agent tra
       arrow.dispatchEvent(new MouseEvent('click', { bubbles: true }));
       const handled = performance.now() - t0;
       return new Promise<{ handled: number; painted: number; text: string }>((resolve) =>
-        requestAnimationFrame(() => setTimeout(() => resolve({ handled, painted: performance.now() - t0, text: document.getElementById('details')?.innerText ?? '' }), 0)),
+        requestAnimationFrame(() =>
+          setTimeout(() => resolve({ handled, painted: performance.now() - t0, text: document.getElementById('details')?.innerText ?? '' }), 0),
+        ),
       );
     }, target);
     // The reply's first line is a markdown heading: shown as one.
@@ -370,7 +380,15 @@ async function recordApproval(file: string): Promise<void> {
   const note = defineTool({ name: 'write_note', description: 'Write a note', input: z.object({ text: z.string() }), run: async ({ text }) => `wrote ${text}` });
   const provider = scriptedProvider({
     agents: {
-      root: [{ calls: [{ name: 'agent', input: { name: 'scribe', task: 'Write the note.' } }, { name: 'wait_for_agents', input: {} }] }, { text: 'noted' }],
+      root: [
+        {
+          calls: [
+            { name: 'agent', input: { name: 'scribe', task: 'Write the note.' } },
+            { name: 'wait_for_agents', input: {} },
+          ],
+        },
+        { text: 'noted' },
+      ],
       scribe: [{ calls: [{ name: 'write_note', input: { text: 'hello' } }] }, { calls: [{ name: 'reply', input: { result: 'written' } }] }],
     },
   });
@@ -401,7 +419,9 @@ describe.skipIf(CHROMIUM === undefined)('the viewer on a run whose call waited f
     expect(states.indexOf('awaitingApproval')).toBeLessThan(states.lastIndexOf('dispatchingBatch'));
     await page.locator('#lanes .lane[data-agent="root/scribe"] [data-state="awaitingApproval"]').first().click();
     expect(await page.locator('#details').innerText()).toContain('awaitingApproval');
-    expect(await page.$$eval('[data-statechart-state].active', (nodes) => nodes.map((n) => n.getAttribute('data-statechart-state')))).toEqual(['awaitingApproval']);
+    expect(await page.$$eval('[data-statechart-state].active', (nodes) => nodes.map((n) => n.getAttribute('data-statechart-state')))).toEqual([
+      'awaitingApproval',
+    ]);
     expect(await page.locator('.sc-edge.taken[data-from="streaming"][data-to="awaitingApproval"]').count()).toBe(1);
     // A wait for a person is marked so that it shows at any zoom, however short.
     expect(await page.locator('#lanes .lane[data-agent="root/scribe"] [data-kind="approval"]').count()).toBe(1);

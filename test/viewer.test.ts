@@ -2,17 +2,17 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { sessionStatechart } from '../src/statechart/extract.js';
-import { TRACE_VERSION, type TraceRecord } from '../src/trace/format.js';
-import { jsonForScript } from '../src/viewer/escape.js';
-import { renderViewerHtml, writeViewer } from '../src/viewer/index.js';
-import { inlineSafe, pageScripts } from '../src/viewer/pageScript.js';
-import { buildViewerModel, viewerModelBuilder } from '../src/viewer/buildModel.js';
-import type { ViewerModel } from '../src/viewer/model.js';
-import type { Message } from '../src/types.js';
+import { sessionStatechart } from '../src/watch/statechart/extract.js';
+import { TRACE_VERSION, type TraceRecord } from '../src/watch/trace/format.js';
+import { jsonForScript } from '../src/watch/viewer/escape.js';
+import { renderViewerHtml, writeViewer } from '../src/watch/viewer/index.js';
+import { inlineSafe, pageScripts } from '../src/watch/viewer/pageScript.js';
+import { buildViewerModel, viewerModelBuilder } from '../src/watch/viewer/buildModel.js';
+import type { ViewerModel } from '../src/watch/viewer/model.js';
+import type { Message } from '../src/engine/types.js';
 import fc from 'fast-check';
 import { batchViewerModel, type ViewerModel as BatchModel } from './support/batchViewerModel.js';
-import { drawStatechart } from '../src/viewer/statechartSvg.js';
+import { drawStatechart } from '../src/watch/viewer/statechartSvg.js';
 import { syntheticTrace, traceText } from './support/traceFactory.js';
 
 const usage = { inputTokens: 0, outputTokens: 0, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 };
@@ -28,7 +28,13 @@ function tinyTrace(replyText: string): TraceRecord[] {
     { t: 5, kind: 'response', agent: 'root', stopReason: 'tool_use', textChars: 0, toolCalls: [{ id: 'tu1', name: 'agent', complete: true }], usage },
     { t: 6, kind: 'agent.start', agent: 'root/explorer', name: 'explorer', depth: 1, parent: 'root', task: 'explore', taskChars: 7 },
     { t: 6, kind: 'state', agent: 'root/explorer', state: 'readyForUser', steps: 0, usage },
-    { t: 6.5, kind: 'message', agent: 'root', index: 1, message: { role: 'assistant', content: [{ type: 'tool_use', id: 'tu1', name: 'agent', input: { name: 'explorer', task: 'explore' } }] } },
+    {
+      t: 6.5,
+      kind: 'message',
+      agent: 'root',
+      index: 1,
+      message: { role: 'assistant', content: [{ type: 'tool_use', id: 'tu1', name: 'agent', input: { name: 'explorer', task: 'explore' } }] },
+    },
     { t: 6.5, kind: 'state', agent: 'root', state: 'dispatchingBatch', steps: 1, usage },
     { t: 7, kind: 'message', agent: 'root/explorer', index: 0, message: { role: 'user', content: [{ type: 'text', text: 'explore' }] } },
     { t: 7, kind: 'state', agent: 'root/explorer', state: 'streaming', steps: 1, usage },
@@ -64,7 +70,9 @@ describe('renderViewerHtml', () => {
     expect(html.match(/<script\b/g)).toHaveLength(3);
     expect(html).not.toMatch(/<script[^>]*\ssrc=/i);
     // The browser enforces it: nothing loads, and a page made from a trace connects nowhere.
-    expect(/Content-Security-Policy" content="([^"]*)"/.exec(html)?.[1]).toBe("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:");
+    expect(/Content-Security-Policy" content="([^"]*)"/.exec(html)?.[1]).toBe(
+      "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:",
+    );
     // The page's own code calls out once: a live page reads its server's event stream.
     const { app } = pageScripts();
     expect(app).not.toMatch(/\bfetch\b|XMLHttpRequest|WebSocket|sendBeacon|importScripts/);
@@ -125,11 +133,13 @@ describe('buildViewerModel', () => {
       ['root/explorer', 1, 0],
     ]);
     const explorer = model.agents[1];
-    expect(explorer?.bars.map((b) => [b.state, b.t0, b.t1, b.final])).toEqual([
-      ['readyForUser', 6, 7],
-      ['streaming', 7, 10.2],
-      ['replied', 10.2, 10.2],
-    ].map(([s, a, b]) => [s, a, b, s === 'replied']));
+    expect(explorer?.bars.map((b) => [b.state, b.t0, b.t1, b.final])).toEqual(
+      [
+        ['readyForUser', 6, 7],
+        ['streaming', 7, 10.2],
+        ['replied', 10.2, 10.2],
+      ].map(([s, a, b]) => [s, a, b, s === 'replied']),
+    );
     expect(explorer?.outcome).toBe('replied');
     const root = model.agents[0];
     expect(root?.bars.at(-1)).toMatchObject({ state: 'readyForUser', t0: 8, t1: 11 });
@@ -183,7 +193,12 @@ function common(model: ViewerModel | BatchModel): unknown {
     JSON.stringify({
       ...model,
       cost: undefined,
-      agents: model.agents.map((agent) => ({ ...agent, model: undefined, cost: undefined, bars: agent.bars.map((bar) => ({ ...bar, requests: undefined, cost: undefined })) })),
+      agents: model.agents.map((agent) => ({
+        ...agent,
+        model: undefined,
+        cost: undefined,
+        bars: agent.bars.map((bar) => ({ ...bar, requests: undefined, cost: undefined })),
+      })),
     }),
   );
 }
@@ -193,7 +208,8 @@ function expectPrefixesMatch(records: readonly TraceRecord[], every = 1): void {
   const builder = viewerModelBuilder();
   records.forEach((record, i) => {
     builder.add(record);
-    if (i % every === 0 || i === records.length - 1) expect(common(builder.model()), `after record ${i}`).toEqual(common(batchViewerModel(records.slice(0, i + 1))));
+    if (i % every === 0 || i === records.length - 1)
+      expect(common(builder.model()), `after record ${i}`).toEqual(common(batchViewerModel(records.slice(0, i + 1))));
   });
 }
 
@@ -226,7 +242,11 @@ describe('ViewerModelBuilder', () => {
   it('matches the batch computation on random traces (every prefix)', () => {
     const agents = ['root', 'root/a', 'root/a/b'];
     const step = fc.oneof(
-      fc.record({ kind: fc.constant('state' as const), agent: fc.nat(2), state: fc.constantFrom('readyForUser', 'streaming', 'dispatchingBatch', 'nudged', 'replied') }),
+      fc.record({
+        kind: fc.constant('state' as const),
+        agent: fc.nat(2),
+        state: fc.constantFrom('readyForUser', 'streaming', 'dispatchingBatch', 'nudged', 'replied'),
+      }),
       fc.record({ kind: fc.constant('text' as const), agent: fc.nat(2), index: fc.nat(3) }),
       fc.record({ kind: fc.constant('assistant' as const), agent: fc.nat(2), index: fc.nat(3) }),
       fc.record({ kind: fc.constant('response' as const), agent: fc.nat(2) }),
@@ -243,13 +263,26 @@ describe('ViewerModelBuilder', () => {
           const agent = agents[s.agent] ?? 'root';
           const parent = agent.slice(0, Math.max(0, agent.lastIndexOf('/'))) || null;
           if (s.kind === 'state') records.push({ t, kind: 'state', agent, state: s.state, steps: 1, usage });
-          else if (s.kind === 'text') records.push({ t, kind: 'message', agent, index: s.index, message: { role: 'user', content: [{ type: 'text', text: `u${i}` }] } });
-          else if (s.kind === 'assistant') records.push({ t, kind: 'message', agent, index: s.index, message: { role: 'assistant', content: [{ type: 'text', text: `a${i}` }] } });
+          else if (s.kind === 'text')
+            records.push({ t, kind: 'message', agent, index: s.index, message: { role: 'user', content: [{ type: 'text', text: `u${i}` }] } });
+          else if (s.kind === 'assistant')
+            records.push({ t, kind: 'message', agent, index: s.index, message: { role: 'assistant', content: [{ type: 'text', text: `a${i}` }] } });
           else if (s.kind === 'response') records.push({ t, kind: 'response', agent, stopReason: 'end_turn', textChars: 1, toolCalls: [], usage });
           else if (s.kind === 'event') records.push({ t, kind: 'event', agent, type: 'cancel' });
-          else if (s.kind === 'start') records.push({ t, kind: 'agent.start', agent, name: agent.split('/').pop() ?? agent, depth: agent.split('/').length - 1, parent, task: 'x', taskChars: 1 });
+          else if (s.kind === 'start')
+            records.push({
+              t,
+              kind: 'agent.start',
+              agent,
+              name: agent.split('/').pop() ?? agent,
+              depth: agent.split('/').length - 1,
+              parent,
+              task: 'x',
+              taskChars: 1,
+            });
           else if (s.kind === 'end') records.push({ t, kind: 'agent.end', agent, status: 'done', outcome: 'replied' });
-          else records.push({ t, kind: 'delivery', parent: parent ?? 'root', child: agent, name: agent.split('/').pop() ?? agent, outcome: 'replied', text: 'r' });
+          else
+            records.push({ t, kind: 'delivery', parent: parent ?? 'root', child: agent, name: agent.split('/').pop() ?? agent, outcome: 'replied', text: 'r' });
         });
         expectPrefixesMatch(records);
       }),
@@ -261,7 +294,8 @@ describe('ViewerModelBuilder', () => {
     const records = tinyTrace('ok').map((record): TraceRecord => {
       if (record.kind === 'trace.start') return { ...record, model: 'claude-sonnet-4-5' };
       if (record.kind === 'response') return { ...record, usage: { ...usage, inputTokens: 1_000_000 } };
-      if (record.kind === 'state' && record.agent === 'root' && record.t >= 5) return { ...record, usage: { ...usage, inputTokens: 1_000_000, outputTokens: 100_000 } };
+      if (record.kind === 'state' && record.agent === 'root' && record.t >= 5)
+        return { ...record, usage: { ...usage, inputTokens: 1_000_000, outputTokens: 100_000 } };
       return record;
     });
     const model = buildViewerModel(records);
@@ -294,7 +328,7 @@ describe('ViewerModelBuilder', () => {
     expect(builder.model(3).t1).toBe(10.2);
   });
 
-  it('numbers steps over the agent\'s life, as the CLI does', () => {
+  it("numbers steps over the agent's life, as the CLI does", () => {
     const records: TraceRecord[] = [
       { t: 0, kind: 'trace.start', version: TRACE_VERSION, startedAt: '', title: 'steps', statechart: sessionStatechart() },
       { t: 1, kind: 'state', agent: 'root', state: 'streaming', steps: 1, usage },

@@ -9,9 +9,9 @@ import { z } from 'zod';
 import { runCommand } from '../src/cli/run.js';
 import { createSessionActor, defineTool, waitForSettled } from '../src/index.js';
 import { scriptedProvider, type ScriptedProviderOptions } from '../src/testing/index.js';
-import type { ModelRequest, Provider, StreamSink } from '../src/types.js';
-import { serveViewer } from '../src/viewer/liveServer.js';
-import { writeViewer } from '../src/viewer/write.js';
+import type { ModelRequest, Provider, StreamSink } from '../src/engine/types.js';
+import { serveViewer } from '../src/watch/viewer/liveServer.js';
+import { writeViewer } from '../src/watch/viewer/write.js';
 import { browserForTests } from './support/browser.js';
 
 /**
@@ -42,7 +42,16 @@ beforeAll(async () => {
     executablePath: CHROMIUM,
     headless: true,
     viewport: { width: 1440, height: 960 },
-    args: ['--no-sandbox', '--headless', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--no-sandbox',
+      '--headless',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
   });
 }, 60_000);
 
@@ -107,7 +116,13 @@ const usage = { inputTokens: 1000, outputTokens: 200 };
 /** The root delegates to `worker` and waits; the worker calls `hold`, then replies. Each request: 1,000 tokens in, 200 out. */
 const script: ScriptedProviderOptions['agents'] = {
   root: [
-    { calls: [{ name: 'agent', input: { name: 'worker', task: 'Do the work' } }, { name: 'wait_for_agents', input: {} }], usage },
+    {
+      calls: [
+        { name: 'agent', input: { name: 'worker', task: 'Do the work' } },
+        { name: 'wait_for_agents', input: {} },
+      ],
+      usage,
+    },
     { text: 'The worker says: **worked**.', usage },
   ],
   worker: [
@@ -145,10 +160,12 @@ describe.skipIf(CHROMIUM === undefined)('the live viewer of a run in progress', 
       // The root spawns the worker, which is held in its batch: it appears on the page, and nothing has ended.
       first.release();
       await held.holding;
-      await expect.poll(() => rows(page)).toEqual([
-        ['root', 'waitingForAgents'],
-        ['root/worker', 'dispatchingBatch'],
-      ]);
+      await expect
+        .poll(() => rows(page))
+        .toEqual([
+          ['root', 'waitingForAgents'],
+          ['root/worker', 'dispatchingBatch'],
+        ]);
       expect(await page.locator('#lanes .lane[data-agent="root/worker"] .bar[data-state="dispatchingBatch"]').count()).toBe(1);
       expect(await page.locator('#lanes .bar.final').count()).toBe(0);
       // The call it is held in, with its input and no result yet.
@@ -164,10 +181,12 @@ describe.skipIf(CHROMIUM === undefined)('the live viewer of a run in progress', 
       // Let go: the same page (not reloaded) shows the worker reply and the root answer.
       const before = await page.evaluate(() => window.exarchViewer.records);
       held.release();
-      await expect.poll(() => rows(page), { timeout: 15_000 }).toEqual([
-        ['root', 'readyForUser'],
-        ['root/worker', 'replied'],
-      ]);
+      await expect
+        .poll(() => rows(page), { timeout: 15_000 })
+        .toEqual([
+          ['root', 'readyForUser'],
+          ['root/worker', 'replied'],
+        ]);
       expect(await page.locator('#lanes [data-kind="delivery"][data-child="root/worker"]').count()).toBe(1);
       await waitForSettled(actor);
       actor.stop();
@@ -262,14 +281,18 @@ describe.skipIf(CHROMIUM === undefined)('exarch run --ui', () => {
     const cwd = mkdtempSync(join(tmpdir(), 'exarch-run-ui-'));
     try {
       // The CLI has no `hold` tool: its call gets an error result, and the held step is the worker's second request.
-      const running = runCommand('Get the work done', { ui: true, noStore: true }, {
-        stdout,
-        stderr,
-        env: { ...process.env, ANTHROPIC_API_KEY: '' },
-        cwd,
-        interrupt: new AbortController().signal,
-        provider: new HeldProvider(held, 'root/worker', 1),
-      });
+      const running = runCommand(
+        'Get the work done',
+        { ui: true, noStore: true },
+        {
+          stdout,
+          stderr,
+          env: { ...process.env, ANTHROPIC_API_KEY: '' },
+          cwd,
+          interrupt: new AbortController().signal,
+          provider: new HeldProvider(held, 'root/worker', 1),
+        },
+      );
       await held.holding;
       const url = /exarch: live turn flow at (http:\/\/127\.0\.0\.1:\d+\/) \(open it in a browser\)/.exec(stderr.text())?.[1];
       expect(url).toBeDefined();

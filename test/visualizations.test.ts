@@ -1,12 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { sessionStatechart } from '../src/statechart/extract.js';
-import { displayGuards, transitionLabel } from '../src/statechart/labels.js';
-import { ANY_STATE_ID, mermaidId, mermaidText, toMermaid } from '../src/statechart/mermaid.js';
-import { toSvg } from '../src/statechart/svg.js';
-import { visualizationFiles } from '../src/statechart/visualize.js';
-import type { TraceStatechart } from '../src/trace/format.js';
+import { sessionStatechart } from '../src/watch/statechart/extract.js';
+import { displayGuards, transitionLabel } from '../src/watch/statechart/labels.js';
+import { ANY_STATE_ID, mermaidId, mermaidText, toMermaid } from '../src/watch/statechart/mermaid.js';
+import { toSvg } from '../src/watch/statechart/svg.js';
+import { visualizationFiles } from '../src/watch/statechart/visualize.js';
+import type { TraceStatechart } from '../src/watch/trace/format.js';
 
 const dir = fileURLToPath(new URL('../visualizations/', import.meta.url));
 const chart = sessionStatechart();
@@ -21,7 +21,10 @@ describe('the committed statecharts in visualizations/', () => {
         committed = undefined;
       }
       const stale = committed !== text;
-      expect(stale, `visualizations/${name} is ${committed === undefined ? 'missing' : 'out of date'}: the session machine changed. Run \`npm run visualize\` and commit the result.`).toBe(false);
+      expect(
+        stale,
+        `visualizations/${name} is ${committed === undefined ? 'missing' : 'out of date'}: the session machine changed. Run \`npm run visualize\` and commit the result.`,
+      ).toBe(false);
     });
   }
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Message } from '../src/types.js';
+import type { Message } from '../src/engine/types.js';
 import { runTraced, startTraced, toolResults, until } from './helpers.js';
 
 /**
@@ -14,7 +14,9 @@ const reply = (result: unknown, delayMs = 0) => ({ calls: [{ name: 'reply', inpu
 /** The blocks of the last user message, as text: tool results as `result: …`, text as it is. */
 function lastUserBlocks(message: Message | undefined): string[] {
   if (message?.role !== 'user') return [];
-  return message.content.map((b) => (b.type === 'text' ? b.text : `result${b.is_error === true ? ' (error)' : ''}: ${typeof b.content === 'string' ? b.content : JSON.stringify(b.content)}`));
+  return message.content.map((b) =>
+    b.type === 'text' ? b.text : `result${b.is_error === true ? ' (error)' : ''}: ${typeof b.content === 'string' ? b.content : JSON.stringify(b.content)}`,
+  );
 }
 
 describe('wait_for_agents', () => {
@@ -53,7 +55,10 @@ describe('wait_for_agents', () => {
     const root = provider.requestsOf('root');
     expect(root).toHaveLength(3);
     const second = lastUserBlocks(root[1]?.lastMessage);
-    expect(second.slice(2)).toEqual(["result: 1 sub-agent finished; their results follow. 1 still running (waited until any).", "[agent 'fast' replied]\nquick"]);
+    expect(second.slice(2)).toEqual([
+      'result: 1 sub-agent finished; their results follow. 1 still running (waited until any).',
+      "[agent 'fast' replied]\nquick",
+    ]);
     expect(lastUserBlocks(root[2]?.lastMessage)).toEqual(["[agent 'slow' replied]\nlate"]);
   });
 
@@ -78,7 +83,10 @@ describe('wait_for_agents', () => {
     expect(provider.requestsOf('root')).toHaveLength(1);
     expect(snapshot.value).toBe('capped');
     // The wait was answered, with the result after it: the history stays clean.
-    expect(toolResults(snapshot.context.messages).map((r) => r.content)).toEqual([expect.stringMatching(/^Sub-agent 'a' started/), '1 sub-agent finished; their results follow.']);
+    expect(toolResults(snapshot.context.messages).map((r) => r.content)).toEqual([
+      expect.stringMatching(/^Sub-agent 'a' started/),
+      '1 sub-agent finished; their results follow.',
+    ]);
   });
 
   it('cancelling a waiting session cancels its children first and answers the wait cancelled', async () => {
@@ -126,7 +134,11 @@ describe('wait_for_agents', () => {
 
   it("by default (wake 'each') each delivery wakes it", async () => {
     const { provider } = await runTraced(
-      { root: [{ calls: [spawn('a'), spawn('b')] }, { text: 'waiting' }, { text: 'a in' }, { text: 'b in' }], a: [reply('from a', 5)], b: [reply('from b', 100)] },
+      {
+        root: [{ calls: [spawn('a'), spawn('b')] }, { text: 'waiting' }, { text: 'a in' }, { text: 'b in' }],
+        a: [reply('from a', 5)],
+        b: [reply('from b', 100)],
+      },
       { task: 'go' },
     );
     expect(provider.requestsOf('root')).toHaveLength(4);

@@ -40,7 +40,11 @@ const REPORT = /\[agent '(c\d+)' replied\]\n(c\d+ done)/g;
 function heard(request: ReceivedRequest): string {
   return request.body.messages
     .filter((m) => m.role === 'user')
-    .flatMap((m) => (typeof m.content === 'string' ? [m.content] : m.content.map((b) => (b.type === 'text' ? String(b['text']) : b.type === 'tool_result' ? JSON.stringify(b['content']) : ''))))
+    .flatMap((m) =>
+      typeof m.content === 'string'
+        ? [m.content]
+        : m.content.map((b) => (b.type === 'text' ? String(b['text']) : b.type === 'tool_result' ? JSON.stringify(b['content']) : '')),
+    )
     .join('\n');
 }
 
@@ -52,7 +56,11 @@ function heard(request: ReceivedRequest): string {
 function fanOut(names: readonly string[]): Parameters<typeof historyHandler>[0] {
   const scripts: Record<string, ((request: ReceivedRequest) => ServerPlan)[]> = {
     root: [
-      () => stream({ toolCalls: [...names.map((name) => call('agent', { name, task: `Record ${name}.` })), call('wait_for_agents', {})] }, { latencyMs: latency('root', 0) }),
+      () =>
+        stream(
+          { toolCalls: [...names.map((name) => call('agent', { name, task: `Record ${name}.` })), call('wait_for_agents', {})] },
+          { latencyMs: latency('root', 0) },
+        ),
       (request) => {
         const reports = [...heard(request).matchAll(REPORT)].map((m) => m[2] ?? '');
         const agents = new Set([...heard(request).matchAll(REPORT)].map((m) => m[1]));
@@ -85,19 +93,34 @@ async function statusOf(db: string, id: string): Promise<string | undefined> {
 
 /** The root's last assistant text, read from the journal with SQL. */
 async function rootAnswer(db: string, id: string): Promise<string> {
-  const rows = await query<{ body: string }>(db, `SELECT body FROM exarch.journal WHERE run_id = '${id}' AND session = 'root' AND type = 'message' ORDER BY seq DESC`);
+  const rows = await query<{ body: string }>(
+    db,
+    `SELECT body FROM exarch.journal WHERE run_id = '${id}' AND session = 'root' AND type = 'message' ORDER BY seq DESC`,
+  );
   for (const { body } of rows) {
     const message = JSON.parse(body) as { role: string; content: { type: string; text?: string }[] };
-    if (message.role === 'assistant') return message.content.filter((b) => b.type === 'text').map((b) => b.text).join('');
+    if (message.role === 'assistant')
+      return message.content
+        .filter((b) => b.type === 'text')
+        .map((b) => b.text)
+        .join('');
   }
   return '';
 }
 
 /** Why a run did not end well: its sessions' failed or capped outcomes, and the root's last records. */
 async function failures(db: string, id: string): Promise<string> {
-  const bad = await query<{ session: string; body: string }>(db, `SELECT session, body FROM exarch.journal WHERE run_id = '${id}' AND type = 'outcome' AND body NOT LIKE '%"outcome":"replied"%' ORDER BY seq`);
-  const root = await query<{ seq: number; type: string; body: string }>(db, `SELECT seq, type, left(body, 300) AS body FROM exarch.journal WHERE run_id = '${id}' AND session IN ('root', '') ORDER BY seq DESC LIMIT 12`);
-  return [...bad.map((r) => `${r.session}: ${r.body.slice(0, 300)}`), '--- the root, last first', ...root.map((r) => `${r.seq} ${r.type} ${r.body}`)].join('\n');
+  const bad = await query<{ session: string; body: string }>(
+    db,
+    `SELECT session, body FROM exarch.journal WHERE run_id = '${id}' AND type = 'outcome' AND body NOT LIKE '%"outcome":"replied"%' ORDER BY seq`,
+  );
+  const root = await query<{ seq: number; type: string; body: string }>(
+    db,
+    `SELECT seq, type, left(body, 300) AS body FROM exarch.journal WHERE run_id = '${id}' AND session IN ('root', '') ORDER BY seq DESC LIMIT 12`,
+  );
+  return [...bad.map((r) => `${r.session}: ${r.body.slice(0, 300)}`), '--- the root, last first', ...root.map((r) => `${r.seq} ${r.type} ${r.body}`)].join(
+    '\n',
+  );
 }
 
 async function until(check: () => boolean | Promise<boolean>, what: string, ms: number, log: () => string = () => ''): Promise<void> {
@@ -116,10 +139,16 @@ interface WorkerProcess {
 }
 
 function startWorker(name: string, db: string, env: NodeJS.ProcessEnv, cwd: string): WorkerProcess {
-  const child = spawn(process.execPath, [MAIN, 'worker', '--db', db, '--job-expiry', '4', '--drain-timeout', '1'], { cwd, env, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, [MAIN, 'worker', '--db', db, '--job-expiry', '4', '--drain-timeout', '1'], {
+    cwd,
+    env,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let stderr = '';
   child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
-  const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('close', (code, signal) => resolve({ code, signal })));
+  const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('close', (code, signal) => resolve({ code, signal })),
+  );
   onCleanup(async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await closed;
@@ -130,11 +159,18 @@ function startWorker(name: string, db: string, env: NodeJS.ProcessEnv, cwd: stri
 /** Each line of effects.txt: one per run of the side-effecting call. */
 function effects(cwd: string): string[] {
   const file = join(cwd, 'effects.txt');
-  return existsSync(file) ? readFileSync(file, 'utf8').trimEnd().split('\n').filter((line) => line !== '') : [];
+  return existsSync(file)
+    ? readFileSync(file, 'utf8')
+        .trimEnd()
+        .split('\n')
+        .filter((line) => line !== '')
+    : [];
 }
 
 describe.skipIf(!postgres.available)('workers under faults', () => {
-  it(`a run of ${AGENTS} sub-agents survives a SIGKILLed worker, a SIGTERMed one and a Postgres restart: each report once, each effect at most once, the answer of one process`, { timeout: 900_000 }, async () => {
+  it(`a run of ${AGENTS} sub-agents survives a SIGKILLed worker, a SIGTERMed one and a Postgres restart: each report once, each effect at most once, the answer of one process`, {
+    timeout: 900_000,
+  }, async () => {
     const names = Array.from({ length: AGENTS }, (_, i) => `c${String(i).padStart(3, '0')}`);
     const model = await startAnthropicServer(historyHandler(fanOut(names)));
     onCleanup(() => model.close());
@@ -198,7 +234,10 @@ describe.skipIf(!postgres.available)('workers under faults', () => {
     expect(new Set(done).size).toBe(done.length);
     expect(done.every((line) => names.includes(line))).toBe(true);
     // A call its agent was told had run did run; one answered otherwise (in flight at a fault) may have.
-    const ran = await query<{ session: string }>(db, `SELECT DISTINCT session FROM exarch.journal WHERE run_id = '${id}' AND type = 'message' AND body LIKE '%appended to effects.txt%'`);
+    const ran = await query<{ session: string }>(
+      db,
+      `SELECT DISTINCT session FROM exarch.journal WHERE run_id = '${id}' AND type = 'message' AND body LIKE '%appended to effects.txt%'`,
+    );
     const told = ran.map((r) => r.session.slice('root/'.length)).sort();
     expect(told.length).toBeGreaterThan(0);
     expect(told.filter((name) => !done.includes(name))).toEqual([]);

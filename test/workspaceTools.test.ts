@@ -88,9 +88,7 @@ describe('confinement to the working directory', () => {
 
   it('refuses a file symlink that points outside', async () => {
     await symlink(path.join(outside, 'secret.txt'), path.join(root, 'leak.txt'));
-    await expect(call(tools(), 'read_file', { path: 'leak.txt' })).rejects.toThrow(
-      "refused: 'leak.txt' leads outside the working directory through a symlink",
-    );
+    await expect(call(tools(), 'read_file', { path: 'leak.txt' })).rejects.toThrow("refused: 'leak.txt' leads outside the working directory through a symlink");
     await expect(call(tools(), 'write_file', { path: 'leak.txt', content: 'pwned' })).rejects.toThrow(/leads outside the working directory/);
     expect(await readFile(path.join(outside, 'secret.txt'), 'utf8')).toBe('top secret\n');
   });
@@ -299,7 +297,9 @@ describe('write_file', () => {
   it('refuses to write over a directory or through a file', async () => {
     const tools = workspaceTools({ root, allowWrite: true });
     await expect(call(tools, 'write_file', { path: 'src', content: 'x' })).rejects.toThrow("'src' is a directory");
-    await expect(call(tools, 'write_file', { path: 'README.md/x', content: 'x' })).rejects.toThrow(/cannot write 'README.md\/x': a part of its directory path is a file/);
+    await expect(call(tools, 'write_file', { path: 'README.md/x', content: 'x' })).rejects.toThrow(
+      /cannot write 'README.md\/x': a part of its directory path is a file/,
+    );
   });
 });
 

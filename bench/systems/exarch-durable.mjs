@@ -42,7 +42,8 @@ function durableOn(store, onRun) {
     const run = await startRun(task, session, { store });
     onRun?.(run.id);
     const result = await run.result;
-    if (result.status !== 'done') throw new Error(`exarch durable: run ${run.id} ended ${result.status}${result.storeError ? ` (${result.storeError.message})` : ''}`);
+    if (result.status !== 'done')
+      throw new Error(`exarch durable: run ${run.id} ended ${result.status}${result.storeError ? ` (${result.storeError.message})` : ''}`);
     // The tree is stopped by now; the root still holds the session (transcript), as exarch's does.
     return run.actor;
   };

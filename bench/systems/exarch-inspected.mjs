@@ -1,6 +1,6 @@
 // exarch with a live inspector attached that no one watches (an app that offers live inspection
 // before anyone opens it): what an idle inspector costs. The workloads are exarch's own.
-import { startLiveInspector } from '../../dist/src/inspect/liveInspector.js';
+import { startLiveInspector } from '../../dist/src/watch/inspect/liveInspector.js';
 import * as exarch from './exarch.mjs';
 
 export const label = 'exarch, idle live inspector';

@@ -2,7 +2,7 @@
 // are real: the root's `agent` calls spawn child sessions, each child answers through `reply`, and
 // the reports reach the root as inbox deliveries at its turn boundaries.
 import { createSessionActor, defineTool, waitForSettled } from '../../dist/src/index.js';
-import { ZERO_USAGE } from '../../dist/src/usage.js';
+import { ZERO_USAGE } from '../../dist/src/engine/usage.js';
 // The library's own zod, so the bench measures one copy of it.
 import { z } from '../../node_modules/zod/index.js';
 import { childStep, countReports, echo, ECHO, loopStep, rootStep, textDeltas } from '../workloads.mjs';

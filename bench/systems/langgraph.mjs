@@ -12,7 +12,8 @@ import { childStep, countReports, echo, ECHO, loopStep, rootStep, textDeltas } f
 
 /** The AI message of one scripted step. A sub-agent's `result` is its final answer. */
 function toMessage(step) {
-  if (step.toolCalls) return new AIMessage({ content: '', tool_calls: step.toolCalls.map((c) => ({ id: c.id, name: c.name, args: c.input, type: 'tool_call' })) });
+  if (step.toolCalls)
+    return new AIMessage({ content: '', tool_calls: step.toolCalls.map((c) => ({ id: c.id, name: c.name, args: c.input, type: 'tool_call' })) });
   return new AIMessage(step.text ?? step.result);
 }
 

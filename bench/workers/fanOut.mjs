@@ -19,8 +19,12 @@ export function fanOutSession() {
   const spawns = Array.from({ length: SUB_AGENTS }, (_, i) => ({ name: 'agent', input: { name: `s${i}`, task: 'Echo once, then reply.' } }));
   const provider = scriptedProvider({
     agents: {
-      root: (_request, i) => (i === 0 ? { calls: [...spawns, { name: 'wait_for_agents', input: {} }], delayMs: latency() } : { text: 'all reported', delayMs: latency() }),
-      '*': (_request, i) => (i === 0 ? { calls: [{ name: 'echo', input: { text: 'work' } }], delayMs: latency() } : { calls: [{ name: 'reply', input: { result: 'done' } }], delayMs: latency() }),
+      root: (_request, i) =>
+        i === 0 ? { calls: [...spawns, { name: 'wait_for_agents', input: {} }], delayMs: latency() } : { text: 'all reported', delayMs: latency() },
+      '*': (_request, i) =>
+        i === 0
+          ? { calls: [{ name: 'echo', input: { text: 'work' } }], delayMs: latency() }
+          : { calls: [{ name: 'reply', input: { result: 'done' } }], delayMs: latency() },
     },
   });
   return { provider, tools: [echo] };

@@ -1,5 +1,5 @@
-import { tokensOf, type AgentSpend } from '../budget.js';
-import { estimateCost } from '../pricing.js';
+import { tokensOf, type AgentSpend } from '../engine/budget.js';
+import { estimateCost } from '../engine/pricing.js';
 
 /** Widest agent path before the column stops growing (longer ones push their own line only). */
 const PATH_WIDTH = 40;

@@ -1,9 +1,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { extname, resolve } from 'node:path';
 import { z } from 'zod';
-import { checkProfiles, type AgentProfile, type AgentProfiles } from '../agentProfiles.js';
-import { ExarchError } from '../exarchError.js';
-import { describeError } from '../model/errors.js';
+import { checkProfiles, type AgentProfile, type AgentProfiles } from '../engine/agentProfiles.js';
+import { ExarchError } from '../engine/exarchError.js';
+import { describeError } from '../engine/model/errors.js';
 import type { Tool } from '../tools/defineTool.js';
 
 /** The file `exarch run` reads declared agents from when `--agents` is not given, if it exists. */
@@ -65,14 +65,22 @@ export function readAgentsConfig(file: string | undefined, cwd: string): AgentsC
   if (file === undefined && !existsSync(path)) return undefined;
   const shown = agentsSource(file);
   if (['.ts', '.mts', '.cts', '.js', '.mjs', '.cjs'].includes(extname(path))) {
-    throw new AgentsConfigError('unsupported', shown, `${shown}: only a JSON config is supported (a .ts or .js config is not); write the agents as JSON, e.g. ${DEFAULT_CONFIG_FILE}`);
+    throw new AgentsConfigError(
+      'unsupported',
+      shown,
+      `${shown}: only a JSON config is supported (a .ts or .js config is not); write the agents as JSON, e.g. ${DEFAULT_CONFIG_FILE}`,
+    );
   }
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    throw new AgentsConfigError('unreadable', shown, `cannot read ${shown}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : describeError(error)}`);
+    throw new AgentsConfigError(
+      'unreadable',
+      shown,
+      `cannot read ${shown}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : describeError(error)}`,
+    );
   }
   let raw: unknown;
   try {
@@ -96,7 +104,11 @@ export function agentsFromJson(raw: unknown, shown: string, tools: readonly Tool
   } catch (error) {
     // The library's line names the field; here the file is named too.
     const line = describeError(error).replace(/^exarch: /, '');
-    throw new AgentsConfigError('invalid', shown, `${shown}: ${line}${line.includes("not one of the run's tools") ? '; --allow-write, --allow-shell and --mcp offer more' : ''}`);
+    throw new AgentsConfigError(
+      'invalid',
+      shown,
+      `${shown}: ${line}${line.includes("not one of the run's tools") ? '; --allow-write, --allow-shell and --mcp offer more' : ''}`,
+    );
   }
   return { agents, json };
 }
@@ -107,7 +119,11 @@ function parseConfig(raw: unknown, shown: string): LoadedAgents {
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const where = issue && issue.path.length > 0 ? issue.path.map(String).join('.') : '(top level)';
-    throw new AgentsConfigError('invalid', shown, `${shown}: ${where}: ${issue?.message ?? 'invalid'} (expected { "agents": { "NAME": { "description": … } } })`);
+    throw new AgentsConfigError(
+      'invalid',
+      shown,
+      `${shown}: ${where}: ${issue?.message ?? 'invalid'} (expected { "agents": { "NAME": { "description": … } } })`,
+    );
   }
   const agents: Record<string, AgentProfile> = {};
   for (const [name, profile] of Object.entries(parsed.data.agents)) {
@@ -116,7 +132,8 @@ function parseConfig(raw: unknown, shown: string): LoadedAgents {
     if (reply !== undefined) {
       if (reply['type'] !== 'object') throw new AgentsConfigError('invalid', shown, `${shown}: agents.${name}.reply must be a JSON Schema of type "object"`);
       // A peer dependency: an app may have a zod 4 from before z.fromJSONSchema.
-      if (typeof z.fromJSONSchema !== 'function') throw new AgentsConfigError('unsupported', shown, `${shown}: agents.${name}.reply needs a newer zod (one with z.fromJSONSchema)`);
+      if (typeof z.fromJSONSchema !== 'function')
+        throw new AgentsConfigError('unsupported', shown, `${shown}: agents.${name}.reply needs a newer zod (one with z.fromJSONSchema)`);
       try {
         schema = z.fromJSONSchema(reply as Parameters<typeof z.fromJSONSchema>[0]);
       } catch (error) {

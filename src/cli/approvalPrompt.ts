@@ -1,5 +1,5 @@
-import type { ApprovalAnswer, ApprovalRequest } from '../approvals.js';
-import { clip } from '../render.js';
+import type { ApprovalAnswer, ApprovalRequest } from '../engine/approvals.js';
+import { clip } from '../engine/render.js';
 import type { TerminalInput } from './terminalInput.js';
 
 /** Characters of a call's input shown in a question. */

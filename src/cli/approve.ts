@@ -1,4 +1,4 @@
-import type { ApprovalDecision } from '../approvals.js';
+import type { ApprovalDecision } from '../engine/approvals.js';
 import { RunError } from '../store/durableRun.js';
 import { recordApproval, waitingCalls } from '../store/runApprovals.js';
 import { EXIT, targetFlags } from './run.js';
@@ -35,7 +35,8 @@ export async function answerCommand(
     const left = (await waitingCalls(store, runId)).length;
     let next: string;
     // With calls still waiting, a worker would only stop again: the run is queued once all are answered.
-    if (left > 0) next = `it takes effect when the run continues (${left} other call${left === 1 ? ' still waits' : 's still wait'}${target.db === undefined ? '' : '; the workers continue it once all are answered'}): ${resume}`;
+    if (left > 0)
+      next = `it takes effect when the run continues (${left} other call${left === 1 ? ' still waits' : 's still wait'}${target.db === undefined ? '' : '; the workers continue it once all are answered'}): ${resume}`;
     else if (target.db === undefined) next = `it takes effect when the run continues: ${resume}`;
     else {
       // Loaded only here: an answer in a SQLite store never pays for pg-boss.

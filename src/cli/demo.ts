@@ -1,15 +1,15 @@
-import { finalAssistantText } from '../history.js';
-import { renderAgentResult } from '../inbox.js';
+import { finalAssistantText } from '../engine/history.js';
+import { renderAgentResult } from '../engine/inbox.js';
 import type { InspectionEvent } from 'xstate';
-import { createSessionActor, waitForSettled, type SessionSnapshot } from '../runtime.js';
-import { TraceRecorder } from '../trace/recorder.js';
+import { createSessionActor, waitForSettled, type SessionSnapshot } from '../engine/runtime.js';
+import { TraceRecorder } from '../watch/trace/recorder.js';
 import { scriptedProvider } from '../testing/scriptedProvider.js';
-import type { Message } from '../types.js';
+import type { Message } from '../engine/types.js';
 import { demoScripts, demoTools, EXPLORER_BRIEF, USER_TASK } from './demoScript.js';
 import { excerpt, palette, type Palette } from './palette.js';
 import { TurnFlow } from './turnFlow.js';
-import { RunObserver } from '../observe/runObserver.js';
-import type { RunEventListener } from '../observe/events.js';
+import { RunObserver } from '../watch/observe/runObserver.js';
+import type { RunEventListener } from '../watch/observe/events.js';
 
 /**
  * `exarch demo`: plays the incident of the reply-tool design record (demoScript.ts) on the real
@@ -28,7 +28,7 @@ export interface DemoOptions {
   readonly color: boolean;
   /** Divides every scripted delay: 1 is watchable (a few seconds), a large value is instant. */
   readonly speed?: number;
-  /** Record the run as a JSONL trace here (src/trace/format.ts). */
+  /** Record the run as a JSONL trace here (src/watch/trace/format.ts). */
   readonly trace?: string;
   /** Another inspection observer (the live inspector). */
   readonly inspect?: (event: InspectionEvent) => void;
@@ -112,7 +112,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
 
   write('');
   write(style.bold("root's final answer") + (options.answer && options.answer !== options.out ? style.dim(' (on stdout)') : ''));
-  if (options.answer && options.answer !== options.out) options.answer.write(finalAnswer.endsWith('\n') || finalAnswer === '' ? finalAnswer : `${finalAnswer}\n`);
+  if (options.answer && options.answer !== options.out)
+    options.answer.write(finalAnswer.endsWith('\n') || finalAnswer === '' ? finalAnswer : `${finalAnswer}\n`);
   else write(indent(finalAnswer || style.dim('(none)')));
   write('');
   write(style.bold("What reached root from 'reviewer'") + style.dim(' — reminded once, then a JSON object, pretty-printed'));

@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { sleep } from '../model/streamModel.js';
+import { sleep } from '../engine/model/streamModel.js';
 import { defineTool, type Tool } from '../tools/defineTool.js';
 import type { ScriptedProviderOptions, ScriptedStep } from '../testing/scriptedProvider.js';
-import type { Message, ModelRequest } from '../types.js';
+import type { Message, ModelRequest } from '../engine/types.js';
 
 /**
  * The scripted conversation `exarch demo` plays: the incident of the reply-tool design record.
@@ -30,49 +30,49 @@ const REVIEWER_TASK =
 
 /** The explorer's report: the value it hands its parent through `reply`. Real newlines, markdown. */
 export const EXPLORER_BRIEF = [
-  "# Testing setup: tidepool",
-  "",
-  "## Summary",
-  "tidepool is a TypeScript HTTP service (Node 20, ESM) with three test layers: unit tests on Vitest, integration tests on Vitest against a real Postgres started by Testcontainers, and browser end-to-end tests on Playwright. `npm test` runs only the unit layer; CI runs all three.",
-  "",
-  "## Layers",
-  "| layer | runner | where | command |",
-  "|---|---|---|---|",
-  "| unit | Vitest (`unit` project) | `src/**/*.test.ts`, colocated | `npm run test:unit` |",
-  "| integration | Vitest (`integration` project) | `test/integration/**/*.int.test.ts` | `npm run test:int` |",
-  "| e2e | Playwright | `e2e/**/*.spec.ts` | `npm run test:e2e` |",
-  "",
-  "## Configuration",
+  '# Testing setup: tidepool',
+  '',
+  '## Summary',
+  'tidepool is a TypeScript HTTP service (Node 20, ESM) with three test layers: unit tests on Vitest, integration tests on Vitest against a real Postgres started by Testcontainers, and browser end-to-end tests on Playwright. `npm test` runs only the unit layer; CI runs all three.',
+  '',
+  '## Layers',
+  '| layer | runner | where | command |',
+  '|---|---|---|---|',
+  '| unit | Vitest (`unit` project) | `src/**/*.test.ts`, colocated | `npm run test:unit` |',
+  '| integration | Vitest (`integration` project) | `test/integration/**/*.int.test.ts` | `npm run test:int` |',
+  '| e2e | Playwright | `e2e/**/*.spec.ts` | `npm run test:e2e` |',
+  '',
+  '## Configuration',
   "- `vitest.config.ts` defines two `projects`. `unit` runs in the `node` environment with `pool: 'threads'` and a 5 s timeout. `integration` uses `pool: 'forks'` with `singleFork: true`, so its files run one at a time against one database, with a 30 s timeout.",
-  "- `test/setup/globalSetup.ts` starts `postgres:16-alpine` with Testcontainers, runs the migrations in `db/migrations/` and hands `DATABASE_URL` to the workers. Set `TIDEPOOL_TEST_DB` to reuse a running database instead; `docker-compose.test.yml` starts one on port 54329.",
-  "- `test/setup/db.ts` wraps every integration test in a transaction that is rolled back in `afterEach`; tests that need real commits call `withCommittedTx()` and clean up by hand.",
-  "- `playwright.config.ts` starts the app with `npm run start:test` on port 4173 and runs Chromium only in CI (all three browsers locally), with `retries: 2` in CI.",
-  "",
-  "## Fixtures and helpers",
-  "- `test/fixtures/` holds JSON payloads (orders, customers, webhook bodies), loaded with `loadFixture(name)`.",
+  '- `test/setup/globalSetup.ts` starts `postgres:16-alpine` with Testcontainers, runs the migrations in `db/migrations/` and hands `DATABASE_URL` to the workers. Set `TIDEPOOL_TEST_DB` to reuse a running database instead; `docker-compose.test.yml` starts one on port 54329.',
+  '- `test/setup/db.ts` wraps every integration test in a transaction that is rolled back in `afterEach`; tests that need real commits call `withCommittedTx()` and clean up by hand.',
+  '- `playwright.config.ts` starts the app with `npm run start:test` on port 4173 and runs Chromium only in CI (all three browsers locally), with `retries: 2` in CI.',
+  '',
+  '## Fixtures and helpers',
+  '- `test/fixtures/` holds JSON payloads (orders, customers, webhook bodies), loaded with `loadFixture(name)`.',
   "- `test/factories.ts` builds domain objects with overridable defaults, e.g. `makeOrder({ status: 'paid' })`.",
   "- Calls to the payment provider are stubbed with `msw` handlers in `test/mocks/handlers.ts`; an unhandled request fails the test (`onUnhandledRequest: 'error'`).",
-  "- Unit tests freeze time with `vi.useFakeTimers()`; integration tests use real time.",
-  "",
-  "## Coverage",
-  "V8 coverage through `@vitest/coverage-v8`, unit project only. Thresholds: 80% lines, 75% branches, 80% functions, enforced only when `CI=true`; locally `npm run coverage` reports without failing.",
-  "",
-  "## CI (`.github/workflows/ci.yml`)",
-  "Three jobs on `ubuntu-latest` with Node 20: `unit` (uploads coverage), `integration` (the runner has Docker, so Testcontainers needs no service block) and `e2e`, which `needs: [unit]` and is skipped for pull requests from forks because it needs the `E2E_STRIPE_KEY` secret.",
-  "",
-  "## Gaps and risks",
-  "1. The integration layer is not part of `npm test`, so contributors rarely run it before pushing.",
-  "2. Coverage ignores the integration layer, so the repository code in `src/db/` shows only 41% although integration tests exercise it.",
-  "3. The e2e job never runs for fork PRs: checkout regressions from outside contributors surface only after merge.",
-  "4. `singleFork` makes the integration layer slow (about 3 minutes); with the rollback helper, parallel forks with one schema each would be safe.",
-  "5. Two unit tests in `src/billing/retry.test.ts` use real timers and are flaky under load.",
-  "",
-  "## Run everything locally",
-  "```sh",
-  "docker compose -f docker-compose.test.yml up -d",
-  "export TIDEPOOL_TEST_DB=postgres://test:test@localhost:54329/tidepool",
-  "npm run test:unit && npm run test:int && npm run test:e2e",
-  "```",
+  '- Unit tests freeze time with `vi.useFakeTimers()`; integration tests use real time.',
+  '',
+  '## Coverage',
+  'V8 coverage through `@vitest/coverage-v8`, unit project only. Thresholds: 80% lines, 75% branches, 80% functions, enforced only when `CI=true`; locally `npm run coverage` reports without failing.',
+  '',
+  '## CI (`.github/workflows/ci.yml`)',
+  'Three jobs on `ubuntu-latest` with Node 20: `unit` (uploads coverage), `integration` (the runner has Docker, so Testcontainers needs no service block) and `e2e`, which `needs: [unit]` and is skipped for pull requests from forks because it needs the `E2E_STRIPE_KEY` secret.',
+  '',
+  '## Gaps and risks',
+  '1. The integration layer is not part of `npm test`, so contributors rarely run it before pushing.',
+  '2. Coverage ignores the integration layer, so the repository code in `src/db/` shows only 41% although integration tests exercise it.',
+  '3. The e2e job never runs for fork PRs: checkout regressions from outside contributors surface only after merge.',
+  '4. `singleFork` makes the integration layer slow (about 3 minutes); with the rollback helper, parallel forks with one schema each would be safe.',
+  '5. Two unit tests in `src/billing/retry.test.ts` use real timers and are flaky under load.',
+  '',
+  '## Run everything locally',
+  '```sh',
+  'docker compose -f docker-compose.test.yml up -d',
+  'export TIDEPOOL_TEST_DB=postgres://test:test@localhost:54329/tidepool',
+  'npm run test:unit && npm run test:int && npm run test:e2e',
+  '```',
 ].join('\n');
 
 /**
@@ -80,11 +80,11 @@ export const EXPLORER_BRIEF = [
  * but holds none of the map — which is exactly what a positional contract would hand up.
  */
 export const EXPLORER_SIGN_OFF =
-  "That’s the whole map of the testing setup: three layers, how each is configured, what CI runs and " +
-  "the five gaps worth fixing first. I opened vitest.config.ts one last time to double-check the " +
-  "coverage thresholds, and they match what I wrote above. If it helps, I can look next at why the e2e " +
-  "job skips fork PRs, or at the two flaky retry tests. Just let me know which one you want me to dig " +
-  "into.";
+  'That’s the whole map of the testing setup: three layers, how each is configured, what CI runs and ' +
+  'the five gaps worth fixing first. I opened vitest.config.ts one last time to double-check the ' +
+  'coverage thresholds, and they match what I wrote above. If it helps, I can look next at why the e2e ' +
+  'job skips fork PRs, or at the two flaky retry tests. Just let me know which one you want me to dig ' +
+  'into.';
 
 // The demo's whole point is these two lengths (the incident's numbers); a wording edit must not
 // silently change them.
@@ -162,8 +162,7 @@ const PROJECT_FILES: Readonly<Record<string, string>> = {
     '  },',
     '});',
   ].join('\n'),
-  'playwright.config.ts':
-    "export default { testDir: 'e2e', retries: process.env.CI ? 2 : 0, webServer: { command: 'npm run start:test', port: 4173 } };",
+  'playwright.config.ts': "export default { testDir: 'e2e', retries: process.env.CI ? 2 : 0, webServer: { command: 'npm run start:test', port: 4173 } };",
   'docker-compose.test.yml': 'services:\n  db:\n    image: postgres:16-alpine\n    ports: ["54329:5432"]',
   '.github/workflows/ci.yml': [
     'name: ci',
@@ -250,11 +249,7 @@ export function demoScripts(speed: number): ScriptedProviderOptions['agents'] {
       // The incident's shape in one response: the report, a trailing tool call, then a sign-off.
       paced(220, 12, {
         chunkSize: 160,
-        content: [
-          { name: 'reply', input: { result: EXPLORER_BRIEF } },
-          { name: 'read_file', input: { path: 'vitest.config.ts' } },
-          EXPLORER_SIGN_OFF,
-        ],
+        content: [{ name: 'reply', input: { result: EXPLORER_BRIEF } }, { name: 'read_file', input: { path: 'vitest.config.ts' } }, EXPLORER_SIGN_OFF],
       }),
     ],
     reviewer: [

@@ -1,7 +1,7 @@
 import { PROTOCOL_TOOL_NAMES } from '../tools/protocolTools.js';
-import type { TraceRecord } from '../trace/format.js';
-import type { AgentIdentity, Message, Usage } from '../types.js';
-import { ZERO_USAGE } from '../usage.js';
+import type { TraceRecord } from '../watch/trace/format.js';
+import type { AgentIdentity, Message, Usage } from '../engine/types.js';
+import { ZERO_USAGE } from '../engine/usage.js';
 import { describeToolUse, type ProgressBoard } from './progress.js';
 
 interface FollowedAgent {
@@ -40,7 +40,17 @@ export class JournalProgress {
         const parent = record.parent === null ? undefined : this.agents.get(record.parent);
         const agent: AgentIdentity = { name: record.name, path: [...(parent?.agent.path ?? []), record.name], depth: record.depth, id: record.agent };
         if (parent) parent.liveChildren += 1;
-        this.agents.set(record.agent, { agent, parent: record.parent, state: '', requests: 0, usage: ZERO_USAGE, ended: false, running: new Map(), lastAssistant: undefined, liveChildren: 0 });
+        this.agents.set(record.agent, {
+          agent,
+          parent: record.parent,
+          state: '',
+          requests: 0,
+          usage: ZERO_USAGE,
+          ended: false,
+          running: new Map(),
+          lastAssistant: undefined,
+          liveChildren: 0,
+        });
         if (parent) this.show(parent);
         return;
       }
@@ -57,7 +67,10 @@ export class JournalProgress {
       }
       case 'response': {
         const followed = this.agents.get(record.agent);
-        if (followed) followed.running = new Map(record.toolCalls.filter((call) => call.complete && !PROTOCOL_TOOL_NAMES.has(call.name)).map((call) => [call.id, call.name]));
+        if (followed)
+          followed.running = new Map(
+            record.toolCalls.filter((call) => call.complete && !PROTOCOL_TOOL_NAMES.has(call.name)).map((call) => [call.id, call.name]),
+          );
         return;
       }
       case 'message': {
@@ -93,7 +106,14 @@ export class JournalProgress {
 
   private show(followed: FollowedAgent): void {
     if (followed.state === '') return;
-    this.board.show({ agent: followed.agent, state: followed.state, requests: followed.requests, usage: followed.usage, ended: followed.ended, doing: followed.ended ? '' : this.doing(followed) });
+    this.board.show({
+      agent: followed.agent,
+      state: followed.state,
+      requests: followed.requests,
+      usage: followed.usage,
+      ended: followed.ended,
+      doing: followed.ended ? '' : this.doing(followed),
+    });
   }
 
   /** What it is doing, in the board's words (see `activity` in progress.ts). */

@@ -1,5 +1,5 @@
-import type { RunEventListener } from '../observe/events.js';
-import { startLiveViewer, type LiveViewer } from '../viewer/liveServer.js';
+import type { RunEventListener } from '../watch/observe/events.js';
+import { startLiveViewer, type LiveViewer } from '../watch/viewer/liveServer.js';
 
 /**
  * `--ui` on `run`, `resume` and `demo`: the turn-flow viewer served live on 127.0.0.1 (any free
@@ -17,8 +17,15 @@ export class CliUi {
   ) {}
 
   /** Starts the viewer (`port` is already checked: see `uiPort` in run.ts). */
-  static async start(options: { readonly port?: number; readonly title: string; readonly model?: string }, stderr: NodeJS.WritableStream & { isTTY?: boolean }): Promise<CliUi> {
-    const viewer = await startLiveViewer({ title: options.title, ...(options.port === undefined ? {} : { port: options.port }), ...(options.model === undefined ? {} : { model: options.model }) });
+  static async start(
+    options: { readonly port?: number; readonly title: string; readonly model?: string },
+    stderr: NodeJS.WritableStream & { isTTY?: boolean },
+  ): Promise<CliUi> {
+    const viewer = await startLiveViewer({
+      title: options.title,
+      ...(options.port === undefined ? {} : { port: options.port }),
+      ...(options.model === undefined ? {} : { model: options.model }),
+    });
     stderr.write(`exarch: live turn flow at ${viewer.url} (open it in a browser)\n`);
     return new CliUi(viewer, stderr);
   }

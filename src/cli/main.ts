@@ -3,19 +3,19 @@ import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import type { LiveInspector } from '../inspect/liveInspector.js';
-import { writeViewer } from '../viewer/index.js';
-import { describeError } from '../model/errors.js';
+import type { LiveInspector } from '../watch/inspect/liveInspector.js';
+import { writeViewer } from '../watch/viewer/index.js';
+import { describeError } from '../engine/model/errors.js';
 import { runDemo } from './demo.js';
 import { EXIT, resumeCommand, runCommand, uiPort, usableTarget, UsageError } from './run.js';
 import { CliUi } from './liveUi.js';
 import { openExistingStore } from './storeTarget.js';
 import { writeViewerForRun } from '../store/journalTrace.js';
-import type { WrittenViewer } from '../viewer/write.js';
+import type { WrittenViewer } from '../watch/viewer/write.js';
 import { answerCommand } from './approve.js';
 import { listRunsCommand } from './runs.js';
 import { DEFAULT_MODEL } from '../providers/anthropic.js';
-import { Redactor } from '../redact.js';
+import { Redactor } from '../engine/redact.js';
 import { redactProcessOutput } from './redactedOutput.js';
 
 /**
@@ -156,7 +156,21 @@ async function main(argv: readonly string[]): Promise<number> {
     if (command === 'worker') return await worker(rest, values);
     if (command !== 'demo') throw new UsageError(`unknown command '${command}'`);
     if (rest.length > 0) throw new UsageError(`demo takes no arguments, got '${rest.join(' ')}'`);
-    refuseFlags('demo', values, [...RUN_FLAGS, 'out', 'store', 'db', 'no-store', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', 'approve', 'no-wait', 'steer', 'always']);
+    refuseFlags('demo', values, [
+      ...RUN_FLAGS,
+      'out',
+      'store',
+      'db',
+      'no-store',
+      'detach',
+      'concurrency',
+      'drain-timeout',
+      'job-expiry',
+      'approve',
+      'no-wait',
+      'steer',
+      'always',
+    ]);
     const trace = values.trace ?? join('.exarch', 'demo', 'trace.jsonl');
     const speed = speedOf(values.speed);
     const port = uiPort(values.ui === true, values['ui-port']);
@@ -264,8 +278,9 @@ async function liveInspector(values: Values): Promise<LiveInspector | undefined>
   if (!values.inspect) return undefined;
   const raw = values['inspect-port'];
   const port = raw === undefined ? undefined : Number(raw);
-  if (port !== undefined && (!/^\d+$/.test(raw ?? '') || port < 1 || port > 65535)) throw new UsageError(`--inspect-port must be a port number, got '${raw ?? ''}'`);
-  const { startLiveInspector } = await import('../inspect/liveInspector.js');
+  if (port !== undefined && (!/^\d+$/.test(raw ?? '') || port < 1 || port > 65535))
+    throw new UsageError(`--inspect-port must be a port number, got '${raw ?? ''}'`);
+  const { startLiveInspector } = await import('../watch/inspect/liveInspector.js');
   const live = await startLiveInspector(port === undefined ? {} : { port });
   process.stderr.write(`exarch: ${live.instructions}\n`);
   return live;
@@ -276,7 +291,24 @@ const RUN_ID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 
 async function view(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length !== 1) throw new UsageError('view takes one trace file or run id: exarch view TRACE|RUN_ID [--out FILE.html]');
-  refuseFlags('view', values, [...RUN_FLAGS, 'trace', 'speed', 'inspect', 'inspect-port', 'ui', 'ui-port', 'no-store', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', 'approve', 'no-wait', 'steer', 'always']);
+  refuseFlags('view', values, [
+    ...RUN_FLAGS,
+    'trace',
+    'speed',
+    'inspect',
+    'inspect-port',
+    'ui',
+    'ui-port',
+    'no-store',
+    'detach',
+    'concurrency',
+    'drain-timeout',
+    'job-expiry',
+    'approve',
+    'no-wait',
+    'steer',
+    'always',
+  ]);
   const target = positionals[0] ?? '';
   let written: WrittenViewer;
   if (RUN_ID.test(target) && !existsSync(target)) {
@@ -290,7 +322,8 @@ async function view(positionals: readonly string[], values: Values): Promise<num
       await store.close();
     }
   } else {
-    if (values.store !== undefined || values.db !== undefined) throw new UsageError(`--${values.store === undefined ? 'db' : 'store'} goes with a run id, not a trace file`);
+    if (values.store !== undefined || values.db !== undefined)
+      throw new UsageError(`--${values.store === undefined ? 'db' : 'store'} goes with a run id, not a trace file`);
     written = writeViewer(target, values.out ?? htmlFor(target));
   }
   process.stdout.write(`${written.outFile}\n`);
@@ -298,7 +331,26 @@ async function view(positionals: readonly string[], values: Values): Promise<num
   return EXIT_OK;
 }
 
-const RUN_FLAGS = ['model', 'max-tokens', 'max-cost', 'max-steps', 'max-depth', 'reply-cap', 'wake', 'max-retry-wait', 'log-dir', 'agents', 'allow-write', 'allow-shell', 'allow-shell-unsandboxed', 'allow-network', 'mcp', 'otel', 'record', 'replay'] as const;
+const RUN_FLAGS = [
+  'model',
+  'max-tokens',
+  'max-cost',
+  'max-steps',
+  'max-depth',
+  'reply-cap',
+  'wake',
+  'max-retry-wait',
+  'log-dir',
+  'agents',
+  'allow-write',
+  'allow-shell',
+  'allow-shell-unsandboxed',
+  'allow-network',
+  'mcp',
+  'otel',
+  'record',
+  'replay',
+] as const;
 
 async function run(positionals: readonly string[], values: ReturnType<typeof parse>['values']): Promise<number> {
   if (positionals.length === 0) throw new UsageError('run needs a task: exarch run "<task>"');
@@ -345,13 +397,34 @@ async function runLive(positionals: readonly string[], values: Values, interrupt
       ...(values['ui-port'] === undefined ? {} : { uiPort: values['ui-port'] }),
       steer: values.steer === true,
     },
-    { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), interrupt, stdin: process.stdin, ...(live ? { inspect: live.inspect } : {}) },
+    {
+      stdout: process.stdout,
+      stderr: process.stderr,
+      env: process.env,
+      cwd: process.cwd(),
+      interrupt,
+      stdin: process.stdin,
+      ...(live ? { inspect: live.inspect } : {}),
+    },
   );
 }
 
 async function resume(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length !== 1) throw new UsageError('resume takes one run id: exarch resume RUN_ID (exarch runs lists them)');
-  refuseFlags('resume', values, [...RUN_FLAGS, 'speed', 'out', 'no-store', 'inspect', 'inspect-port', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', 'approve', 'always']);
+  refuseFlags('resume', values, [
+    ...RUN_FLAGS,
+    'speed',
+    'out',
+    'no-store',
+    'inspect',
+    'inspect-port',
+    'detach',
+    'concurrency',
+    'drain-timeout',
+    'job-expiry',
+    'approve',
+    'always',
+  ]);
   const interrupt = interruptSignal();
   return resumeCommand(
     positionals[0] ?? '',
@@ -370,7 +443,23 @@ async function resume(positionals: readonly string[], values: Values): Promise<n
 
 async function worker(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`worker takes no arguments, got '${positionals.join(' ')}'`);
-  refuseFlags('worker', values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'store', 'no-store', 'detach', 'inspect', 'inspect-port', 'ui', 'ui-port', 'approve', 'no-wait', 'steer', 'always']);
+  refuseFlags('worker', values, [
+    ...RUN_FLAGS,
+    'speed',
+    'out',
+    'trace',
+    'store',
+    'no-store',
+    'detach',
+    'inspect',
+    'inspect-port',
+    'ui',
+    'ui-port',
+    'approve',
+    'no-wait',
+    'steer',
+    'always',
+  ]);
   const { workerCommand } = await import('./workerCommand.js');
   return workerCommand(
     {
@@ -385,21 +474,67 @@ async function worker(positionals: readonly string[], values: Values): Promise<n
 
 /** `exarch approve RUN_ID CALL_ID [--always]`, `exarch deny RUN_ID CALL_ID ["reason"]`: record the answer only. */
 async function answer(command: 'approve' | 'deny', positionals: readonly string[], values: Values): Promise<number> {
-  const usage = command === 'approve' ? 'exarch approve RUN_ID CALL_ID [--always] [--store FILE | --db URL]' : 'exarch deny RUN_ID CALL_ID ["reason"] [--store FILE | --db URL]';
+  const usage =
+    command === 'approve'
+      ? 'exarch approve RUN_ID CALL_ID [--always] [--store FILE | --db URL]'
+      : 'exarch deny RUN_ID CALL_ID ["reason"] [--store FILE | --db URL]';
   const most = command === 'approve' ? 2 : 3;
   if (positionals.length < 2 || positionals.length > most) throw new UsageError(`${command} takes a run id and a call id: ${usage}`);
-  refuseFlags(command, values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'no-store', 'inspect', 'inspect-port', 'ui', 'ui-port', 'approve', 'no-wait', 'steer', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', ...(command === 'deny' ? (['always'] as const) : [])]);
+  refuseFlags(command, values, [
+    ...RUN_FLAGS,
+    'speed',
+    'out',
+    'trace',
+    'no-store',
+    'inspect',
+    'inspect-port',
+    'ui',
+    'ui-port',
+    'approve',
+    'no-wait',
+    'steer',
+    'detach',
+    'concurrency',
+    'drain-timeout',
+    'job-expiry',
+    ...(command === 'deny' ? (['always'] as const) : []),
+  ]);
   const [runId = '', callId = '', reason] = positionals;
   const decision = command === 'deny' ? 'deny' : values.always === true ? 'always' : 'approve';
   const target = { ...(values.store === undefined ? {} : { store: values.store }), ...(values.db === undefined ? {} : { db: values.db }) };
   usableTarget(target);
-  return answerCommand(runId, callId, { decision, ...(reason === undefined ? {} : { reason }) }, target, { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() });
+  return answerCommand(runId, callId, { decision, ...(reason === undefined ? {} : { reason }) }, target, {
+    stdout: process.stdout,
+    stderr: process.stderr,
+    cwd: process.cwd(),
+  });
 }
 
 async function runs(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`runs takes no arguments, got '${positionals.join(' ')}'`);
-  refuseFlags('runs', values, [...RUN_FLAGS, 'speed', 'out', 'trace', 'no-store', 'inspect', 'inspect-port', 'ui', 'ui-port', 'detach', 'concurrency', 'drain-timeout', 'job-expiry', 'approve', 'no-wait', 'steer', 'always']);
-  return listRunsCommand({ ...(values.store === undefined ? {} : { store: values.store }), ...(values.db === undefined ? {} : { db: values.db }) }, { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() });
+  refuseFlags('runs', values, [
+    ...RUN_FLAGS,
+    'speed',
+    'out',
+    'trace',
+    'no-store',
+    'inspect',
+    'inspect-port',
+    'ui',
+    'ui-port',
+    'detach',
+    'concurrency',
+    'drain-timeout',
+    'job-expiry',
+    'approve',
+    'no-wait',
+    'steer',
+    'always',
+  ]);
+  return listRunsCommand(
+    { ...(values.store === undefined ? {} : { store: values.store }), ...(values.db === undefined ? {} : { db: values.db }) },
+    { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() },
+  );
 }
 
 /** What ends a run from outside: Ctrl-C, a supervisor's (or `kill`'s) SIGTERM, a closed terminal's SIGHUP. */
@@ -455,7 +590,6 @@ function version(): string {
 function lowerFirst(text: string): string {
   return text.charAt(0).toLowerCase() + text.slice(1);
 }
-
 
 // No secret of the environment (the API key, any *_KEY, *_TOKEN, *_SECRET) is printed, whoever prints it.
 redactProcessOutput(Redactor.fromEnv(process.env));

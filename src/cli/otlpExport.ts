@@ -1,10 +1,10 @@
 import type { Tracer } from '@opentelemetry/api';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base';
-import { ExarchError } from '../exarchError.js';
-import { describeError } from '../model/errors.js';
+import { ExarchError } from '../engine/exarchError.js';
+import { describeError } from '../engine/model/errors.js';
 
 /**
- * `exarch run --otel`: the run's spans (src/otel/otelExporter.ts) go to an OTLP/HTTP collector,
+ * `exarch run --otel`: the run's spans (src/watch/otel/otelExporter.ts) go to an OTLP/HTTP collector,
  * `OTEL_EXPORTER_OTLP_ENDPOINT` (+ `/v1/traces`) or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` as given,
  * as JSON bodies. The SDK is loaded only for a run that asks for it. Spans are batched while the
  * run goes and flushed before the command exits, within the exporter's timeout
@@ -39,7 +39,9 @@ type ExportResult = Parameters<Parameters<SpanExporter['export']>[1]>[0];
 function otlpTracesUrl(env: NodeJS.ProcessEnv): string {
   const protocol = env['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL'] ?? env['OTEL_EXPORTER_OTLP_PROTOCOL'];
   if (protocol !== undefined && protocol !== '' && !protocol.startsWith('http/')) {
-    throw new OtelSetupError(`--otel sends OTLP over HTTP; OTEL_EXPORTER_OTLP_PROTOCOL=${protocol} is not supported (use http/json or http/protobuf, port 4318)`);
+    throw new OtelSetupError(
+      `--otel sends OTLP over HTTP; OTEL_EXPORTER_OTLP_PROTOCOL=${protocol} is not supported (use http/json or http/protobuf, port 4318)`,
+    );
   }
   const specific = env['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'];
   const general = env['OTEL_EXPORTER_OTLP_ENDPOINT'];
@@ -82,11 +84,18 @@ export async function startOtlpExport(env: NodeJS.ProcessEnv): Promise<OtlpExpor
         timer = setTimeout(() => resolve('late'), timeoutMs + 2_000);
         timer.unref();
       });
-      const outcome = await Promise.race([provider.shutdown().then(() => 'done' as const, (error: unknown) => error), late]);
+      const outcome = await Promise.race([
+        provider.shutdown().then(
+          () => 'done' as const,
+          (error: unknown) => error,
+        ),
+        late,
+      ]);
       clearTimeout(timer);
       if (outcome === 'late') return `--otel: the spans could not be sent to ${url}: no answer within ${Math.round(timeoutMs / 1000)} s`;
       const failure = exporter.failure ?? (outcome === 'done' ? undefined : outcome);
-      if (failure !== undefined) return `--otel: ${exporter.failed} of ${exporter.sent + exporter.failed} spans could not be sent to ${url}: ${describeError(failure)}`;
+      if (failure !== undefined)
+        return `--otel: ${exporter.failed} of ${exporter.sent + exporter.failed} spans could not be sent to ${url}: ${describeError(failure)}`;
       return `--otel: ${exporter.sent} span${exporter.sent === 1 ? '' : 's'} sent to ${url}`;
     },
   };

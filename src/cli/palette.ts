@@ -60,7 +60,10 @@ export function padVisible(text: string, width: number): string {
 
 /** The start of `text` on one line (newlines shown as ⏎), quoted. */
 export function excerpt(text: string, max: number): string {
-  return `"${cut(text.replace(/\n+/g, (breaks) => ` ${'⏎'.repeat(breaks.length)} `), max)}"`;
+  return `"${cut(
+    text.replace(/\n+/g, (breaks) => ` ${'⏎'.repeat(breaks.length)} `),
+    max,
+  )}"`;
 }
 
 export function cut(text: string, max: number): string {

@@ -1,10 +1,10 @@
 import { createLogUpdate } from 'log-update';
 import type { InspectionEvent } from 'xstate';
-import type { RunEvent } from '../observe/events.js';
-import { RunObserver } from '../observe/runObserver.js';
+import type { RunEvent } from '../watch/observe/events.js';
+import { RunObserver } from '../watch/observe/runObserver.js';
 import type { PlannedCall } from '../tools/toolbox.js';
-import type { AgentIdentity, Message, Usage } from '../types.js';
-import { addUsage, ZERO_USAGE } from '../usage.js';
+import type { AgentIdentity, Message, Usage } from '../engine/types.js';
+import { addUsage, ZERO_USAGE } from '../engine/usage.js';
 import { cut, padVisible, palette, type Palette } from './palette.js';
 
 interface AgentRow {
@@ -67,7 +67,7 @@ const TICK_MS = 1_000;
  * characters, running which tool on what, waiting for how many sub-agents), steps, tokens and
  * elapsed time. On a terminal a tree redrawn in place by log-update (on each change, at most every
  * 100 ms, and every second so elapsed times tick); elsewhere one plain line per state change.
- * Fed by the run's events (src/observe/): `board.inspect` as XState's `inspect` option, or
+ * Fed by the run's events (src/watch/observe/): `board.inspect` as XState's `inspect` option, or
  * `onEvent` from an observer shared with other consumers.
  */
 export class ProgressBoard {
@@ -139,7 +139,14 @@ export class ProgressBoard {
     const row = this.rows.get(snapshot.context.agent.id);
     // A new request streams afresh.
     const streamed = row === undefined || requests > row.steps ? 0 : row.streamedChars;
-    this.show({ agent: snapshot.context.agent, state, requests, usage: snapshot.context.usage, ended: !active, doing: active ? activity(state, snapshot, streamed) : '' });
+    this.show({
+      agent: snapshot.context.agent,
+      state,
+      requests,
+      usage: snapshot.context.usage,
+      ended: !active,
+      doing: active ? activity(state, snapshot, streamed) : '',
+    });
   }
 
   /**

@@ -1,4 +1,4 @@
-import type { Redactor } from '../redact.js';
+import type { Redactor } from '../engine/redact.js';
 
 /**
  * The command line's stdout and stderr pass every write through `redactor`: the answer, the

@@ -1,27 +1,27 @@
-import { DEFAULTS } from '../options.js';
-import { describeError } from '../model/errors.js';
-import { createSessionActor, runResultOf, waitForSettled, type RunResult, type SessionActor } from '../runtime.js';
+import { DEFAULTS } from '../engine/options.js';
+import { describeError } from '../engine/model/errors.js';
+import { createSessionActor, runResultOf, waitForSettled, type RunResult, type SessionActor } from '../engine/runtime.js';
 import { newRunId, resumeRun, RunError, startRun, type DurableSessionInput, type FinishedRun } from '../store/durableRun.js';
 import type { RunStore } from '../store/runStore.js';
-import { finalAssistantText } from '../history.js';
+import { finalAssistantText } from '../engine/history.js';
 import { restoreRun } from '../store/restoreRun.js';
 import type { Submission } from '../workers/runQueue.js';
 import { checkTarget, openExistingStore, openStore, storeName, StoreTargetError, type StoreTarget } from './storeTarget.js';
 import { describeUrl } from '../store/postgresUrl.js';
 import { agentsSource } from './agentsConfig.js';
-import type { Provider } from '../types.js';
-import { RunObserver } from '../observe/runObserver.js';
+import type { Provider } from '../engine/types.js';
+import { RunObserver } from '../watch/observe/runObserver.js';
 import type { InspectionEvent } from 'xstate';
-import { TraceRecorder } from '../trace/recorder.js';
-import { OtelRunExporter } from '../otel/otelExporter.js';
+import { TraceRecorder } from '../watch/trace/recorder.js';
+import { OtelRunExporter } from '../watch/otel/otelExporter.js';
 import type { OtlpExport } from './otlpExport.js';
-import { respond, type ApprovalRequest } from '../approvals.js';
-import { ApprovalStop } from '../approvalStop.js';
+import { respond, type ApprovalRequest } from '../engine/approvals.js';
+import { ApprovalStop } from '../engine/approvalStop.js';
 import { ApprovalPrompt } from './approvalPrompt.js';
 import { steeringCommand } from './steeringCommands.js';
 import { TerminalInput } from './terminalInput.js';
-import { clip } from '../render.js';
-import { estimateCost } from '../pricing.js';
+import { clip } from '../engine/render.js';
+import { estimateCost } from '../engine/pricing.js';
 import { agentSpendLines } from './agentSpend.js';
 import { formatCount, ProgressBoard } from './progress.js';
 import { CliUi } from './liveUi.js';
@@ -118,7 +118,8 @@ export function uiPort(ui: boolean, raw: string | undefined): number | undefined
  */
 export async function runCommand(task: string, flags: RunFlags, io: RunIo): Promise<number> {
   if (task.trim() === '') throw new UsageError('the task is empty');
-  if (flags.noStore && (flags.store !== undefined || flags.db !== undefined)) throw new UsageError(`--${flags.db === undefined ? 'store' : 'db'} and --no-store cannot be used together`);
+  if (flags.noStore && (flags.store !== undefined || flags.db !== undefined))
+    throw new UsageError(`--${flags.db === undefined ? 'store' : 'db'} and --no-store cannot be used together`);
   usableTarget(flags);
   if (flags.detach && flags.db === undefined) throw new UsageError('--detach needs --db: only a run queued for workers goes on without this process');
   if (flags.record !== undefined && flags.replay !== undefined) throw new UsageError('--record and --replay cannot be used together');
@@ -127,18 +128,26 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
     if (flags.ui) throw new UsageError('--ui with --db: the run goes on the workers; view it with exarch view RUN_ID --db URL');
     if (flags.steer) throw new UsageError('--steer with --db: the run goes on on the workers, which this process cannot steer');
     if (flags.otel) throw new UsageError('--otel with --db: the workers run the agents, and they do not export spans yet; run it here without --db');
-    if (flags.record !== undefined || flags.replay !== undefined) throw new UsageError(`--${flags.record === undefined ? 'replay' : 'record'} with --db: the workers make the model requests; run it here without --db`);
+    if (flags.record !== undefined || flags.replay !== undefined)
+      throw new UsageError(`--${flags.record === undefined ? 'replay' : 'record'} with --db: the workers make the model requests; run it here without --db`);
   }
   // The flags validated into the run's record: what this process, a resume and a worker build the sessions from.
   const record = recordFromFlags(flags, io.env, io.cwd);
-  if (record.allowShell === 'unsandboxed') io.stderr.write('exarch: --allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network\n');
+  if (record.allowShell === 'unsandboxed')
+    io.stderr.write('exarch: --allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network\n');
   const agentsSourceName = agentsSource(flags.agents);
   if (flags.db !== undefined) return submitAndFollow(flags.db, task, record, agentsSourceName, flags.detach === true, io);
   const diverged = new AbortController();
-  const recording = { ...(flags.record === undefined ? {} : { record: flags.record }), ...(flags.replay === undefined ? {} : { replay: flags.replay, diverged }) };
+  const recording = {
+    ...(flags.record === undefined ? {} : { record: flags.record }),
+    ...(flags.replay === undefined ? {} : { replay: flags.replay, diverged }),
+  };
   // Before anything is recorded: no key, a server that does not start, a config or --approve naming
   // a tool the run does not have, a log directory that cannot be one: one line each.
-  const built = await buildRunSession({ cwd: io.cwd, startedAt: Date.now(), record }, { env: io.env, stderr: io.stderr, ...(io.provider ? { provider: io.provider } : {}), recording, agentsSource: agentsSourceName });
+  const built = await buildRunSession(
+    { cwd: io.cwd, startedAt: Date.now(), record },
+    { env: io.env, stderr: io.stderr, ...(io.provider ? { provider: io.provider } : {}), recording, agentsSource: agentsSourceName },
+  );
   let store: RunStore | undefined;
   let ui: CliUi | undefined;
   try {
@@ -150,7 +159,14 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
     const { model, logDir, maxSteps } = built;
     const title = `exarch run: ${task.slice(0, 80)}`;
     if (flags.ui) ui = await CliUi.start({ title, model, ...(port === undefined ? {} : { port }) }, io.stderr);
-    const output = new RunOutput(io, flags.trace, title, model, logDir, maxSteps, { noWait: flags.noWait === true, target: targetFlags(flags), steer: flags.steer === true, ...(otel ? { otel } : {}), ...(flags.replay === undefined ? {} : { diverged: diverged.signal }), ...(ui ? { ui } : {}) });
+    const output = new RunOutput(io, flags.trace, title, model, logDir, maxSteps, {
+      noWait: flags.noWait === true,
+      target: targetFlags(flags),
+      steer: flags.steer === true,
+      ...(otel ? { otel } : {}),
+      ...(flags.replay === undefined ? {} : { diverged: diverged.signal }),
+      ...(ui ? { ui } : {}),
+    });
     const session: DurableSessionInput = { ...built.session, ...(record.approve === undefined ? {} : { onApprovalRequest: output.onApprovalRequest }) };
     if (!store) return await output.follow(localRun(task, session, output.inspect), io.interrupt);
     const id = newRunId();
@@ -181,7 +197,11 @@ async function submitAndFollow(db: string, task: string, record: CliRunRecord, a
   try {
     checkApproveNames(record.approve, tools.tools);
     const agentTypes = Object.keys(tools.agents ?? {}).sort();
-    submission = { task, cwd: io.cwd, record: { ...record, tools: tools.tools.map((tool) => tool.name).sort(), ...(agentTypes.length > 0 ? { agentTypes } : {}) } };
+    submission = {
+      task,
+      cwd: io.cwd,
+      record: { ...record, tools: tools.tools.map((tool) => tool.name).sort(), ...(agentTypes.length > 0 ? { agentTypes } : {}) },
+    };
   } finally {
     await tools.close();
   }
@@ -248,15 +268,28 @@ async function followStored(store: PostgresRunStore, id: string, record: CliRunR
         const stored = (await store.listRuns()).find((r) => r.id === id);
         const totals = board.totals();
         const logDir = record.logDir ?? defaultLogDir(run.cwd, run.startedAt);
-        const summary = (): void => writeSummary(io.stderr, stored ? { ...totals, agents: stored.agents, steps: stored.requests, usage: stored.usage } : totals, model, `${logDir} (on the workers)`);
+        const summary = (): void =>
+          writeSummary(
+            io.stderr,
+            stored ? { ...totals, agents: stored.agents, steps: stored.requests, usage: stored.usage } : totals,
+            model,
+            `${logDir} (on the workers)`,
+          );
         if (run.status === 'waiting') {
           summary();
           const calls = await waitingCalls(store, id);
-          listWaiting(io.stderr, id, calls.map((call) => ({ callId: call.callId, tool: call.tool, agent: call.agent, input: call.input })), target, true);
+          listWaiting(
+            io.stderr,
+            id,
+            calls.map((call) => ({ callId: call.callId, tool: call.tool, agent: call.agent, input: call.input })),
+            target,
+            true,
+          );
           return EXIT.waiting;
         }
         const restored = restoreRun(await store.journal(id));
-        const messages = restored.kind === 'ended' || restored.kind === 'settled' ? restored.messages : restored.kind === 'resumable' ? restored.root.messages : [];
+        const messages =
+          restored.kind === 'ended' || restored.kind === 'settled' ? restored.messages : restored.kind === 'resumable' ? restored.root.messages : [];
         if (run.status === 'failed') {
           summary();
           io.stderr.write(`exarch: the root agent failed: ${(restored.kind === 'ended' ? restored.result.reason : undefined) ?? 'unknown reason'}\n`);
@@ -333,11 +366,19 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
     }
     // The sessions as the run was started, from its record: the same servers started again (their tools must be the same: see resumeRun).
     const record = readRecord(row.options);
-    built = await buildRunSession({ id: runId, cwd: row.cwd, startedAt: row.startedAt, record }, { env: io.env, stderr: io.stderr, ...(io.provider ? { provider: io.provider } : {}) });
+    built = await buildRunSession(
+      { id: runId, cwd: row.cwd, startedAt: row.startedAt, record },
+      { env: io.env, stderr: io.stderr, ...(io.provider ? { provider: io.provider } : {}) },
+    );
     const { model, logDir, maxSteps } = built;
     const title = `exarch resume ${runId}: ${row.task.slice(0, 80)}`;
     if (flags.ui) ui = await CliUi.start({ title, model, ...(port === undefined ? {} : { port }) }, io.stderr);
-    const output = new RunOutput(io, flags.trace, title, model, logDir, maxSteps, { noWait: flags.noWait === true, target: targetFlags(flags), steer: flags.steer === true, ...(ui ? { ui } : {}) });
+    const output = new RunOutput(io, flags.trace, title, model, logDir, maxSteps, {
+      noWait: flags.noWait === true,
+      target: targetFlags(flags),
+      steer: flags.steer === true,
+      ...(ui ? { ui } : {}),
+    });
     const session: DurableSessionInput = { ...built.session, ...(record.approve === undefined ? {} : { onApprovalRequest: output.onApprovalRequest }) };
     let run: Awaited<ReturnType<typeof resumeRun>>;
     try {
@@ -424,7 +465,14 @@ class RunOutput {
     private readonly model: string,
     private readonly logDir: string,
     private readonly maxSteps: number | undefined,
-    private readonly approvals: { readonly noWait: boolean; readonly target: string; readonly steer: boolean; readonly otel?: OtlpExport; readonly diverged?: AbortSignal; readonly ui?: CliUi } = { noWait: false, target: '', steer: false },
+    private readonly approvals: {
+      readonly noWait: boolean;
+      readonly target: string;
+      readonly steer: boolean;
+      readonly otel?: OtlpExport;
+      readonly diverged?: AbortSignal;
+      readonly ui?: CliUi;
+    } = { noWait: false, target: '', steer: false },
   ) {
     const color = io.stderr.isTTY === true && !io.env['NO_COLOR'] && !io.env['CI'];
     this.board = new ProgressBoard({ out: io.stderr, live: color, color });
@@ -572,12 +620,20 @@ class RunOutput {
       }
       if (approvals.waiting.length > 0) {
         await summary();
-        listWaiting(io.stderr, run.id, approvals.waiting.map((r) => ({ callId: r.callId, tool: r.tool, agent: r.agent.id, input: r.input })), this.approvals.target, false);
+        listWaiting(
+          io.stderr,
+          run.id,
+          approvals.waiting.map((r) => ({ callId: r.callId, tool: r.tool, agent: r.agent.id, input: r.input })),
+          this.approvals.target,
+          false,
+        );
         return EXIT.waiting;
       }
       if (interrupted) {
         await summary();
-        io.stderr.write(`exarch: interrupted: the agents were cancelled and their logs written${run.id === undefined ? '' : `; resume with: exarch resume ${run.id}`}\n`);
+        io.stderr.write(
+          `exarch: interrupted: the agents were cancelled and their logs written${run.id === undefined ? '' : `; resume with: exarch resume ${run.id}`}\n`,
+        );
         return EXIT.interrupted;
       }
       if (state === 'failed') {
@@ -628,12 +684,19 @@ interface TakenApprovals {
  * The exit-4 listing: each waiting call with its tool, its agent and the commands that answer it.
  * `queued`: a run of the workers, continued by them once every call is answered.
  */
-function listWaiting(out: NodeJS.WritableStream, runId: string | undefined, waiting: readonly { readonly callId: string; readonly tool: string; readonly agent: string; readonly input: unknown }[], target: string, queued: boolean): void {
+function listWaiting(
+  out: NodeJS.WritableStream,
+  runId: string | undefined,
+  waiting: readonly { readonly callId: string; readonly tool: string; readonly agent: string; readonly input: unknown }[],
+  target: string,
+  queued: boolean,
+): void {
   const n = waiting.length;
   out.write(`exarch: stopped: ${n} tool call${n === 1 ? '' : 's'} wait${n === 1 ? 's' : ''} for approval\n`);
   for (const request of waiting) {
     out.write(`  ${request.callId}  ${request.tool}  by ${request.agent}  ${clip(JSON.stringify(request.input), 160)}\n`);
-    if (runId !== undefined) out.write(`    exarch approve ${runId} ${request.callId}${target}    or: exarch deny ${runId} ${request.callId} "reason"${target}\n`);
+    if (runId !== undefined)
+      out.write(`    exarch approve ${runId} ${request.callId}${target}    or: exarch deny ${runId} ${request.callId} "reason"${target}\n`);
   }
   if (runId === undefined) out.write('exarch: this run was not recorded (--no-store), so it cannot be answered and resumed\n');
   else if (queued) out.write(`exarch: once every call is answered, a worker continues the run (or continue it here with: exarch resume ${runId}${target})\n`);

@@ -1,12 +1,12 @@
 import { resolve } from 'node:path';
 import { DEFAULT_MODEL } from '../providers/anthropic.js';
 import type { RunOptionsRecord } from '../store/runStore.js';
-import type { TreeBudget } from '../budget.js';
-import { ZERO_USAGE } from '../usage.js';
+import type { TreeBudget } from '../engine/budget.js';
+import { ZERO_USAGE } from '../engine/usage.js';
 import type { Tool } from '../tools/defineTool.js';
 import { McpSpecError, parseMcpFlag, type McpServerSpec } from '../tools/mcp/serverSpec.js';
 import { readAgentsConfig } from './agentsConfig.js';
-import { estimateCost } from '../pricing.js';
+import { estimateCost } from '../engine/pricing.js';
 import { UsageError } from './usageError.js';
 
 /**
@@ -86,7 +86,8 @@ export function recordFromFlags(flags: RecordedFlags, env: NodeJS.ProcessEnv, cw
   let maxCost: number | undefined;
   if (flags.maxCost !== undefined) {
     maxCost = Number(flags.maxCost);
-    if (!/^\d+(\.\d+)?$/.test(flags.maxCost.trim()) || !(maxCost > 0)) throw new UsageError(`--max-cost must be a positive amount of US$, got '${flags.maxCost}'`);
+    if (!/^\d+(\.\d+)?$/.test(flags.maxCost.trim()) || !(maxCost > 0))
+      throw new UsageError(`--max-cost must be a positive amount of US$, got '${flags.maxCost}'`);
     if (estimateCost(model, ZERO_USAGE) === undefined) throw new UsageError(`--max-cost: no prices are known for the model '${model}'; use --max-tokens`);
   }
   const agentsConfig = readAgentsConfig(flags.agents, cwd);
@@ -183,7 +184,8 @@ export function checkApproveNames(approve: CliRunRecord['approve'], tools: reado
   if (approve === undefined || approve === 'all') return;
   const known = new Set(tools.map((tool) => tool.name));
   const unknown = approve.filter((name) => !known.has(name));
-  if (unknown.length > 0) throw new UsageError(`--approve: no tool named ${unknown.map((n) => `'${n}'`).join(', ')} in this run (its tools: ${[...known].join(', ')})`);
+  if (unknown.length > 0)
+    throw new UsageError(`--approve: no tool named ${unknown.map((n) => `'${n}'`).join(', ')} in this run (its tools: ${[...known].join(', ')})`);
 }
 
 /**

@@ -1,17 +1,17 @@
 import { accessSync, constants } from 'node:fs';
 import { join } from 'node:path';
-import { ExarchError } from '../exarchError.js';
-import { makeDirs } from '../fs/makeDirs.js';
-import { JsonlLogSink } from '../log/sessionLog.js';
-import { describeError } from '../model/errors.js';
+import { ExarchError } from '../engine/exarchError.js';
+import { makeDirs } from '../engine/fs/makeDirs.js';
+import { JsonlLogSink } from '../engine/log/sessionLog.js';
+import { describeError } from '../engine/model/errors.js';
 import { AnthropicProvider } from '../providers/anthropic.js';
-import { Redactor } from '../redact.js';
+import { Redactor } from '../engine/redact.js';
 import { ReplayProvider } from '../replay/replayProvider.js';
 import type { DurableSessionInput } from '../store/durableRun.js';
-import type { AgentProfiles } from '../agentProfiles.js';
+import type { AgentProfiles } from '../engine/agentProfiles.js';
 import type { Tool } from '../tools/defineTool.js';
 import { workspaceTools } from '../tools/workspace/index.js';
-import type { Provider } from '../types.js';
+import type { Provider } from '../engine/types.js';
 import { agentsFromJson } from './agentsConfig.js';
 import { budgetOf, mcpSpecs, type CliRunRecord } from './runRecord.js';
 
@@ -157,11 +157,20 @@ export function checkModelAccess(host: Pick<SessionHost, 'env' | 'provider'>): {
  * Claude through the SDK (recording its exchanges with `--record`), a recording (`--replay`), or
  * the test's provider.
  */
-function connectModel(model: string, host: Pick<SessionHost, 'env' | 'provider'>, maxRetryWaitS: number | undefined, recording: Recording = {}): { provider: Provider; stallTimeoutMs: number | undefined } {
+function connectModel(
+  model: string,
+  host: Pick<SessionHost, 'env' | 'provider'>,
+  maxRetryWaitS: number | undefined,
+  recording: Recording = {},
+): { provider: Provider; stallTimeoutMs: number | undefined } {
   if (recording.replay !== undefined) {
     // A recording that cannot be read is one line (RecordingError, exit 1); no key, no network.
     const { diverged } = recording;
-    const provider = new ReplayProvider(recording.replay, { model, redactor: Redactor.fromEnv(host.env), ...(diverged ? { onMismatch: (mismatch) => diverged.abort(mismatch) } : {}) });
+    const provider = new ReplayProvider(recording.replay, {
+      model,
+      redactor: Redactor.fromEnv(host.env),
+      ...(diverged ? { onMismatch: (mismatch) => diverged.abort(mismatch) } : {}),
+    });
     return { provider, stallTimeoutMs: undefined };
   }
   const { stallTimeoutMs } = checkModelAccess(host);
@@ -174,7 +183,9 @@ function connectModel(model: string, host: Pick<SessionHost, 'env' | 'provider'>
       ...(host.env['ANTHROPIC_BASE_URL'] ? { baseURL: host.env['ANTHROPIC_BASE_URL'] } : {}),
       ...(maxRetryWaitS === undefined ? {} : { maxRetryWaitMs: maxRetryWaitS * 1000 }),
       // Never the key nor a secret of the environment in the file (RecordingError if it cannot be written).
-      ...(recording.record === undefined ? {} : { record: { file: recording.record, redactor: Redactor.fromEnv(host.env, apiKey === undefined ? [] : [apiKey]) } }),
+      ...(recording.record === undefined
+        ? {}
+        : { record: { file: recording.record, redactor: Redactor.fromEnv(host.env, apiKey === undefined ? [] : [apiKey]) } }),
     });
   return { provider, stallTimeoutMs };
 }
@@ -183,7 +194,11 @@ function connectModel(model: string, host: Pick<SessionHost, 'env' | 'provider'>
  * Connects the run's MCP servers and says on stderr what each offers: the host's tools plus
  * theirs, and how to close them. Without servers, nothing is loaded.
  */
-async function connectMcp(servers: ReturnType<typeof mcpSpecs>, tools: readonly Tool[], stderr: NodeJS.WritableStream): Promise<{ tools: readonly Tool[]; close: () => Promise<void> }> {
+async function connectMcp(
+  servers: ReturnType<typeof mcpSpecs>,
+  tools: readonly Tool[],
+  stderr: NodeJS.WritableStream,
+): Promise<{ tools: readonly Tool[]; close: () => Promise<void> }> {
   if (servers.length === 0) return { tools, close: async () => undefined };
   const { connectMcpServers } = await import('../tools/mcp/toolset.js');
   const toolset = await connectMcpServers(servers, { takenNames: tools.map((tool) => tool.name) });
@@ -204,7 +219,12 @@ function prepareDir(what: string, dir: string): void {
     accessSync(dir, constants.W_OK);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    const why = code === 'ENOTDIR' || code === 'EEXIST' ? 'a part of the path is a file' : code === 'EACCES' || code === 'EPERM' ? 'permission denied' : describeError(error);
+    const why =
+      code === 'ENOTDIR' || code === 'EEXIST'
+        ? 'a part of the path is a file'
+        : code === 'EACCES' || code === 'EPERM'
+          ? 'permission denied'
+          : describeError(error);
     throw new RunSetupError(`cannot use ${dir} as the ${what}: ${why}`);
   }
 }

@@ -1,5 +1,5 @@
 import type { RunSummary } from '../store/runStore.js';
-import { estimateCost } from '../pricing.js';
+import { estimateCost } from '../engine/pricing.js';
 import { EXIT, usableTarget } from './run.js';
 import { openExistingStore, storeName, type StoreTarget } from './storeTarget.js';
 import { formatCount } from './progress.js';
@@ -35,20 +35,14 @@ export async function listRunsCommand(target: StoreTarget, io: RunsIo): Promise<
 
 /** The table `exarch runs` prints: fixed columns, the task's first line clipped last. */
 function formatRuns(runs: readonly RunSummary[]): string {
-  const rows = runs.map((run) => [
-    run.id,
-    startedAt(run.startedAt),
-    run.status,
-    String(run.agents),
-    String(run.requests),
-    cost(run),
-    firstLine(run.task),
-  ]);
+  const rows = runs.map((run) => [run.id, startedAt(run.startedAt), run.status, String(run.agents), String(run.requests), cost(run), firstLine(run.task)]);
   const header = ['ID', 'STARTED', 'STATUS', 'AGENTS', 'REQUESTS', 'COST', 'TASK'];
   const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => (row[column] ?? '').length)));
   const line = (cells: readonly string[]): string =>
     cells
-      .map((cell, column) => (column === cells.length - 1 ? cell : column >= 3 && column <= 5 ? cell.padStart(widths[column] ?? 0) : cell.padEnd(widths[column] ?? 0)))
+      .map((cell, column) =>
+        column === cells.length - 1 ? cell : column >= 3 && column <= 5 ? cell.padStart(widths[column] ?? 0) : cell.padEnd(widths[column] ?? 0),
+      )
       .join('  ')
       .trimEnd();
   return `${[header, ...rows].map(line).join('\n')}\n`;

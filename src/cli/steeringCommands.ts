@@ -1,5 +1,5 @@
 import type { AnyActorRef } from 'xstate';
-import { cancelAgent, messageAgent, runningAgents } from '../steering.js';
+import { cancelAgent, messageAgent, runningAgents } from '../engine/steering.js';
 
 /** What `/help` says. */
 const STEERING_HELP = [
@@ -7,7 +7,7 @@ const STEERING_HELP = [
   '  /cancel PATH      cancel a sub-agent and everything it started (its parent is told it was cancelled)',
   '  /msg PATH TEXT    give a running agent a message: it reads it at its next boundary',
   '  /help             this help, and the agents running now',
-  'exarch: PATH is an agent\'s path in the tree (root/lead/scribe; the root/ may be left out). Ctrl-C stops the whole run.',
+  "exarch: PATH is an agent's path in the tree (root/lead/scribe; the root/ may be left out). Ctrl-C stops the whole run.",
 ];
 
 /**

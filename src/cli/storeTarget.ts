@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { ExarchError } from '../exarchError.js';
+import { ExarchError } from '../engine/exarchError.js';
 import { describeUrl, isPostgresUrl } from '../store/postgresUrl.js';
 import type { RunStore } from '../store/runStore.js';
 import { DEFAULT_STORE_PATH, openSqliteStore } from '../store/sqliteStore.js';
@@ -26,7 +26,8 @@ export class StoreTargetError extends ExarchError<'store-target'> {
 /** Checks `--store`/`--db` before anything opens: both, or a `--db` that is no Postgres URL, is one line. */
 export function checkTarget(target: StoreTarget): void {
   if (target.store !== undefined && target.db !== undefined) throw new StoreTargetError('--store and --db cannot be used together');
-  if (target.db !== undefined && !isPostgresUrl(target.db)) throw new StoreTargetError(`--db takes a PostgreSQL URL (postgres://user@host:port/database), got '${target.db}'`);
+  if (target.db !== undefined && !isPostgresUrl(target.db))
+    throw new StoreTargetError(`--db takes a PostgreSQL URL (postgres://user@host:port/database), got '${target.db}'`);
 }
 
 /** The store at `--db URL`, `--store FILE`, or `.exarch/exarch.db` under the working directory. */

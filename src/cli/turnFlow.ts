@@ -1,12 +1,12 @@
 import type { InspectionEvent } from 'xstate';
-import { textOf, toolUses } from '../history.js';
-import { replyReminder } from '../nudges.js';
-import type { RunEvent } from '../observe/events.js';
-import { parentIdOf } from '../observe/decoder.js';
-import { RunObserver } from '../observe/runObserver.js';
-import { renderValue } from '../render.js';
-import type { SessionSnapshot } from '../runtime.js';
-import type { AgentIdentity, AgentResult, Message, ToolUseBlock } from '../types.js';
+import { textOf, toolUses } from '../engine/history.js';
+import { replyReminder } from '../engine/nudges.js';
+import type { RunEvent } from '../watch/observe/events.js';
+import { parentIdOf } from '../watch/observe/decoder.js';
+import { RunObserver } from '../watch/observe/runObserver.js';
+import { renderValue } from '../engine/render.js';
+import type { SessionSnapshot } from '../engine/runtime.js';
+import type { AgentIdentity, AgentResult, Message, ToolUseBlock } from '../engine/types.js';
 import { cut, excerpt, padVisible, type Palette } from './palette.js';
 
 /**

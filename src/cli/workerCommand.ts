@@ -4,7 +4,7 @@ import { readRecord } from './runRecord.js';
 import { buildRunSession, checkModelAccess } from './runSession.js';
 import { isPostgresUrl } from '../store/postgresUrl.js';
 import { startWorker, type WorkerEvent } from '../workers/worker.js';
-import type { Provider } from '../types.js';
+import type { Provider } from '../engine/types.js';
 
 export interface WorkerFlags {
   readonly db?: string;
@@ -46,11 +46,15 @@ export async function workerCommand(flags: WorkerFlags, io: WorkerIo): Promise<n
   checkModelAccess(io);
   const say = (event: WorkerEvent): void => {
     const line =
-      event.type === 'started' ? `run ${event.runId} ${event.resumed ? 'resumed' : 'started'}`
-      : event.type === 'finished' ? `run ${event.runId} ${event.status}`
-      : event.type === 'held' ? `run ${event.runId} is still held elsewhere; the queue offers it again later`
-      : event.type === 'handed-back' ? `run ${event.runId} handed back to the queue`
-      : `run ${event.runId ?? '?'}: ${event.detail}`;
+      event.type === 'started'
+        ? `run ${event.runId} ${event.resumed ? 'resumed' : 'started'}`
+        : event.type === 'finished'
+          ? `run ${event.runId} ${event.status}`
+          : event.type === 'held'
+            ? `run ${event.runId} is still held elsewhere; the queue offers it again later`
+            : event.type === 'handed-back'
+              ? `run ${event.runId} handed back to the queue`
+              : `run ${event.runId ?? '?'}: ${event.detail}`;
     io.stderr.write(`exarch worker: ${line}\n`);
   };
   const worker = await startWorker({

@@ -1,11 +1,17 @@
 import Anthropic, { AnthropicError, APIConnectionError, APIError, APIUserAbortError } from '@anthropic-ai/sdk';
-import type { MessageParam, MessageCreateParamsStreaming, RawMessageStreamEvent, TextBlockParam, Tool as SdkTool } from '@anthropic-ai/sdk/resources/messages/messages';
-import { ProviderError, describeError } from '../model/errors.js';
-import { MAX_TOOL_INPUT_DEPTH, depthExceeds } from '../nesting.js';
-import { ZERO_USAGE } from '../usage.js';
-import type { AssistantBlock, Message, ModelRequest, ModelResponse, Provider, StopReason, StreamSink, Usage } from '../types.js';
-import { STOP_REASONS } from '../types.js';
-import { Redactor } from '../redact.js';
+import type {
+  MessageParam,
+  MessageCreateParamsStreaming,
+  RawMessageStreamEvent,
+  TextBlockParam,
+  Tool as SdkTool,
+} from '@anthropic-ai/sdk/resources/messages/messages';
+import { ProviderError, describeError } from '../engine/model/errors.js';
+import { MAX_TOOL_INPUT_DEPTH, depthExceeds } from '../engine/nesting.js';
+import { ZERO_USAGE } from '../engine/usage.js';
+import type { AssistantBlock, Message, ModelRequest, ModelResponse, Provider, StopReason, StreamSink, Usage } from '../engine/types.js';
+import { STOP_REASONS } from '../engine/types.js';
+import { Redactor } from '../engine/redact.js';
 import { ExchangeRecorder } from '../replay/recorder.js';
 
 export const DEFAULT_MODEL = 'claude-sonnet-5-5';
@@ -71,7 +77,14 @@ export class AnthropicProvider implements Provider {
     this.maxTokens = options.maxTokens ?? 8192;
     this.promptCaching = options.promptCaching ?? true;
     const record = typeof options.record === 'string' ? { file: options.record } : options.record;
-    this.recorder = record && new ExchangeRecorder({ file: record.file, model: this.model, maxTokens: this.maxTokens, redactor: record.redactor ?? Redactor.fromEnv(process.env, options.apiKey === undefined ? [] : [options.apiKey]) });
+    this.recorder =
+      record &&
+      new ExchangeRecorder({
+        file: record.file,
+        model: this.model,
+        maxTokens: this.maxTokens,
+        redactor: record.redactor ?? Redactor.fromEnv(process.env, options.apiKey === undefined ? [] : [options.apiKey]),
+      });
     this.client =
       options.client ??
       new Anthropic({
@@ -331,12 +344,15 @@ function translateError(error: unknown, started: boolean, signal: AbortSignal): 
   if (error instanceof ProviderError) return error;
   const askedMs = error instanceof APIError ? Number(error.headers?.get(ASKED_WAIT_HEADER) ?? Number.NaN) : Number.NaN;
   if (error instanceof APIError && Number.isFinite(askedMs)) {
-    return new ProviderError(`rate limited: the server asked to wait ${Math.round(askedMs / 1000)} s (HTTP ${error.status ?? '?'}), longer than this run waits`, {
-      retryable: false,
-      ...(error.status === undefined ? {} : { status: error.status }),
-      kind: 'http',
-      cause: error,
-    });
+    return new ProviderError(
+      `rate limited: the server asked to wait ${Math.round(askedMs / 1000)} s (HTTP ${error.status ?? '?'}), longer than this run waits`,
+      {
+        retryable: false,
+        ...(error.status === undefined ? {} : { status: error.status }),
+        kind: 'http',
+        cause: error,
+      },
+    );
   }
   if (error instanceof APIError && error.status !== undefined) {
     // The SDK already retried what it retries; what reaches us is final.

@@ -1,4 +1,4 @@
-import type { Message } from '../types.js';
+import type { Message } from '../engine/types.js';
 
 /**
  * What of a request a recording keeps and a replay compares: the body the provider sends,
@@ -44,7 +44,7 @@ function withoutCacheControl(value: unknown): unknown {
 
 /**
  * Follows one agent's history across its requests. The history is one array that only grows, its
- * last message sometimes replaced by a merge (src/history.ts); so the messages before the previous
+ * last message sometimes replaced by a merge (src/engine/history.ts); so the messages before the previous
  * request's last are the same objects now, and need neither storing nor comparing again. Checked,
  * not assumed: a history that was rebuilt counts as all new.
  */

@@ -1,7 +1,7 @@
 import type { RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages/messages';
-import { ExarchError } from '../exarchError.js';
-import type { ProviderErrorKind } from '../model/errors.js';
-import type { Message } from '../types.js';
+import { ExarchError } from '../engine/exarchError.js';
+import type { ProviderErrorKind } from '../engine/model/errors.js';
+import type { Message } from '../engine/types.js';
 
 /**
  * The recording format (`exarch run --record FILE`): JSONL, a header line, then one line per model

@@ -1,10 +1,10 @@
 import { appendFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { MessageCreateParamsStreaming, RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages/messages';
-import { makeDirs } from '../fs/makeDirs.js';
-import { ProviderError, describeError } from '../model/errors.js';
-import { Redactor } from '../redact.js';
-import type { ModelRequest } from '../types.js';
+import { makeDirs } from '../engine/fs/makeDirs.js';
+import { ProviderError, describeError } from '../engine/model/errors.js';
+import { Redactor } from '../engine/redact.js';
+import type { ModelRequest } from '../engine/types.js';
 import { canonicalJson, HistoryCursor, requestFields } from './fingerprint.js';
 import { RECORDING_VERSION, RecordingError, type RecordedExchange, type RecordedFault, type RecordingHeader } from './format.js';
 
@@ -41,7 +41,14 @@ export class ExchangeRecorder {
   constructor(options: ExchangeRecorderOptions) {
     this.file = options.file;
     this.redactor = options.redactor ?? Redactor.fromEnv();
-    const header: RecordingHeader = { kind: 'exarch.recording', version: RECORDING_VERSION, provider: 'anthropic', model: options.model, maxTokens: options.maxTokens, recordedAt: new Date().toISOString() };
+    const header: RecordingHeader = {
+      kind: 'exarch.recording',
+      version: RECORDING_VERSION,
+      provider: 'anthropic',
+      model: options.model,
+      maxTokens: options.maxTokens,
+      recordedAt: new Date().toISOString(),
+    };
     try {
       makeDirs(dirname(options.file));
       writeFileSync(options.file, `${this.redactor.json(canonicalJson(header))}\n`);
@@ -104,7 +111,13 @@ export class ExchangeRecorder {
 /** What a replay needs to fail the same way: a provider's fault as the session saw it, or a cancellation. */
 function faultOf(error: unknown): RecordedFault {
   if (error instanceof ProviderError) {
-    return { kind: 'provider', message: error.message, retryable: error.retryable, ...(error.status === undefined ? {} : { status: error.status }), errorKind: error.kind };
+    return {
+      kind: 'provider',
+      message: error.message,
+      retryable: error.retryable,
+      ...(error.status === undefined ? {} : { status: error.status }),
+      errorKind: error.kind,
+    };
   }
   return { kind: 'aborted' };
 }

@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
-import { describeError, PROVIDER_ERROR_KINDS, ProviderError } from '../model/errors.js';
+import { describeError, PROVIDER_ERROR_KINDS, ProviderError } from '../engine/model/errors.js';
 import { MessageAssembler, messagesBody } from '../providers/anthropic.js';
-import { Redactor } from '../redact.js';
-import type { Message, ModelRequest, ModelResponse, Provider, StreamSink } from '../types.js';
+import { Redactor } from '../engine/redact.js';
+import type { Message, ModelRequest, ModelResponse, Provider, StreamSink } from '../engine/types.js';
 import { ExchangeOrder } from './exchangeOrder.js';
 import { canonicalJson, firstDifference, HistoryCursor, requestFields } from './fingerprint.js';
 import { RECORDING_VERSION, RecordingError, ReplayMismatchError, type RecordedExchange, type RecordingHeader } from './format.js';
@@ -108,7 +108,9 @@ export class ReplayProvider implements Provider {
     for (const message of exchange.messages) agent.messages.push(canonicalJson(message));
     const unchanged = Math.min(agent.history.advance(request.messages), exchange.keep);
 
-    const live = requestFields(messagesBody(request, { model: this.model, maxTokens: this.maxTokens, promptCaching: false }) as unknown as Record<string, unknown>);
+    const live = requestFields(
+      messagesBody(request, { model: this.model, maxTokens: this.maxTokens, promptCaching: false }) as unknown as Record<string, unknown>,
+    );
     const keys = [...new Set([...Object.keys(live), ...agent.fields.keys(), 'messages'])].sort();
     for (const key of keys) {
       if (key === 'messages') {
@@ -171,7 +173,11 @@ async function play(exchange: RecordedExchange, sink: StreamSink, signal: AbortS
     });
   }
   if (fault?.kind === 'provider') {
-    throw new ProviderError(fault.message, { retryable: fault.retryable, ...(fault.status === undefined ? {} : { status: fault.status }), kind: fault.errorKind });
+    throw new ProviderError(fault.message, {
+      retryable: fault.retryable,
+      ...(fault.status === undefined ? {} : { status: fault.status }),
+      kind: fault.errorKind,
+    });
   }
   return assembler.finish();
 }
@@ -201,7 +207,11 @@ export function readRecording(file: string): { header: RecordingHeader; exchange
     if (header === undefined) {
       if (kind !== 'exarch.recording') throw new RecordingError('invalid', `${file} is not an exarch recording (made by exarch run --record)`);
       header = value as RecordingHeader;
-      if (header.version !== RECORDING_VERSION) throw new RecordingError('other-version', `${file} is a recording of version ${String(header.version)}; this exarch replays version ${RECORDING_VERSION}`);
+      if (header.version !== RECORDING_VERSION)
+        throw new RecordingError(
+          'other-version',
+          `${file} is a recording of version ${String(header.version)}; this exarch replays version ${RECORDING_VERSION}`,
+        );
       continue;
     }
     if (kind !== 'exchange' || !isExchange(value)) throw new RecordingError('invalid', `${file}: line ${i + 1} is not a recorded exchange`);

@@ -4,11 +4,11 @@ import path from 'node:path';
 import { ulid } from 'ulid';
 import type { ActorOptions } from 'xstate';
 import type { SessionInput, SessionMachine } from '../../machines/session.js';
-import { ExarchError } from '../exarchError.js';
-import { finalAssistantText } from '../history.js';
-import { createSessionActor, isSettled, runResultOf, waitForSettled, type RunResult, type SessionActor, type SessionSnapshot } from '../runtime.js';
+import { ExarchError } from '../engine/exarchError.js';
+import { finalAssistantText } from '../engine/history.js';
+import { createSessionActor, isSettled, runResultOf, waitForSettled, type RunResult, type SessionActor, type SessionSnapshot } from '../engine/runtime.js';
 import { stopOrphansOf } from '../../machines/crew.js';
-import type { Message } from '../types.js';
+import type { Message } from '../engine/types.js';
 import { withMcpTools, type McpOption } from '../tools/mcp/mcpOption.js';
 import { restoreRun, type RestoredRun } from './restoreRun.js';
 import { RunJournal } from './runJournal.js';
@@ -150,7 +150,13 @@ export async function resumeRun(runId: string, session: DurableSessionInput, opt
   }
 }
 
-async function resumeConnected(store: RunStore, row: RunRow, session: Omit<DurableSessionInput, 'mcp'>, options: DurableRunOptions, closeMcp: () => Promise<void>): Promise<DurableRun | FinishedRun> {
+async function resumeConnected(
+  store: RunStore,
+  row: RunRow,
+  session: Omit<DurableSessionInput, 'mcp'>,
+  options: DurableRunOptions,
+  closeMcp: () => Promise<void>,
+): Promise<DurableRun | FinishedRun> {
   const runId = row.id;
   const tools = toolNames(session);
   if (tools.join('\n') !== [...row.options.tools].sort().join('\n')) {
@@ -161,7 +167,11 @@ async function resumeConnected(store: RunStore, row: RunRow, session: Omit<Durab
   const recordedTypes = Array.isArray(row.options['agentTypes']) ? row.options['agentTypes'].map(String) : [];
   const agentTypes = agentTypesOf(session);
   if (agentTypes.join('\n') !== [...recordedTypes].sort().join('\n')) {
-    throw new RunError(`run ${runId} was started with the agent types [${recordedTypes.join(', ')}], not [${agentTypes.join(', ')}]: resume it with the same agents`, 'agents-differ', runId);
+    throw new RunError(
+      `run ${runId} was started with the agent types [${recordedTypes.join(', ')}], not [${agentTypes.join(', ')}]: resume it with the same agents`,
+      'agents-differ',
+      runId,
+    );
   }
   const owner = newOwner();
   const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
@@ -190,7 +200,8 @@ export async function listRuns(store: RunStore): Promise<RunSummary[]> {
 
 function finished(row: RunRow, rows: readonly JournalRow[]): FinishedRun {
   const restored = restoreRun(rows);
-  const messages: readonly Message[] = restored.kind === 'ended' || restored.kind === 'settled' ? restored.messages : restored.kind === 'resumable' ? restored.root.messages : [];
+  const messages: readonly Message[] =
+    restored.kind === 'ended' || restored.kind === 'settled' ? restored.messages : restored.kind === 'resumable' ? restored.root.messages : [];
   return { id: row.id, finished: true, status: row.status, text: finalAssistantText(messages) };
 }
 
@@ -247,9 +258,12 @@ function launch(
   }
   if (resuming) journal.mark({ type: 'resume' });
   const root = actor;
-  const renew = setInterval(() => {
-    void Promise.resolve(store.renew(id, owner, leaseMs)).catch(() => undefined);
-  }, Math.max(1, Math.floor(leaseMs / 3)));
+  const renew = setInterval(
+    () => {
+      void Promise.resolve(store.renew(id, owner, leaseMs)).catch(() => undefined);
+    },
+    Math.max(1, Math.floor(leaseMs / 3)),
+  );
   renew.unref();
   root.start();
   const result = (async (): Promise<DurableRunResult> => {
@@ -259,7 +273,11 @@ function launch(
       const snapshot = await waitForSettled(root);
       settled = true;
       status = storeFailure ? 'failed' : suspended ? 'waiting' : interrupted ? 'interrupted' : statusOfSnapshot(snapshot);
-      return { ...runResultOf(snapshot, storeFailure && `the run store could not be written: ${storeFailure.message}`), status, ...(storeFailure ? { storeError: storeFailure } : {}) };
+      return {
+        ...runResultOf(snapshot, storeFailure && `the run store could not be written: ${storeFailure.message}`),
+        status,
+        ...(storeFailure ? { storeError: storeFailure } : {}),
+      };
     } finally {
       settled = true;
       clearInterval(renew);

@@ -1,19 +1,19 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { appendAssistantBlocks, appendUserBlocks, text } from '../history.js';
-import { sessionStatechart } from '../statechart/extract.js';
+import { appendAssistantBlocks, appendUserBlocks, text } from '../engine/history.js';
+import { sessionStatechart } from '../watch/statechart/extract.js';
 import { PROTOCOL_TOOL_NAMES } from '../tools/protocolTools.js';
-import { TRACE_VERSION, type TraceRecord } from '../trace/format.js';
-import type { AgentIdentity, AssistantBlock, Message, Usage, UserBlock } from '../types.js';
-import { ZERO_USAGE } from '../usage.js';
-import { renderViewerHtml } from '../viewer/html.js';
-import type { WrittenViewer } from '../viewer/write.js';
+import { TRACE_VERSION, type TraceRecord } from '../watch/trace/format.js';
+import type { AgentIdentity, AssistantBlock, Message, Usage, UserBlock } from '../engine/types.js';
+import { ZERO_USAGE } from '../engine/usage.js';
+import { renderViewerHtml } from '../watch/viewer/html.js';
+import type { WrittenViewer } from '../watch/viewer/write.js';
 import { RunError } from './durableRun.js';
 import type { JournalRecord } from './journalRecord.js';
 import type { JournalRow, RunStore } from './runStore.js';
 
 /**
- * A durable run's journal as a turn-flow trace (src/trace/format.ts), so `exarch view` can show a
+ * A durable run's journal as a turn-flow trace (src/watch/trace/format.ts), so `exarch view` can show a
  * run from its store as it shows a trace recorded live by `TraceRecorder`.
  *
  * The journal holds what the sessions recorded, not their state values: the state timeline is
@@ -371,7 +371,12 @@ export class JournalTraceStream {
         this.enter(track, 'awaitingApproval');
         break;
       case 'approval':
-        this.write({ kind: 'event', agent: session, type: 'approval.answer', detail: `${record.decision} ${record.tool} (${record.callId})${record.reason ? `: ${record.reason}` : ''}` });
+        this.write({
+          kind: 'event',
+          agent: session,
+          type: 'approval.answer',
+          detail: `${record.decision} ${record.tool} (${record.callId})${record.reason ? `: ${record.reason}` : ''}`,
+        });
         break;
       case 'dispatching':
         this.enter(track, 'dispatchingBatch');
@@ -417,7 +422,15 @@ export class JournalTraceStream {
       const { agent } = record;
       const parent = this.parents.get(agent.id) ?? (agent.depth === 0 ? null : agent.id.slice(0, agent.id.lastIndexOf('/')));
       const task = record.task ?? '';
-      this.write({ kind: 'agent.start', agent: agent.id, name: agent.name, depth: agent.depth, parent, task: task.slice(0, TASK_EXCERPT), taskChars: task.length });
+      this.write({
+        kind: 'agent.start',
+        agent: agent.id,
+        name: agent.name,
+        depth: agent.depth,
+        parent,
+        task: task.slice(0, TASK_EXCERPT),
+        taskChars: task.length,
+      });
     }
     this.enter(track, 'readyForUser');
   }
@@ -447,10 +460,19 @@ export class JournalTraceStream {
     if (!batch || isFinal(track.state)) return;
     // Results never recorded were filled in as the batch was abandoned: the outcome that follows
     // decides. A `wait_for_agents` call is answered as its batch drains (not an error, then).
-    const drained = (block: UserBlock): boolean => block.type === 'tool_result' && (batch.noted.has(block.tool_use_id) || (batch.calls.get(block.tool_use_id) === 'wait_for_agents' && block.is_error !== true));
+    const drained = (block: UserBlock): boolean =>
+      block.type === 'tool_result' &&
+      (batch.noted.has(block.tool_use_id) || (batch.calls.get(block.tool_use_id) === 'wait_for_agents' && block.is_error !== true));
     if (content.some((block) => block.type === 'tool_result' && !drained(block))) return;
     if (next?.type === 'nudge') return;
-    if (next?.type === 'outcome' && (next.outcome === 'replied' || next.outcome === 'empty' || next.outcome === 'capped' || (next.outcome === 'failed' && next.reason === TRUNCATED_REPEATEDLY))) return;
+    if (
+      next?.type === 'outcome' &&
+      (next.outcome === 'replied' ||
+        next.outcome === 'empty' ||
+        next.outcome === 'capped' ||
+        (next.outcome === 'failed' && next.reason === TRUNCATED_REPEATEDLY))
+    )
+      return;
     this.enter(track, 'streaming');
   }
 
@@ -529,7 +551,13 @@ export class JournalTraceStream {
     if (record.outcome === 'cancelled') this.write({ kind: 'event', agent, type: 'cancel', ...(record.reason === undefined ? {} : { detail: record.reason }) });
     else if (record.outcome === 'failed' && track.state === 'streaming') this.write({ kind: 'event', agent, type: 'model.error', detail: record.reason ?? '' });
     this.enter(track, finalState(record, track.prev));
-    this.endAgent(track, { kind: 'agent.end', agent, status: 'done', outcome: record.outcome, ...(record.reason === undefined ? {} : { reason: record.reason }) });
+    this.endAgent(track, {
+      kind: 'agent.end',
+      agent,
+      status: 'done',
+      outcome: record.outcome,
+      ...(record.reason === undefined ? {} : { reason: record.reason }),
+    });
   }
 
   private endAgent(track: Track, draft: Extract<Draft, { kind: 'agent.end' }>): void {
@@ -565,7 +593,9 @@ function finalState(record: Of<'outcome'>, prev: JournalRecord | undefined): str
     case 'replied':
       return 'replied';
     case 'empty':
-      return prev?.type === 'message' && prev.role === 'user' && prev.content.some((block) => block.type === 'tool_result') ? 'replied' : 'finishedWithoutReply';
+      return prev?.type === 'message' && prev.role === 'user' && prev.content.some((block) => block.type === 'tool_result')
+        ? 'replied'
+        : 'finishedWithoutReply';
     default:
       return record.outcome;
   }

@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import type { Redactor } from '../redact.js';
+import type { Redactor } from '../engine/redact.js';
 import { StoreError } from './storeError.js';
 import type { ClaimResult, JournalRow, NewRun, RunOwner, RunRow, RunStatus, RunStore, RunSummary } from './runStore.js';
 

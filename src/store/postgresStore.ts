@@ -1,10 +1,20 @@
 import pg from 'pg';
-import { stringifyBounded } from '../nesting.js';
-import { Redactor } from '../redact.js';
+import { stringifyBounded } from '../engine/nesting.js';
+import { Redactor } from '../engine/redact.js';
 import { mayClaim, reportedStatus, type StoreOptions } from './memoryStore.js';
 import { describeUrl } from './postgresUrl.js';
 import { StoreError } from './storeError.js';
-import { RUN_STATUSES, type ClaimResult, type JournalRow, type NewRun, type RunOwner, type RunRow, type RunStatus, type RunStore, type RunSummary } from './runStore.js';
+import {
+  RUN_STATUSES,
+  type ClaimResult,
+  type JournalRow,
+  type NewRun,
+  type RunOwner,
+  type RunRow,
+  type RunStatus,
+  type RunStore,
+  type RunSummary,
+} from './runStore.js';
 
 /**
  * Schema steps by the version they lead to, each run once, all pending ones in one transaction
@@ -114,7 +124,22 @@ export interface PostgresStoreOptions extends StoreOptions {
 }
 
 /** Error codes that mean the connection, not the statement, failed: the call is tried again. */
-const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH', '57P01', '57P02', '57P03', '08000', '08001', '08003', '08004', '08006']);
+const CONNECTION_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'ENOTFOUND',
+  'EHOSTUNREACH',
+  '57P01',
+  '57P02',
+  '57P03',
+  '08000',
+  '08001',
+  '08003',
+  '08004',
+  '08006',
+]);
 
 /** Whether `error` is a lost or refused connection (the server restarting), not a refusal of the statement. */
 export function isConnectionError(error: unknown): boolean {
@@ -278,7 +303,10 @@ export class PostgresRunStore implements RunStore {
    */
   async journalAfter(runId: string, afterSeq: number): Promise<JournalRow[]> {
     const { rows } = await this.call(() =>
-      this.pool.query<{ seq: number; session: string; ts: string; body: string }>('SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND seq > $2 ORDER BY seq', [runId, afterSeq]),
+      this.pool.query<{ seq: number; session: string; ts: string; body: string }>(
+        'SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND seq > $2 ORDER BY seq',
+        [runId, afterSeq],
+      ),
     );
     return rows.map((r) => ({ runId, seq: r.seq, session: r.session, ts: Number(r.ts), record: JSON.parse(r.body) as JournalRow['record'] }));
   }
@@ -306,7 +334,9 @@ export class PostgresRunStore implements RunStore {
   }
 
   async renew(runId: string, owner: RunOwner, leaseMs: number): Promise<boolean> {
-    const result = await this.call(() => this.pool.query('UPDATE exarch.runs SET lease_until = $3 WHERE id = $1 AND owner_token = $2', [runId, owner.token, this.now() + leaseMs]));
+    const result = await this.call(() =>
+      this.pool.query('UPDATE exarch.runs SET lease_until = $3 WHERE id = $1 AND owner_token = $2', [runId, owner.token, this.now() + leaseMs]),
+    );
     return result.rowCount === 1;
   }
 

@@ -1,11 +1,11 @@
-import { appendAssistantBlocks, appendUserBlocks, text } from '../history.js';
-import type { LatchCount } from '../nudges.js';
-import { addUsage, ZERO_USAGE } from '../usage.js';
-import { childIdentity } from '../identity.js';
-import type { AgentIdentity, AgentResult, AssistantBlock, Message, ToolResultBlock, Usage, UserBlock } from '../types.js';
-import { denialMessage } from '../approvals.js';
-import { renderInbox } from '../inbox.js';
-import type { AgentBudget } from '../budget.js';
+import { appendAssistantBlocks, appendUserBlocks, text } from '../engine/history.js';
+import type { LatchCount } from '../engine/nudges.js';
+import { addUsage, ZERO_USAGE } from '../engine/usage.js';
+import { childIdentity } from '../engine/identity.js';
+import type { AgentIdentity, AgentResult, AssistantBlock, Message, ToolResultBlock, Usage, UserBlock } from '../engine/types.js';
+import { denialMessage } from '../engine/approvals.js';
+import { renderInbox } from '../engine/inbox.js';
+import type { AgentBudget } from '../engine/budget.js';
 import { errorResult } from '../tools/toolbox.js';
 import type { JournalRecord } from './journalRecord.js';
 import type { RestoredBatch, RestoredChild, RestoredSession, ResumeState } from './restoredSession.js';
@@ -82,7 +82,12 @@ export function restoreRun(rows: readonly JournalRow[]): RestoredRun {
   const root = replay(rootRecords);
   if (root.outcome) return { kind: 'ended', result: resultOf(root, root.outcome), messages: root.messages };
   const restored = restoreSession(root, bySession);
-  const atRest = restored.state === 'readyForUser' && restored.children.length === 0 && restored.inbox.length === 0 && restored.undelivered.length === 0 && restored.pendingUser.length === 0;
+  const atRest =
+    restored.state === 'readyForUser' &&
+    restored.children.length === 0 &&
+    restored.inbox.length === 0 &&
+    restored.undelivered.length === 0 &&
+    restored.pendingUser.length === 0;
   return atRest ? { kind: 'settled', messages: restored.messages } : { kind: 'resumable', root: { ...restored, approvedTools: [...approvedTools] } };
 }
 
@@ -230,7 +235,14 @@ function replay(records: readonly JournalRecord[], agent?: AgentIdentity): Repla
         session.steps += 1;
         const calls = response.some((block) => block.type === 'tool_use');
         if (calls) {
-          session.batch = { content: response, stopReason: record.stopReason, incomplete: record.incomplete ?? [], results: new Map(), awaiting: new Set(), approved: new Set() };
+          session.batch = {
+            content: response,
+            stopReason: record.stopReason,
+            incomplete: record.incomplete ?? [],
+            results: new Map(),
+            awaiting: new Set(),
+            approved: new Set(),
+          };
           session.state = 'dispatchingBatch';
         } else {
           session.state = record.stopReason === 'pause_turn' ? 'streaming' : 'readyForUser';
@@ -245,7 +257,8 @@ function replay(records: readonly JournalRecord[], agent?: AgentIdentity): Repla
         if (session.batch?.awaiting.has(record.result.tool_use_id) || session.batch?.approved.has(record.result.tool_use_id)) break;
         // Likewise a wait for sub-agents: live, it is answered in the message that commits its batch
         // (one answered at open, with nothing to wait for, was noted before the batch could wait).
-        if ((session.state === 'waitingForAgents' || session.state === 'awaitingApproval') && isWaitCall(session.batch?.content, record.result.tool_use_id)) break;
+        if ((session.state === 'waitingForAgents' || session.state === 'awaitingApproval') && isWaitCall(session.batch?.content, record.result.tool_use_id))
+          break;
         session.batch?.results.set(record.result.tool_use_id, record.result);
         break;
       case 'awaiting':
@@ -281,7 +294,12 @@ function replay(records: readonly JournalRecord[], agent?: AgentIdentity): Repla
         session.uses.set(record.name, (session.uses.get(record.name) ?? 0) + 1);
         const parent = session.agent;
         if (!parent) throw new Error('exarch: a spawn record before the session record');
-        session.live.set(record.actorId, { agent: { ...childIdentity(parent, record.name), id: record.id }, task: record.task, profile: record.profile, budget: record.budget });
+        session.live.set(record.actorId, {
+          agent: { ...childIdentity(parent, record.name), id: record.id },
+          task: record.task,
+          profile: record.profile,
+          budget: record.budget,
+        });
         break;
       }
       case 'inbox':

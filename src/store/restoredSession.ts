@@ -1,6 +1,6 @@
-import type { AgentBudget } from '../budget.js';
-import type { LatchCount } from '../nudges.js';
-import type { AgentIdentity, AgentResult, AssistantBlock, Message, StopReason, ToolResultBlock, Usage } from '../types.js';
+import type { AgentBudget } from '../engine/budget.js';
+import type { LatchCount } from '../engine/nudges.js';
+import type { AgentIdentity, AgentResult, AssistantBlock, Message, StopReason, ToolResultBlock, Usage } from '../engine/types.js';
 
 /** The states a resumed session picks up in (a final session is not resumed: its result is delivered). */
 export type ResumeState = 'readyForUser' | 'streaming' | 'dispatchingBatch' | 'awaitingApproval' | 'waitingForAgents' | 'nudged';

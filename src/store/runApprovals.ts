@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import type { ApprovalAnswer } from '../approvals.js';
+import type { ApprovalAnswer } from '../engine/approvals.js';
 import { restoreRun } from './restoreRun.js';
 import type { RestoredSession } from './restoredSession.js';
 import type { RunStatus, RunStore } from './runStore.js';
@@ -44,7 +44,12 @@ export async function recordApproval(store: RunStore, runId: string, answer: App
   if (!row) throw new RunError(`no run with id ${runId}`, 'unknown-run', runId);
   const owner = { host: hostname(), pid: process.pid, token: randomUUID() };
   const claim = await store.claim(runId, owner, 30_000);
-  if (!claim.ok) throw new RunError(`run ${runId} is being run by process ${claim.holder.pid} on ${claim.holder.host}; answer in its terminal, or once it has stopped`, 'held', runId);
+  if (!claim.ok)
+    throw new RunError(
+      `run ${runId} is being run by process ${claim.holder.pid} on ${claim.holder.host}; answer in its terminal, or once it has stopped`,
+      'held',
+      runId,
+    );
   // A run whose process died while `running` is `interrupted` (as `exarch runs` shows it).
   const status: RunStatus = row.status === 'running' ? 'interrupted' : row.status;
   try {

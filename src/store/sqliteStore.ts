@@ -1,13 +1,23 @@
 import Database from 'better-sqlite3';
 import { closeSync, openSync, readSync, statSync, type Stats } from 'node:fs';
-import { makeDirs } from '../fs/makeDirs.js';
+import { makeDirs } from '../engine/fs/makeDirs.js';
 import { dirname, resolve } from 'node:path';
-import { stringifyBounded } from '../nesting.js';
-import { Redactor } from '../redact.js';
+import { stringifyBounded } from '../engine/nesting.js';
+import { Redactor } from '../engine/redact.js';
 import { mayClaim, reportedStatus, type StoreOptions } from './memoryStore.js';
 import { StoreError } from './storeError.js';
 import { WalCheckpointer } from './walCheckpointer.js';
-import { RUN_STATUSES, type ClaimResult, type JournalRow, type NewRun, type RunOwner, type RunRow, type RunStatus, type RunStore, type RunSummary } from './runStore.js';
+import {
+  RUN_STATUSES,
+  type ClaimResult,
+  type JournalRow,
+  type NewRun,
+  type RunOwner,
+  type RunRow,
+  type RunStatus,
+  type RunStore,
+  type RunSummary,
+} from './runStore.js';
 
 /** Where the CLI keeps its runs, relative to the working directory (callers resolve it). */
 export const DEFAULT_STORE_PATH = '.exarch/exarch.db';
@@ -190,7 +200,13 @@ export class SqliteRunStore implements RunStore {
       cache_read_input_tokens = @cache_read_input_tokens WHERE id = @id AND owner_token = @token`);
     this.selectTotals = db.prepare(RUN_TOTALS);
     this.letGoWithTotals = db.transaction((runId: string, owner: RunOwner, status: RunStatus) => {
-      this.letGo.run({ id: runId, token: owner.token, status, endedAt: status === 'running' ? null : this.now(), ...(this.running.get(runId) ?? this.totalsOf(runId)) });
+      this.letGo.run({
+        id: runId,
+        token: owner.token,
+        status,
+        endedAt: status === 'running' ? null : this.now(),
+        ...(this.running.get(runId) ?? this.totalsOf(runId)),
+      });
     });
     const insertBurst = db.prepare<[string, number, number, string]>('INSERT INTO bursts (run_id, seq, last, records) VALUES (?, ?, ?, ?)');
     this.appendAll = db.transaction((rows: readonly JournalRow[]) => {
@@ -324,7 +340,17 @@ export class SqliteRunStore implements RunStore {
   private toRunRow(r: RunColumns): RunRow {
     if (!isRunStatus(r.status)) throw new StoreError('corrupt', this.file, `run ${r.id} has status ${JSON.stringify(r.status)}`);
     const options = JSON.parse(r.options) as RunRow['options'];
-    return { id: r.id, task: r.task, cwd: r.cwd, options, startedAt: r.started_at, status: r.status, owner: ownerOf(r), leaseUntil: r.lease_until, endedAt: r.ended_at };
+    return {
+      id: r.id,
+      task: r.task,
+      cwd: r.cwd,
+      options,
+      startedAt: r.started_at,
+      status: r.status,
+      owner: ownerOf(r),
+      leaseUntil: r.lease_until,
+      endedAt: r.ended_at,
+    };
   }
 
   /** A primary key taken is the caller's conflict; a corrupt page, the file's; anything else, as SQLite said. */

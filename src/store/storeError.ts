@@ -1,4 +1,4 @@
-import { ExarchError } from '../exarchError.js';
+import { ExarchError } from '../engine/exarchError.js';
 
 /**
  * Why a run store refused: what a host or the CLI reports to the user, and what it branches on.

@@ -10,7 +10,14 @@ export {
   type ScriptedProviderOptions,
   type ScriptedStep,
 } from './scriptedProvider.js';
-export { assertToolPairing, findPairingProblems, PairingError } from '../pairing.js';
-export { MemoryLogSink } from '../log/sessionLog.js';
+export { assertToolPairing, findPairingProblems, PairingError } from '../engine/pairing.js';
+export { MemoryLogSink } from '../engine/log/sessionLog.js';
 export { ReplayProvider, replayProvider, readRecording, type ReplayProviderOptions } from '../replay/replayProvider.js';
-export { RecordingError, ReplayMismatchError, type RecordedExchange, type RecordedFault, type RecordingErrorKind, type RecordingHeader } from '../replay/format.js';
+export {
+  RecordingError,
+  ReplayMismatchError,
+  type RecordedExchange,
+  type RecordedFault,
+  type RecordingErrorKind,
+  type RecordingHeader,
+} from '../replay/format.js';

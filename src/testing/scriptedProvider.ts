@@ -1,9 +1,9 @@
-import { ProviderError } from '../model/errors.js';
-import { sleep } from '../model/streamModel.js';
-import { findPairingProblems } from '../pairing.js';
-import { stringifyBounded } from '../nesting.js';
-import { ZERO_USAGE } from '../usage.js';
-import type { AssistantBlock, Message, ModelRequest, ModelResponse, Provider, StopReason, StreamSink, Usage } from '../types.js';
+import { ProviderError } from '../engine/model/errors.js';
+import { sleep } from '../engine/model/streamModel.js';
+import { findPairingProblems } from '../engine/pairing.js';
+import { stringifyBounded } from '../engine/nesting.js';
+import { ZERO_USAGE } from '../engine/usage.js';
+import type { AssistantBlock, Message, ModelRequest, ModelResponse, Provider, StopReason, StreamSink, Usage } from '../engine/types.js';
 
 /** A tool call in a scripted step. */
 export interface ScriptedCall {
@@ -144,7 +144,8 @@ export class ScriptedProvider implements Provider {
     const event = async (emit: () => void): Promise<void> => {
       if (signal.aborted) throw signal.reason;
       if (step.fault && (step.fault.after ?? 0) <= events) throw faultError(step.fault, events);
-      if (step.stallAfter !== undefined && step.stallAfter <= events) await new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true }));
+      if (step.stallAfter !== undefined && step.stallAfter <= events)
+        await new Promise<never>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true }));
       if (events === 0) sink.usage?.(input);
       emit();
       events += 1;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { AgentIdentity, ToolSpec } from '../types.js';
+import type { AgentIdentity, ToolSpec } from '../engine/types.js';
 
 const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 

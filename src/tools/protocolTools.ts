@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { ToolSpec } from '../types.js';
+import type { ToolSpec } from '../engine/types.js';
 import { inputValidator, toolSpec, type Validation } from './defineTool.js';
 
 /**
@@ -40,16 +40,13 @@ const replyInput = z.object({
 });
 
 const waitForAgentsInput = z.object({
-  until: z
-    .enum(['all', 'any'])
-    .optional()
-    .describe("'all' (default): wait until every running sub-agent has finished; 'any': until at least one has."),
+  until: z.enum(['all', 'any']).optional().describe("'all' (default): wait until every running sub-agent has finished; 'any': until at least one has."),
 });
 
 const agentSpec: ToolSpec = toolSpec(
   'agent',
   'Start a sub-agent that works on `task` asynchronously. It returns at once; the sub-agent’s result arrives later as a ' +
-    'message that begins with [agent \'NAME\' …]. Start several in one response to run them in parallel. When you have ' +
+    "message that begins with [agent 'NAME' …]. Start several in one response to run them in parallel. When you have " +
     'nothing else to do until they finish, call wait_for_agents in the same response.',
   agentInput,
 );
@@ -64,7 +61,7 @@ const waitForAgentsSpec: ToolSpec = toolSpec(
 
 const cancelAgentSpec: ToolSpec = toolSpec(
   'cancel_agent',
-  'Cancel a running sub-agent and everything it started. Its result arrives as [agent \'NAME\' was cancelled].',
+  "Cancel a running sub-agent and everything it started. Its result arrives as [agent 'NAME' was cancelled].",
   cancelAgentInput,
 );
 
@@ -134,7 +131,9 @@ export function typedAgentTool(types: readonly AgentTypeEntry[]): Pick<ProtocolT
   const listed = types.map((t) => `'${t.name}': ${t.description}`).join('; ');
   const input = agentInput.extend({
     type: z
-      .enum([first, ...others], { error: (issue) => `unknown agent type ${JSON.stringify(issue.input)}; the declared types are ${names.map((n) => `'${n}'`).join(', ')}` })
+      .enum([first, ...others], {
+        error: (issue) => `unknown agent type ${JSON.stringify(issue.input)}; the declared types are ${names.map((n) => `'${n}'`).join(', ')}`,
+      })
       .optional()
       .describe(`The kind of sub-agent to start, with its own tools, model and instructions: ${listed}. Leave it out for a general sub-agent.`),
   });
@@ -156,7 +155,7 @@ export function typedReplyTool(schema: z.ZodType, owner: string): Pick<ProtocolT
   try {
     spec = toolSpec(
       'reply',
-      'Finish and hand your result to the agent that started you, as the fields of this tool\'s input: they are the only thing it ' +
+      "Finish and hand your result to the agent that started you, as the fields of this tool's input: they are the only thing it " +
         'receives, and a reply that does not match the schema is refused with the fields to correct. Calling reply ends your ' +
         'session once the other calls of this response have run.',
       schema,

@@ -1,7 +1,7 @@
-import { deadlines } from '../deadlines.js';
-import { describeError } from '../model/errors.js';
-import { clip, renderValue } from '../render.js';
-import type { AgentIdentity, ToolResultBlock } from '../types.js';
+import { deadlines } from '../engine/deadlines.js';
+import { describeError } from '../engine/model/errors.js';
+import { clip, renderValue } from '../engine/render.js';
+import type { AgentIdentity, ToolResultBlock } from '../engine/types.js';
 import type { PreparedRun, ToolContext } from './defineTool.js';
 import { ToolErrorResult } from './toolErrorResult.js';
 
@@ -127,9 +127,6 @@ function runOne(call: RunnableCall, input: Pick<RunToolsInput, 'agent' | 'output
     } catch (error) {
       running = Promise.reject(error);
     }
-    running.then(
-      (value) => finish({ type: 'tool_result', tool_use_id: call.id, content: clip(renderValue(value), input.outputCap) || '(no output)' }),
-      fail,
-    );
+    running.then((value) => finish({ type: 'tool_result', tool_use_id: call.id, content: clip(renderValue(value), input.outputCap) || '(no output)' }), fail);
   });
 }

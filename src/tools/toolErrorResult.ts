@@ -1,4 +1,4 @@
-import { ExarchError } from '../exarchError.js';
+import { ExarchError } from '../engine/exarchError.js';
 
 /**
  * Thrown by a tool's `run` to answer the call with an `is_error` result of exactly this text

@@ -1,5 +1,5 @@
-import type { AgentBudget } from '../budget.js';
-import type { AssistantBlock, ToolResultBlock, ToolSpec } from '../types.js';
+import type { AgentBudget } from '../engine/budget.js';
+import type { AssistantBlock, ToolResultBlock, ToolSpec } from '../engine/types.js';
 import type { PreparedRun, Tool } from './defineTool.js';
 import { DEFAULT_PROTOCOL, PROTOCOL_TOOL_NAMES, validateCancelAgent, validateWaitForAgents, type ProtocolTools } from './protocolTools.js';
 
@@ -64,7 +64,15 @@ function makeToolbox(tools: readonly Tool[], axes: ToolAxes, protocol: ProtocolT
 /** How one call of a batch will be answered. */
 export type PlannedCall =
   | { readonly kind: 'answered'; readonly id: string; readonly result: ToolResultBlock }
-  | { readonly kind: 'run'; readonly id: string; readonly name: string; readonly run: PreparedRun; readonly timeoutMs: number | undefined; readonly idempotent: boolean; readonly readOnly: boolean }
+  | {
+      readonly kind: 'run';
+      readonly id: string;
+      readonly name: string;
+      readonly run: PreparedRun;
+      readonly timeoutMs: number | undefined;
+      readonly idempotent: boolean;
+      readonly readOnly: boolean;
+    }
   | { readonly kind: 'agent'; readonly id: string; readonly name: string; readonly task: string; readonly type?: string; readonly budget?: AgentBudget }
   | { readonly kind: 'cancel_agent'; readonly id: string; readonly name: string }
   | { readonly kind: 'wait'; readonly id: string; readonly until: 'all' | 'any' }
@@ -121,7 +129,10 @@ export function planBatch(
         continue;
       }
       const { name: child, task, type, budget } = parsed.value;
-      const limit = budget && { ...(budget.tokens === undefined ? {} : { tokens: budget.tokens }), ...(budget.cost === undefined ? {} : { cost: budget.cost }) };
+      const limit = budget && {
+        ...(budget.tokens === undefined ? {} : { tokens: budget.tokens }),
+        ...(budget.cost === undefined ? {} : { cost: budget.cost }),
+      };
       plan.push({ kind: 'agent', id, name: child, task, ...(type === undefined ? {} : { type }), ...(limit === undefined ? {} : { budget: limit }) });
     } else if (name === 'cancel_agent') {
       const parsed = validateCancelAgent(input);
@@ -136,7 +147,11 @@ export function planBatch(
       const tool = toolbox.tools.get(name);
       if (!tool) throw new Error(`tool '${name}' passed the allow-check but is not in the toolbox`);
       const prepared = tool.prepare(input);
-      plan.push(prepared.ok ? { kind: 'run', id, name, run: prepared.value, timeoutMs: tool.timeoutMs, idempotent: tool.idempotent, readOnly: tool.readOnly } : invalid(id, prepared.error));
+      plan.push(
+        prepared.ok
+          ? { kind: 'run', id, name, run: prepared.value, timeoutMs: tool.timeoutMs, idempotent: tool.idempotent, readOnly: tool.readOnly }
+          : invalid(id, prepared.error),
+      );
     }
   }
   return plan;
@@ -145,7 +160,11 @@ export function planBatch(
 /** Why a call to `name` is refused, or undefined when the session was offered that tool. */
 function allowCheck(name: string, toolbox: Toolbox): string | undefined {
   const offered =
-    name === 'agent' || name === 'cancel_agent' || name === 'wait_for_agents' ? toolbox.axes.spawns : name === 'reply' ? toolbox.axes.replies : toolbox.tools.has(name);
+    name === 'agent' || name === 'cancel_agent' || name === 'wait_for_agents'
+      ? toolbox.axes.spawns
+      : name === 'reply'
+        ? toolbox.axes.replies
+        : toolbox.tools.has(name);
   if (offered) return undefined;
   if (PROTOCOL_TOOL_NAMES.has(name)) return `tool '${name}' is not available to this agent`;
   return `unknown tool '${name}': this agent was not offered it`;

@@ -1,6 +1,6 @@
 import type PgBoss from 'pg-boss';
-import { ApprovalStop } from '../approvalStop.js';
-import { ExarchError } from '../exarchError.js';
+import { ApprovalStop } from '../engine/approvalStop.js';
+import { ExarchError } from '../engine/exarchError.js';
 import { reportedStatus } from '../store/memoryStore.js';
 import { resumeRun, RunError, type DurableRun, type DurableSessionInput } from '../store/durableRun.js';
 import { isConnectionError, openPostgresStore, type PostgresRunStore } from '../store/postgresStore.js';
@@ -173,7 +173,14 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-async function runJob(runId: string, store: PostgresRunStore, options: WorkerOptions, running: Set<DurableRun>, draining: () => boolean, emit: (event: WorkerEvent) => void): Promise<void> {
+async function runJob(
+  runId: string,
+  store: PostgresRunStore,
+  options: WorkerOptions,
+  running: Set<DurableRun>,
+  draining: () => boolean,
+  emit: (event: WorkerEvent) => void,
+): Promise<void> {
   const row = await store.getRun(runId);
   if (!row) {
     // Its store was emptied, or the job belongs to another database's store: nothing to run.
@@ -197,7 +204,12 @@ async function runJob(runId: string, store: PostgresRunStore, options: WorkerOpt
   const resumed = (await store.journal(runId)).length > 0;
   try {
     setup = await options.session(row);
-    run = await resumeRun(runId, setup.input, { store, cwd: row.cwd, actor: { inspect: approvals.inspect }, ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }) });
+    run = await resumeRun(runId, setup.input, {
+      store,
+      cwd: row.cwd,
+      actor: { inspect: approvals.inspect },
+      ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
+    });
   } catch (error) {
     await setup?.close?.();
     if (error instanceof RunError && error.kind === 'held') {

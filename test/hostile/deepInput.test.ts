@@ -6,9 +6,9 @@ import { JsonlLogSink, renderValue, type Message, type ModelResponse, type Provi
 import { startRun } from '../../src/store/durableRun.js';
 import { writeViewerForRun } from '../../src/store/journalTrace.js';
 import { openSqliteStore } from '../../src/store/sqliteStore.js';
-import { parseTrace, type TraceRecord } from '../../src/trace/format.js';
-import { TraceRecorder } from '../../src/trace/recorder.js';
-import { renderViewerHtml } from '../../src/viewer/html.js';
+import { parseTrace, type TraceRecord } from '../../src/watch/trace/format.js';
+import { TraceRecorder } from '../../src/watch/trace/recorder.js';
+import { renderViewerHtml } from '../../src/watch/viewer/html.js';
 import { workspaceTools } from '../../src/tools/workspace/index.js';
 import { call, exarch, serve, stream, workdir } from '../support/cliHarness.js';
 import { jsonLines, jsonlDir, nestedArrays, rawToolCall, toolResultsOf } from '../support/hostileInput.js';
@@ -92,7 +92,10 @@ describe('exarch run: a model sends a tool input nested 20,000 deep', () => {
     const server = await serve({
       root: [stream({ toolCalls: [call('agent', { name: 'deep', task: 'x' })] }), stream({ text: 'Waiting.' }), stream({ text: 'done' })],
       // The reply tool takes any JSON value as its result: the deepest place an input can go.
-      deep: [{ kind: 'stream', events: rawToolCall('reply', `{"result": ${nestedArrays(DEEP)}}`) }, stream({ toolCalls: [call('reply', { result: 'still here' })] })],
+      deep: [
+        { kind: 'stream', events: rawToolCall('reply', `{"result": ${nestedArrays(DEEP)}}`) },
+        stream({ toolCalls: [call('reply', { result: 'still here' })] }),
+      ],
     });
     const run = await exarch(['run', '--log-dir', logDir, '--trace', join(cwd, 'trace.jsonl'), 'go'], { server, cwd });
     expect(run.stderr).not.toMatch(STACK_TRACE);
@@ -118,7 +121,12 @@ describe('a host’s own provider sends one (not the Anthropic one, which parses
         requests.push(structuredClone(request.messages) as Message[]);
         const usage = { inputTokens: 1, outputTokens: 1, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 };
         if (requests.length === 1) {
-          return { content: [{ type: 'tool_use', id: 'toolu_deep', name: 'read_file', input: { path: deepValue(DEEP) } }], stopReason: 'tool_use', usage, incompleteToolUseIds: [] };
+          return {
+            content: [{ type: 'tool_use', id: 'toolu_deep', name: 'read_file', input: { path: deepValue(DEEP) } }],
+            stopReason: 'tool_use',
+            usage,
+            incompleteToolUseIds: [],
+          };
         }
         return { content: [{ type: 'text', text: 'understood' }], stopReason: 'end_turn', usage, incompleteToolUseIds: [] };
       },
@@ -126,11 +134,20 @@ describe('a host’s own provider sends one (not the Anthropic one, which parses
     const store = openSqliteStore(join(dir, 'exarch.db'));
     const recorder = new TraceRecorder({ file: join(dir, 'trace.jsonl') });
     try {
-      const run = await startRun('go', { provider, tools: workspaceTools({ root: dir }), logs: new JsonlLogSink(join(dir, 'logs')) }, { store, cwd: dir, actor: { inspect: recorder.inspect } });
+      const run = await startRun(
+        'go',
+        { provider, tools: workspaceTools({ root: dir }), logs: new JsonlLogSink(join(dir, 'logs')) },
+        { store, cwd: dir, actor: { inspect: recorder.inspect } },
+      );
       const result = await run.result;
       expect(result.text).toBe('understood');
       const answer = requests[1]?.at(-1)?.content[0] as ToolResultBlock | undefined;
-      expect(answer).toMatchObject({ type: 'tool_result', tool_use_id: 'toolu_deep', is_error: true, content: expect.stringMatching(/nested more than \d+ levels deep/) });
+      expect(answer).toMatchObject({
+        type: 'tool_result',
+        tool_use_id: 'toolu_deep',
+        is_error: true,
+        content: expect.stringMatching(/nested more than \d+ levels deep/),
+      });
       // The call stays in the history the model sees again, with an input it can take.
       expect(requests[1]?.[1]?.content[0]).toMatchObject({ type: 'tool_use', id: 'toolu_deep', input: {} });
       recorder.close();
@@ -165,7 +182,17 @@ describe('every writer takes a value of any depth (defence behind the session’
   it('the trace recorder writes the message as one JSON line', () => {
     const file = join(workdir(), 'trace.jsonl');
     const recorder = new TraceRecorder({ file });
-    const snapshot = { value: 'dispatchingBatch', status: 'active', context: { agent, steps: 1, usage: { inputTokens: 0, outputTokens: 0, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 }, messages: [deepMessage()], pendingUser: [] } };
+    const snapshot = {
+      value: 'dispatchingBatch',
+      status: 'active',
+      context: {
+        agent,
+        steps: 1,
+        usage: { inputTokens: 0, outputTokens: 0, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 },
+        messages: [deepMessage()],
+        pendingUser: [],
+      },
+    };
     const actorRef = { sessionId: 'x:0', id: 'root', getSnapshot: () => snapshot };
     recorder.inspect({ type: '@xstate.snapshot', actorRef, snapshot, event: { type: 'x' }, rootId: 'x:0' } as unknown as InspectionEvent);
     recorder.close();
@@ -189,7 +216,14 @@ describe('every writer takes a value of any depth (defence behind the session’
 
   it('the viewer renders a trace that holds it', () => {
     const records: TraceRecord[] = [
-      { t: 0, kind: 'trace.start', version: 1, startedAt: new Date(0).toISOString(), title: 't', statechart: { initial: 'readyForUser', states: [], transitions: [] } },
+      {
+        t: 0,
+        kind: 'trace.start',
+        version: 1,
+        startedAt: new Date(0).toISOString(),
+        title: 't',
+        statechart: { initial: 'readyForUser', states: [], transitions: [] },
+      },
       { t: 1, kind: 'agent.start', agent: 'root', name: 'root', depth: 0, parent: null, task: 'go', taskChars: 2 },
       { t: 2, kind: 'message', agent: 'root', index: 0, message: deepMessage() },
       { t: 3, kind: 'trace.end' },

@@ -18,7 +18,9 @@ beforeAll(async () => {
   root = await mkdtemp(path.join(tmpdir(), 'exarch-deep-'));
   await writeFile(path.join(root, 'top.txt'), 'hello\n');
   // Made one level at a time from inside, as only relative paths reach that deep.
-  execFileSync('/bin/sh', ['-c', 'i=0; while [ $i -lt 420 ]; do mkdir dddddddddd && cd -P dddddddddd || exit 1; i=$((i+1)); done; echo needle > leaf.txt'], { cwd: root });
+  execFileSync('/bin/sh', ['-c', 'i=0; while [ $i -lt 420 ]; do mkdir dddddddddd && cd -P dddddddddd || exit 1; i=$((i+1)); done; echo needle > leaf.txt'], {
+    cwd: root,
+  });
 });
 afterAll(() => {
   // Node's rm goes by absolute paths and cannot reach that deep; GNU rm walks by descriptor.

@@ -46,8 +46,12 @@ describe('write_file to a FIFO, through the real CLI', () => {
     expect(signal).toBeNull();
     expect(code).toBe(0);
     expect(stdout).toBe('done\n');
-    expect(toldModel).toContain(`[result error: ${JSON.stringify("tool 'write_file' failed: refused: 'pipe' is a FIFO, not a regular file; write_file only writes regular files")}]`);
-    expect(toldModel).toContain(`[result error: ${JSON.stringify("tool 'read_file' failed: 'pipe' is not a regular file (it is a FIFO); read_file only reads regular files")}]`);
+    expect(toldModel).toContain(
+      `[result error: ${JSON.stringify("tool 'write_file' failed: refused: 'pipe' is a FIFO, not a regular file; write_file only writes regular files")}]`,
+    );
+    expect(toldModel).toContain(
+      `[result error: ${JSON.stringify("tool 'read_file' failed: 'pipe' is not a regular file (it is a FIFO); read_file only reads regular files")}]`,
+    );
     expect(lstatSync(path.join(cwd, 'pipe')).isFIFO()).toBe(true);
   }, 30_000);
 });

@@ -127,12 +127,14 @@ describe('a directory swapped for a symlink to outside while calls run', () => {
 
   it('no write lands outside: no file there changes or appears', async () => {
     swapDirForSymlink();
-    const writes = await calls('write_file', (n) =>
-      [
-        { path: 'd/f.txt', content: 'written by a call\n' },
-        { path: `d/new-${n}.txt`, content: 'new\n' },
-        { path: `d/made-${n}/x.txt`, content: 'new\n' },
-      ][n % 3],
+    const writes = await calls(
+      'write_file',
+      (n) =>
+        [
+          { path: 'd/f.txt', content: 'written by a call\n' },
+          { path: `d/new-${n}.txt`, content: 'new\n' },
+          { path: `d/made-${n}/x.txt`, content: 'new\n' },
+        ][n % 3],
     );
     await stopSwapper();
     expect(readFileSync(path.join(outside, 'f.txt'), 'utf8')).toBe(SECRET);
@@ -146,9 +148,7 @@ describe('a file swapped for a FIFO while calls run', () => {
     execFileSync('mkfifo', [path.join(root, 'fifo.master')]);
     await writeFile(path.join(root, 'file.master'), 'original\n');
     // f.txt is atomically, in turn, a hard link of the FIFO and of the regular file.
-    startSwapper(
-      `fs.linkSync('fifo.master', 'f.new'); fs.renameSync('f.new', 'f.txt'); fs.linkSync('file.master', 'f.new'); fs.renameSync('f.new', 'f.txt');`,
-    );
+    startSwapper(`fs.linkSync('fifo.master', 'f.new'); fs.renameSync('f.new', 'f.txt'); fs.linkSync('file.master', 'f.new'); fs.renameSync('f.new', 'f.txt');`);
     // The calls run in a process of their own: a call stuck in a blocking open would keep it alive for good.
     // The compiled tools (dist/ is built by test/globalSetup.ts).
     const entry = new URL('../../dist/src/tools/workspace/index.js', import.meta.url).href;

@@ -39,14 +39,24 @@ function logRecords(logDir: string): Record<string, unknown>[] {
 const LONE = /\\ud[89ab][0-9a-f]{2}(?!\\ud[c-f])|(?<!\\ud[89ab][0-9a-f]{2})\\ud[c-f][0-9a-f]{2}/i;
 /** The request bodies as sent on the wire hold no lone surrogate, escaped or raw. */
 function loneSurrogatesIn(requests: readonly ReceivedRequest[]): string[] {
-  return requests.map((r) => JSON.stringify(r.body)).filter((body) => LONE.test(body) || /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(body));
+  return requests
+    .map((r) => JSON.stringify(r.body))
+    .filter((body) => LONE.test(body) || /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(body));
 }
 
 describe('tool inputs the tools cannot take', () => {
   it.each([
-    ['malformed JSON', '{"path": "a.md",,}', /^tool call 'read_file' was not executed: its input was not valid JSON \(.+\)\. Send it again with a valid input\.$/],
+    [
+      'malformed JSON',
+      '{"path": "a.md",,}',
+      /^tool call 'read_file' was not executed: its input was not valid JSON \(.+\)\. Send it again with a valid input\.$/,
+    ],
     ['a JSON array', '["a.md"]', /^tool call 'read_file' was not executed: its input was not a JSON object\./],
-    ['20,000 nested arrays', `{"path": ${'['.repeat(20_000)}${']'.repeat(20_000)}}`, /^tool call 'read_file' was not executed: its input is nested more than 64 levels deep\./],
+    [
+      '20,000 nested arrays',
+      `{"path": ${'['.repeat(20_000)}${']'.repeat(20_000)}}`,
+      /^tool call 'read_file' was not executed: its input is nested more than 64 levels deep\./,
+    ],
   ])('%s: answered with an error naming the problem; the session goes on and every log line is JSON', async (_what, json, message) => {
     const logDir = join(workdir(), 'logs');
     let toldModel = '';
@@ -70,8 +80,14 @@ describe('tool inputs the tools cannot take', () => {
 
   it('a child sending a 20,000-deep input does not crash the tree', async () => {
     const server = await serve({
-      root: [stream({ toolCalls: [call('agent', { name: 'deep', task: 'x' }), call('wait_for_agents', {})] }), (request) => stream({ text: lastUserText(request) })],
-      deep: [{ kind: 'stream', events: rawToolCall('read_file', `{"path": ${'['.repeat(20_000)}${']'.repeat(20_000)}}`) }, stream({ toolCalls: [call('reply', { result: 'still here' })] })],
+      root: [
+        stream({ toolCalls: [call('agent', { name: 'deep', task: 'x' }), call('wait_for_agents', {})] }),
+        (request) => stream({ text: lastUserText(request) }),
+      ],
+      deep: [
+        { kind: 'stream', events: rawToolCall('read_file', `{"path": ${'['.repeat(20_000)}${']'.repeat(20_000)}}`) },
+        stream({ toolCalls: [call('reply', { result: 'still here' })] }),
+      ],
     });
     const run = await exarch(['run', '--no-store', 'go'], { server });
     expect(run.code).toBe(0);
@@ -111,7 +127,9 @@ describe('what the server does wrong, said as it is', () => {
   });
 
   it('a short retry-after is still honoured and the run succeeds', async () => {
-    const server = await serve({ root: [httpError(429, 'rate_limit_error', 'slow down', { 'retry-after': '1', 'retry-after-ms': '' }), stream({ text: 'done after waiting' })] });
+    const server = await serve({
+      root: [httpError(429, 'rate_limit_error', 'slow down', { 'retry-after': '1', 'retry-after-ms': '' }), stream({ text: 'done after waiting' })],
+    });
     const run = await exarch(['run', '--no-store', 'go'], { server });
     expect(run.code).toBe(0);
     expect(run.stdout).toBe('done after waiting\n');
@@ -127,7 +145,11 @@ describe('what the server does wrong, said as it is', () => {
 
   it('a delta for a block that never started is reported as a broken stream, not a lost connection', async () => {
     const events = responseEvents({ text: 'hello' });
-    const broken = [...events.slice(0, 1), { event: 'content_block_delta', data: { type: 'content_block_delta', index: 7, delta: { type: 'text_delta', text: 'x' } } }, ...events.slice(1)];
+    const broken = [
+      ...events.slice(0, 1),
+      { event: 'content_block_delta', data: { type: 'content_block_delta', index: 7, delta: { type: 'text_delta', text: 'x' } } },
+      ...events.slice(1),
+    ];
     const server = await serve({ root: Array.from({ length: 6 }, () => ({ kind: 'stream' as const, events: broken })) });
     const run = await exarch(['run', '--no-store', 'go'], { server, env: { EXARCH_STALL_TIMEOUT_MS: '2000' } });
     expect(run.code).toBe(1);

@@ -78,12 +78,14 @@ describe('search_files with a catastrophic pattern', () => {
   });
 
   it('refuses a pattern of more than 2,000 characters with one line', async () => {
-    await expect(run(workspaceTools({ root }), 'search_files', { pattern: 'a'.repeat(2_001) })).rejects.toThrow('invalid regular expression: longer than 2000 characters');
+    await expect(run(workspaceTools({ root }), 'search_files', { pattern: 'a'.repeat(2_001) })).rejects.toThrow(
+      'invalid regular expression: longer than 2000 characters',
+    );
   });
 });
 
 describe('globs', () => {
-  it('the issue\'s glob against a path 26 directories deep answers at once', () => {
+  it("the issue's glob against a path 26 directories deep answers at once", () => {
     expect(compileGlob(HUGE_GLOB).matches(`${DEEP}/y`)).toBe(false);
     expect(compileGlob(HUGE_GLOB).matches(`${DEEP}/x`)).toBe(true);
     expect(compileGlob(STARRY_GLOB).matches(`${'a'.repeat(60)}c`)).toBe(false);
@@ -126,7 +128,9 @@ describe('globs', () => {
   });
 
   it('refuses a glob of more than 1,000 characters through the tool, with one line', async () => {
-    await expect(run(workspaceTools({ root }), 'search_files', { pattern: 'x', glob: '*'.repeat(1_001) })).rejects.toThrow('invalid glob: longer than 1000 characters');
+    await expect(run(workspaceTools({ root }), 'search_files', { pattern: 'x', glob: '*'.repeat(1_001) })).rejects.toThrow(
+      'invalid glob: longer than 1000 characters',
+    );
   });
 });
 

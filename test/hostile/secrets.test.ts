@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { httpError } from '../support/anthropicServer.js';
 import { call, exarch, serve, stream, workdir, type CliRun } from '../support/cliHarness.js';
 import { jsonLines, jsonlDir } from '../support/hostileInput.js';
-import { REDACTED, Redactor } from '../../src/redact.js';
+import { REDACTED, Redactor } from '../../src/engine/redact.js';
 
 /**
  * Issue 13, hole 7 (the part outside run_shell): a 401 whose body echoes the key put the key
@@ -28,7 +28,13 @@ function filesUnder(dir: string): Map<string, string> {
 /** Where any of `fragments` appears: in the run's stdout/stderr or in a file under `dir`. */
 function leaks(fragments: readonly string[], dir: string, runs: readonly CliRun[]): string[] {
   const found: string[] = [];
-  const texts = new Map<string, string>([...runs.flatMap((run, i): [string, string][] => [[`stdout #${i}`, run.stdout], [`stderr #${i}`, run.stderr]]), ...filesUnder(dir)]);
+  const texts = new Map<string, string>([
+    ...runs.flatMap((run, i): [string, string][] => [
+      [`stdout #${i}`, run.stdout],
+      [`stderr #${i}`, run.stderr],
+    ]),
+    ...filesUnder(dir),
+  ]);
   for (const [where, text] of texts) for (const fragment of fragments) if (text.includes(fragment)) found.push(`${fragment} in ${where}`);
   return found;
 }
@@ -57,7 +63,11 @@ describe('secrets never leave exarch', () => {
     const pages = await views(cwd, run, env);
     expect(leaks(['LEAKCHECK', 'tail9876'], cwd, [run, ...pages])).toEqual([]);
 
-    expect(jsonlDir(join(cwd, 'logs')).get('root.jsonl')?.at(-1)).toMatchObject({ type: 'outcome', outcome: 'failed', reason: expect.stringContaining(REDACTED) });
+    expect(jsonlDir(join(cwd, 'logs')).get('root.jsonl')?.at(-1)).toMatchObject({
+      type: 'outcome',
+      outcome: 'failed',
+      reason: expect.stringContaining(REDACTED),
+    });
     expect(jsonLines(join(cwd, 'trace.jsonl')).some((r) => JSON.stringify(r).includes(REDACTED))).toBe(true);
     for (const page of ['view-trace.html', 'view-run.html']) expect(readFileSync(join(cwd, page), 'utf8')).toContain(REDACTED);
     expect(readFileSync(join(cwd, '.exarch', 'exarch.db')).toString('latin1')).toContain(REDACTED);
@@ -103,8 +113,17 @@ describe('Redactor', () => {
   });
 
   it('takes *_KEY, *_TOKEN and *_SECRET values of 8 characters or more, and nothing else', () => {
-    const redactor = Redactor.fromEnv({ ANTHROPIC_API_KEY: 'sk-ant-12345678', ANTHROPIC_AUTH_TOKEN: 'auth-token-1', DB_SECRET: 'hunter2hunter2', DEBUG_KEY: '1', HOME: '/home/someone', KEYRING: 'not-a-secret-name' });
-    expect(redactor.text('sk-ant-12345678 auth-token-1 hunter2hunter2 /home/someone not-a-secret-name 1')).toBe(`${REDACTED} ${REDACTED} ${REDACTED} /home/someone not-a-secret-name 1`);
+    const redactor = Redactor.fromEnv({
+      ANTHROPIC_API_KEY: 'sk-ant-12345678',
+      ANTHROPIC_AUTH_TOKEN: 'auth-token-1',
+      DB_SECRET: 'hunter2hunter2',
+      DEBUG_KEY: '1',
+      HOME: '/home/someone',
+      KEYRING: 'not-a-secret-name',
+    });
+    expect(redactor.text('sk-ant-12345678 auth-token-1 hunter2hunter2 /home/someone not-a-secret-name 1')).toBe(
+      `${REDACTED} ${REDACTED} ${REDACTED} /home/someone not-a-secret-name 1`,
+    );
     expect(Redactor.fromEnv({ PATH: '/usr/bin' }).active).toBe(false);
   });
 });

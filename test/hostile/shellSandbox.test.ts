@@ -54,7 +54,10 @@ async function shell(command: string, options: { network?: boolean } = {}): Prom
 /** PIDs of processes whose command line is exactly `sleep N`, seen from the test's own /proc. */
 function sleepers(seconds: number): string[] {
   try {
-    return execFileSync('pgrep', ['-fx', `sleep ${seconds}`], { encoding: 'utf8' }).trim().split('\n').filter(Boolean);
+    return execFileSync('pgrep', ['-fx', `sleep ${seconds}`], { encoding: 'utf8' })
+      .trim()
+      .split('\n')
+      .filter(Boolean);
   } catch {
     return [];
   }

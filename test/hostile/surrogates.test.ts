@@ -50,12 +50,16 @@ describe('no request carries a lone surrogate', () => {
   });
 
   it('a tool call whose id and name hold them is answered, and both go back mended', async () => {
-    const server = await serve({ root: [stream({ toolCalls: [{ id: 'toolu_\ud800x', name: 'read_file\udc00', input: { path: 'a.md' } }] }), stream({ text: 'understood' })] });
+    const server = await serve({
+      root: [stream({ toolCalls: [{ id: 'toolu_\ud800x', name: 'read_file\udc00', input: { path: 'a.md' } }] }), stream({ text: 'understood' })],
+    });
     const run = await exarch(['run', '--no-store', 'go'], { server });
     expect(run.code).toBe(0);
     expect(run.stdout).toBe('understood\n');
     expect(loneSurrogatesIn(server.requests)).toEqual([]);
-    expect(server.requests[1]?.body.messages[1]?.content).toEqual([expect.objectContaining({ type: 'tool_use', id: 'toolu_\uFFFDx', name: 'read_file\uFFFD' })]);
+    expect(server.requests[1]?.body.messages[1]?.content).toEqual([
+      expect.objectContaining({ type: 'tool_use', id: 'toolu_\uFFFDx', name: 'read_file\uFFFD' }),
+    ]);
     expect(toolResultsOf(server.requests[1])).toEqual([expect.objectContaining({ id: 'toolu_\uFFFDx', isError: true })]);
   });
 

@@ -11,8 +11,8 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { findPairingProblems } from '../../src/pairing.js';
-import type { AssistantBlock, Message, UserBlock } from '../../src/types.js';
+import { findPairingProblems } from '../../src/engine/pairing.js';
+import type { AssistantBlock, Message, UserBlock } from '../../src/engine/types.js';
 
 export type SseEvent = { readonly event: string; readonly data: unknown };
 
@@ -255,9 +255,7 @@ export function agentOf(body: MessagesBody): string {
  * plan, or a function of the request giving one). A request with no step left is answered with HTTP
  * 500 naming the agent and step, and `x-should-retry: false` so the SDK fails at once.
  */
-export function scriptedHandler(
-  scripts: Record<string, readonly (ServerPlan | ((r: ReceivedRequest) => ServerPlan))[]>,
-): Handler {
+export function scriptedHandler(scripts: Record<string, readonly (ServerPlan | ((r: ReceivedRequest) => ServerPlan))[]>): Handler {
   const consumed = new Map<string, number>();
   return (request) => {
     const step = consumed.get(request.agent) ?? 0;
@@ -364,8 +362,7 @@ function toolResultText(content: unknown): string {
 function normaliseForPairing(messages: readonly MessagesMessage[]): { messages: Message[]; problems: string[] } {
   const problems: string[] = [];
   const normalised = messages.map((message, index): Message => {
-    const blocks: readonly MessagesContentBlock[] =
-      typeof message.content === 'string' ? [{ type: 'text', text: message.content }] : message.content;
+    const blocks: readonly MessagesContentBlock[] = typeof message.content === 'string' ? [{ type: 'text', text: message.content }] : message.content;
     if (message.role === 'assistant') {
       const content = blocks.map((block): AssistantBlock => {
         if (block.type === 'text') return { type: 'text', text: String(block['text']) };
@@ -438,7 +435,14 @@ export async function startAnthropicServer(handler: Handler): Promise<AnthropicT
       waits.add(entry);
     });
 
-  const sendError = (res: ServerResponse, requestId: string, status: number, errorType: string, message: string, headers: Record<string, string> = {}): void => {
+  const sendError = (
+    res: ServerResponse,
+    requestId: string,
+    status: number,
+    errorType: string,
+    message: string,
+    headers: Record<string, string> = {},
+  ): void => {
     const body = errorBody(errorType, message, requestId);
     res.writeHead(status, {
       'content-type': 'application/json',

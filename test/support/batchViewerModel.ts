@@ -1,6 +1,6 @@
-import { renderAgentResult } from '../../src/inbox.js';
-import type { TraceRecord, TraceStatechart } from '../../src/trace/format.js';
-import type { AgentOutcome, Message, Usage } from '../../src/types.js';
+import { renderAgentResult } from '../../src/engine/inbox.js';
+import type { TraceRecord, TraceStatechart } from '../../src/watch/trace/format.js';
+import type { AgentOutcome, Message, Usage } from '../../src/engine/types.js';
 
 /**
  * The viewer's model as it was computed before the page built it record by record: all records at
@@ -104,7 +104,13 @@ interface Draft {
 
 /** The first line of what the parent's inbox shows for a delivery. */
 function inboxTag(record: Extract<TraceRecord, { kind: 'delivery' }>): string {
-  const rendered = renderAgentResult({ name: record.name, outcome: record.outcome, text: '', usage: ZERO_USAGE, ...(record.reason === undefined ? {} : { reason: record.reason }) });
+  const rendered = renderAgentResult({
+    name: record.name,
+    outcome: record.outcome,
+    text: '',
+    usage: ZERO_USAGE,
+    ...(record.reason === undefined ? {} : { reason: record.reason }),
+  });
   return rendered.split('\n')[0] ?? rendered;
 }
 

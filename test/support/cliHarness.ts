@@ -23,7 +23,11 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-export const stream = (spec: Parameters<typeof responseEvents>[0], extra: Partial<Extract<ServerPlan, { kind: 'stream' }>> = {}): ServerPlan => ({ kind: 'stream', events: responseEvents(spec), ...extra });
+export const stream = (spec: Parameters<typeof responseEvents>[0], extra: Partial<Extract<ServerPlan, { kind: 'stream' }>> = {}): ServerPlan => ({
+  kind: 'stream',
+  events: responseEvents(spec),
+  ...extra,
+});
 export const call = (name: string, input: unknown) => ({ name, input });
 
 /** The text of the last user message of a request: what the agent was just told. */
@@ -31,7 +35,15 @@ export function lastUserText(request: ReceivedRequest): string {
   const last = request.body.messages.at(-1);
   if (last?.role !== 'user') return '';
   if (typeof last.content === 'string') return last.content;
-  return last.content.map((b) => (b.type === 'text' ? String(b['text']) : b.type === 'tool_result' ? `[result ${String(b['is_error'] === true ? 'error' : 'ok')}: ${JSON.stringify(b['content'])}]` : '')).join('\n');
+  return last.content
+    .map((b) =>
+      b.type === 'text'
+        ? String(b['text'])
+        : b.type === 'tool_result'
+          ? `[result ${String(b['is_error'] === true ? 'error' : 'ok')}: ${JSON.stringify(b['content'])}]`
+          : '',
+    )
+    .join('\n');
 }
 
 /** A root that spawns, waits, and then answers with exactly what its inbox said. */
@@ -46,10 +58,20 @@ export interface CliRun {
 
 export async function exarch(
   args: readonly string[],
-  options: { server?: AnthropicTestServer; env?: Record<string, string>; cwd?: string; whenRequests?: { count: number; then: (child: ReturnType<typeof spawn>) => void } } = {},
+  options: {
+    server?: AnthropicTestServer;
+    env?: Record<string, string>;
+    cwd?: string;
+    whenRequests?: { count: number; then: (child: ReturnType<typeof spawn>) => void };
+  } = {},
 ): Promise<CliRun> {
   const cwd = options.cwd ?? workdir();
-  const env: NodeJS.ProcessEnv = { PATH: process.env['PATH'], CI: 'true', ...(options.server ? { ANTHROPIC_API_KEY: 'test-key', ANTHROPIC_BASE_URL: options.server.url } : {}), ...options.env };
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env['PATH'],
+    CI: 'true',
+    ...(options.server ? { ANTHROPIC_API_KEY: 'test-key', ANTHROPIC_BASE_URL: options.server.url } : {}),
+    ...options.env,
+  };
   const child = spawn(process.execPath, [MAIN, ...args], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
@@ -88,4 +110,3 @@ export function readJsonl(file: string): Record<string, unknown>[] {
     .split('\n')
     .map((l) => JSON.parse(l) as Record<string, unknown>);
 }
-

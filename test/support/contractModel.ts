@@ -11,7 +11,18 @@
  * live children, inbox and queued user messages, and the open batch.
  */
 
-type ContractValue = 'readyForUser' | 'streaming' | 'dispatchingBatch' | 'awaitingApproval' | 'waitingForAgents' | 'nudged' | 'replied' | 'finishedWithoutReply' | 'capped' | 'failed' | 'cancelled';
+type ContractValue =
+  | 'readyForUser'
+  | 'streaming'
+  | 'dispatchingBatch'
+  | 'awaitingApproval'
+  | 'waitingForAgents'
+  | 'nudged'
+  | 'replied'
+  | 'finishedWithoutReply'
+  | 'capped'
+  | 'failed'
+  | 'cancelled';
 
 export interface ContractLimits {
   /** §6: model requests per turn. */
@@ -138,7 +149,9 @@ export function contractStep(s: ContractState, event: ContractEvent, limits: Con
     case 'user.message':
       // The root waits at readyForUser for the user; at any other time the message waits its turn
       // (a sub-agent's: the end of its step's batch, or of its step — issue 17).
-      return s.value === 'readyForUser' ? go(s, 'streaming', { steps: 1, truncations: 0, inbox: 0, queuedUser: 0, batch: null }) : { ...s, queuedUser: s.queuedUser + 1 };
+      return s.value === 'readyForUser'
+        ? go(s, 'streaming', { steps: 1, truncations: 0, inbox: 0, queuedUser: 0, batch: null })
+        : { ...s, queuedUser: s.queuedUser + 1 };
     case 'tick':
       if (s.value === 'nudged') {
         // §1: the reminder is appended, then the session streams again: one more request (§6).
@@ -184,9 +197,12 @@ export function contractStep(s: ContractState, event: ContractEvent, limits: Con
         const runs = complete.filter((c) => !['reply', 'agent', 'cancel_agent', 'wait_for_agents'].includes(c.name)).length;
         // Issue 15: wait_for_agents is offered where `agent` is; with no sub-agent running it answers at once.
         const waitCall = complete.find((c) => c.name === 'wait_for_agents');
-        const until = waitCall && typeof waitCall.input === 'object' && waitCall.input !== null && (waitCall.input as { until?: unknown }).until === 'any' ? 'any' : 'all';
+        const until =
+          waitCall && typeof waitCall.input === 'object' && waitCall.input !== null && (waitCall.input as { until?: unknown }).until === 'any' ? 'any' : 'all';
         const kids = s.kids + spawned;
-        const awaiting = complete.filter((c) => !['reply', 'agent', 'cancel_agent', 'wait_for_agents'].includes(c.name) && (limits.approve?.(c.input) ?? false)).length;
+        const awaiting = complete.filter(
+          (c) => !['reply', 'agent', 'cancel_agent', 'wait_for_agents'].includes(c.name) && (limits.approve?.(c.input) ?? false),
+        ).length;
         return go(s, awaiting > 0 ? 'awaitingApproval' : 'dispatchingBatch', {
           kids,
           batch: {

@@ -98,7 +98,10 @@ export function treeScripts(slow = 1): Record<string, readonly (ServerPlan | ((r
       ...Array.from({ length: 8 }, () => rootWait),
     ],
     alpha: [
-      stream({ toolCalls: [{ id: 'toolu_alpha_spawn_gamma', ...call('agent', { name: 'gamma', task: 'Stamp twice.' }) }, shell(SHELL_CALLS.alpha, 0.4)] }, pace(8)),
+      stream(
+        { toolCalls: [{ id: 'toolu_alpha_spawn_gamma', ...call('agent', { name: 'gamma', task: 'Stamp twice.' }) }, shell(SHELL_CALLS.alpha, 0.4)] },
+        pace(8),
+      ),
       stream({ text: 'Waiting for gamma.' }, pace(20)),
       ...Array.from({ length: 6 }, () => alphaNext),
     ],
@@ -110,7 +113,15 @@ export function treeScripts(slow = 1): Record<string, readonly (ServerPlan | ((r
     ],
     gamma: [
       stream({ toolCalls: [shell(SHELL_CALLS.gammaSlow, 0.5), { id: IDEMPOTENT_CALLS.gammaList, ...call('list_dir', { path: '.' }) }] }, pace(8)),
-      stream({ toolCalls: [shell(SHELL_CALLS.gammaFast), { id: IDEMPOTENT_CALLS.gammaWrite, ...call('write_file', { path: 'gamma.txt', content: 'gamma was here\n' }) }] }, pace(8)),
+      stream(
+        {
+          toolCalls: [
+            shell(SHELL_CALLS.gammaFast),
+            { id: IDEMPOTENT_CALLS.gammaWrite, ...call('write_file', { path: 'gamma.txt', content: 'gamma was here\n' }) },
+          ],
+        },
+        pace(8),
+      ),
       stream({ text: 'Done stamping.' }, pace(20)),
       stream({ toolCalls: [call('reply', { result: 'gamma stamped twice' })] }, pace(10)),
     ],
@@ -213,9 +224,15 @@ export class JournalReader {
         this.db = new Database(this.file, { readonly: true, fileMustExist: true });
       }
       const last = this.rows.at(-1)?.seq ?? 0;
-      const fresh = (this.db.prepare('SELECT seq, ts, session, type, body FROM journal WHERE seq > ? ORDER BY seq').all(last) as { seq: number; ts: number; session: string; type: string; body: string }[]).map(
-        (r) => ({ seq: r.seq, ts: r.ts, session: r.session, type: r.type, body: JSON.parse(r.body) as Record<string, unknown> }),
-      );
+      const fresh = (
+        this.db.prepare('SELECT seq, ts, session, type, body FROM journal WHERE seq > ? ORDER BY seq').all(last) as {
+          seq: number;
+          ts: number;
+          session: string;
+          type: string;
+          body: string;
+        }[]
+      ).map((r) => ({ seq: r.seq, ts: r.ts, session: r.session, type: r.type, body: JSON.parse(r.body) as Record<string, unknown> }));
       this.rows.push(...fresh);
       return fresh;
     } catch {
@@ -236,7 +253,15 @@ export function readStore(cwd: string): { rows: Row[]; status: string | undefine
   if (!existsSync(file)) return { rows: [], status: undefined };
   const db = new Database(file, { readonly: true, fileMustExist: true });
   try {
-    const rows = (db.prepare('SELECT seq, ts, session, type, body FROM journal ORDER BY run_id, seq').all() as { seq: number; ts: number; session: string; type: string; body: string }[]).map((r) => ({
+    const rows = (
+      db.prepare('SELECT seq, ts, session, type, body FROM journal ORDER BY run_id, seq').all() as {
+        seq: number;
+        ts: number;
+        session: string;
+        type: string;
+        body: string;
+      }[]
+    ).map((r) => ({
       seq: r.seq,
       ts: r.ts,
       session: r.session,
@@ -380,7 +405,9 @@ export function pairingProblems(messages: readonly MessagesMessage[]): string[] 
   messages.forEach((m, i) => {
     if (i > 0 && messages[i - 1]?.role === m.role) problems.push(`message ${i}: two ${m.role} messages in a row`);
     if (m.role === 'assistant') {
-      const uses = blocks(m).filter((b) => b.type === 'tool_use').map((b) => String(b['id']));
+      const uses = blocks(m)
+        .filter((b) => b.type === 'tool_use')
+        .map((b) => String(b['id']));
       for (const id of uses) {
         if (seen.has(id)) problems.push(`message ${i}: tool_use id ${id} used twice`);
         seen.add(id);
@@ -392,7 +419,9 @@ export function pairingProblems(messages: readonly MessagesMessage[]): string[] 
         problems.push(`message ${i}: tool_use ${uses.join(', ')} is the end of the history`);
         return;
       }
-      const results = blocks(next).filter((b) => b.type === 'tool_result').map((b) => String(b['tool_use_id']));
+      const results = blocks(next)
+        .filter((b) => b.type === 'tool_result')
+        .map((b) => String(b['tool_use_id']));
       for (const id of uses) {
         const n = results.filter((r) => r === id).length;
         if (n !== 1) problems.push(`message ${i + 1}: ${n} results for tool_use ${id}`);

@@ -1,9 +1,9 @@
 import fc from 'fast-check';
 import { z } from 'zod';
-import { sleep } from '../../src/model/streamModel.js';
+import { sleep } from '../../src/engine/model/streamModel.js';
 import { defineTool, type Tool } from '../../src/tools/defineTool.js';
 import { ScriptedProvider, type ScriptedCall, type ScriptedStep } from '../../src/testing/scriptedProvider.js';
-import type { ModelRequest } from '../../src/types.js';
+import type { ModelRequest } from '../../src/engine/types.js';
 
 /**
  * Random agent trees for crash-and-resume tests of durable runs (test/durable.property.test.ts).
@@ -94,7 +94,10 @@ function agentArb(depth: number, maxDepth: number): fc.Arbitrary<DurableAgent> {
         children: fc.tuple(...childNames.map(() => agentArb(depth + 1, maxDepth))),
         spawnSeeds: fc.array(fc.nat(), { minLength: childNames.length, maxLength: childNames.length }),
         ending: depth > 0 && childNames.length === 0 ? LEAF_ENDINGS : fc.constant<Ending>('reply'),
-        besideReply: depth > 0 ? fc.oneof({ arbitrary: fc.constant([]), weight: 3 }, { arbitrary: fc.array(callArb, { minLength: 1, maxLength: 2 }), weight: 1 }) : fc.constant([]),
+        besideReply:
+          depth > 0
+            ? fc.oneof({ arbitrary: fc.constant([]), weight: 3 }, { arbitrary: fc.array(callArb, { minLength: 1, maxLength: 2 }), weight: 1 })
+            : fc.constant([]),
       })
       .map(({ steps, children, spawnSeeds, ending, besideReply }) => {
         // At most one truncated step (the truncation budget is per turn: one stays well within it).
@@ -222,7 +225,9 @@ function scenarioStep(scenario: DurableScenario, request: ModelRequest): Scripte
   if (agentId === 'root') return { text: `${FINAL_PREFIX} ${line}` };
   // Idle once (a leaf, so quiet): the reply reminder nudges it, and it replies on the next step.
   if (spec.ending === 'idleThenReply' && k === spec.steps.length) return { text: `${agentId} has nothing more to say.` };
-  const beside = spec.besideReply.map((call, i): ScriptedCall => ({ name: call.tool, input: { n: i, ms: call.ms }, id: toolId(agentId, k, `${call.tool}_${i}`) }));
+  const beside = spec.besideReply.map(
+    (call, i): ScriptedCall => ({ name: call.tool, input: { n: i, ms: call.ms }, id: toolId(agentId, k, `${call.tool}_${i}`) }),
+  );
   return { calls: [...beside, { name: 'reply', input: { result: line }, id: toolId(agentId, k, 'reply') }] };
 }
 

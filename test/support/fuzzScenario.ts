@@ -1,13 +1,22 @@
 import fc from 'fast-check';
 import { z } from 'zod';
 import type { AnyActorRef, InspectionEvent } from 'xstate';
-import { createSessionActor, isSettled, type SessionActor, type SessionSnapshot } from '../../src/runtime.js';
+import { createSessionActor, isSettled, type SessionActor, type SessionSnapshot } from '../../src/engine/runtime.js';
 import { defineTool } from '../../src/tools/defineTool.js';
-import { findPairingProblems } from '../../src/pairing.js';
-import { sleep } from '../../src/model/streamModel.js';
-import { MemoryLogSink, type LogSink } from '../../src/log/sessionLog.js';
+import { findPairingProblems } from '../../src/engine/pairing.js';
+import { sleep } from '../../src/engine/model/streamModel.js';
+import { MemoryLogSink, type LogSink } from '../../src/engine/log/sessionLog.js';
 import { ScriptedProvider, type ScriptedBlock, type ScriptedStep } from '../../src/testing/scriptedProvider.js';
-import { STOP_REASONS, type AgentResult, type Message, type ModelRequest, type ModelResponse, type Provider, type StopReason, type StreamSink } from '../../src/types.js';
+import {
+  STOP_REASONS,
+  type AgentResult,
+  type Message,
+  type ModelRequest,
+  type ModelResponse,
+  type Provider,
+  type StopReason,
+  type StreamSink,
+} from '../../src/engine/types.js';
 import { stateViolations, stepViolations } from './modelDriver.js';
 
 /**
@@ -84,8 +93,17 @@ function callArb(names: readonly string[]): fc.Arbitrary<CallSpec> {
     { arbitrary: fc.record({ tool: fc.constant('unknown' as const), cutOff }, { requiredKeys: ['tool'] }), weight: 1 },
   ];
   const spawnable = names.length > 0 ? fc.constantFrom(...names) : fc.constant('a');
-  options.push({ arbitrary: fc.record({ tool: fc.constant('agent' as const), name: spawnable, cutOff }, { requiredKeys: ['tool', 'name'] }), weight: names.length > 0 ? 4 : 1 });
-  options.push({ arbitrary: fc.record({ tool: fc.constant('cancel_agent' as const), name: fc.oneof(spawnable, fc.constant('ghost')), cutOff }, { requiredKeys: ['tool', 'name'] }), weight: 1 });
+  options.push({
+    arbitrary: fc.record({ tool: fc.constant('agent' as const), name: spawnable, cutOff }, { requiredKeys: ['tool', 'name'] }),
+    weight: names.length > 0 ? 4 : 1,
+  });
+  options.push({
+    arbitrary: fc.record(
+      { tool: fc.constant('cancel_agent' as const), name: fc.oneof(spawnable, fc.constant('ghost')), cutOff },
+      { requiredKeys: ['tool', 'name'] },
+    ),
+    weight: 1,
+  });
   return fc.oneof(...options);
 }
 
@@ -121,7 +139,8 @@ function agentArb(depth: number): fc.Arbitrary<AgentSpec> {
         : fc.constant({});
     // Most agents start their sub-agents at once; the rest of the script may start more, cancel them…
     const spawnAll: StepSpec = { calls: childNames.map((name) => ({ tool: 'agent', name })) };
-    const firstStep = childNames.length > 0 ? fc.oneof({ arbitrary: fc.constant([spawnAll]), weight: 3 }, { arbitrary: fc.constant([]), weight: 1 }) : fc.constant([]);
+    const firstStep =
+      childNames.length > 0 ? fc.oneof({ arbitrary: fc.constant([spawnAll]), weight: 3 }, { arbitrary: fc.constant([]), weight: 1 }) : fc.constant([]);
     return fc.record(
       {
         steps: fc.tuple(firstStep, fc.array(stepArb(childNames), { maxLength: depth === 0 ? 8 : 5 })).map(([first, rest]) => [...first, ...rest]),
@@ -382,10 +401,12 @@ export async function runScenario(scenario: Scenario): Promise<RunReport> {
     root.start();
     const settled = await settleOrStop(root, SETTLE_DEADLINE_MS);
     if (!settled) violations.push(`the root did not settle within ${SETTLE_DEADLINE_MS} ms: ${describeTree(last)}`);
-    const atRest = new Set([...refs].flatMap(([id, ref]) => {
-      const s = ref.getSnapshot() as SessionSnapshot;
-      return s.status === 'active' && s.value === 'readyForUser' ? [id] : [];
-    }));
+    const atRest = new Set(
+      [...refs].flatMap(([id, ref]) => {
+        const s = ref.getSnapshot() as SessionSnapshot;
+        return s.status === 'active' && s.value === 'readyForUser' ? [id] : [];
+      }),
+    );
     // Settled means quiet: every sub-agent delivered, or was ended with the session that started it.
     for (const [id, ref] of refs) {
       const s = ref.getSnapshot() as SessionSnapshot;
@@ -395,7 +416,8 @@ export async function runScenario(scenario: Scenario): Promise<RunReport> {
     // Teardown work (aborted tools, closed logs) finishes within a few turns of the event loop.
     for (let i = 0; i < 50 && (i < 2 || timerCount() > baselineTimers); i++) await new Promise((r) => setImmediate(r));
     const timers = timerCount();
-    if (timers > baselineTimers) violations.push(`${timers - baselineTimers} timers still pending after the root stopped: ${process.getActiveResourcesInfo().join(', ')}`);
+    if (timers > baselineTimers)
+      violations.push(`${timers - baselineTimers} timers still pending after the root stopped: ${process.getActiveResourcesInfo().join(', ')}`);
     for (const actor of actors) {
       const status = actor.getSnapshot().status;
       if (status === 'active') violations.push(`actor ${actor.id} (${actor.sessionId}) still active after the root stopped`);
@@ -447,7 +469,13 @@ function textOfMessages(messages: readonly Message[]): string {
   return parts.join('\n');
 }
 
-const REPLY_ERRORS = [/^tool call 'reply' was cut off at max_tokens/, /^reply was already called in this response; the first reply stands$/, /^tool 'reply' is not available to this agent$/, /^not executed: the session failed$/, /^cancelled$/];
+const REPLY_ERRORS = [
+  /^tool call 'reply' was cut off at max_tokens/,
+  /^reply was already called in this response; the first reply stands$/,
+  /^tool 'reply' is not available to this agent$/,
+  /^not executed: the session failed$/,
+  /^cancelled$/,
+];
 
 /** The invariants that look at the whole tree once the run is over. */
 function checkTree(last: Map<string, SessionSnapshot>, refs: Map<string, AnyActorRef>, atRest: Set<string>, logs: MemoryLogSink, violations: string[]): void {
@@ -502,7 +530,8 @@ function checkTree(last: Map<string, SessionSnapshot>, refs: Map<string, AnyActo
       const child = last.get(spawn.id);
       if (!delivered) {
         // Only a parent that ended first (and so cancelled or stopped its children) may miss a result.
-        if (parentLived) violations.push(`${id}: child ${spawn.id} never delivered (it is ${child ? `${String(child.value)}/${statusOf(spawn.id)}` : 'unknown'})`);
+        if (parentLived)
+          violations.push(`${id}: child ${spawn.id} never delivered (it is ${child ? `${String(child.value)}/${statusOf(spawn.id)}` : 'unknown'})`);
         if (statusOf(spawn.id) === 'active') violations.push(`${spawn.id}: still active though its parent ${id} is ${value}`);
         continue;
       }
@@ -510,10 +539,13 @@ function checkTree(last: Map<string, SessionSnapshot>, refs: Map<string, AnyActo
       if (childStatus === 'done' && child?.status === 'done') {
         const output = child.output;
         if (output && (output.outcome !== delivered.outcome || output.text !== delivered.text)) {
-          violations.push(`${id}: child ${spawn.id} ended ${output.outcome} ${JSON.stringify(output.text.slice(0, 40))} but delivered ${delivered.outcome} ${JSON.stringify(delivered.text.slice(0, 40))}`);
+          violations.push(
+            `${id}: child ${spawn.id} ended ${output.outcome} ${JSON.stringify(output.text.slice(0, 40))} but delivered ${delivered.outcome} ${JSON.stringify(delivered.text.slice(0, 40))}`,
+          );
         }
       } else if (childStatus === 'error') {
-        if (delivered.outcome !== 'failed' || !/^sub-agent crashed/.test(delivered.reason ?? '')) violations.push(`${id}: crashed child ${spawn.id} delivered ${delivered.outcome}`);
+        if (delivered.outcome !== 'failed' || !/^sub-agent crashed/.test(delivered.reason ?? ''))
+          violations.push(`${id}: crashed child ${spawn.id} delivered ${delivered.outcome}`);
       } else violations.push(`${id}: child ${spawn.id} delivered while ${child ? `${String(child.value)}/${childStatus}` : 'never seen'}`);
     }
     for (const [name, results] of byName) {
@@ -522,7 +554,8 @@ function checkTree(last: Map<string, SessionSnapshot>, refs: Map<string, AnyActo
 
     // Every log ends with exactly one terminal record: the outcome of the final state, or the stop.
     const terminal = records.flatMap((r, i) => (r.type === 'outcome' || r.type === 'stopped' ? [i] : []));
-    if (terminal.length !== 1 || terminal[0] !== records.length - 1) violations.push(`${id}: its log has ${terminal.length} terminal records, the last at ${terminal.at(-1)} of ${records.length}`);
+    if (terminal.length !== 1 || terminal[0] !== records.length - 1)
+      violations.push(`${id}: its log has ${terminal.length} terminal records, the last at ${terminal.at(-1)} of ${records.length}`);
     const end = records.at(-1);
     const final = refs.get(id)?.getSnapshot() as SessionSnapshot | undefined;
     if (final?.status === 'done' && (end?.type !== 'outcome' || end.outcome !== final.output?.outcome || end.text !== final.output?.text)) {

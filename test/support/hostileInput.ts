@@ -14,7 +14,8 @@ export function rawToolCall(name: string, json: string, id = 'toolu_raw'): SseEv
   for (const event of responseEvents({ toolCalls: [{ id, name, input: {} }] })) {
     const data = event.data as { type: string; delta?: { type: string } };
     if (data.type === 'content_block_delta' && data.delta?.type === 'input_json_delta') {
-      if (!sent) out.push({ event: 'content_block_delta', data: { type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: json } } });
+      if (!sent)
+        out.push({ event: 'content_block_delta', data: { type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: json } } });
       sent = true;
       continue;
     }
@@ -25,7 +26,9 @@ export function rawToolCall(name: string, json: string, id = 'toolu_raw'): SseEv
 
 /** Every line of a JSONL file, parsed; a line that is not JSON fails with the file and line number. */
 export function jsonLines(file: string): Record<string, unknown>[] {
-  const lines = readFileSync(file, 'utf8').split('\n').filter((line) => line !== '');
+  const lines = readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((line) => line !== '');
   return lines.map((line, i) => {
     try {
       return JSON.parse(line) as Record<string, unknown>;
@@ -63,5 +66,9 @@ export function toolResultsOf(request: ReceivedRequest | undefined): { id: strin
   if (!last || typeof last.content === 'string') return [];
   return last.content
     .filter((b) => b.type === 'tool_result')
-    .map((b) => ({ id: String(b['tool_use_id']), isError: b['is_error'] === true, content: typeof b['content'] === 'string' ? b['content'] : JSON.stringify(b['content']) }));
+    .map((b) => ({
+      id: String(b['tool_use_id']),
+      isError: b['is_error'] === true,
+      content: typeof b['content'] === 'string' ? b['content'] : JSON.stringify(b['content']),
+    }));
 }

@@ -1,10 +1,10 @@
 import type { AnyActorRef, AnyTransitionDefinition, InspectionEvent } from 'xstate';
-import { createSessionActor, type SessionActor, type SessionSnapshot } from '../../src/runtime.js';
-import { findPairingProblems } from '../../src/pairing.js';
-import { clip, renderValue } from '../../src/render.js';
-import { MemoryLogSink, type LogSink } from '../../src/log/sessionLog.js';
+import { createSessionActor, type SessionActor, type SessionSnapshot } from '../../src/engine/runtime.js';
+import { findPairingProblems } from '../../src/engine/pairing.js';
+import { clip, renderValue } from '../../src/engine/render.js';
+import { MemoryLogSink, type LogSink } from '../../src/engine/log/sessionLog.js';
 import { ScriptedProvider, type ScriptedStep } from '../../src/testing/scriptedProvider.js';
-import type { AssistantBlock, ModelRequest, ModelResponse, Provider, StreamSink } from '../../src/types.js';
+import type { AssistantBlock, ModelRequest, ModelResponse, Provider, StreamSink } from '../../src/engine/types.js';
 import { RunJournal } from '../../src/store/runJournal.js';
 import type { RestoredSession } from '../../src/store/restoredSession.js';
 import type { FrozenStore, RecordingStore } from './durableStore.js';
@@ -124,7 +124,12 @@ function scriptedStepOf(response: ModelResponse): ScriptedStep {
     content: response.content.map((block) =>
       block.type === 'text'
         ? block.text
-        : { name: block.name, input: { ...block.input }, id: `toolu_real_${++nextRealToolId}`, ...(response.incompleteToolUseIds.includes(block.id) ? { cutOff: true } : {}) },
+        : {
+            name: block.name,
+            input: { ...block.input },
+            id: `toolu_real_${++nextRealToolId}`,
+            ...(response.incompleteToolUseIds.includes(block.id) ? { cutOff: true } : {}),
+          },
     ),
     stopReason: response.stopReason,
   };
@@ -152,7 +157,8 @@ export function stepViolations(before: SessionSnapshot | undefined, after: Sessi
   const out: string[] = [];
   const fired = (after.context.latchCounts['reply-reminder']?.total ?? 0) - (before?.context.latchCounts['reply-reminder']?.total ?? 0);
   const c = after.context;
-  if (fired > 0 && (c.children.size > 0 || c.inbox.length > 0)) out.push(`the reply reminder fired with ${c.children.size} children running and ${c.inbox.length} results waiting`);
+  if (fired > 0 && (c.children.size > 0 || c.inbox.length > 0))
+    out.push(`the reply reminder fired with ${c.children.size} children running and ${c.inbox.length} results waiting`);
   if (fired > 0 && before?.value === 'replied') out.push('the reply reminder fired after replied');
   return out;
 }
@@ -180,9 +186,11 @@ export function stateViolations(snapshot: SessionSnapshot, kind: ModelKind | 'an
   const cappedFor = snapshot.status === 'done' ? snapshot.output?.reason : undefined;
   if (value === 'capped' && c.steps < limits.maxSteps && cappedFor !== 'budget') out.push(`capped after ${c.steps} of ${limits.maxSteps} steps`);
   const quiet = c.children.size === 0 && c.inbox.length === 0;
-  if (value === 'finishedWithoutReply' && (reminders !== 1 || !quiet)) out.push(`finished without reply after ${reminders} reminders, with ${c.children.size} children and ${c.inbox.length} results waiting`);
+  if (value === 'finishedWithoutReply' && (reminders !== 1 || !quiet))
+    out.push(`finished without reply after ${reminders} reminders, with ${c.children.size} children and ${c.inbox.length} results waiting`);
   // A sub-agent rests only to wait for something; with nothing to wait for it would wait forever.
-  if (value === 'readyForUser' && snapshot.status === 'active' && c.agent.depth > 0 && quiet && c.pendingUser.length === 0) out.push('a sub-agent waits in readyForUser with nothing to wait for');
+  if (value === 'readyForUser' && snapshot.status === 'active' && c.agent.depth > 0 && quiet && c.pendingUser.length === 0)
+    out.push('a sub-agent waits in readyForUser with nothing to wait for');
   if (value === 'replied') {
     if (kind === 'root' || c.agent.depth === 0) out.push('the root replied');
     const reply = standingReply(snapshot);
@@ -190,7 +198,8 @@ export function stateViolations(snapshot: SessionSnapshot, kind: ModelKind | 'an
     const rendered = clip(renderValue(reply.result), limits.replyCap);
     const output = snapshot.status === 'done' ? snapshot.output : undefined;
     if (output?.text !== rendered) out.push(`replied with ${JSON.stringify(output?.text)}, expected the rendered payload ${JSON.stringify(rendered)}`);
-    if (output?.outcome !== (rendered.length > 0 ? 'replied' : 'empty')) out.push(`replied with outcome ${output?.outcome} for a payload rendering to ${rendered.length} characters`);
+    if (output?.outcome !== (rendered.length > 0 ? 'replied' : 'empty'))
+      out.push(`replied with outcome ${output?.outcome} for a payload rendering to ${rendered.length} characters`);
   }
   return out;
 }
@@ -460,7 +469,8 @@ export class PathDriver {
     for (let i = 0; i < 3; i++) await new Promise((r) => setImmediate(r));
     if (this.provider.gate.size > 0) this.violations.push(`${this.provider.gate.size} model requests still waiting after stop`);
     if (this.tools.size > 0) this.violations.push(`${this.tools.size} tool calls still running after stop`);
-    if (this.provider.scripted.pairingViolations.length > 0) this.violations.push(`requests broke the pairing rule: ${JSON.stringify(this.provider.scripted.pairingViolations)}`);
+    if (this.provider.scripted.pairingViolations.length > 0)
+      this.violations.push(`requests broke the pairing rule: ${JSON.stringify(this.provider.scripted.pairingViolations)}`);
     if (this.requestsAtReplied !== undefined && this.provider.scripted.requestsOf(this.sutId).length !== this.requestsAtReplied) {
       this.violations.push('a model request was made after replied');
     }

@@ -41,4 +41,3 @@ export function postgresForFile(file: string): { readonly available: boolean; se
     },
   };
 }
-

@@ -11,9 +11,17 @@ export const echo = (request: ReceivedRequest): ServerPlan => stream({ text: `He
 export function researchScripts(readerCalls: NonNullable<ResponseSpec['toolCalls']>) {
   return {
     researcher: [
-      stream({ toolCalls: [{ name: 'agent', input: { name: 'reader', task: 'Read notes.md' } }, { name: 'wait_for_agents', input: {} }] }),
+      stream({
+        toolCalls: [
+          { name: 'agent', input: { name: 'reader', task: 'Read notes.md' } },
+          { name: 'wait_for_agents', input: {} },
+        ],
+      }),
       (r: ReceivedRequest) => stream({ toolCalls: [{ name: 'reply', input: { result: `researcher: ${lastUserText(r)}` } }] }),
     ],
-    reader: [stream({ text: 'Reading.', toolCalls: [...readerCalls] }), (r: ReceivedRequest) => stream({ toolCalls: [{ name: 'reply', input: { result: lastUserText(r) } }] })],
+    reader: [
+      stream({ text: 'Reading.', toolCalls: [...readerCalls] }),
+      (r: ReceivedRequest) => stream({ toolCalls: [{ name: 'reply', input: { result: lastUserText(r) } }] }),
+    ],
   };
 }

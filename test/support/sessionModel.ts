@@ -4,13 +4,13 @@ import { z } from 'zod';
 import { sessionMachine, type SessionInput } from '../../machines/session.js';
 import type { ChildRegistry } from '../../machines/childRegistry.js';
 import { defineTool } from '../../src/tools/defineTool.js';
-import { renderValue } from '../../src/render.js';
-import { ZERO_USAGE } from '../../src/usage.js';
-import type { SessionSnapshot } from '../../src/runtime.js';
+import { renderValue } from '../../src/engine/render.js';
+import { ZERO_USAGE } from '../../src/engine/usage.js';
+import type { SessionSnapshot } from '../../src/engine/runtime.js';
 import type { RestoredSession, ResumeState } from '../../src/store/restoredSession.js';
-import type { AgentResult, AssistantBlock, ModelResponse, Provider, StopReason, ToolResultBlock } from '../../src/types.js';
-import { guardText, transitionsOf } from '../../src/statechart/extract.js';
-import { withoutEffects } from '../../src/sessionEffects.js';
+import type { AgentResult, AssistantBlock, ModelResponse, Provider, StopReason, ToolResultBlock } from '../../src/engine/types.js';
+import { guardText, transitionsOf } from '../../src/watch/statechart/extract.js';
+import { withoutEffects } from '../../src/engine/sessionEffects.js';
 
 /**
  * The session machine as a model for `xstate/graph`.
@@ -36,7 +36,7 @@ export type ModelEvent =
   | { readonly type: 'xstate.init' }
   | { readonly type: 'user.message'; readonly text: string }
   | { readonly type: 'cancel'; readonly reason?: string }
-  /** Issue 17: the budget its parent gave it is spent (src/budget.ts sends it; the driver does here). */
+  /** Issue 17: the budget its parent gave it is spent (src/engine/budget.ts sends it; the driver does here). */
   | { readonly type: 'budget.spent' }
   | { readonly type: 'tick' }
   | { readonly type: 'tool.settled'; readonly result: ToolResultBlock }
@@ -68,7 +68,12 @@ const inertProvider: Provider = {
  * The input of the session under test. `idempotent`: whether the work tool may be run again when a
  * durable run is resumed while one of its calls was in flight (see `Tool.idempotent`).
  */
-export function modelInput(kind: ModelKind, provider: Provider = inertProvider, runWork: () => Promise<unknown> = () => Promise.resolve('done'), idempotent = false): SessionInput {
+export function modelInput(
+  kind: ModelKind,
+  provider: Provider = inertProvider,
+  runWork: () => Promise<unknown> = () => Promise.resolve('done'),
+  idempotent = false,
+): SessionInput {
   const work = defineTool({
     name: WORK_TOOL_NAME,
     description: 'Does some work.',
@@ -123,7 +128,10 @@ export function machineStates(): string[] {
 function detach(snapshot: SessionSnapshot): SessionSnapshot {
   const context = snapshot.context;
   const batch = context.batch && { ...context.batch, results: new Map(context.batch.results), awaiting: new Map(context.batch.awaiting) };
-  return { ...snapshot, context: { ...context, messages: [...context.messages], inbox: [...context.inbox], children: cloneRegistry(context.children), batch } } as SessionSnapshot;
+  return {
+    ...snapshot,
+    context: { ...context, messages: [...context.messages], inbox: [...context.inbox], children: cloneRegistry(context.children), batch },
+  } as SessionSnapshot;
 }
 
 function cloneRegistry(registry: ChildRegistry): ChildRegistry {
@@ -155,7 +163,11 @@ export interface TraversableSession {
    * transitions it takes as it starts. `idempotent`: whether the work tool is. `journaled`: the state
    * as the journal knows it, when that is not the snapshot's own (see `restoredFromModel`).
    */
-  resume(snapshot: SessionSnapshot, idempotent: boolean, journaled?: ResumeState): { readonly snapshot: SessionSnapshot; readonly taken: readonly AnyTransitionDefinition[] };
+  resume(
+    snapshot: SessionSnapshot,
+    idempotent: boolean,
+    journaled?: ResumeState,
+  ): { readonly snapshot: SessionSnapshot; readonly taken: readonly AnyTransitionDefinition[] };
 }
 
 /** What the model knows of an open batch besides the snapshot: the response that opened it. */
@@ -385,7 +397,11 @@ function childEvents(snapshot: SessionSnapshot): ModelEvent[] {
   const out: ModelEvent[] = [];
   for (const child of snapshot.context.children.values()) {
     const id = Number(child.actorId);
-    out.push({ type: `xstate.done.actor.${id}`, actorId: child.actorId, output: { name: child.agent.name, outcome: 'replied', text: KID_REPLY, usage: ZERO_USAGE } });
+    out.push({
+      type: `xstate.done.actor.${id}`,
+      actorId: child.actorId,
+      output: { name: child.agent.name, outcome: 'replied', text: KID_REPLY, usage: ZERO_USAGE },
+    });
     out.push({ type: `xstate.error.actor.${id}`, actorId: child.actorId, error: { message: KID_CRASH } });
   }
   return out;
@@ -417,7 +433,14 @@ export function eventsFor(kind: ModelKind): (snapshot: SessionSnapshot) => Model
         // A result that arrived before the turn's first request left joins its turn (in a durable
         // run the request waits for the journal; the driver sends the event itself).
         const starting: ModelEvent[] = c.joinable && c.steps === 1 && c.inbox.length > 0 ? [{ type: 'model.starting' }] : [];
-        return [...responses(snapshot, kind), { type: 'model.error', error: { message: MODEL_ERROR } }, ...starting, ...cancel, ...user, ...childEvents(snapshot)];
+        return [
+          ...responses(snapshot, kind),
+          { type: 'model.error', error: { message: MODEL_ERROR } },
+          ...starting,
+          ...cancel,
+          ...user,
+          ...childEvents(snapshot),
+        ];
       }
       case 'dispatchingBatch': {
         const pending = pendingRuns(snapshot);

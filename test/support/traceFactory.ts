@@ -1,9 +1,9 @@
-import { sessionStatechart } from '../../src/statechart/extract.js';
-import { TRACE_VERSION, type TraceRecord } from '../../src/trace/format.js';
-import type { AgentOutcome, AssistantBlock, Message, StopReason, Usage } from '../../src/types.js';
+import { sessionStatechart } from '../../src/watch/statechart/extract.js';
+import { TRACE_VERSION, type TraceRecord } from '../../src/watch/trace/format.js';
+import type { AgentOutcome, AssistantBlock, Message, StopReason, Usage } from '../../src/engine/types.js';
 
 /**
- * Synthetic traces in the exact format `TraceRecorder` writes (src/trace/format.ts), for viewer
+ * Synthetic traces in the exact format `TraceRecorder` writes (src/watch/trace/format.ts), for viewer
  * tests that need a big or odd run without running one: a root that fans out to sub-agents (and
  * they to theirs), each working a few steps of streaming and tool batches, then ending as its
  * outcome says and delivering its result to its parent, whose inbox turns wake it.
@@ -92,8 +92,19 @@ export function syntheticTrace(options: SyntheticTraceOptions): SyntheticTrace {
     agent.t = Math.max(agent.t, t);
     emit(agent.t, { kind: 'message', agent: agent.id, index: agent.messages++, message: msg });
   };
-  const respond = (agent: Agent, t: number, stopReason: StopReason, text: string, calls: { id: string; name: string; input: Record<string, unknown> }[]): void => {
-    const usage = { inputTokens: 400 + agent.messages * 120, outputTokens: 40 + text.length, cacheCreationInputTokens: 0, cacheReadInputTokens: agent.messages > 2 ? 300 : 0 };
+  const respond = (
+    agent: Agent,
+    t: number,
+    stopReason: StopReason,
+    text: string,
+    calls: { id: string; name: string; input: Record<string, unknown> }[],
+  ): void => {
+    const usage = {
+      inputTokens: 400 + agent.messages * 120,
+      outputTokens: 40 + text.length,
+      cacheCreationInputTokens: 0,
+      cacheReadInputTokens: agent.messages > 2 ? 300 : 0,
+    };
     agent.usage = {
       inputTokens: agent.usage.inputTokens + usage.inputTokens,
       outputTokens: agent.usage.outputTokens + usage.outputTokens,
@@ -101,7 +112,14 @@ export function syntheticTrace(options: SyntheticTraceOptions): SyntheticTrace {
       cacheReadInputTokens: agent.usage.cacheReadInputTokens + usage.cacheReadInputTokens,
     };
     agent.t = Math.max(agent.t, t);
-    emit(agent.t, { kind: 'response', agent: agent.id, stopReason, textChars: text.length, toolCalls: calls.map((c) => ({ id: c.id, name: c.name, complete: true })), usage });
+    emit(agent.t, {
+      kind: 'response',
+      agent: agent.id,
+      stopReason,
+      textChars: text.length,
+      toolCalls: calls.map((c) => ({ id: c.id, name: c.name, complete: true })),
+      usage,
+    });
     const content: AssistantBlock[] = [...(text ? [{ type: 'text' as const, text }] : []), ...calls.map((c) => ({ type: 'tool_use' as const, ...c }))];
     message(agent, agent.t + 0.3, { role: 'assistant', content });
   };
@@ -112,7 +130,11 @@ export function syntheticTrace(options: SyntheticTraceOptions): SyntheticTrace {
 
   /** One tool batch: streaming → dispatchingBatch → results → (the caller's next state). */
   const toolStep = (agent: Agent, t: number, step: number): number => {
-    const calls = Array.from({ length: toolsPerStep }, (_, i) => ({ id: `toolu_${String(++toolIds).padStart(6, '0')}`, name: i % 2 === 0 ? 'read_file' : 'search_files', input: { path: `src/part${step}_${i}.ts` } }));
+    const calls = Array.from({ length: toolsPerStep }, (_, i) => ({
+      id: `toolu_${String(++toolIds).padStart(6, '0')}`,
+      name: i % 2 === 0 ? 'read_file' : 'search_files',
+      input: { path: `src/part${step}_${i}.ts` },
+    }));
     let now = t + between(200, 1600);
     respond(agent, now, 'tool_use', `Step ${step}: looking at ${calls.length} files.`, calls);
     now += 0.4;
@@ -148,7 +170,11 @@ export function syntheticTrace(options: SyntheticTraceOptions): SyntheticTrace {
     const fanout = options.shape[level] ?? 0;
     if (fanout > 0) {
       // One batch of `agent` calls, then wait for the results, waking for each inbox turn.
-      const calls = Array.from({ length: fanout }, (_, i) => ({ id: `toolu_${String(++toolIds).padStart(6, '0')}`, name: 'agent', input: { name: `${level === 0 ? 'worker' : 'helper'}${i + 1}`, task: `Part ${i + 1} of ${agent.name}'s task` } }));
+      const calls = Array.from({ length: fanout }, (_, i) => ({
+        id: `toolu_${String(++toolIds).padStart(6, '0')}`,
+        name: 'agent',
+        input: { name: `${level === 0 ? 'worker' : 'helper'}${i + 1}`, task: `Part ${i + 1} of ${agent.name}'s task` },
+      }));
       now += between(300, 900);
       respond(agent, now, 'tool_use', `Splitting this into ${fanout} parts.`, calls);
       const deliveries: { t: number; name: string; child: string; outcome: AgentOutcome; text: string }[] = [];
@@ -181,7 +207,15 @@ export function syntheticTrace(options: SyntheticTraceOptions): SyntheticTrace {
         const batch: typeof deliveries = [];
         while (i < deliveries.length && (deliveries[i]?.t ?? Infinity) <= wake) batch.push(deliveries[i++] as (typeof deliveries)[number]);
         for (const d of batch) {
-          emit(d.t, { kind: 'delivery', parent: agent.id, child: d.child, name: d.name, outcome: d.outcome, text: d.text, ...(d.outcome === 'failed' ? { reason: 'model error: overloaded' } : {}) });
+          emit(d.t, {
+            kind: 'delivery',
+            parent: agent.id,
+            child: d.child,
+            name: d.name,
+            outcome: d.outcome,
+            text: d.text,
+            ...(d.outcome === 'failed' ? { reason: 'model error: overloaded' } : {}),
+          });
         }
         const inbox = batch.map((d) => (d.outcome === 'replied' ? `${tagFor(d.name, d.outcome)}\n${d.text}` : tagFor(d.name, d.outcome))).join('\n\n');
         agent.steps = 0;
@@ -215,7 +249,13 @@ export function syntheticTrace(options: SyntheticTraceOptions): SyntheticTrace {
       end = deliveredAt;
       state(agent, at, finalState);
       const result = outcome;
-      emit(at + 0.1, { kind: 'agent.end', agent: agent.id, status: 'done', outcome: result, ...(result === 'failed' ? { reason: 'model error: overloaded' } : {}) });
+      emit(at + 0.1, {
+        kind: 'agent.end',
+        agent: agent.id,
+        status: 'done',
+        outcome: result,
+        ...(result === 'failed' ? { reason: 'model error: overloaded' } : {}),
+      });
     };
     switch (outcome) {
       case 'replied': {
@@ -262,7 +302,14 @@ export function syntheticTrace(options: SyntheticTraceOptions): SyntheticTrace {
   timed.sort((a, b) => a.t - b.t || a.seq - b.seq);
   const last = timed[timed.length - 1]?.t ?? 0;
   const records: TraceRecord[] = [
-    { t: 0, kind: 'trace.start', version: TRACE_VERSION, startedAt: '2025-01-01T12:00:00.000Z', title: options.title ?? 'synthetic trace', statechart: sessionStatechart() },
+    {
+      t: 0,
+      kind: 'trace.start',
+      version: TRACE_VERSION,
+      startedAt: '2025-01-01T12:00:00.000Z',
+      title: options.title ?? 'synthetic trace',
+      statechart: sessionStatechart(),
+    },
     ...timed.map(({ t, draft }) => ({ t, ...draft }) as TraceRecord),
     { t: last, kind: 'trace.end' },
   ];

@@ -4,7 +4,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
-import { describeError } from '../../model/errors.js';
+import { describeError } from '../../engine/model/errors.js';
 import { McpServerError } from './mcpError.js';
 import { provisionalName, type McpServerSpec } from './serverSpec.js';
 
@@ -127,7 +127,9 @@ export class McpConnection {
         if (cursor === undefined) break;
       }
     } catch (error) {
-      throw new McpServerError(`MCP server '${this.label}' could not list its tools: ${this.gone ?? describeFailure(error)}`, 'start', this.label, { cause: error });
+      throw new McpServerError(`MCP server '${this.label}' could not list its tools: ${this.gone ?? describeFailure(error)}`, 'start', this.label, {
+        cause: error,
+      });
     }
     return { tools, dropped };
   }
@@ -151,7 +153,8 @@ export class McpConnection {
       if (own.signal.aborted) throw own.signal.reason instanceof Error ? own.signal.reason : error;
       // The transport reports a process's exit just after it fails the requests in flight.
       await new Promise((resolve) => setImmediate(resolve));
-      if (this.gone !== undefined) throw new McpServerError(`MCP server '${this.label}' stopped during the call: ${this.gone}`, 'exited', this.label, { cause: error });
+      if (this.gone !== undefined)
+        throw new McpServerError(`MCP server '${this.label}' stopped during the call: ${this.gone}`, 'exited', this.label, { cause: error });
       throw new McpServerError(`MCP server '${this.label}': ${describeFailure(error)}`, 'call', this.label, { cause: error });
     } finally {
       this.inFlight.delete(own);
@@ -208,7 +211,10 @@ async function boundedWait(promise: Promise<void>, ms: number): Promise<void> {
 }
 
 function lastLine(text: string): string {
-  const lines = text.split('\n').map((line) => line.trim()).filter((line) => line !== '');
+  const lines = text
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '');
   const last = lines.at(-1) ?? '';
   return last.length > 300 ? `${last.slice(0, 300)}…` : last;
 }

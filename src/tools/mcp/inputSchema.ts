@@ -1,4 +1,4 @@
-import { depthExceeds } from '../../nesting.js';
+import { depthExceeds } from '../../engine/nesting.js';
 
 /** Nesting an advertised schema may have: real tools' schemas stay far below it. */
 const MAX_SCHEMA_DEPTH = 32;

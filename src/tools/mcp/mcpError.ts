@@ -1,4 +1,4 @@
-import { ExarchError } from '../../exarchError.js';
+import { ExarchError } from '../../engine/exarchError.js';
 
 /**
  * An MCP server that could not be used. `start`: it did not start, answer `initialize` or list

@@ -17,7 +17,9 @@ export interface McpOption {
  * `input` with its `mcp` servers connected and their tools after the host's; `close` ends them.
  * Without servers nothing is loaded or connected.
  */
-export async function withMcpTools<T extends McpOption & { readonly tools?: readonly Tool[] }>(input: T): Promise<{ input: Omit<T, 'mcp'>; close: () => Promise<void>; toolset?: McpToolset }> {
+export async function withMcpTools<T extends McpOption & { readonly tools?: readonly Tool[] }>(
+  input: T,
+): Promise<{ input: Omit<T, 'mcp'>; close: () => Promise<void>; toolset?: McpToolset }> {
   const { mcp, ...rest } = input;
   if (!mcp || mcp.length === 0) return { input: rest, close: async () => undefined };
   const { connectMcpServers } = await import('./toolset.js');

@@ -1,4 +1,4 @@
-import { renderValue } from '../../render.js';
+import { renderValue } from '../../engine/render.js';
 
 /**
  * The text a model sees for an MCP `tools/call` result (before the shared clip at the tool

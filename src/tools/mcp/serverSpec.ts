@@ -1,4 +1,4 @@
-import { ExarchError } from '../../exarchError.js';
+import { ExarchError } from '../../engine/exarchError.js';
 
 /**
  * How to reach one MCP server: a command run as a child process speaking MCP over stdio, or a

@@ -12,7 +12,9 @@ function sanitize(raw: string): string {
 
 /** A server's name as it appears in tool names: sanitized, at most 24 characters, never empty. */
 function serverLabel(raw: string): string {
-  const label = sanitize(raw).slice(0, SERVER_NAME_MAX).replace(/^_+|_+$/g, '');
+  const label = sanitize(raw)
+    .slice(0, SERVER_NAME_MAX)
+    .replace(/^_+|_+$/g, '');
   return label === '' ? 'server' : label;
 }
 

@@ -1,5 +1,5 @@
 import type { Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
-import { clip } from '../../render.js';
+import { clip } from '../../engine/render.js';
 import type { PreparedRun, Tool, Validation } from '../defineTool.js';
 import { McpConnection } from './connection.js';
 import { ToolErrorResult } from '../toolErrorResult.js';
@@ -83,7 +83,10 @@ export async function connectMcpServers(specs: readonly McpServerSpec[], options
     const listed = await Promise.all(connections.map((c) => c.listTools(startTimeoutMs)));
     connections.forEach((connection, i) => {
       const { tools: serverTools, dropped } = listed[i] ?? { tools: [], dropped: 0 };
-      if (dropped > 0) warnings.push(`MCP server '${connection.name}' offers ${serverTools.length + dropped} tools; only the first ${serverTools.length} are offered to agents`);
+      if (dropped > 0)
+        warnings.push(
+          `MCP server '${connection.name}' offers ${serverTools.length + dropped} tools; only the first ${serverTools.length} are offered to agents`,
+        );
       const names: string[] = [];
       for (const mcpTool of serverTools) {
         const tool = serverTool(connection, mcpTool, namer.toolName(connection.name, mcpTool.name), warnings);
@@ -133,5 +136,3 @@ function serverTool(connection: McpConnection, mcpTool: McpTool, name: string, w
     },
   };
 }
-
-

@@ -103,5 +103,7 @@ function named(paths: readonly string[]): string {
 
 function errorForDir(error: unknown, shown: string): Error {
   const wrapped = fsError(error, shown);
-  return wrapped.message.startsWith('no such file: ') ? new WorkspaceError('not-found', wrapped.message.replace('no such file: ', 'no such directory: ')) : wrapped;
+  return wrapped.message.startsWith('no such file: ')
+    ? new WorkspaceError('not-found', wrapped.message.replace('no such file: ', 'no such directory: '))
+    : wrapped;
 }

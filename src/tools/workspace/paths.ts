@@ -1,7 +1,7 @@
 import { lstat, readlink, realpath } from 'node:fs/promises';
 import path from 'node:path';
-import { ExarchError } from '../../exarchError.js';
-import { isWellFormedText } from '../../wellFormed.js';
+import { ExarchError } from '../../engine/exarchError.js';
+import { isWellFormedText } from '../../engine/wellFormed.js';
 
 /**
  * Confinement: every path a workspace tool touches is relative to the working directory (the
@@ -50,7 +50,8 @@ export async function resolveInside(root: string, input: string): Promise<Resolv
   const shown = input === '' ? '.' : input;
   if (shown.includes('\0')) throw new WorkspaceError('refused', `refused: ${quote(shown)} contains a NUL character`);
   // A lone surrogate has no UTF-8 form: the file system would be handed U+FFFD, a file the model did not name.
-  if (!isWellFormedText(shown)) throw new WorkspaceError('refused', `refused: ${quote(shown)} holds a lone surrogate (half of a UTF-16 pair), which no file name can hold`);
+  if (!isWellFormedText(shown))
+    throw new WorkspaceError('refused', `refused: ${quote(shown)} holds a lone surrogate (half of a UTF-16 pair), which no file name can hold`);
   if (path.isAbsolute(shown)) {
     throw new WorkspaceError('refused', `refused: ${quote(shown)} is an absolute path; use a path relative to the working directory`);
   }

@@ -54,7 +54,10 @@ async function readText(root: string, shown: string, start: number, limit: numbe
     const name = location.display;
     if (scan.total === 0) return `(${name} is empty)`;
     if (start > scan.total) {
-      throw new WorkspaceError('invalid-input', `offset ${start} is past the end of ${quote(name)}, which has ${scan.total} line${scan.total === 1 ? '' : 's'}`);
+      throw new WorkspaceError(
+        'invalid-input',
+        `offset ${start} is past the end of ${quote(name)}, which has ${scan.total} line${scan.total === 1 ? '' : 's'}`,
+      );
     }
     const partial = start > 1 || scan.last < scan.total || scan.cutLines;
     if (!partial) return scan.lines.join('\n') + (scan.endsWithNewline ? '\n' : '');
@@ -124,13 +127,7 @@ interface Scan {
  * Streams the whole file once: counts its lines, refuses it if it holds a NUL byte, and keeps the
  * lines from `start` on, within the line, per-line and character budgets.
  */
-async function scanLines(
-  handle: FileHandle,
-  start: number,
-  limit: number,
-  signal: AbortSignal,
-  shown: string,
-): Promise<Scan> {
+async function scanLines(handle: FileHandle, start: number, limit: number, signal: AbortSignal, shown: string): Promise<Scan> {
   const buffer = Buffer.allocUnsafe(CHUNK_BYTES);
   const lines: string[] = [];
   let chars = 0;
@@ -171,7 +168,8 @@ async function scanLines(
     if (bytesRead === 0) break;
     position += bytesRead;
     const chunk = buffer.subarray(0, bytesRead);
-    if (chunk.includes(0)) throw new WorkspaceError('wrong-type', `${quote(shown)} looks like a binary file (it contains NUL bytes); read_file only reads text`);
+    if (chunk.includes(0))
+      throw new WorkspaceError('wrong-type', `${quote(shown)} looks like a binary file (it contains NUL bytes); read_file only reads text`);
     lastByte = chunk[bytesRead - 1] ?? -1;
     let from = 0;
     while (from < chunk.length) {

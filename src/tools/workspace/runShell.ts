@@ -60,7 +60,7 @@ async function runShell(root: string, command: string, timeoutMs: number, sandbo
     // The seccomp program goes to bubblewrap on its own pipe (fd SECCOMP_FD = 3), which it reads to EOF and closes.
     const child = spawn(file, args, { cwd, env, detached: true, stdio: ['ignore', 'pipe', 'pipe', filter === undefined ? 'ignore' : 'pipe'] });
     const [, out, err, seccompPipe] = child.stdio;
-    if (out === null || err === null) throw new WorkspaceError('io', 'run_shell could not open the command\'s output pipes');
+    if (out === null || err === null) throw new WorkspaceError('io', "run_shell could not open the command's output pipes");
     if (filter !== undefined && seccompPipe !== null && seccompPipe !== undefined && 'end' in seccompPipe) {
       // bubblewrap exits (and the 'exit' handler reports it) if it cannot read the program.
       seccompPipe.on('error', () => undefined).end(filter);

@@ -23,9 +23,13 @@ const input = z.object({
   pattern: z
     .string()
     .min(1)
-    .describe('A regular expression in RE2 syntax (like JavaScript\'s, without lookarounds or backreferences), matched against each line.'),
+    .describe("A regular expression in RE2 syntax (like JavaScript's, without lookarounds or backreferences), matched against each line."),
   path: z.string().optional().describe("File or directory to search, relative to the working directory. Default '.'."),
-  glob: z.string().min(1).optional().describe("Only files whose name matches, e.g. '*.ts' or '*.{ts,tsx}'; with a '/', matched against the path, e.g. 'src/**/*.ts'."),
+  glob: z
+    .string()
+    .min(1)
+    .optional()
+    .describe("Only files whose name matches, e.g. '*.ts' or '*.{ts,tsx}'; with a '/', matched against the path, e.g. 'src/**/*.ts'."),
   ignoreCase: z.boolean().optional().describe('Match case-insensitively. Default false.'),
 });
 
@@ -42,7 +46,11 @@ export function searchFilesTool(root: string): Tool {
       `${SEARCH_MAX_FILE_BYTES / 1024 / 1024} MB, ${[...SKIPPED_DIRS].join(' and ')}; symlinks are not followed.`,
     input,
     run: ({ pattern, path: shown, glob, ignoreCase }, { signal }) =>
-      searchFiles(root, { pattern, shown: shown ?? '.', glob: glob === undefined ? undefined : compileGlob(glob), globText: glob, ignoreCase: ignoreCase === true }, signal),
+      searchFiles(
+        root,
+        { pattern, shown: shown ?? '.', glob: glob === undefined ? undefined : compileGlob(glob), globText: glob, ignoreCase: ignoreCase === true },
+        signal,
+      ),
   });
 }
 
@@ -148,7 +156,12 @@ async function searchFiles(root: string, search: Search, signal: AbortSignal): P
   const passedOver = [
     binary > 0 ? `${binary} binary file${binary === 1 ? '' : 's'}` : '',
     tooLarge > 0 ? `${tooLarge} file${tooLarge === 1 ? '' : 's'} over ${SEARCH_MAX_FILE_BYTES / 1024 / 1024} MB` : '',
-    skippedDirs.size > 0 ? `${[...skippedDirs].sort().map((d) => `${d}/`).join(', ')} directories` : '',
+    skippedDirs.size > 0
+      ? `${[...skippedDirs]
+          .sort()
+          .map((d) => `${d}/`)
+          .join(', ')} directories`
+      : '',
     tooDeep > 0 ? `${tooDeep} director${tooDeep === 1 ? 'y' : 'ies'} deeper than ${WALK_MAX_DEPTH} levels (search inside one by its path)` : '',
   ].filter((part) => part !== '');
   if (passedOver.length > 0) notes.push(`[not searched: ${passedOver.join('; ')}]`);

@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { accessSync, closeSync, constants, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { ExarchError } from '../../exarchError.js';
+import { ExarchError } from '../../engine/exarchError.js';
 import { unixSocketFilter } from './seccompFilter.js';
 
 /**
@@ -16,9 +16,7 @@ import { unixSocketFilter } from './seccompFilter.js';
  * process left in it, `setsid` and double forks included. bubblewrap itself is started with the
  * command's environment (no credentials), since its own `/proc/1/environ` is readable inside.
  */
-export type ShellSandbox =
-  | { readonly kind: 'bubblewrap'; readonly bwrap: string; readonly network: boolean }
-  | { readonly kind: 'none' };
+export type ShellSandbox = { readonly kind: 'bubblewrap'; readonly bwrap: string; readonly network: boolean } | { readonly kind: 'none' };
 
 /** A sandbox was asked for and cannot be had. */
 export class ShellSandboxError extends ExarchError<'sandbox-unavailable'> {
@@ -67,7 +65,10 @@ function probeBubblewrap(env: NodeJS.ProcessEnv): { path: string } | { reason: s
       timeout: 10_000,
       encoding: 'utf8',
     });
-    if (trial.status !== 0) return { reason: `bubblewrap at ${path} cannot start a sandbox here (${(trial.stderr || trial.error?.message || 'no reason given').trim().split('\n')[0]})` };
+    if (trial.status !== 0)
+      return {
+        reason: `bubblewrap at ${path} cannot start a sandbox here (${(trial.stderr || trial.error?.message || 'no reason given').trim().split('\n')[0]})`,
+      };
   } finally {
     if (fd !== undefined) closeSync(fd);
     rmSync(dir, { recursive: true, force: true });
@@ -94,19 +95,28 @@ const SECCOMP_FD = 3;
 export function sandboxArgs(cwd: string, network: boolean, seccomp = false): string[] {
   return [
     ...(seccomp ? ['--seccomp', String(SECCOMP_FD)] : []),
-    '--ro-bind', '/', '/',
-    '--dev', '/dev',
-    '--proc', '/proc',
-    '--tmpfs', '/tmp',
+    '--ro-bind',
+    '/',
+    '/',
+    '--dev',
+    '/dev',
+    '--proc',
+    '/proc',
+    '--tmpfs',
+    '/tmp',
     // After /tmp, so a working directory under /tmp stays visible (and writable).
-    '--bind', cwd, cwd,
-    '--chdir', cwd,
+    '--bind',
+    cwd,
+    cwd,
+    '--chdir',
+    cwd,
     '--unshare-pid',
     '--unshare-ipc',
     '--unshare-uts',
     ...(network ? [] : ['--unshare-net']),
     // Run as root (CI, containers), bubblewrap would keep root's capabilities inside: drop them all.
-    '--cap-drop', 'ALL',
+    '--cap-drop',
+    'ALL',
     '--die-with-parent',
     // A new session: the command cannot push input into exarch's terminal (TIOCSTI).
     '--new-session',

@@ -59,7 +59,10 @@ async function prepareTarget(location: Location, shown: string): Promise<Target>
   const found = location.found;
   switch (found.kind) {
     case 'dir':
-      throw new WorkspaceError('wrong-type', found.isRoot ? `${quote(shown)} is the working directory itself, not a file` : `${quote(shown)} is a directory, not a file`);
+      throw new WorkspaceError(
+        'wrong-type',
+        found.isRoot ? `${quote(shown)} is the working directory itself, not a file` : `${quote(shown)} is a directory, not a file`,
+      );
     case 'blocked':
       throw new WorkspaceError('not-found', `cannot write ${quote(shown)}: a part of its directory path is a file`);
     case 'missing': {

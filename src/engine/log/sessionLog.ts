@@ -1,0 +1,177 @@
+import { appendFileSync } from 'node:fs';
+import { makeDirs } from '../fs/makeDirs.js';
+import { join } from 'node:path';
+import { stringifyBounded } from '../nesting.js';
+import { Redactor } from '../redact.js';
+import type { AgentIdentity, AgentOutcome, AgentResult, Message, StopReason, Usage } from '../types.js';
+import type { AgentBudget } from '../budget.js';
+
+/**
+ * One session's append-only log. Message records hold what was appended to the history, in
+ * order; consecutive records of the same role belong to one API message.
+ */
+export type LogRecord =
+  | { readonly type: 'session'; readonly agent: AgentIdentity; readonly task?: string }
+  | { readonly type: 'message'; readonly role: Message['role']; readonly content: Message['content'] }
+  /** A model response was committed: its tokens, the session's total, and why it stopped. */
+  | {
+      readonly type: 'usage';
+      readonly request: Usage;
+      readonly session: Usage;
+      readonly stopReason: StopReason;
+      /** Tool calls cut off at max_tokens (never executed); absent when none. */
+      readonly incomplete?: readonly string[];
+    }
+  /** A child was spawned: its name, agent id, the parent's actor id for it, its task, its declared type and its budget, if any. */
+  | {
+      readonly type: 'spawn';
+      readonly name: string;
+      readonly id: string;
+      readonly actorId: string;
+      readonly task: string;
+      readonly profile?: string;
+      readonly budget?: AgentBudget;
+    }
+  /** A finished child's result entered the inbox (`actorId`: which child it was). */
+  | { readonly type: 'inbox'; readonly actorId: string; readonly result: AgentResult }
+  /** A durable session was taken up again by a new process, in this state. */
+  | { readonly type: 'resumed'; readonly state: string }
+  | { readonly type: 'nudge'; readonly latch: string; readonly text: string }
+  | { readonly type: 'retry'; readonly attempt: number; readonly delayMs: number; readonly reason: string }
+  /** The actor was stopped while at rest (a root in `readyForUser`): not a cancellation. */
+  | { readonly type: 'stopped'; readonly state: string; readonly usage: Usage; readonly totalUsage: Usage }
+  | {
+      readonly type: 'outcome';
+      readonly outcome: AgentOutcome;
+      readonly text: string;
+      readonly reason?: string;
+      /** The parsed reply of a typed `reply` (see `AgentResult.value`). */
+      readonly value?: unknown;
+      /** This session's own tokens. */
+      readonly usage: Usage;
+      /** Its own plus its whole subtree's. */
+      readonly totalUsage: Usage;
+    };
+
+export type TimedLogRecord = LogRecord & { readonly ts: number };
+
+export interface SessionLog {
+  append(record: LogRecord): void;
+  /** Writes buffered records out. */
+  flush(): void;
+  /** Flushes; later appends are written at once (a stopped session may still answer its calls). */
+  close(): void;
+}
+
+/** Opens one log per session. */
+export interface LogSink {
+  open(agent: AgentIdentity): SessionLog;
+}
+
+/** Keeps every record in memory, per agent id: for tests, and for hosts that ship logs elsewhere. */
+export class MemoryLogSink implements LogSink {
+  readonly logs = new Map<string, TimedLogRecord[]>();
+
+  open(agent: AgentIdentity): SessionLog {
+    const records: TimedLogRecord[] = [];
+    this.logs.set(agent.id, records);
+    return {
+      append: (record) => void records.push({ ts: Date.now(), ...record }),
+      flush: () => undefined,
+      close: () => undefined,
+    };
+  }
+
+  records(agentId: string): readonly TimedLogRecord[] {
+    return this.logs.get(agentId) ?? [];
+  }
+}
+
+/** Every session's log when there is no sink: stateless, so one serves them all. */
+const nullLog: SessionLog = { append: () => undefined, flush: () => undefined, close: () => undefined };
+
+export const nullLogSink: LogSink = { open: () => nullLog };
+
+const FLUSH_BYTES = 64 * 1024;
+
+export interface JsonlLogSinkOptions {
+  /** Secrets to keep out of the files (default: those of `process.env`; see redact.ts). */
+  readonly redactor?: Redactor;
+}
+
+/**
+ * Writes `<dir>/<agent id>.jsonl` per session (`root.jsonl`, `root.explorer.jsonl`,
+ * `root.explorer~2.jsonl` for a reused name). Records are buffered and written in batches, at
+ * the end of every turn and when the session ends, so logging stays off the hot path. Every line
+ * is JSON whatever a record holds (values nested past any limit are elided, see nesting.ts) and
+ * holds no secret (redact.ts).
+ */
+export class JsonlLogSink implements LogSink {
+  private created = false;
+  private readonly open_ = new Set<JsonlSessionLog>();
+  private readonly redactor: Redactor;
+
+  constructor(
+    readonly dir: string,
+    options: JsonlLogSinkOptions = {},
+  ) {
+    this.redactor = options.redactor ?? Redactor.fromEnv();
+  }
+
+  open(agent: AgentIdentity): SessionLog {
+    if (!this.created) {
+      makeDirs(this.dir);
+      this.created = true;
+    }
+    const log = new JsonlSessionLog(join(this.dir, logFileName(agent)), this.redactor, () => this.open_.delete(log));
+    this.open_.add(log);
+    return log;
+  }
+
+  /** Flushes every open session log (on SIGINT, before the process exits). */
+  flushAll(): void {
+    for (const log of this.open_) log.flush();
+  }
+}
+
+function logFileName(agent: AgentIdentity): string {
+  return `${agent.id.replaceAll('/', '.').replaceAll('#', '~')}.jsonl`;
+}
+
+class JsonlSessionLog implements SessionLog {
+  private buffer: string[] = [];
+  private bytes = 0;
+  private closed = false;
+
+  constructor(
+    readonly file: string,
+    private readonly redactor: Redactor,
+    private readonly onClose: () => void,
+  ) {}
+
+  append(record: LogRecord): void {
+    const line = `${stringifyBounded({ ts: Date.now(), ...record })}\n`;
+    this.buffer.push(line);
+    this.bytes += line.length;
+    if (this.closed || this.bytes >= FLUSH_BYTES) this.flush();
+  }
+
+  flush(): void {
+    if (this.buffer.length === 0) return;
+    // One redaction pass per batch: a secret never spans two lines.
+    const data = this.redactor.json(this.buffer.join(''));
+    this.buffer = [];
+    this.bytes = 0;
+    try {
+      appendFileSync(this.file, data);
+    } catch (error) {
+      throw new Error(`cannot write session log ${this.file}: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+
+  close(): void {
+    this.flush();
+    if (!this.closed) this.onClose();
+    this.closed = true;
+  }
+}

@@ -1,0 +1,251 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { AnyActorRef } from 'xstate';
+import { stringifyBounded } from '../../engine/nesting.js';
+import type { RunEventListener } from '../observe/events.js';
+import { observe } from '../observe/runObserver.js';
+import { Redactor } from '../../engine/redact.js';
+import type { TraceRecord } from '../trace/format.js';
+import { TraceRecordMaker } from '../trace/records.js';
+import { renderViewerHtml } from './html.js';
+import { ExarchError } from '../../engine/exarchError.js';
+
+/**
+ * The turn-flow viewer, live: a server on 127.0.0.1 that records a run as it goes (the same trace
+ * records `TraceRecorder` writes: src/watch/trace/records.ts) and serves
+ *
+ * - `/`: the viewer page with the run so far, which then follows the run;
+ * - `/events`: the rest of the run as server-sent events, one record each (`id` its index in the
+ *   trace), then an `end` event once the run has ended. `?from=N` (or a reconnecting browser's
+ *   `Last-Event-ID`) starts after what the page already has;
+ * - `/trace.jsonl`: the trace so far, as `exarch view` reads it.
+ *
+ * A page opened after the run ended is the offline page of its trace. Each record is serialised
+ * once, redacted (secrets of `process.env` by default; see redact.ts), and kept as that line, so
+ * serving costs time linear in the run however many pages follow it.
+ *
+ * Only this machine's pages are answered: a request whose `Host` is not the server's own address
+ * (a DNS-rebinding page) gets 403, and the page itself may connect to nothing but this server.
+ */
+export interface LiveViewerOptions {
+  /** Default 0: any free port. An explicit port that is taken is an error. */
+  readonly port?: number;
+  /** Default 127.0.0.1. */
+  readonly host?: string;
+  /** The trace's title (default `exarch run`). */
+  readonly title?: string;
+  /** The model the run's requests ask for (prices its costs). */
+  readonly model?: string;
+  /** Secrets to keep out of what is served (default: those of `process.env`). */
+  readonly redactor?: Redactor;
+  readonly now?: () => number;
+}
+
+export interface LiveViewer {
+  /** The page to open: `http://127.0.0.1:PORT/`. */
+  readonly url: string;
+  /** Feed it the run's events (a `RunObserver` listener). Ignored after `end()`. */
+  readonly onEvent: RunEventListener;
+  /** The run ended: the trace is closed (`trace.end`) and every page is told. Idempotent. */
+  end(): void;
+  /** Resolves when `end()` has been called. */
+  readonly ended: Promise<void>;
+  /** Records so far. */
+  readonly records: number;
+  /** Ends every connection and stops listening. */
+  close(): Promise<void>;
+}
+
+/** The live viewer's port is taken, or it cannot listen: one line for the user. */
+export class LiveViewerError extends ExarchError<'live-viewer'> {
+  constructor(message: string) {
+    super('live-viewer', message);
+  }
+}
+
+interface Follower {
+  readonly response: ServerResponse;
+  /** The index of the next record it is to be sent. */
+  next: number;
+}
+
+/** Starts the server; feed it the run's events with `onEvent`, then call `end()`. */
+export async function startLiveViewer(options: LiveViewerOptions = {}): Promise<LiveViewer> {
+  const host = options.host ?? '127.0.0.1';
+  const redactor = options.redactor ?? Redactor.fromEnv();
+  /** Every record so far, as its (redacted) JSON line: what is streamed, served as the trace, and embedded in a page. */
+  const lines: string[] = [];
+  const followers = new Set<Follower>();
+  let ended = false;
+  let closed = false;
+  let flushing: NodeJS.Immediate | undefined;
+  let markEnded = (): void => undefined;
+  const endedPromise = new Promise<void>((resolve) => (markEnded = resolve));
+
+  const send = (follower: Follower): void => {
+    if (follower.next >= lines.length) return;
+    const parts: string[] = [];
+    for (let i = follower.next; i < lines.length; i++) parts.push(`id: ${i}\ndata: ${lines[i]}\n\n`);
+    follower.next = lines.length;
+    follower.response.write(parts.join(''));
+  };
+  const finish = (follower: Follower): void => {
+    send(follower);
+    follower.response.end('event: end\ndata: \n\n');
+    followers.delete(follower);
+  };
+  // Records of one turn of the event loop go out together.
+  const flush = (): void => {
+    flushing = undefined;
+    for (const follower of followers) {
+      if (ended) finish(follower);
+      else send(follower);
+    }
+  };
+  const maker = new TraceRecordMaker(
+    {
+      ...(options.title === undefined ? {} : { title: options.title }),
+      ...(options.model === undefined ? {} : { model: options.model }),
+      ...(options.now === undefined ? {} : { now: options.now }),
+    },
+    (record: TraceRecord) => {
+      lines.push(redactor.json(stringifyBounded(record)));
+      flushing ??= setImmediate(flush);
+    },
+  );
+
+  let origin = '';
+  const server = createServer((request: IncomingMessage, response: ServerResponse) => {
+    if (!allowedHost(request.headers.host, origin)) {
+      response.writeHead(403, { 'content-type': 'text/plain; charset=utf-8' });
+      response.end('forbidden: the exarch viewer answers pages of this machine only\n');
+      return;
+    }
+    if (request.method !== 'GET') {
+      response.writeHead(405, { allow: 'GET', 'content-type': 'text/plain; charset=utf-8' });
+      response.end('method not allowed\n');
+      return;
+    }
+    const url = new URL(request.url ?? '/', `http://${origin}`);
+    if (url.pathname === '/' || url.pathname === '/index.html') {
+      const records = lines.map((line) => JSON.parse(line) as TraceRecord);
+      // The lines are redacted already; what the page adds (its code, colours) holds no secret.
+      const html = renderViewerHtml(records, { redactor: new Redactor([]), ...(ended ? {} : { live: { events: 'events' } }) });
+      response.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
+      response.end(html);
+    } else if (url.pathname === '/events') {
+      const lastId = request.headers['last-event-id'];
+      const from = lastId !== undefined && /^\d+$/.test(String(lastId)) ? Number(lastId) + 1 : Number(url.searchParams.get('from') ?? 0);
+      response.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', connection: 'keep-alive' });
+      response.flushHeaders();
+      const follower: Follower = { response, next: Number.isSafeInteger(from) && from >= 0 ? Math.min(from, lines.length) : 0 };
+      if (ended) {
+        finish(follower);
+        return;
+      }
+      followers.add(follower);
+      send(follower);
+      response.on('close', () => followers.delete(follower));
+    } else if (url.pathname === '/trace.jsonl') {
+      response.writeHead(200, { 'content-type': 'application/x-ndjson; charset=utf-8', 'cache-control': 'no-store' });
+      response.end(lines.map((line) => `${line}\n`).join(''));
+    } else {
+      response.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' });
+      response.end('not found\n');
+    }
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (error: NodeJS.ErrnoException) =>
+      reject(
+        new LiveViewerError(
+          error.code === 'EADDRINUSE'
+            ? `the live viewer cannot listen on ${host}:${options.port ?? 0}: the port is in use; choose another`
+            : `the live viewer cannot listen on ${host}:${options.port ?? 0}: ${error.message}`,
+        ),
+      ),
+    );
+    server.listen(options.port ?? 0, host, () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  origin = `${host.includes(':') ? `[${host}]` : host}:${port}`;
+
+  return {
+    url: `http://${origin}/`,
+    onEvent: maker.onEvent,
+    get records() {
+      return lines.length;
+    },
+    ended: endedPromise,
+    end() {
+      if (ended) return;
+      maker.end();
+      ended = true;
+      markEnded();
+      flushing ??= setImmediate(flush);
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      // What is not sent yet goes out first (and, if the run ended, its end), so no page misses it.
+      if (flushing) clearImmediate(flushing);
+      flush();
+      for (const follower of followers) follower.response.end();
+      followers.clear();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** The server's own address, by IP or as localhost: nothing a web page elsewhere can have resolved to us. */
+function allowedHost(header: string | undefined, origin: string): boolean {
+  if (header === undefined) return false;
+  const port = origin.slice(origin.lastIndexOf(':') + 1);
+  return header === origin || header === `localhost:${port}` || header === `127.0.0.1:${port}` || header === `[::1]:${port}`;
+}
+
+/** What `serveViewer` returns. */
+export interface ServedViewer {
+  /** The page to open. */
+  readonly url: string;
+  /** Resolves once the run's root has ended and its last records were recorded. */
+  readonly ended: Promise<void>;
+  /** Stops following the run and closes the server. */
+  close(): Promise<void>;
+}
+
+/**
+ * Serves the live turn-flow viewer for the run `actor` roots, on 127.0.0.1 (any free port unless
+ * `port` is given). Call it before `actor.start()` to show the run from its first event; on a
+ * running actor the page starts from its sessions as they are now. The page shows the run ending
+ * when the root actor ends (it is stopped, or reaches a final state); it keeps being served until
+ * `close()`.
+ *
+ * @example
+ * const actor = createSessionActor({ provider, task });
+ * const viewer = await serveViewer(actor);
+ * console.error(`watch it at ${viewer.url}`);
+ * actor.start();
+ * await waitForSettled(actor);
+ * actor.stop();
+ * await viewer.close();
+ */
+export async function serveViewer(actor: AnyActorRef, options: LiveViewerOptions = {}): Promise<ServedViewer> {
+  const viewer = await startLiveViewer(options);
+  let rootAgent: string | undefined;
+  const stop = observe(actor, (event) => {
+    viewer.onEvent(event);
+    if (event.type === 'agent.started' && event.parent === null) rootAgent ??= event.agent;
+    // A stop reports the sub-agents' ends in the same turn of the event loop, after the root's.
+    if (event.type === 'agent.ended' && event.agent === rootAgent) setImmediate(() => viewer.end());
+  });
+  return {
+    url: viewer.url,
+    ended: viewer.ended,
+    async close() {
+      stop();
+      await viewer.close();
+    },
+  };
+}
