@@ -25,7 +25,7 @@ import { estimateCost } from '../engine/pricing.js';
 import { agentSpendLines } from './agentSpend.js';
 import { formatCount, ProgressBoard } from './progress.js';
 import { CliUi } from './liveUi.js';
-import { checkApproveNames, readRecord, recordFromFlags, type CliRunRecord } from './runRecord.js';
+import { checkApproveNames, readRecord, recordFromFlags, type CliRunRecord, type RecordedFlags } from './runRecord.js';
 import { buildRunSession, defaultLogDir, runToolsOf, type RunSession } from './runSession.js';
 import { JournalProgress } from './journalProgress.js';
 import { JournalTraceStream } from '../store/journalTrace.js';
@@ -38,25 +38,7 @@ export const EXIT = { ok: 0, fatal: 1, usage: 2, capped: 3, waiting: 4, interrup
 export { UsageError } from './usageError.js';
 export { RunSetupError } from './runSession.js';
 
-export interface RunFlags {
-  readonly model?: string;
-  readonly maxSteps?: string;
-  readonly maxDepth?: string;
-  readonly replyCap?: string;
-  /** `each` (default) or `all`: see `SessionOptions.wake`. */
-  readonly wake?: string;
-  /** Seconds a `retry-after` may ask for before the request fails instead (default 60). */
-  readonly maxRetryWait?: string;
-  readonly logDir?: string;
-  /** The declared agents' JSON file (default: exarch.config.json in the working directory, if any). */
-  readonly agents?: string;
-  readonly allowWrite?: boolean;
-  /** `true`: in a bubblewrap sandbox; `'unsandboxed'`: without one (said on stderr). */
-  readonly allowShell?: boolean | 'unsandboxed';
-  /** Let sandboxed shell commands reach the network. */
-  readonly allowNetwork?: boolean;
-  /** `--mcp` values: MCP servers (a command line, or an http(s):// URL) whose tools every agent is offered. */
-  readonly mcp?: readonly string[];
+export interface RunFlags extends RecordedFlags {
   readonly trace?: string;
   /** The run store file (default .exarch/exarch.db under the working directory). */
   readonly store?: string;
@@ -66,15 +48,10 @@ export interface RunFlags {
   readonly noStore?: boolean;
   /** With `db`: print the run id and return once the run is queued, rather than follow it. */
   readonly detach?: boolean;
-  /** Tool names whose calls wait for a person's approval, comma-separated, or `all`. */
-  readonly approve?: string;
   /** Never ask at the terminal: stop as `waiting` (exit 4) once only approvals are left. */
   readonly noWait?: boolean;
   /** Read steering commands (`/cancel PATH`, `/msg PATH TEXT`, `/help`) from stdin, one a line, even when it is no terminal. */
   readonly steer?: boolean;
-  /** The whole tree's tokens / US$ (see `TreeBudget`). */
-  readonly maxTokens?: string;
-  readonly maxCost?: string;
   /** Send the run's spans to the OTLP/HTTP collector at `OTEL_EXPORTER_OTLP_ENDPOINT` (see otlpExport.ts). */
   readonly otel?: boolean;
   /** Keep every model exchange in this file (src/replay/). */

@@ -38,21 +38,29 @@ export interface CliRunRecord {
   readonly logDir?: string;
 }
 
-/** The flags `recordFromFlags` reads (a subset of `RunFlags`). */
+/** The flags `recordFromFlags` reads: what a run is recorded with (`RunFlags` adds how this process follows it). */
 export interface RecordedFlags {
   readonly model?: string;
   readonly maxSteps?: string;
   readonly maxDepth?: string;
   readonly replyCap?: string;
+  /** `each` (default) or `all`: see `SessionOptions.wake`. */
   readonly wake?: string;
+  /** Seconds a `retry-after` may ask for before the request fails instead (default 60). */
   readonly maxRetryWait?: string;
   readonly logDir?: string;
+  /** The declared agents' JSON file (default: exarch.config.json in the working directory, if any). */
   readonly agents?: string;
   readonly allowWrite?: boolean;
+  /** `true`: in a bubblewrap sandbox; `'unsandboxed'`: without one (said on stderr). */
   readonly allowShell?: boolean | 'unsandboxed';
+  /** Let sandboxed shell commands reach the network. */
   readonly allowNetwork?: boolean;
+  /** `--mcp` values: MCP servers (a command line, or an http(s):// URL) whose tools every agent is offered. */
   readonly mcp?: readonly string[];
+  /** Tool names whose calls wait for a person's approval, comma-separated, or `all`. */
   readonly approve?: string;
+  /** The whole tree's tokens / US$ (see `TreeBudget`). */
   readonly maxTokens?: string;
   readonly maxCost?: string;
 }
