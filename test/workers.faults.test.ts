@@ -172,7 +172,14 @@ describe.skipIf(!postgres.available)('workers under faults', () => {
     timeout: 900_000,
   }, async () => {
     const names = Array.from({ length: AGENTS }, (_, i) => `c${String(i).padStart(3, '0')}`);
-    const model = await startAnthropicServer(historyHandler(fanOut(names)));
+    const scripted = historyHandler(fanOut(names));
+    // While set, the root's requests wait: a run cannot end while a worker is being stopped, so
+    // the SIGTERMed worker must hand it back however fast the rest of the tree goes.
+    let rootHeld: Promise<void> | undefined;
+    const model = await startAnthropicServer(async (request) => {
+      if (request.agent === 'root' && rootHeld) await rootHeld;
+      return scripted(request);
+    });
     onCleanup(() => model.close());
     // A word the MCP server ignores, to find (and clean up) the servers this test starts.
     const marker = `faults-${process.pid}-${Date.now()}`;
@@ -207,6 +214,8 @@ describe.skipIf(!postgres.available)('workers under faults', () => {
     await until(() => holder('started', []) !== undefined, 'a worker to take the run', 60_000, log);
     const first = holder('started', []) as WorkerProcess;
     await until(() => subAgentRequests() - base >= (2 * AGENTS) / 3, 'the sub-agents to get going', 300_000, log);
+    let releaseRoot = (): void => undefined;
+    rootHeld = new Promise<void>((resolve) => (releaseRoot = resolve));
     first.child.kill('SIGKILL');
     expect((await first.closed).signal).toBe('SIGKILL');
 
@@ -219,6 +228,8 @@ describe.skipIf(!postgres.available)('workers under faults', () => {
     second.child.kill('SIGTERM');
     expect(await second.closed).toEqual({ code: 0, signal: null });
     expect(second.stderr()).toContain(`exarch worker: run ${id} handed back to the queue`);
+    rootHeld = undefined;
+    releaseRoot();
 
     // 3. The third takes it up and finishes it.
     const third = workers.find((w) => w !== first && w !== second) as WorkerProcess;
