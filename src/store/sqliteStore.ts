@@ -162,13 +162,13 @@ export class SqliteRunStore implements RunStore {
   private readonly selectRun: Database.Statement<[string], RunColumns>;
   private readonly selectSummaries: Database.Statement<[], SummaryColumns>;
   private readonly selectJournal: Database.Statement<[string], BurstColumns>;
-  private readonly lastBurstFrom: Database.Statement<[string, number], { last: number }>;
   private readonly takeRun: Database.Statement<[Record<string, unknown>]>;
   private readonly extendLease: Database.Statement<[Record<string, unknown>]>;
   private readonly letGo: Database.Statement<[Record<string, unknown>]>;
   private readonly selectTotals: Database.Statement<[string], TotalsColumns>;
   private readonly letGoWithTotals: Database.Transaction<(runId: string, owner: RunOwner, status: RunStatus) => void>;
-  private readonly appendAll: Database.Transaction<(rows: readonly JournalRow[]) => number>;
+  /** Appends the rows' bursts atomically; returns the bytes of records written. */
+  private readonly appendAll: (rows: readonly JournalRow[]) => number;
   private readonly checkpointer: WalCheckpointer;
   /**
    * The totals of the runs this store writes (created or claimed here), kept up as it appends, so
@@ -189,8 +189,6 @@ export class SqliteRunStore implements RunStore {
     this.selectRun = db.prepare('SELECT * FROM runs WHERE id = ?');
     this.selectSummaries = db.prepare(LIST_RUNS);
     this.selectJournal = db.prepare('SELECT seq, records FROM bursts WHERE run_id = ? ORDER BY seq');
-    // The burst that would overlap one ending at a given seq: the last that starts at or before it.
-    this.lastBurstFrom = db.prepare('SELECT last FROM bursts WHERE run_id = ? AND seq <= ? ORDER BY seq DESC LIMIT 1');
     this.takeRun = db.prepare(`UPDATE runs SET status = 'running', owner_host = @host, owner_pid = @pid, owner_token = @token,
       lease_until = @leaseUntil, ended_at = NULL, agents = NULL WHERE id = @id`);
     this.extendLease = db.prepare('UPDATE runs SET lease_until = @leaseUntil WHERE id = @id AND owner_token = @token');
@@ -208,22 +206,30 @@ export class SqliteRunStore implements RunStore {
         ...(this.running.get(runId) ?? this.totalsOf(runId)),
       });
     });
-    const insertBurst = db.prepare<[string, number, number, string]>('INSERT INTO bursts (run_id, seq, last, records) VALUES (?, ?, ?, ?)');
-    this.appendAll = db.transaction((rows: readonly JournalRow[]) => {
-      let bytes = 0;
-      for (const burst of burstsOf(rows)) {
-        const first = burst[0] as JournalRow;
-        const last = first.seq + burst.length - 1;
-        // Bursts of one run never overlap: a seq taken by any of them is a conflict, as a key would be.
-        const before = this.lastBurstFrom.get(first.runId, last);
-        if (before && before.last >= first.seq) throw new StoreError('conflict', this.file, `journal row ${first.seq}..${last} of run ${first.runId}`);
-        // Bounded (a record may hold what a model sent, at any depth; see nesting.ts) and redacted.
-        const records = this.redactor.json(stringifyBounded(burst.map((row): StoredRecord => [row.session, row.ts, row.record])));
-        bytes += records.length;
-        insertBurst.run(first.runId, first.seq, last, records);
+    // Bursts of one run never overlap: a seq taken by any of them is a conflict, as a key would be.
+    // The last burst that starts at or before this one's end is the only one that could overlap it
+    // (bursts never overlap one another); the insert happens only if that one ends before this one
+    // starts. One statement rather than a read then a write: a lone statement is its own
+    // transaction, so the usual append (one burst) needs no BEGIN and COMMIT around it either.
+    const insertBurst = db.prepare<{ run: string; seq: number; last: number; records: string }>(`
+      INSERT INTO bursts (run_id, seq, last, records)
+      SELECT @run, @seq, @last, @records
+      WHERE coalesce((SELECT last FROM bursts WHERE run_id = @run AND seq <= @last ORDER BY seq DESC LIMIT 1), -1) < @seq`);
+    const insert = (burst: readonly JournalRow[]): number => {
+      const first = burst[0] as JournalRow;
+      const last = first.seq + burst.length - 1;
+      // Bounded (a record may hold what a model sent, at any depth; see nesting.ts) and redacted.
+      const records = this.redactor.json(stringifyBounded(burst.map((row): StoredRecord => [row.session, row.ts, row.record])));
+      if (insertBurst.run({ run: first.runId, seq: first.seq, last, records }).changes !== 1) {
+        throw new StoreError('conflict', this.file, `journal row ${first.seq}..${last} of run ${first.runId}`);
       }
-      return bytes;
-    });
+      return records.length;
+    };
+    const insertAll = db.transaction((bursts: readonly (readonly JournalRow[])[]) => bursts.reduce((bytes, burst) => bytes + insert(burst), 0));
+    this.appendAll = (rows: readonly JournalRow[]): number => {
+      const bursts = burstsOf(rows);
+      return bursts.length === 1 ? insert(bursts[0] as JournalRow[]) : insertAll(bursts);
+    };
     this.checkpointer = new WalCheckpointer(db, this.file);
     // IMMEDIATE: the write lock is taken before the holder is read, so two claimants never both win.
     this.claimRun = db.transaction((runId: string, owner: RunOwner, leaseMs: number): ClaimResult => {
