@@ -2,11 +2,12 @@ import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { historyHandler, startAnthropicServer, type AnthropicTestServer, type ReceivedRequest, type ServerPlan } from './support/anthropicServer.js';
 import { call, exarch, lastUserText, MAIN, onCleanup, stream, workdir, type CliRun } from './support/cliHarness.js';
 import { postgresForFile } from './support/postgresServer.js';
+import { query, rootAnswer, statusOf } from './support/storedRuns.js';
+import { startInTerminal, tmux, tmuxForFile, waitFor } from './support/terminal.js';
 import { processesWith } from './support/processes.js';
 
 /**
@@ -15,6 +16,7 @@ import { processesWith } from './support/processes.js';
  */
 
 const postgres = postgresForFile('test/cli.postgres.test.ts');
+const terminalTests = tmuxForFile('test/cli.postgres.test.ts');
 
 async function serveByHistory(scripts: Parameters<typeof historyHandler>[0]): Promise<AnthropicTestServer> {
   const model = await startAnthropicServer(historyHandler(scripts));
@@ -38,16 +40,6 @@ function runIdOf(run: CliRun): string {
   const id = /^exarch: run (\S+) started/m.exec(run.stderr)?.[1];
   if (!id) throw new Error(`no run id in:\n${run.stderr}`);
   return id;
-}
-
-async function query<T extends pg.QueryResultRow>(url: string, sql: string): Promise<T[]> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return (await client.query<T>(sql)).rows;
-  } finally {
-    await client.end();
-  }
 }
 
 async function until(check: () => boolean, what: string, ms = 15_000): Promise<void> {
@@ -85,27 +77,6 @@ async function readyWorker(db: string, model: AnthropicTestServer, cwd: string, 
   const worker = startWorker(db, model, cwd, extra);
   await until(() => worker.stderr().includes('exarch worker: ready'), `the worker to be ready:\n${worker.stderr()}`, 30_000);
   return worker;
-}
-
-/** The root's last assistant text, read from the journal with SQL. */
-async function rootAnswer(db: string, id: string): Promise<string> {
-  const rows = await query<{ body: string }>(
-    db,
-    `SELECT body FROM exarch.journal WHERE run_id = '${id}' AND session = 'root' AND type = 'message' ORDER BY seq DESC`,
-  );
-  for (const { body } of rows) {
-    const message = JSON.parse(body) as { role: string; content: { type: string; text?: string }[] };
-    if (message.role === 'assistant')
-      return message.content
-        .filter((b) => b.type === 'text')
-        .map((b) => b.text)
-        .join('');
-  }
-  return '';
-}
-
-async function statusOf(db: string, id: string): Promise<string | undefined> {
-  return (await query<{ status: string }>(db, `SELECT status FROM exarch.runs WHERE id = '${id}'`))[0]?.status;
 }
 
 /**
@@ -320,6 +291,50 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
     expect(wrong.code).toBe(1);
     expect(wrong.stderr).toBe(`exarch: call ${callId} of run ${id} does not wait for approval (no call of it waits for approval)\n`);
   });
+
+  it.skipIf(!terminalTests)(
+    'run --db on a terminal asks about each waiting call, records the answers, queues the run again and follows it to the answer',
+    {
+      timeout: 180_000,
+    },
+    async () => {
+      const db = await postgres.server().createDatabase();
+      const cwd = workdir();
+      const model = await serveByHistory({
+        root: [
+          stream({ toolCalls: [call('write_file', { path: 'a.md', content: 'A' }), call('write_file', { path: 'b.md', content: 'B' })] }),
+          (request) => stream({ text: `Root heard:\n${lastUserText(request)}` }),
+        ],
+      });
+      const worker = await readyWorker(db, model, cwd);
+      const session = startInTerminal('db-approve', cwd, model.url, `run --db '${db}' --allow-write --approve write_file 'Write two files'`);
+      // The worker has no one to ask: the run stops waiting, and the follower asks here.
+      const first = await waitFor(session, /Approve\? \[y\]es, \[n\]o, \[a\]lways for write_file: $/m, 'the first question', 60_000);
+      const id = /exarch: run (\S+) started/.exec(first)?.[1] ?? '';
+      expect(await statusOf(db, id)).toBe('waiting');
+      expect(first).toMatch(/^exarch: root wants to run write_file \(toolu_\S+\)$/m);
+      expect(first).toContain('  input: {"path":"a.md","content":"A"}');
+      expect(first).not.toContain('b.md');
+      tmux('send-keys', '-t', session, 'y', 'Enter');
+      await waitFor(session, /input: \{"path":"b\.md","content":"B"\}\n.*Approve\?/, 'the second question');
+      tmux('send-keys', '-t', session, 'n', 'Enter');
+      await waitFor(session, /Reason, for the agent \(optional\): $/m, 'the reason question');
+      tmux('send-keys', '-t', session, 'not b', 'Enter');
+      const final = await waitFor(session, /^EXIT=\d+$/m, 'the end of the run', 90_000);
+      expect(final).toMatch(/^EXIT=0$/m);
+      expect(final).toContain(`exarch: run ${id} answered; queued for the workers again`);
+      // The answers were taken up by a worker: one file written, once; the refusal reached the model.
+      expect(readFileSync(join(cwd, 'a.md'), 'utf8')).toBe('A');
+      expect(existsSync(join(cwd, 'b.md'))).toBe(false);
+      expect(await statusOf(db, id)).toBe('done');
+      const answer = await rootAnswer(db, id);
+      expect(answer).toContain("tool 'write_file' was not run: a person denied this call: not b");
+      expect(final).toContain('Root heard:');
+      expect(worker.stderr()).toContain(`exarch worker: run ${id} waiting`);
+      expect(model.requests.filter((r) => r.agent === 'root')).toHaveLength(2);
+      expect(model.pairingViolations).toEqual([]);
+    },
+  );
 
   it('a worker keeps to the recorded budget: --max-tokens stops the tree, and run --db says so', { timeout: 120_000 }, async () => {
     const db = await postgres.server().createDatabase();

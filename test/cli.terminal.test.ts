@@ -1,70 +1,14 @@
-import { execFileSync } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { call, MAIN, onCleanup, serve, stream, workdir } from './support/cliHarness.js';
+import { call, serve, stream, workdir } from './support/cliHarness.js';
+import { sleep, startInTerminal, tmux, tmuxForFile, waitFor } from './support/terminal.js';
 
-/**
- * `exarch run` in a real terminal: tmux gives the command a pseudo-terminal and shows what a person
- * would see (`capture-pane`), escape codes applied. Without tmux the test is skipped locally with
- * one line; under CI it must run (.ci/run installs tmux).
- */
+/** `exarch run` in a real terminal, read as a person sees it (see support/terminal.ts). */
 
-const TMUX = ['/usr/bin/tmux', '/usr/local/bin/tmux', '/opt/homebrew/bin/tmux'].find((p) => existsSync(p));
-const onCi = (process.env['CI'] ?? '') !== '' && process.env['CI'] !== '0' && process.env['CI']?.toLowerCase() !== 'false';
-if (TMUX === undefined) {
-  if (onCi) throw new Error('test/cli.terminal.test.ts needs tmux under CI (apt-get install tmux)');
-  process.stderr.write('skipping test/cli.terminal.test.ts: tmux not found (apt-get install tmux / brew install tmux)\n');
-}
+const terminalTests = tmuxForFile('test/cli.terminal.test.ts');
 
-const tmux = (...args: string[]): string => execFileSync(TMUX ?? 'tmux', args, { encoding: 'utf8' });
-/** The whole pane as a person sees it, with its scrollback. */
-const screen = (session: string): string => tmux('capture-pane', '-p', '-J', '-t', session, '-S', '-200');
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-async function waitFor(session: string, pattern: RegExp, what: string, ms = 20_000): Promise<string> {
-  const until = Date.now() + ms;
-  let shown = '';
-  while (Date.now() < until) {
-    shown = screen(session);
-    if (pattern.test(shown)) return shown;
-    await sleep(50);
-  }
-  throw new Error(`the terminal never showed ${what}; it showed:\n${shown}`);
-}
-
-/**
- * Starts `exarch ARGS` in a new 150×40 tmux session against `serverUrl`, in `cwd`; the script then
- * prints `EXIT=<code>`, runs `after` (shell lines) and stays open so the screen can be read. The
- * session is killed when the test ends. Returns its name.
- */
-function startInTerminal(name: string, cwd: string, serverUrl: string, args: string, after: readonly string[] = []): string {
-  const session = `exarch-${name}-${process.pid}-${Date.now()}`;
-  const script = join(cwd, 'run.sh');
-  writeFileSync(
-    script,
-    [
-      'unset CI NO_COLOR',
-      `export ANTHROPIC_API_KEY=test-key ANTHROPIC_BASE_URL='${serverUrl}' TERM=xterm-256color`,
-      `cd '${cwd}'`,
-      `'${process.execPath}' '${MAIN}' ${args}`,
-      'echo "EXIT=$?"',
-      ...after,
-      'sleep 60',
-    ].join('\n'),
-  );
-  tmux('new-session', '-d', '-s', session, '-x', '150', '-y', '40', `sh '${script}'`);
-  onCleanup(() => {
-    try {
-      tmux('kill-session', '-t', session);
-    } catch {
-      // Already gone.
-    }
-  });
-  return session;
-}
-
-describe.skipIf(TMUX === undefined)('exarch run in a terminal', () => {
+describe.skipIf(!terminalTests)('exarch run in a terminal', () => {
   it('redraws the tree as it works, with ticking times and what each agent does, then leaves it and the summary', async () => {
     const cwd = workdir();
     writeFileSync(join(cwd, 'notes.md'), 'hello\n');

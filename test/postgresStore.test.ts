@@ -1,5 +1,4 @@
 import { hostname } from 'node:os';
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import type { JournalRecord } from '../src/store/journalRecord.js';
 import { openPostgresStore, POSTGRES_SCHEMA_VERSION } from '../src/store/postgresStore.js';
@@ -7,6 +6,7 @@ import { Redactor } from '../src/engine/redact.js';
 import type { ClaimResult, JournalRow, NewRun, RunOwner } from '../src/store/runStore.js';
 import { StoreError } from '../src/store/storeError.js';
 import { postgresForFile } from './support/postgresServer.js';
+import { query } from './support/storedRuns.js';
 
 /**
  * What only the Postgres store can get wrong (the RunStore contract itself runs in store.test.ts):
@@ -30,17 +30,6 @@ const newRun = (id: string, overrides: Partial<NewRun> = {}): NewRun => ({
 });
 const message = (text: string): JournalRecord => ({ type: 'message', role: 'assistant', content: [{ type: 'text', text }] });
 const row = (runId: string, seq: number, record: JournalRecord, session = 'root'): JournalRow => ({ runId, seq, session, ts: seq, record });
-
-/** A query on the test's own connection. */
-async function query<T extends pg.QueryResultRow>(url: string, sql: string, params: unknown[] = []): Promise<T[]> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return (await client.query<T>(sql, params)).rows;
-  } finally {
-    await client.end();
-  }
-}
 
 async function refusal(promise: Promise<unknown>): Promise<StoreError> {
   try {

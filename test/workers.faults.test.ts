@@ -2,11 +2,11 @@ import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { historyHandler, startAnthropicServer, type ReceivedRequest, type ServerPlan } from './support/anthropicServer.js';
 import { call, exarch, MAIN, onCleanup, stream, workdir } from './support/cliHarness.js';
 import { postgresForFile } from './support/postgresServer.js';
+import { query, rootAnswer, statusOf } from './support/storedRuns.js';
 import { processesWith } from './support/processes.js';
 
 /**
@@ -75,37 +75,6 @@ function fanOut(names: readonly string[]): Parameters<typeof historyHandler>[0] 
     ];
   }
   return scripts;
-}
-
-async function query<T extends pg.QueryResultRow>(url: string, sql: string): Promise<T[]> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return (await client.query<T>(sql)).rows;
-  } finally {
-    await client.end();
-  }
-}
-
-async function statusOf(db: string, id: string): Promise<string | undefined> {
-  return (await query<{ status: string }>(db, `SELECT status FROM exarch.runs WHERE id = '${id}'`))[0]?.status;
-}
-
-/** The root's last assistant text, read from the journal with SQL. */
-async function rootAnswer(db: string, id: string): Promise<string> {
-  const rows = await query<{ body: string }>(
-    db,
-    `SELECT body FROM exarch.journal WHERE run_id = '${id}' AND session = 'root' AND type = 'message' ORDER BY seq DESC`,
-  );
-  for (const { body } of rows) {
-    const message = JSON.parse(body) as { role: string; content: { type: string; text?: string }[] };
-    if (message.role === 'assistant')
-      return message.content
-        .filter((b) => b.type === 'text')
-        .map((b) => b.text)
-        .join('');
-  }
-  return '';
 }
 
 /** Why a run did not end well: its sessions' failed or capped outcomes, and the root's last records. */

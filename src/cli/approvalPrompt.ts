@@ -58,29 +58,53 @@ export class ApprovalPrompt {
     while (!this.closed) {
       const request = this.queue.shift();
       if (!request) break;
-      this.out.write(`\nexarch: ${request.agent.id} wants to run ${request.tool} (${request.callId})\n`);
-      if (request.task) this.out.write(`  its task: ${clip(oneLine(request.task), 200)}\n`);
-      this.out.write(`  input: ${clip(JSON.stringify(request.input), INPUT_CHARS)}\n`);
-      const decision = await this.ask(`Approve? [y]es, [n]o, [a]lways for ${request.tool}: `, /^(y|yes|n|no|a|always)$/i);
-      if (decision === undefined) break;
-      const letter = decision.charAt(0).toLowerCase();
-      if (letter === 'n') {
-        const reason = (await this.ask('Reason, for the agent (optional): ', /^/)) ?? '';
-        this.answer({ callId: request.callId, decision: 'deny', ...(reason.trim() ? { reason: reason.trim() } : {}) });
-      } else {
-        this.answer({ callId: request.callId, decision: letter === 'a' ? 'always' : 'approve' });
-      }
+      const answer = await askApproval(this.input, this.out, {
+        callId: request.callId,
+        tool: request.tool,
+        input: request.input,
+        agentId: request.agent.id,
+        task: request.task,
+      });
+      if (answer === undefined) break;
+      this.answer(answer);
     }
     this.asking = false;
     this.release();
   }
+}
 
-  /** One line matching `valid` (asked again until it does); undefined once input has ended. */
-  private async ask(question: string, valid: RegExp): Promise<string | undefined> {
-    for (;;) {
-      const line = await this.input.ask(question);
-      if (line === undefined || valid.test(line.trim())) return line?.trim();
-    }
+/** One call a question is about: a live run's request, or a stopped run's waiting call (`exarch run --db`). */
+export interface ApprovalQuestion {
+  readonly callId: string;
+  readonly tool: string;
+  readonly input: Readonly<Record<string, unknown>>;
+  /** The asking agent's path in the tree (`root/lead`). */
+  readonly agentId: string;
+  /** The task its parent gave it, when known. */
+  readonly task?: string;
+}
+
+/**
+ * Asks the person at the terminal about one call: approve, deny (with an optional reason for the
+ * agent) or always approve that tool. Undefined once input has ended (nothing was decided).
+ */
+export async function askApproval(input: TerminalInput, out: NodeJS.WritableStream, call: ApprovalQuestion): Promise<ApprovalAnswer | undefined> {
+  out.write(`\nexarch: ${call.agentId} wants to run ${call.tool} (${call.callId})\n`);
+  if (call.task) out.write(`  its task: ${clip(oneLine(call.task), 200)}\n`);
+  out.write(`  input: ${clip(JSON.stringify(call.input), INPUT_CHARS)}\n`);
+  const decision = await askLine(input, `Approve? [y]es, [n]o, [a]lways for ${call.tool}: `, /^(y|yes|n|no|a|always)$/i);
+  if (decision === undefined) return undefined;
+  const letter = decision.charAt(0).toLowerCase();
+  if (letter !== 'n') return { callId: call.callId, decision: letter === 'a' ? 'always' : 'approve' };
+  const reason = (await askLine(input, 'Reason, for the agent (optional): ', /^/)) ?? '';
+  return { callId: call.callId, decision: 'deny', ...(reason.trim() ? { reason: reason.trim() } : {}) };
+}
+
+/** One line matching `valid` (asked again until it does); undefined once input has ended. */
+async function askLine(input: TerminalInput, question: string, valid: RegExp): Promise<string | undefined> {
+  for (;;) {
+    const line = await input.ask(question);
+    if (line === undefined || valid.test(line.trim())) return line?.trim();
   }
 }
 

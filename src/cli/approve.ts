@@ -40,13 +40,8 @@ export async function answerCommand(
     else if (target.db === undefined) next = `it takes effect when the run continues: ${resume}`;
     else {
       // Loaded only here: an answer in a SQLite store never pays for pg-boss.
-      const { queueRun, startBoss } = await import('../workers/runQueue.js');
-      const boss = await startBoss(target.db);
-      try {
-        await queueRun(boss, runId);
-      } finally {
-        await boss.stop({ graceful: false, wait: true });
-      }
+      const { requeueRun } = await import('../workers/runQueue.js');
+      await requeueRun(target.db, runId);
       next = `no call of the run waits any more: it is queued for the workers (or continue it here: ${resume})`;
     }
     io.stderr.write(`exarch: ${call.tool} call ${callId} of ${call.agent} ${what}; ${next}\n`);

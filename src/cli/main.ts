@@ -74,6 +74,7 @@ const USAGE = `Usage:
       --no-store          run without recording it (it cannot be resumed)
       --approve TOOLS|all calls of these tools (comma-separated), by any agent, wait for a
                           person's approval: asked inline on a terminal, one at a time
+                          (with --db: once the workers have done all they can without them)
       --no-wait           never ask: once only approvals are left, stop as waiting (exit 4)
                           and list them (also what happens without a terminal)
       --steer             read steering commands from stdin, one a line, even when it is not

@@ -17,7 +17,7 @@ import { OtelRunExporter } from '../watch/otel/otelExporter.js';
 import type { OtlpExport } from './otlpExport.js';
 import { respond, type ApprovalRequest } from '../engine/approvals.js';
 import { ApprovalStop } from '../engine/approvalStop.js';
-import { ApprovalPrompt } from './approvalPrompt.js';
+import { ApprovalPrompt, askApproval } from './approvalPrompt.js';
 import { steeringCommand } from './steeringCommands.js';
 import { TerminalInput } from './terminalInput.js';
 import { clip } from '../engine/render.js';
@@ -29,7 +29,7 @@ import { checkApproveNames, readRecord, recordFromFlags, type CliRunRecord, type
 import { buildRunSession, defaultLogDir, runToolsOf, type RunSession } from './runSession.js';
 import { JournalProgress } from './journalProgress.js';
 import { JournalTraceStream } from '../store/journalTrace.js';
-import { waitingCalls } from '../store/runApprovals.js';
+import { recordApproval, waitingCalls } from '../store/runApprovals.js';
 import type { PostgresRunStore } from '../store/postgresStore.js';
 import { UsageError } from './usageError.js';
 
@@ -113,7 +113,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   if (record.allowShell === 'unsandboxed')
     io.stderr.write('exarch: --allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network\n');
   const agentsSourceName = agentsSource(flags.agents);
-  if (flags.db !== undefined) return submitAndFollow(flags.db, task, record, agentsSourceName, flags.detach === true, io);
+  if (flags.db !== undefined) return submitAndFollow(flags.db, task, record, agentsSourceName, { detach: flags.detach === true, noWait: flags.noWait === true }, io);
   const diverged = new AbortController();
   const recording = {
     ...(flags.record === undefined ? {} : { record: flags.record }),
@@ -166,7 +166,14 @@ const FOLLOW_POLL_MS = 200;
  * a run here) or, with `--detach`, prints its id and returns. Ctrl-C stops following; the run goes
  * on on the workers.
  */
-async function submitAndFollow(db: string, task: string, record: CliRunRecord, agentsSourceName: string, detach: boolean, io: RunIo): Promise<number> {
+async function submitAndFollow(
+  db: string,
+  task: string,
+  record: CliRunRecord,
+  agentsSourceName: string,
+  { detach, noWait }: { readonly detach: boolean; readonly noWait: boolean },
+  io: RunIo,
+): Promise<number> {
   // The tools checked as a run here checks them (the MCP servers started once, to list theirs),
   // and their names recorded: every worker that takes the run must offer the same.
   const tools = await runToolsOf({ cwd: io.cwd, record }, { stderr: io.stderr, agentsSource: agentsSourceName });
@@ -200,7 +207,7 @@ async function submitAndFollow(db: string, task: string, record: CliRunRecord, a
       return EXIT.ok;
     }
     io.stderr.write(`exarch: run ${id} started (queued for the workers)\n`);
-    return await followStored(store, id, record, db, io);
+    return await followStored(store, id, record, db, noWait, io);
   } finally {
     await store.close();
   }
@@ -210,9 +217,13 @@ async function submitAndFollow(db: string, task: string, record: CliRunRecord, a
  * Follows a run the workers run, from its journal in the store: the same progress on stderr as a
  * run here (fed by `JournalTraceStream` as each poll brings new records), then the root's answer
  * on stdout, the summary and the exit code a run here would end with. A run that stops `waiting`
- * lists its calls with the commands that answer them. Ctrl-C stops following only.
+ * is asked about at the terminal (stdin and stderr, without `--no-wait`): each waiting call once,
+ * the answers recorded as `exarch approve` would, then the run queued again and followed on.
+ * Without a terminal it lists its calls with the commands that answer them (exit 4). A worker has
+ * no one to ask, so the questions come once the run has done all it could without the answers.
+ * Ctrl-C stops following only.
  */
-async function followStored(store: PostgresRunStore, id: string, record: CliRunRecord, db: string, io: RunIo): Promise<number> {
+async function followStored(store: PostgresRunStore, id: string, record: CliRunRecord, db: string, noWait: boolean, io: RunIo): Promise<number> {
   const { model, maxSteps } = record;
   const color = io.stderr.isTTY === true && !io.env['NO_COLOR'] && !io.env['CI'];
   const board = new ProgressBoard({ out: io.stderr, live: color, color });
@@ -228,6 +239,14 @@ async function followStored(store: PostgresRunStore, id: string, record: CliRunR
     trace.push(rows);
   };
   const target = targetFlags({ db });
+  // The questions' reader: made on the first one, so a run that asks nothing never reads stdin.
+  let ask = !noWait && io.stdin?.isTTY === true && io.stderr.isTTY === true;
+  let terminal: TerminalInput | undefined;
+  const closeTerminal = (): void => terminal?.close();
+  io.interrupt.addEventListener('abort', closeTerminal, { once: true });
+  /** Calls asked about (each once), and whether the run was queued again since it last stopped. */
+  const asked = new Set<string>();
+  let requeued = false;
   try {
     for (;;) {
       if (io.interrupt.aborted) {
@@ -237,6 +256,26 @@ async function followStored(store: PostgresRunStore, id: string, record: CliRunR
       }
       await read();
       const run = await store.getRun(id);
+      if (run?.status !== 'waiting') requeued = false;
+      if (run?.status === 'waiting' && ask) {
+        const stdin = io.stdin as NonNullable<RunIo['stdin']>;
+        terminal ??= new TerminalInput({ input: stdin, output: io.stderr, terminal: true, onInterrupt: () => process.kill(process.pid, 'SIGINT') });
+        const answered = await answerWaiting(store, id, terminal, board, io.stderr, asked);
+        if (io.interrupt.aborted) continue;
+        // Input ended, or a call the store would not take an answer for: listed below as without a terminal.
+        if (!answered) ask = false;
+        else {
+          if (!requeued) {
+            // Loaded only here, as for `exarch approve --db`.
+            const { requeueRun } = await import('../workers/runQueue.js');
+            await requeueRun(db, id);
+            requeued = true;
+            board.print(`exarch: run ${id} answered; queued for the workers again`);
+          }
+          await pause(FOLLOW_POLL_MS, io.interrupt);
+          continue;
+        }
+      }
       if (run && (run.status === 'done' || run.status === 'capped' || run.status === 'failed' || run.status === 'waiting')) {
         // Everything its worker wrote is in by the time it set the status.
         await read();
@@ -289,19 +328,63 @@ async function followStored(store: PostgresRunStore, id: string, record: CliRunR
         }
         return EXIT.ok;
       }
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(done, FOLLOW_POLL_MS);
-        function done(): void {
-          clearTimeout(timer);
-          io.interrupt.removeEventListener('abort', done);
-          resolve();
-        }
-        io.interrupt.addEventListener('abort', done, { once: true });
-      });
+      await pause(FOLLOW_POLL_MS, io.interrupt);
     }
   } finally {
+    io.interrupt.removeEventListener('abort', closeTerminal);
+    terminal?.close();
     board.stop();
   }
+}
+
+/** Waits `ms`, or less if `signal` aborts. */
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+/**
+ * Asks about each call of a stopped run that waits and was not asked about before, and records
+ * each answer in the store as `exarch approve|deny` would. True once no call waits any more;
+ * false if stdin closed first, or a call still waits that was asked about (the store refused its
+ * answer, and said why).
+ */
+async function answerWaiting(
+  store: PostgresRunStore,
+  id: string,
+  terminal: TerminalInput,
+  board: ProgressBoard,
+  out: NodeJS.WritableStream,
+  asked: Set<string>,
+): Promise<boolean> {
+  const calls = (await waitingCalls(store, id)).filter((call) => !asked.has(call.callId));
+  if (calls.length > 0) {
+    board.pause();
+    try {
+      for (const call of calls) {
+        const answer = await askApproval(terminal, out, { callId: call.callId, tool: call.tool, input: call.input, agentId: call.agent });
+        if (answer === undefined) return false;
+        asked.add(call.callId);
+        try {
+          await recordApproval(store, id, answer);
+        } catch (error) {
+          // Answered meanwhile with `exarch approve`, or the run taken up: the store says which.
+          if (!(error instanceof RunError)) throw error;
+          out.write(`exarch: ${error.message}\n`);
+        }
+      }
+    } finally {
+      board.resume();
+    }
+  }
+  return (await waitingCalls(store, id)).length === 0;
 }
 
 export interface ResumeFlags {

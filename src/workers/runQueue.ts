@@ -88,3 +88,13 @@ export async function queueRun(boss: PgBoss, runId: string): Promise<void> {
   // Expiry and retries: the queue's, as the workers set them.
   await boss.send(RUN_QUEUE, { runId } satisfies RunJob, { singletonKey: runId });
 }
+
+/** `queueRun` from a command that has no queue of its own open (`exarch approve --db`, a follower that took the answers). */
+export async function requeueRun(url: string, runId: string): Promise<void> {
+  const boss = await startBoss(url);
+  try {
+    await queueRun(boss, runId);
+  } finally {
+    await boss.stop({ graceful: false, wait: true });
+  }
+}
