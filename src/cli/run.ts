@@ -113,7 +113,8 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   if (record.allowShell === 'unsandboxed')
     io.stderr.write('exarch: --allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network\n');
   const agentsSourceName = agentsSource(flags.agents);
-  if (flags.db !== undefined) return submitAndFollow(flags.db, task, record, agentsSourceName, { detach: flags.detach === true, noWait: flags.noWait === true }, io);
+  if (flags.db !== undefined)
+    return submitAndFollow(flags.db, task, record, agentsSourceName, { detach: flags.detach === true, noWait: flags.noWait === true }, io);
   const diverged = new AbortController();
   const recording = {
     ...(flags.record === undefined ? {} : { record: flags.record }),
