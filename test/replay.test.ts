@@ -118,6 +118,18 @@ describe('recorded runs: record against the server, replay without it', () => {
     const heard = recorded.requests.filter((r) => r.agent === 'root').map(lastUserText);
     expect(heard.join('\n')).toMatch(/quick[\s\S]*slow|quick[\s\S]*researcher/);
 
+    // Each exchange keeps when it began and ended, in milliseconds from the start of the recording:
+    // later positions are never earlier, and the slow sub-agent's stream took its chunks' delays.
+    const exchanges = readFileSync(file, 'utf8')
+      .trim()
+      .split('\n')
+      .slice(1)
+      .map((line) => JSON.parse(line) as { agent: string; start: number; end: number; startMs: number; endMs: number });
+    const byPosition = exchanges.flatMap((e) => [[e.start, e.startMs] as const, [e.end, e.endMs] as const]).sort((a, b) => a[0] - b[0]);
+    for (let i = 1; i < byPosition.length; i++) expect(byPosition[i]![1]).toBeGreaterThanOrEqual(byPosition[i - 1]![1]);
+    const slow = exchanges.find((e) => e.agent === 'root/slow');
+    expect((slow?.endMs ?? 0) - (slow?.startMs ?? 0)).toBeGreaterThanOrEqual(15 * 5);
+
     const replay = replayProvider(file);
     const replayed = await runWith(replay, root);
     expect(replay.mismatch).toBeUndefined();

@@ -6,8 +6,10 @@
  * replies, deliveries) have had their turn of the event loop.
  *
  * A replay that has gone another way can wait for something that never comes again (a request no
- * longer made); when nothing has moved for `idleMs`, the earliest waiting answer goes anyway, and
- * the requests that follow say where the run differs.
+ * longer made); when nothing has moved for a while, the earliest waiting answer goes anyway, and
+ * the requests that follow say where the run differs. A while: `idleMs`, plus twice what the
+ * recorded run took to get from the last position seen to the one waited for, so a slow step of
+ * the recording (a tool that ran for a minute before the next request) is waited for, not skipped.
  */
 export class ExchangeOrder {
   /** Which positions of the recorded sequence (beginnings and ends) have happened again. */
@@ -18,8 +20,13 @@ export class ExchangeOrder {
   private releasing = false;
   private idle: NodeJS.Timeout | undefined;
 
+  /**
+   * @param times when each position happened in the recorded run, in milliseconds (NaN or missing
+   *   where the recording does not say).
+   */
   constructor(
     positions: number,
+    private readonly times: ArrayLike<number> = [],
     private readonly idleMs = 2_000,
   ) {
     this.seen = new Uint8Array(positions);
@@ -68,9 +75,15 @@ export class ExchangeOrder {
           due();
         }
         // Whatever happens next clears this; only a replay that stopped moving reaches it.
-        if (this.waiting.size > 0) this.idle = setTimeout(() => this.skipAhead(), this.idleMs);
+        if (this.waiting.size > 0) this.idle = setTimeout(() => this.skipAhead(), this.idleMs + 2 * this.recordedGap());
       }),
     );
+  }
+
+  /** How long the recorded run took from the last position seen to the first not seen yet (0 if unknown). */
+  private recordedGap(): number {
+    const gap = (this.times[this.frontier] ?? Number.NaN) - (this.times[this.frontier - 1] ?? Number.NaN);
+    return Number.isFinite(gap) && gap > 0 ? gap : 0;
   }
 
   /** Nothing moved: what the earliest waiting answer waits for will not happen again. */

@@ -48,6 +48,13 @@ export interface RecordedExchange {
   /** Positions of this exchange's beginning and end in the run's one sequence of both. */
   readonly start: number;
   readonly end: number;
+  /**
+   * Milliseconds from the start of the recording to the exchange's beginning and end (recordings
+   * made before these were kept have none): how long the recorded run took between two positions
+   * tells a replay how long to wait for the first before it gives up on it (see `ExchangeOrder`).
+   */
+  readonly startMs?: number;
+  readonly endMs?: number;
   /** The body's top-level fields (`messages` aside) that differ from the agent's previous request; all of them at its first. */
   readonly fields: Readonly<Record<string, unknown>>;
   /** Fields the previous request had and this one has not. */

@@ -36,6 +36,8 @@ export class ExchangeRecorder {
   readonly file: string;
   private readonly redactor: Redactor;
   private sequence = 0;
+  /** When the recording began: exchanges keep their times from it. */
+  private readonly began = performance.now();
   private readonly agents = new Map<string, { requests: number; history: HistoryCursor; fields: Map<string, string> }>();
 
   constructor(options: ExchangeRecorderOptions) {
@@ -57,9 +59,14 @@ export class ExchangeRecorder {
     }
   }
 
+  private sinceStart(): number {
+    return Math.round(performance.now() - this.began);
+  }
+
   /** A request is about to be sent with `body`. */
   begin(request: ModelRequest, body: MessageCreateParamsStreaming): ExchangeLog {
     const start = this.sequence++;
+    const startMs = this.sinceStart();
     let agent = this.agents.get(request.agent.id);
     if (!agent) this.agents.set(request.agent.id, (agent = { requests: 0, history: new HistoryCursor(), fields: new Map() }));
     const index = agent.requests++;
@@ -90,6 +97,8 @@ export class ExchangeRecorder {
           index,
           start,
           end: this.sequence++,
+          startMs,
+          endMs: this.sinceStart(),
           fields,
           ...(dropped.length > 0 ? { dropped } : {}),
           keep,

@@ -63,7 +63,13 @@ export class ReplayProvider implements Provider {
       this.exchanges.set(keyOf(exchange.agent, exchange.index), exchange);
       positions = Math.max(positions, exchange.start + 1, exchange.end + 1);
     }
-    this.order = new ExchangeOrder(positions);
+    // When each position happened in the recorded run (NaN where the recording does not say).
+    const times = new Float64Array(positions).fill(Number.NaN);
+    for (const exchange of exchanges) {
+      if (exchange.startMs !== undefined) times[exchange.start] = exchange.startMs;
+      if (exchange.endMs !== undefined) times[exchange.end] = exchange.endMs;
+    }
+    this.order = new ExchangeOrder(positions, times);
   }
 
   async stream(request: ModelRequest, sink: StreamSink): Promise<ModelResponse> {
@@ -228,6 +234,8 @@ function isExchange(value: unknown): value is RecordedExchange {
     Number.isSafeInteger(e.index) &&
     Number.isSafeInteger(e.start) &&
     Number.isSafeInteger(e.end) &&
+    (e.startMs === undefined || isTime(e.startMs)) &&
+    (e.endMs === undefined || isTime(e.endMs)) &&
     Number.isSafeInteger(e.keep) &&
     typeof e.fields === 'object' &&
     e.fields !== null &&
@@ -236,4 +244,8 @@ function isExchange(value: unknown): value is RecordedExchange {
     // Replayed as a ProviderError's kind: one this exarch knows.
     (e.fault?.kind !== 'provider' || (PROVIDER_ERROR_KINDS as readonly string[]).includes(e.fault.errorKind))
   );
+}
+
+function isTime(value: unknown): boolean {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0;
 }
