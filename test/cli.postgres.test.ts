@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { historyHandler, startAnthropicServer, type AnthropicTestServer, type ReceivedRequest, type ServerPlan } from './support/anthropicServer.js';
-import { call, exarch, lastUserText, MAIN, onCleanup, stream, workdir, type CliRun } from './support/cliHarness.js';
+import { call, exarch, freePort, lastUserText, MAIN, onCleanup, stream, workdir, type CliRun } from './support/cliHarness.js';
 import { postgresForFile } from './support/postgresServer.js';
 import { query, rootAnswer, statusOf } from './support/storedRuns.js';
 import { startInTerminal, tmux, tmuxForFile, waitFor } from './support/terminal.js';
@@ -150,6 +150,37 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
     worker.child.kill('SIGTERM');
     expect(await worker.closed).toEqual({ code: 0, signal: null });
     expect(worker.stderr()).toMatch(/exarch worker: stopped\n$/);
+  });
+
+  it('run --db --ui serves the run live from its journal: a page that connects mid-run gets it from trace.start to trace.end', {
+    timeout: 120_000,
+  }, async () => {
+    const db = await postgres.server().createDatabase();
+    const cwd = workdir();
+    writeFileSync(join(cwd, 'a.txt'), 'a');
+    const model = await serveByHistory(delegatingScripts(300));
+    await readyWorker(db, model, cwd);
+    const port = await freePort();
+    const running = exarch(['run', '--db', db, '--ui', '--ui-port', String(port), 'Survey'], { server: model, cwd });
+    // A page connects while the sub-agent's slow stream is still coming in.
+    await until(() => model.requests.some((r) => r.agent === 'worker'), 'the sub-agent to start', 30_000);
+    const response = await fetch(`http://127.0.0.1:${port}/events`);
+    expect(response.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
+    const body = await response.text();
+    const run = await running;
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stderr).toContain(`exarch: live turn flow at http://127.0.0.1:${port}/ (open it in a browser)`);
+    expect(run.stdout).toBe("Heard:\n[agent 'worker' replied]\ntwo files\n");
+    // Server-sent events, one record each, numbered from 0, then the end of the run.
+    const events = [...body.matchAll(/^id: (\d+)\ndata: (.*)$/gm)];
+    expect(events.map(([, id]) => Number(id))).toEqual(events.map((_, i) => i));
+    expect(body.endsWith('event: end\ndata: \n\n')).toBe(true);
+    const records = events.map(([, , data]) => JSON.parse(data ?? '') as { kind: string; agent?: string; state?: string });
+    expect(records[0]?.kind).toBe('trace.start');
+    expect(records.at(-1)?.kind).toBe('trace.end');
+    const statesOf = (agent: string): string[] => records.filter((r) => r.agent === agent && r.state !== undefined).map((r) => r.state ?? '');
+    expect(statesOf('root/worker')).toEqual(expect.arrayContaining(['streaming', 'dispatchingBatch', 'replied']));
+    expect(statesOf('root').at(-1)).toBe('readyForUser');
   });
 
   it('--detach prints the id; a worker SIGKILLed mid-run loses nothing: another takes the run up and finishes it', { timeout: 120_000 }, async () => {

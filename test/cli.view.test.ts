@@ -1,10 +1,10 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { freePort } from './support/cliHarness.js';
 
 /** exarch view, demo's trace and viewer, --inspect and --ui, through the compiled command (dist/ from test/globalSetup.ts). */
 
@@ -22,16 +22,6 @@ function workdir(): string {
 
 function exarch(args: readonly string[], cwd: string) {
   return spawnSync(process.execPath, [MAIN, ...args], { cwd, encoding: 'utf8', env: { PATH: process.env['PATH'], CI: 'true' }, timeout: 60_000 });
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
 }
 
 describe('exarch demo and exarch view', () => {
@@ -91,8 +81,8 @@ describe('exarch demo and exarch view', () => {
     expect(usage(['demo', '--ui-port', '9'])).toBe('exarch: --ui-port needs --ui');
     expect(usage(['demo', '--ui', '--ui-port', 'http'])).toBe("exarch: --ui-port must be a port number, got 'http'");
     expect(usage(['view', 'x.jsonl', '--ui'])).toBe('exarch: --ui is not an option of view');
-    expect(usage(['run', '--ui', '--db', 'postgres://localhost/x', 'task'])).toBe(
-      'exarch: --ui with --db: the run goes on the workers; view it with exarch view RUN_ID --db URL',
+    expect(usage(['run', '--ui', '--db', 'postgres://localhost/x', '--detach', 'task'])).toBe(
+      'exarch: --ui with --detach: nothing here follows the run; view it with exarch view RUN_ID --db URL',
     );
   });
 });

@@ -1,5 +1,6 @@
 import type { RunEventListener } from '../watch/observe/events.js';
-import { startLiveViewer, type LiveViewer } from '../watch/viewer/liveServer.js';
+import type { TraceRecord } from '../watch/trace/format.js';
+import { startLiveViewer, startTraceServer, type LiveViewer, type TraceServer } from '../watch/viewer/liveServer.js';
 
 /**
  * `--ui` on `run`, `resume` and `demo`: the turn-flow viewer served live on 127.0.0.1 (any free
@@ -12,11 +13,11 @@ import { startLiveViewer, type LiveViewer } from '../watch/viewer/liveServer.js'
  */
 export class CliUi {
   private constructor(
-    private readonly viewer: LiveViewer,
+    private readonly viewer: LiveViewer | TraceServer,
     private readonly stderr: NodeJS.WritableStream & { isTTY?: boolean },
   ) {}
 
-  /** Starts the viewer (`port` is already checked: see `uiPort` in run.ts). */
+  /** Starts the viewer for a run here, fed its events (`port` is already checked: see `uiPort` in run.ts). */
   static async start(
     options: { readonly port?: number; readonly title: string; readonly model?: string },
     stderr: NodeJS.WritableStream & { isTTY?: boolean },
@@ -26,14 +27,29 @@ export class CliUi {
       ...(options.port === undefined ? {} : { port: options.port }),
       ...(options.model === undefined ? {} : { model: options.model }),
     });
+    return CliUi.announced(viewer, stderr);
+  }
+
+  /** Starts the viewer for a run followed from its journal (`run --db`), fed its trace records. */
+  static async startFed(options: { readonly port?: number }, stderr: NodeJS.WritableStream & { isTTY?: boolean }): Promise<CliUi> {
+    return CliUi.announced(await startTraceServer(options.port === undefined ? {} : { port: options.port }), stderr);
+  }
+
+  private static announced(viewer: LiveViewer | TraceServer, stderr: NodeJS.WritableStream & { isTTY?: boolean }): CliUi {
     stderr.write(`exarch: live turn flow at ${viewer.url} (open it in a browser)\n`);
     return new CliUi(viewer, stderr);
   }
 
-  /** The run's events, for its observer. */
+  /** The run's events, for its observer (a viewer started with `start`). */
   get onEvent(): RunEventListener {
-    return this.viewer.onEvent;
+    const viewer = this.viewer;
+    return 'onEvent' in viewer ? viewer.onEvent : () => undefined;
   }
+
+  /** The run's trace records (a viewer started with `startFed`). */
+  readonly onRecord = (record: TraceRecord): void => {
+    if ('push' in this.viewer) this.viewer.push(record);
+  };
 
   /** The run ended: the page shows its end (called before the answer is printed). */
   end(): void {

@@ -102,7 +102,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   if (flags.record !== undefined && flags.replay !== undefined) throw new UsageError('--record and --replay cannot be used together');
   const port = uiPort(flags.ui === true, flags.uiPort);
   if (flags.db !== undefined) {
-    if (flags.ui) throw new UsageError('--ui with --db: the run goes on the workers; view it with exarch view RUN_ID --db URL');
+    if (flags.ui && flags.detach) throw new UsageError('--ui with --detach: nothing here follows the run; view it with exarch view RUN_ID --db URL');
     if (flags.steer) throw new UsageError('--steer with --db: the run goes on on the workers, which this process cannot steer');
     if (flags.otel) throw new UsageError('--otel with --db: the workers run the agents, and they do not export spans yet; run it here without --db');
     if (flags.record !== undefined || flags.replay !== undefined)
@@ -113,8 +113,10 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   if (record.allowShell === 'unsandboxed')
     io.stderr.write('exarch: --allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network\n');
   const agentsSourceName = agentsSource(flags.agents);
-  if (flags.db !== undefined)
-    return submitAndFollow(flags.db, task, record, agentsSourceName, { detach: flags.detach === true, noWait: flags.noWait === true }, io);
+  if (flags.db !== undefined) {
+    const follow = { detach: flags.detach === true, noWait: flags.noWait === true, ...(flags.ui ? { ui: port === undefined ? {} : { port } } : {}) };
+    return submitAndFollow(flags.db, task, record, agentsSourceName, follow, io);
+  }
   const diverged = new AbortController();
   const recording = {
     ...(flags.record === undefined ? {} : { record: flags.record }),
@@ -172,7 +174,7 @@ async function submitAndFollow(
   task: string,
   record: CliRunRecord,
   agentsSourceName: string,
-  { detach, noWait }: { readonly detach: boolean; readonly noWait: boolean },
+  { detach, noWait, ui: uiOptions }: { readonly detach: boolean; readonly noWait: boolean; readonly ui?: { readonly port?: number } },
   io: RunIo,
 ): Promise<number> {
   // The tools checked as a run here checks them (the MCP servers started once, to list theirs),
@@ -208,7 +210,13 @@ async function submitAndFollow(
       return EXIT.ok;
     }
     io.stderr.write(`exarch: run ${id} started (queued for the workers)\n`);
-    return await followStored(store, id, record, db, noWait, io);
+    // `--ui`: the page is fed the trace records the follower makes of the journal.
+    const ui = uiOptions ? await CliUi.startFed(uiOptions, io.stderr) : undefined;
+    try {
+      return await followStored(store, id, record, db, noWait, io, ui);
+    } finally {
+      await ui?.finish(io.interrupt);
+    }
   } finally {
     await store.close();
   }
@@ -224,13 +232,14 @@ async function submitAndFollow(
  * no one to ask, so the questions come once the run has done all it could without the answers.
  * Ctrl-C stops following only.
  */
-async function followStored(store: PostgresRunStore, id: string, record: CliRunRecord, db: string, noWait: boolean, io: RunIo): Promise<number> {
+async function followStored(store: PostgresRunStore, id: string, record: CliRunRecord, db: string, noWait: boolean, io: RunIo, ui?: CliUi): Promise<number> {
   const { model, maxSteps } = record;
   const color = io.stderr.isTTY === true && !io.env['NO_COLOR'] && !io.env['CI'];
   const board = new ProgressBoard({ out: io.stderr, live: color, color });
   const progress = new JournalProgress(board);
   const trace = new JournalTraceStream(`exarch run ${id}`, (record) => {
     progress.onRecord(record);
+    ui?.onRecord(record);
     if (record.kind === 'event' && record.type === 'resume') board.print(`exarch: run ${id} taken up again by a worker`);
   });
   let seq = 0;
@@ -281,6 +290,7 @@ async function followStored(store: PostgresRunStore, id: string, record: CliRunR
         // Everything its worker wrote is in by the time it set the status.
         await read();
         trace.end();
+        ui?.end();
         board.stop();
         const stored = (await store.listRuns()).find((r) => r.id === id);
         const totals = board.totals();

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { afterEach } from 'vitest';
 import { responseEvents, scriptedHandler, startAnthropicServer, type AnthropicTestServer, type ReceivedRequest, type ServerPlan } from './anthropicServer.js';
@@ -109,4 +110,15 @@ export function readJsonl(file: string): Record<string, unknown>[] {
     .trim()
     .split('\n')
     .map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
+/** A port on 127.0.0.1 that was free a moment ago (for a command told to listen on it). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
 }

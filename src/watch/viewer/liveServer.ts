@@ -56,6 +56,22 @@ export interface LiveViewer {
   close(): Promise<void>;
 }
 
+/**
+ * The live viewer's server fed trace records made elsewhere: a run followed from its journal
+ * (`exarch run --db --ui`: `JournalTraceStream`), whose records begin with `trace.start` and end
+ * with `trace.end` as a recorder's do.
+ */
+export interface TraceServer {
+  readonly url: string;
+  /** The run's next trace record. Ignored after `end()`. */
+  readonly push: (record: TraceRecord) => void;
+  /** No record follows: every page is told. Idempotent. */
+  end(): void;
+  readonly ended: Promise<void>;
+  readonly records: number;
+  close(): Promise<void>;
+}
+
 /** The live viewer's port is taken, or it cannot listen: one line for the user. */
 export class LiveViewerError extends ExarchError<'live-viewer'> {
   constructor(message: string) {
@@ -71,6 +87,33 @@ interface Follower {
 
 /** Starts the server; feed it the run's events with `onEvent`, then call `end()`. */
 export async function startLiveViewer(options: LiveViewerOptions = {}): Promise<LiveViewer> {
+  const server = await startTraceServer(options);
+  const maker = new TraceRecordMaker(
+    {
+      ...(options.title === undefined ? {} : { title: options.title }),
+      ...(options.model === undefined ? {} : { model: options.model }),
+      ...(options.now === undefined ? {} : { now: options.now }),
+    },
+    server.push,
+  );
+  return {
+    url: server.url,
+    onEvent: maker.onEvent,
+    get records() {
+      return server.records;
+    },
+    ended: server.ended,
+    end() {
+      // Its `trace.end` first (once), then the pages are told.
+      maker.end();
+      server.end();
+    },
+    close: () => server.close(),
+  };
+}
+
+/** Starts the server alone; `push` it trace records, then call `end()`. (`title`, `model` and `now` are the records' own.) */
+export async function startTraceServer(options: Omit<LiveViewerOptions, 'title' | 'model' | 'now'> = {}): Promise<TraceServer> {
   const host = options.host ?? '127.0.0.1';
   const redactor = options.redactor ?? Redactor.fromEnv();
   /** Every record so far, as its (redacted) JSON line: what is streamed, served as the trace, and embedded in a page. */
@@ -102,17 +145,11 @@ export async function startLiveViewer(options: LiveViewerOptions = {}): Promise<
       else send(follower);
     }
   };
-  const maker = new TraceRecordMaker(
-    {
-      ...(options.title === undefined ? {} : { title: options.title }),
-      ...(options.model === undefined ? {} : { model: options.model }),
-      ...(options.now === undefined ? {} : { now: options.now }),
-    },
-    (record: TraceRecord) => {
-      lines.push(redactor.json(stringifyBounded(record)));
-      flushing ??= setImmediate(flush);
-    },
-  );
+  const push = (record: TraceRecord): void => {
+    if (ended) return;
+    lines.push(redactor.json(stringifyBounded(record)));
+    flushing ??= setImmediate(flush);
+  };
 
   let origin = '';
   const server = createServer((request: IncomingMessage, response: ServerResponse) => {
@@ -172,14 +209,13 @@ export async function startLiveViewer(options: LiveViewerOptions = {}): Promise<
 
   return {
     url: `http://${origin}/`,
-    onEvent: maker.onEvent,
+    push,
     get records() {
       return lines.length;
     },
     ended: endedPromise,
     end() {
       if (ended) return;
-      maker.end();
       ended = true;
       markEnded();
       flushing ??= setImmediate(flush);
