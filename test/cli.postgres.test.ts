@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { historyHandler, startAnthropicServer, type AnthropicTestServer, type ReceivedRequest, type ServerPlan } from './support/anthropicServer.js';
 import { call, exarch, freePort, lastUserText, MAIN, onCleanup, stream, workdir, type CliRun } from './support/cliHarness.js';
 import { postgresForFile } from './support/postgresServer.js';
+import { collector, INTERNAL } from './support/otlpCollector.js';
 import { query, rootAnswer, statusOf } from './support/storedRuns.js';
 import { startInTerminal, tmux, tmuxForFile, waitFor } from './support/terminal.js';
 import { processesWith } from './support/processes.js';
@@ -51,10 +52,10 @@ async function until(check: () => boolean, what: string, ms = 15_000): Promise<v
 }
 
 /** `exarch worker` in the background; its stderr kept for the test. */
-function startWorker(db: string, model: AnthropicTestServer, cwd: string, extra: readonly string[] = []) {
+function startWorker(db: string, model: AnthropicTestServer, cwd: string, extra: readonly string[] = [], env: NodeJS.ProcessEnv = {}) {
   const child = spawn(process.execPath, [MAIN, 'worker', '--db', db, '--job-expiry', '4', ...extra], {
     cwd,
-    env: { PATH: process.env['PATH'], CI: 'true', ANTHROPIC_API_KEY: 'test-key', ANTHROPIC_BASE_URL: model.url },
+    env: { PATH: process.env['PATH'], CI: 'true', ANTHROPIC_API_KEY: 'test-key', ANTHROPIC_BASE_URL: model.url, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
@@ -73,8 +74,8 @@ function startWorker(db: string, model: AnthropicTestServer, cwd: string, extra:
  * A worker, once it says it is ready: it has set the queue's policy (a 4 s job expiry), which a
  * job takes when it is queued.
  */
-async function readyWorker(db: string, model: AnthropicTestServer, cwd: string, extra: readonly string[] = []) {
-  const worker = startWorker(db, model, cwd, extra);
+async function readyWorker(db: string, model: AnthropicTestServer, cwd: string, extra: readonly string[] = [], env: NodeJS.ProcessEnv = {}) {
+  const worker = startWorker(db, model, cwd, extra, env);
   await until(() => worker.stderr().includes('exarch worker: ready'), `the worker to be ready:\n${worker.stderr()}`, 30_000);
   return worker;
 }
@@ -181,6 +182,38 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
     const statesOf = (agent: string): string[] => records.filter((r) => r.agent === agent && r.state !== undefined).map((r) => r.state ?? '');
     expect(statesOf('root/worker')).toEqual(expect.arrayContaining(['streaming', 'dispatchingBatch', 'replied']));
     expect(statesOf('root').at(-1)).toBe('readyForUser');
+  });
+
+  it('worker --otel sends the spans of the runs it runs, under the run id as the conversation; run --db --otel says where spans come from', {
+    timeout: 120_000,
+  }, async () => {
+    const db = await postgres.server().createDatabase();
+    const cwd = workdir();
+    writeFileSync(join(cwd, 'a.txt'), 'a');
+    const model = await serveByHistory(delegatingScripts(0));
+    const otlp = await collector();
+    const worker = await readyWorker(db, model, cwd, ['--otel'], { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url });
+    expect(worker.stderr()).toContain(`exarch worker: sending the runs' spans to ${otlp.url}/v1/traces`);
+    const run = await exarch(['run', '--db', db, 'Survey'], { server: model, cwd });
+    expect(run.code, run.stderr).toBe(0);
+    const id = runIdOf(run);
+    worker.child.kill('SIGTERM');
+    expect(await worker.closed).toEqual({ code: 0, signal: null });
+    const { spans } = otlp;
+    expect(worker.stderr()).toContain(`exarch worker: --otel: ${spans.length} spans sent to ${otlp.url}/v1/traces`);
+    const root = spans.find((s) => s.name === 'invoke_agent root');
+    const sub = spans.find((s) => s.name === 'invoke_agent worker');
+    expect(root?.kind).toBe(INTERNAL);
+    expect(sub?.parent).toBe(root?.id);
+    expect(root?.attributes['gen_ai.conversation.id']).toBe(id);
+    // Three requests of the root, two of the sub-agent: a chat span each, under its agent.
+    const chats = spans.filter((s) => s.attributes['gen_ai.operation.name'] === 'chat');
+    expect(chats.filter((c) => c.parent === root?.id)).toHaveLength(3);
+    expect(chats.filter((c) => c.parent === sub?.id)).toHaveLength(2);
+    expect(spans.find((s) => s.name === 'execute_tool list_dir')?.parent).toBe(sub?.id);
+    const refused = await exarch(['run', '--db', db, '--otel', 'Survey'], { cwd });
+    expect(refused.code).toBe(2);
+    expect(refused.stderr.split('\n')[0]).toBe('exarch: --otel with --db: the workers run the agents and send the spans: start them with exarch worker --otel');
   });
 
   it('--detach prints the id; a worker SIGKILLed mid-run loses nothing: another takes the run up and finishes it', { timeout: 120_000 }, async () => {

@@ -86,14 +86,15 @@ const USAGE = `Usage:
       --max-cost USD      have used N tokens (or cost USD at list prices); running sub-agents
                           are cancelled and the root answers in one final turn (else exit 3)
       --detach            with --db: print the run id once it is queued and return
-  exarch worker --db URL [--concurrency N] [--drain-timeout S] [--job-expiry S]
+  exarch worker --db URL [--concurrency N] [--drain-timeout S] [--job-expiry S] [--otel]
                                   take runs queued with run --db and run them here, N at a time
                                   (default 1), with the options each was started with (its --mcp
                                   servers started here); with no one to ask, a run whose calls
                                   wait for approval stops waiting (exarch approve --db answers
                                   them). SIGTERM drains: runs get S seconds (default 30) to
                                   finish, the rest go back to the queue; a job not finished within
-                                  --job-expiry seconds (default 900) is offered to another worker
+                                  --job-expiry seconds (default 900) is offered to another worker;
+                                  --otel sends the spans of what it runs, as run --otel does
   exarch resume RUN_ID [--store FILE | --db URL] [--trace FILE] [--no-wait] [--ui] [--steer]
                                   take up a run that was killed, crashed, interrupted or left
                                   waiting, with the options it was started with; ends as run would
@@ -445,7 +446,7 @@ async function resume(positionals: readonly string[], values: Values): Promise<n
 async function worker(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`worker takes no arguments, got '${positionals.join(' ')}'`);
   refuseFlags('worker', values, [
-    ...RUN_FLAGS,
+    ...RUN_FLAGS.filter((flag) => flag !== 'otel'),
     'speed',
     'out',
     'trace',
@@ -465,6 +466,7 @@ async function worker(positionals: readonly string[], values: Values): Promise<n
   return workerCommand(
     {
       ...(values.db === undefined ? {} : { db: values.db }),
+      otel: values.otel === true,
       ...(values.concurrency === undefined ? {} : { concurrency: values.concurrency }),
       ...(values['drain-timeout'] === undefined ? {} : { drainTimeout: values['drain-timeout'] }),
       ...(values['job-expiry'] === undefined ? {} : { jobExpiry: values['job-expiry'] }),

@@ -104,7 +104,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   if (flags.db !== undefined) {
     if (flags.ui && flags.detach) throw new UsageError('--ui with --detach: nothing here follows the run; view it with exarch view RUN_ID --db URL');
     if (flags.steer) throw new UsageError('--steer with --db: the run goes on on the workers, which this process cannot steer');
-    if (flags.otel) throw new UsageError('--otel with --db: the workers run the agents, and they do not export spans yet; run it here without --db');
+    if (flags.otel) throw new UsageError('--otel with --db: the workers run the agents and send the spans: start them with exarch worker --otel');
     if (flags.record !== undefined || flags.replay !== undefined)
       throw new UsageError(`--${flags.record === undefined ? 'replay' : 'record'} with --db: the workers make the model requests; run it here without --db`);
   }

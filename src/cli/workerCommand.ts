@@ -4,6 +4,8 @@ import { readRecord } from './runRecord.js';
 import { buildRunSession, checkModelAccess } from './runSession.js';
 import { isPostgresUrl } from '../store/postgresUrl.js';
 import { startWorker, type WorkerEvent } from '../workers/worker.js';
+import { createRunObserver } from '../watch/observe/runObserver.js';
+import { OtelRunExporter } from '../watch/otel/otelExporter.js';
 import type { Provider } from '../engine/types.js';
 
 export interface WorkerFlags {
@@ -13,6 +15,8 @@ export interface WorkerFlags {
   readonly drainTimeout?: string;
   /** Seconds a job stays with one worker before the queue offers it to another (default 900). */
   readonly jobExpiry?: string;
+  /** Send the spans of the runs run here to the OTLP/HTTP collector at `OTEL_EXPORTER_OTLP_ENDPOINT` (see otlpExport.ts). */
+  readonly otel?: boolean;
 }
 
 export interface WorkerIo {
@@ -57,6 +61,9 @@ export async function workerCommand(flags: WorkerFlags, io: WorkerIo): Promise<n
               : `run ${event.runId ?? '?'}: ${event.detail}`;
     io.stderr.write(`exarch worker: ${line}\n`);
   };
+  // Loaded only with --otel, as for `exarch run --otel`.
+  const otel = flags.otel ? await (await import('./otlpExport.js')).startOtlpExport(io.env) : undefined;
+  if (otel) io.stderr.write(`exarch worker: sending the runs' spans to ${otel.url}\n`);
   const worker = await startWorker({
     db: flags.db,
     concurrency,
@@ -65,13 +72,27 @@ export async function workerCommand(flags: WorkerFlags, io: WorkerIo): Promise<n
     // Each run's sessions as `exarch run` built them here: from its record (MCP servers started for the run, closed after it).
     session: async (row) => {
       const built = await buildRunSession({ id: row.id, cwd: row.cwd, startedAt: row.startedAt, record: readRecord(row.options) }, io);
-      return { input: built.session, close: built.close };
+      if (!otel) return { input: built.session, close: built.close };
+      // The spans of what this worker runs of the run (a run taken up again elsewhere continues in
+      // that worker's spans), under the run's id as the conversation.
+      const observer = createRunObserver();
+      const spans = new OtelRunExporter({ tracer: otel.tracer, captureContent: otel.captureContent, conversationId: row.id });
+      observer.subscribe(spans.onEvent);
+      return {
+        input: built.session,
+        inspect: observer.inspect,
+        close: async () => {
+          spans.close();
+          await built.close();
+        },
+      };
     },
   });
   io.stderr.write(`exarch worker: ready on ${hostname()} (pid ${process.pid}), ${concurrency} run${concurrency === 1 ? '' : 's'} at a time\n`);
   await new Promise<void>((resolve) => (io.stop.aborted ? resolve() : io.stop.addEventListener('abort', () => resolve(), { once: true })));
   io.stderr.write(`exarch worker: stopping: ${worker.active} run${worker.active === 1 ? '' : 's'} in progress get ${drainMs / 1000} s to finish\n`);
   await worker.stop({ timeoutMs: drainMs });
+  if (otel) io.stderr.write(`exarch worker: ${await otel.finish()}\n`);
   io.stderr.write('exarch worker: stopped\n');
   return EXIT.ok;
 }

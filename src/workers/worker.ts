@@ -1,4 +1,5 @@
 import type PgBoss from 'pg-boss';
+import type { InspectionEvent } from 'xstate';
 import { ApprovalStop } from '../engine/approvalStop.js';
 import { ExarchError } from '../engine/exarchError.js';
 import { reportedStatus } from '../store/memoryStore.js';
@@ -39,6 +40,8 @@ export interface WorkerOptions {
 /** What a worker runs a run with. */
 export interface WorkerSession {
   readonly input: DurableSessionInput;
+  /** The host's own observer of the run's actors (an OpenTelemetry exporter, say), beside the worker's. */
+  readonly inspect?: (event: InspectionEvent) => void;
   close?(): Promise<void>;
 }
 
@@ -207,7 +210,7 @@ async function runJob(
     run = await resumeRun(runId, setup.input, {
       store,
       cwd: row.cwd,
-      actor: { inspect: approvals.inspect },
+      actor: { inspect: withHost(approvals.inspect, setup.inspect) },
       ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
     });
   } catch (error) {
@@ -242,4 +245,13 @@ async function runJob(
     running.delete(run);
     await setup.close?.();
   }
+}
+
+/** The worker's observer, and the host's after it when there is one. */
+function withHost(own: (event: InspectionEvent) => void, host: ((event: InspectionEvent) => void) | undefined): (event: InspectionEvent) => void {
+  if (!host) return own;
+  return (event) => {
+    own(event);
+    host(event);
+  };
 }
