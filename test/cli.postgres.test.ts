@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { historyHandler, startAnthropicServer, type AnthropicTestServer, type ReceivedRequest, type ServerPlan } from './support/anthropicServer.js';
-import { call, exarch, freePort, lastUserText, MAIN, onCleanup, stream, workdir, type CliRun } from './support/cliHarness.js';
+import { call, exarch, freePort, lastUserText, MAIN, onCleanup, startExarch, stream, workdir, type CliRun } from './support/cliHarness.js';
 import { postgresForFile } from './support/postgresServer.js';
 import { collector, INTERNAL } from './support/otlpCollector.js';
 import { query, rootAnswer, statusOf } from './support/storedRuns.js';
@@ -214,6 +214,45 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
     const refused = await exarch(['run', '--db', db, '--otel', 'Survey'], { cwd });
     expect(refused.code).toBe(2);
     expect(refused.stderr.split('\n')[0]).toBe('exarch: --otel with --db: the workers run the agents and send the spans: start them with exarch worker --otel');
+  });
+
+  it('run --db --steer: the lines go to the worker that runs the run, its answers come back; /cancel a sub-agent over there', {
+    timeout: 120_000,
+  }, async () => {
+    const db = await postgres.server().createDatabase();
+    const cwd = workdir();
+    const model = await serveByHistory({
+      root: [
+        stream({
+          toolCalls: [call('agent', { name: 'slow', task: 'Take forever.' }), call('agent', { name: 'quick', task: 'Say hi.' }), call('wait_for_agents', {})],
+        }),
+        (request) => stream({ text: `Root heard:\n${lastUserText(request)}` }),
+      ],
+      // message_start, then silence until it is cancelled.
+      slow: [stream({ text: 'thinking about it' }, { stallAfter: 1 })],
+      quick: [stream({ toolCalls: [call('reply', { result: 'hi' })] })],
+    });
+    const worker = await readyWorker(db, model, cwd);
+    const run = startExarch(['run', '--db', db, '--steer', 'Delegate'], model, cwd);
+    await run.until('the slow sub-agent streaming', () => model.requests.some((r) => r.agent === 'slow'));
+    run.send('/help');
+    await run.until('the worker to answer /help', () => /^exarch: running: .*root\/slow/m.test(run.stderr()));
+    run.send('/cancel root/nobody');
+    run.send('/cancel root/slow');
+    expect(await run.exit, run.stderr()).toBe(0);
+    const stderr = run.stderr();
+    expect(stderr).toContain('  /cancel PATH      cancel a sub-agent and everything it started');
+    expect(stderr).toMatch(/^exarch: no sub-agent root\/nobody is running \(running: root, [^)]*root\/slow[^)]*\)$/m);
+    expect(stderr).toMatch(/^exarch: cancelling root\/slow and everything it started$/m);
+    expect(stderr).not.toContain('not taken');
+    // The cancel happened on the worker: the root was told there, and the answer came back here.
+    expect(run.stdout()).toContain("[agent 'slow' was cancelled]");
+    expect(run.stdout()).toContain("[agent 'quick' replied]\nhi");
+    const id = /^exarch: run (\S+) started/m.exec(stderr)?.[1] ?? '';
+    expect(worker.stderr()).toContain(`exarch worker: run ${id}: /cancel root/slow`);
+    expect(await query(db, `SELECT count(*)::int AS n FROM exarch.commands WHERE run_id = '${id}' AND answer IS NOT NULL`)).toEqual([{ n: 3 }]);
+    expect(model.requests.filter((r) => r.agent === 'slow')).toHaveLength(1);
+    expect(model.pairingViolations).toEqual([]);
   });
 
   it('--detach prints the id; a worker SIGKILLed mid-run loses nothing: another takes the run up and finishes it', { timeout: 120_000 }, async () => {

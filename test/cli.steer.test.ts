@@ -1,6 +1,5 @@
-import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { call, lastUserText, MAIN, serve, stream, workdir } from './support/cliHarness.js';
+import { call, lastUserText, serve, startExarch, stream, workdir } from './support/cliHarness.js';
 import type { ReceivedRequest, ServerPlan } from './support/anthropicServer.js';
 
 /**
@@ -10,43 +9,6 @@ import type { ReceivedRequest, ServerPlan } from './support/anthropicServer.js';
  * parent is told), `/msg PATH TEXT` reaches a running sub-agent's next request once, after the
  * results of the batch it was in; a line that is no command is one line saying so.
  */
-
-interface Running {
-  readonly stdout: () => string;
-  readonly stderr: () => string;
-  send(line: string): void;
-  until(what: string, check: () => boolean): Promise<void>;
-  readonly exit: Promise<number | null>;
-}
-
-function start(args: readonly string[], server: { url: string }, cwd: string): Running {
-  const child = spawn(process.execPath, [MAIN, ...args], {
-    cwd,
-    env: { PATH: process.env['PATH'], CI: 'true', ANTHROPIC_API_KEY: 'test-key', ANTHROPIC_BASE_URL: server.url },
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exit = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
-  return {
-    stdout: () => stdout,
-    stderr: () => stderr,
-    send: (line) => child.stdin.write(`${line}\n`),
-    async until(what, check) {
-      const end = Date.now() + 60_000;
-      while (!check()) {
-        if (Date.now() > end) {
-          child.kill();
-          throw new Error(`timed out waiting for ${what}; stderr so far:\n${stderr}`);
-        }
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
-    },
-    exit,
-  };
-}
 
 describe('exarch run --steer', () => {
   it('/cancel a sub-agent by path, /msg another mid-batch, /help lists who runs; bad lines are one line each', async () => {
@@ -71,7 +33,7 @@ describe('exarch run --steer', () => {
         (r: ReceivedRequest): ServerPlan => stream({ toolCalls: [call('reply', { result: `worker heard: ${lastUserText(r)}` })] }),
       ],
     });
-    const run = start(['run', '--no-store', '--steer', 'Delegate'], server, workdir());
+    const run = startExarch(['run', '--no-store', '--steer', 'Delegate'], server, workdir());
     await run.until('both sub-agents streaming', () => server.requests.some((r) => r.agent === 'slow') && server.requests.some((r) => r.agent === 'worker'));
     run.send('/help');
     await run.until('the help', () => /^exarch: running: /m.test(run.stderr()));
@@ -109,10 +71,10 @@ describe('exarch run --steer', () => {
     expect(server.pairingViolations).toEqual([]);
   });
 
-  it('--steer with --db is refused in one line', async () => {
+  it('--steer with --db --detach is refused in one line', async () => {
     const server = await serve({ root: [] });
-    const run = start(['run', '--steer', '--db', 'postgres://nobody@127.0.0.1:1/none', 'x'], server, workdir());
+    const run = startExarch(['run', '--steer', '--detach', '--db', 'postgres://nobody@127.0.0.1:1/none', 'x'], server, workdir());
     expect(await run.exit).toBe(2);
-    expect(run.stderr().split('\n')[0]).toBe('exarch: --steer with --db: the run goes on on the workers, which this process cannot steer');
+    expect(run.stderr().split('\n')[0]).toBe('exarch: --steer with --detach: nothing here reads the lines; follow the run to steer it');
   });
 });

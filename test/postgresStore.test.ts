@@ -52,7 +52,7 @@ describe.skipIf(!postgres.available)('postgres run store', () => {
         url,
         "SELECT table_name FROM information_schema.tables WHERE table_schema = 'exarch' ORDER BY table_name",
       );
-      expect(tables.map((t) => t.table_name)).toEqual(['journal', 'runs', 'schema_version']);
+      expect(tables.map((t) => t.table_name)).toEqual(['commands', 'journal', 'runs', 'schema_version']);
       expect(await query(url, 'SELECT version FROM exarch.schema_version')).toEqual([{ version: POSTGRES_SCHEMA_VERSION }]);
       expect(await query(url, "SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = 'public'")).toEqual([{ n: 0 }]);
     } finally {
@@ -69,6 +69,49 @@ describe.skipIf(!postgres.available)('postgres run store', () => {
       expect((await stores[0]!.listRuns()).map((r) => r.id).sort()).toEqual(['r0', 'r1', 'r2', 'r3', 'r4', 'r5']);
     } finally {
       await Promise.all(stores.map((s) => s.close()));
+    }
+  });
+
+  it('migrates a database of schema 1 on first use: the steering table added, the runs kept', async () => {
+    const url = await postgres.server().createDatabase();
+    const first = openPostgresStore(url);
+    await first.createRun(newRun('r'));
+    await first.close();
+    // Schema 1 as an earlier exarch left it: no steering table.
+    await query(url, 'DROP TABLE exarch.commands');
+    await query(url, 'UPDATE exarch.schema_version SET version = 1');
+    const store = openPostgresStore(url);
+    try {
+      expect((await store.listRuns()).map((r) => r.id)).toEqual(['r']);
+      expect(await query(url, 'SELECT version FROM exarch.schema_version')).toEqual([{ version: 2 }]);
+      expect(await store.sendCommand('r', '/help')).toBeGreaterThan(0);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('hands each steering line to one taker, in the order sent; an unanswered one again to the same taker; answers by number', async () => {
+    const url = await postgres.server().createDatabase();
+    const store = openPostgresStore(url);
+    try {
+      await store.createRun(newRun('r'));
+      const help = await store.sendCommand('r', '/help');
+      const cancel = await store.sendCommand('r', '/cancel root/lead');
+      await store.sendCommand('other', '/help');
+      expect(await store.answers([help, cancel])).toEqual([]);
+      expect(await store.takeCommands('r', 'worker-a')).toEqual([
+        { seq: help, line: '/help' },
+        { seq: cancel, line: '/cancel root/lead' },
+      ]);
+      // Taken: another worker gets nothing; the first is asked again only for what it did not answer.
+      expect(await store.takeCommands('r', 'worker-b')).toEqual([]);
+      await store.answerCommand(help, 'exarch: running: root');
+      expect(await store.takeCommands('r', 'worker-a')).toEqual([{ seq: cancel, line: '/cancel root/lead' }]);
+      expect(await store.answers([help, cancel])).toEqual([{ seq: help, answer: 'exarch: running: root' }]);
+      const late = await store.sendCommand('r', '/msg root hi');
+      expect(await store.takeCommands('r', 'worker-b')).toEqual([{ seq: late, line: '/msg root hi' }]);
+    } finally {
+      await store.close();
     }
   });
 

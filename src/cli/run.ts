@@ -103,7 +103,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   const port = uiPort(flags.ui === true, flags.uiPort);
   if (flags.db !== undefined) {
     if (flags.ui && flags.detach) throw new UsageError('--ui with --detach: nothing here follows the run; view it with exarch view RUN_ID --db URL');
-    if (flags.steer) throw new UsageError('--steer with --db: the run goes on on the workers, which this process cannot steer');
+    if (flags.steer && flags.detach) throw new UsageError('--steer with --detach: nothing here reads the lines; follow the run to steer it');
     if (flags.otel) throw new UsageError('--otel with --db: the workers run the agents and send the spans: start them with exarch worker --otel');
     if (flags.record !== undefined || flags.replay !== undefined)
       throw new UsageError(`--${flags.record === undefined ? 'replay' : 'record'} with --db: the workers make the model requests; run it here without --db`);
@@ -114,7 +114,12 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
     io.stderr.write('exarch: --allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network\n');
   const agentsSourceName = agentsSource(flags.agents);
   if (flags.db !== undefined) {
-    const follow = { detach: flags.detach === true, noWait: flags.noWait === true, ...(flags.ui ? { ui: port === undefined ? {} : { port } } : {}) };
+    const follow = {
+      detach: flags.detach === true,
+      noWait: flags.noWait === true,
+      steer: flags.steer === true,
+      ...(flags.ui ? { ui: port === undefined ? {} : { port } } : {}),
+    };
     return submitAndFollow(flags.db, task, record, agentsSourceName, follow, io);
   }
   const diverged = new AbortController();
@@ -174,7 +179,12 @@ async function submitAndFollow(
   task: string,
   record: CliRunRecord,
   agentsSourceName: string,
-  { detach, noWait, ui: uiOptions }: { readonly detach: boolean; readonly noWait: boolean; readonly ui?: { readonly port?: number } },
+  {
+    detach,
+    noWait,
+    steer,
+    ui: uiOptions,
+  }: { readonly detach: boolean; readonly noWait: boolean; readonly steer: boolean; readonly ui?: { readonly port?: number } },
   io: RunIo,
 ): Promise<number> {
   // The tools checked as a run here checks them (the MCP servers started once, to list theirs),
@@ -213,7 +223,7 @@ async function submitAndFollow(
     // `--ui`: the page is fed the trace records the follower makes of the journal.
     const ui = uiOptions ? await CliUi.startFed(uiOptions, io.stderr) : undefined;
     try {
-      return await followStored(store, id, record, db, noWait, io, ui);
+      return await followStored(store, id, record, db, { noWait, steer }, io, ui);
     } finally {
       await ui?.finish(io.interrupt);
     }
@@ -232,7 +242,15 @@ async function submitAndFollow(
  * no one to ask, so the questions come once the run has done all it could without the answers.
  * Ctrl-C stops following only.
  */
-async function followStored(store: PostgresRunStore, id: string, record: CliRunRecord, db: string, noWait: boolean, io: RunIo, ui?: CliUi): Promise<number> {
+async function followStored(
+  store: PostgresRunStore,
+  id: string,
+  record: CliRunRecord,
+  db: string,
+  { noWait, steer }: { readonly noWait: boolean; readonly steer: boolean },
+  io: RunIo,
+  ui?: CliUi,
+): Promise<number> {
   const { model, maxSteps } = record;
   const color = io.stderr.isTTY === true && !io.env['NO_COLOR'] && !io.env['CI'];
   const board = new ProgressBoard({ out: io.stderr, live: color, color });
@@ -249,9 +267,31 @@ async function followStored(store: PostgresRunStore, id: string, record: CliRunR
     trace.push(rows);
   };
   const target = targetFlags({ db });
-  // The questions' reader: made on the first one, so a run that asks nothing never reads stdin.
-  let ask = !noWait && io.stdin?.isTTY === true && io.stderr.isTTY === true;
-  let terminal: TerminalInput | undefined;
+  const onTerminal = io.stdin?.isTTY === true && io.stderr.isTTY === true;
+  let ask = !noWait && onTerminal;
+  // Steering lines typed (on a terminal, or from stdin with --steer) go to the run's worker through
+  // the store; what it said comes back the same way (`sent`: lines whose answer is not shown yet).
+  const sent = new Set<number>();
+  const terminal =
+    io.stdin && (onTerminal || steer)
+      ? new TerminalInput({
+          input: io.stdin,
+          output: io.stderr,
+          terminal: onTerminal,
+          onCommand: (line) => {
+            if (line.trim() === '') return;
+            store.sendCommand(id, line).then(
+              (number) => sent.add(number),
+              (error: unknown) => board.print(`exarch: the line was not sent to the run: ${describeError(error)}`),
+            );
+          },
+          onCommandOpen: () => board.pause(),
+          onCommandClose: () => board.resume(),
+          // Raw mode keeps Ctrl-C from the terminal's signal: raised here as the terminal would.
+          onInterrupt: () => process.kill(process.pid, 'SIGINT'),
+        })
+      : undefined;
+  terminal?.start();
   const closeTerminal = (): void => terminal?.close();
   io.interrupt.addEventListener('abort', closeTerminal, { once: true });
   /** Calls asked about (each once), and whether the run was queued again since it last stopped. */
@@ -265,11 +305,13 @@ async function followStored(store: PostgresRunStore, id: string, record: CliRunR
         return EXIT.interrupted;
       }
       await read();
+      for (const { seq: number, answer } of await store.answers([...sent])) {
+        sent.delete(number);
+        for (const line of answer.split('\n')) board.print(line);
+      }
       const run = await store.getRun(id);
       if (run?.status !== 'waiting') requeued = false;
-      if (run?.status === 'waiting' && ask) {
-        const stdin = io.stdin as NonNullable<RunIo['stdin']>;
-        terminal ??= new TerminalInput({ input: stdin, output: io.stderr, terminal: true, onInterrupt: () => process.kill(process.pid, 'SIGINT') });
+      if (run?.status === 'waiting' && ask && terminal) {
         const answered = await answerWaiting(store, id, terminal, board, io.stderr, asked);
         if (io.interrupt.aborted) continue;
         // Input ended, or a call the store would not take an answer for: listed below as without a terminal.
@@ -292,6 +334,7 @@ async function followStored(store: PostgresRunStore, id: string, record: CliRunR
         trace.end();
         ui?.end();
         board.stop();
+        if (sent.size > 0) io.stderr.write(`exarch: ${sent.size} steering line${sent.size === 1 ? ' was' : 's were'} not taken before the run stopped\n`);
         const stored = (await store.listRuns()).find((r) => r.id === id);
         const totals = board.totals();
         const logDir = record.logDir ?? defaultLogDir(run.cwd, run.startedAt);

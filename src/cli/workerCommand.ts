@@ -4,6 +4,7 @@ import { readRecord } from './runRecord.js';
 import { buildRunSession, checkModelAccess } from './runSession.js';
 import { isPostgresUrl } from '../store/postgresUrl.js';
 import { startWorker, type WorkerEvent } from '../workers/worker.js';
+import { steeringCommand } from './steeringCommands.js';
 import { createRunObserver } from '../watch/observe/runObserver.js';
 import { OtelRunExporter } from '../watch/otel/otelExporter.js';
 import type { Provider } from '../engine/types.js';
@@ -69,6 +70,12 @@ export async function workerCommand(flags: WorkerFlags, io: WorkerIo): Promise<n
     concurrency,
     policy: { expireInSeconds },
     onEvent: say,
+    // `run --db --steer`: the lines a run here would take from its terminal, acted on here.
+    command: (line, run) => {
+      const answer = steeringCommand(line, run.actor);
+      io.stderr.write(`exarch worker: run ${run.id}: ${line.trim()}\n`);
+      return answer;
+    },
     // Each run's sessions as `exarch run` built them here: from its record (MCP servers started for the run, closed after it).
     session: async (row) => {
       const built = await buildRunSession({ id: row.id, cwd: row.cwd, startedAt: row.startedAt, record: readRecord(row.options) }, io);

@@ -60,6 +60,20 @@ const MIGRATIONS: Readonly<Record<number, string>> = {
       PRIMARY KEY (run_id, seq)
     );
   `,
+  // Steering lines for a run its worker holds (`exarch run --db --steer`): sent by a follower,
+  // taken and answered by the worker that runs the run.
+  2: `
+    CREATE TABLE exarch.commands (
+      seq BIGSERIAL PRIMARY KEY,
+      run_id TEXT NOT NULL,
+      line TEXT NOT NULL,
+      sent_at BIGINT NOT NULL,
+      taken_by TEXT,
+      taken_at BIGINT,
+      answer TEXT
+    );
+    CREATE INDEX commands_open ON exarch.commands (run_id) WHERE taken_by IS NULL;
+  `,
 };
 
 /** The newest schema this exarch reads and writes. */
@@ -309,6 +323,58 @@ export class PostgresRunStore implements RunStore {
       ),
     );
     return rows.map((r) => ({ runId, seq: r.seq, session: r.session, ts: Number(r.ts), record: JSON.parse(r.body) as JournalRow['record'] }));
+  }
+
+  /**
+   * Sends a steering line (`/cancel root/lead`, `/msg …`) to whichever worker runs the run; returns
+   * its number, by which `answers` reports what the worker said. Lines wait while no worker holds
+   * the run. Redacted as everything stored is.
+   */
+  async sendCommand(runId: string, line: string): Promise<number> {
+    const { rows } = await this.call(() =>
+      this.pool.query<{ seq: string }>('INSERT INTO exarch.commands (run_id, line, sent_at) VALUES ($1, $2, $3) RETURNING seq', [
+        runId,
+        this.redactor.text(line),
+        this.now(),
+      ]),
+    );
+    return Number(rows[0]?.seq);
+  }
+
+  /**
+   * The run's steering lines no one has taken, now taken by `taker`, in the order sent; and those
+   * `taker` took before and has not answered (an answer lost with a connection is asked for again).
+   */
+  async takeCommands(runId: string, taker: string): Promise<{ readonly seq: number; readonly line: string }[]> {
+    const { rows } = await this.call(() =>
+      this.pool.query<{ seq: string; line: string }>(
+        `WITH taken AS (
+           UPDATE exarch.commands SET taken_by = $2, taken_at = $3 WHERE run_id = $1 AND taken_by IS NULL RETURNING seq, line
+         )
+         SELECT seq, line FROM taken
+         UNION ALL
+         SELECT seq, line FROM exarch.commands WHERE run_id = $1 AND taken_by = $2 AND answer IS NULL
+         ORDER BY seq`,
+        [runId, taker, this.now()],
+      ),
+    );
+    return rows.map((r) => ({ seq: Number(r.seq), line: r.line }));
+  }
+
+  /** What the worker said to a steering line. */
+  async answerCommand(seq: number, answer: string): Promise<void> {
+    await this.call(() => this.pool.query('UPDATE exarch.commands SET answer = $2 WHERE seq = $1', [seq, this.redactor.text(answer)]));
+  }
+
+  /** The answers given so far to the lines `seqs` (those not answered yet are left out). */
+  async answers(seqs: readonly number[]): Promise<{ readonly seq: number; readonly answer: string }[]> {
+    if (seqs.length === 0) return [];
+    const { rows } = await this.call(() =>
+      this.pool.query<{ seq: string; answer: string }>('SELECT seq, answer FROM exarch.commands WHERE seq = ANY($1) AND answer IS NOT NULL ORDER BY seq', [
+        seqs.map(String),
+      ]),
+    );
+    return rows.map((r) => ({ seq: Number(r.seq), answer: r.answer }));
   }
 
   /** The run's row locked (FOR UPDATE) while the holder is judged: two claimants never both win. */

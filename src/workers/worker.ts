@@ -1,3 +1,5 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import type PgBoss from 'pg-boss';
 import type { InspectionEvent } from 'xstate';
 import { ApprovalStop } from '../engine/approvalStop.js';
@@ -35,6 +37,12 @@ export interface WorkerOptions {
   /** The queue's policy, set by this worker (see `QueuePolicy`); expired jobs are looked for every quarter of the expiry. */
   readonly policy?: QueuePolicy;
   readonly onEvent?: (event: WorkerEvent) => void;
+  /**
+   * What to do with a steering line sent to a run this worker runs (`exarch run --db --steer`:
+   * `/cancel root/lead`, …), and the lines to answer with. Without it, lines wait for a worker
+   * that has one.
+   */
+  readonly command?: (line: string, run: DurableRun) => readonly string[];
 }
 
 /** What a worker runs a run with. */
@@ -149,6 +157,48 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   };
 }
 
+/** How often a worker asks the store for steering lines sent to a run it runs. */
+const COMMAND_POLL_MS = 250;
+
+/**
+ * Takes the steering lines sent to a run while this worker runs it, acts on each once, and
+ * stores what it said. Polled, not notified: a quarter of a second is soon enough for a person,
+ * and one small query per run that often is little next to the run's own writes. A store that
+ * cannot be reached is asked again at the next poll; a line whose answer was lost is answered
+ * again with what was said, not acted on twice.
+ */
+function steerFromStore(
+  store: PostgresRunStore,
+  runId: string,
+  run: DurableRun,
+  command: (line: string, run: DurableRun) => readonly string[],
+): { stop(): void } {
+  const taker = `${hostname()}:${process.pid}:${randomUUID()}`;
+  const said = new Map<number, string>();
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  const poll = async (): Promise<void> => {
+    try {
+      for (const { seq, line } of await store.takeCommands(runId, taker)) {
+        if (stopped) return;
+        const answer = said.get(seq) ?? command(line, run).join('\n');
+        said.set(seq, answer);
+        await store.answerCommand(seq, answer);
+      }
+    } catch {
+      // Asked again at the next poll.
+    }
+    if (!stopped) timer = setTimeout(() => void poll(), COMMAND_POLL_MS);
+  };
+  void poll();
+  return {
+    stop() {
+      stopped = true;
+      clearTimeout(timer);
+    },
+  };
+}
+
 /** How long a worker keeps trying to mark a job done or failed while the server is away. */
 const SETTLE_MS = 60_000;
 
@@ -231,6 +281,7 @@ async function runJob(
     return;
   }
   running.add(run);
+  const steering = options.command ? steerFromStore(store, runId, run, options.command) : undefined;
   try {
     approvals.watch(run);
     emit({ type: 'started', runId, resumed });
@@ -241,6 +292,7 @@ async function runJob(
     }
     emit({ type: 'finished', runId, status: result.status });
   } finally {
+    steering?.stop();
     approvals.close();
     running.delete(run);
     await setup.close?.();

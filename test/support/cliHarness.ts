@@ -122,3 +122,41 @@ export function freePort(): Promise<number> {
     });
   });
 }
+
+export interface Running {
+  readonly stdout: () => string;
+  readonly stderr: () => string;
+  send(line: string): void;
+  until(what: string, check: () => boolean): Promise<void>;
+  readonly exit: Promise<number | null>;
+}
+
+/** `exarch ARGS` in the background with stdin open: lines are sent as the test goes. */
+export function startExarch(args: readonly string[], server: { url: string }, cwd: string): Running {
+  const child = spawn(process.execPath, [MAIN, ...args], {
+    cwd,
+    env: { PATH: process.env['PATH'], CI: 'true', ANTHROPIC_API_KEY: 'test-key', ANTHROPIC_BASE_URL: server.url },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exit = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  return {
+    stdout: () => stdout,
+    stderr: () => stderr,
+    send: (line) => child.stdin.write(`${line}\n`),
+    async until(what, check) {
+      const end = Date.now() + 60_000;
+      while (!check()) {
+        if (Date.now() > end) {
+          child.kill();
+          throw new Error(`timed out waiting for ${what}; stderr so far:\n${stderr}`);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    },
+    exit,
+  };
+}
