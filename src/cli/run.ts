@@ -240,7 +240,8 @@ async function submitAndFollow(
  * the answers recorded as `exarch approve` would, then the run queued again and followed on.
  * Without a terminal it lists its calls with the commands that answer them (exit 4). A worker has
  * no one to ask, so the questions come once the run has done all it could without the answers.
- * Ctrl-C stops following only.
+ * Steering lines (read as a run here reads them) go to the run's worker through the store, and its
+ * answers are printed as they come back. Ctrl-C stops following only.
  */
 async function followStored(
   store: PostgresRunStore,
