@@ -1,11 +1,10 @@
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { historyHandler, startAnthropicServer, type AnthropicTestServer, type ReceivedRequest, type ServerPlan } from './support/anthropicServer.js';
-import { call, exarch, lastUserText, MAIN, onCleanup, stream, workdir, type CliRun } from './support/cliHarness.js';
+import { call, exarch, lastUserText, onCleanup, startExarch, stream, workdir, type CliRun } from './support/cliHarness.js';
 
 /**
  * Durable runs from the command line (issue 12): every `exarch run` is recorded in the run store,
@@ -40,24 +39,6 @@ function storedRuns(file: string): { id: string; status: string; cwd: string; op
   } finally {
     db.close();
   }
-}
-
-/** Starts `exarch` and resolves once `ready` says so on its output (the process keeps running). */
-function startExarch(args: readonly string[], server: AnthropicTestServer, cwd: string) {
-  const child = spawn(process.execPath, [MAIN, ...args], {
-    cwd,
-    env: { PATH: process.env['PATH'], CI: 'true', ANTHROPIC_API_KEY: 'test-key', ANTHROPIC_BASE_URL: server.url },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const closed = new Promise<CliRun>((resolve) => child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr })));
-  onCleanup(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  return { child, closed, output: () => ({ stdout, stderr }) };
 }
 
 async function until(check: () => boolean, what: string, ms = 10_000): Promise<void> {
@@ -305,7 +286,7 @@ describe('durable runs from the command line', () => {
     expect((await exarch(['runs'], { cwd })).stdout).toMatch(new RegExp(`${id}\\s+\\S+ \\S+\\s+interrupted`));
 
     const second = startExarch(['resume', id], server, cwd);
-    await until(() => /resumed/.test(second.output().stderr), 'the resume to start');
+    await until(() => /resumed/.test(second.stderr()), 'the resume to start');
     const refused = await exarch(['resume', id], { server, cwd });
     expect(refused.code).toBe(1);
     expect(refused.stderr.trim()).toMatch(new RegExp(`^exarch: run ${id} is being run by process ${second.child.pid} on \\S+; try again once it has stopped$`));

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -124,14 +124,21 @@ export function freePort(): Promise<number> {
 }
 
 export interface Running {
+  readonly child: ChildProcessWithoutNullStreams;
   readonly stdout: () => string;
   readonly stderr: () => string;
   send(line: string): void;
   until(what: string, check: () => boolean): Promise<void>;
+  /** The exit code (null after a signal). */
   readonly exit: Promise<number | null>;
+  /** How it ended, with everything it wrote. */
+  readonly closed: Promise<CliRun>;
 }
 
-/** `exarch ARGS` in the background with stdin open: lines are sent as the test goes. */
+/**
+ * `exarch ARGS` in the background, its stdin open (lines are sent as the test goes), its output
+ * kept; killed when the test ends if it still runs.
+ */
 export function startExarch(args: readonly string[], server: { url: string }, cwd: string): Running {
   const child = spawn(process.execPath, [MAIN, ...args], {
     cwd,
@@ -142,8 +149,12 @@ export function startExarch(args: readonly string[], server: { url: string }, cw
   let stderr = '';
   child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exit = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  const closed = new Promise<CliRun>((resolve) => child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr })));
+  onCleanup(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
   return {
+    child,
     stdout: () => stdout,
     stderr: () => stderr,
     send: (line) => child.stdin.write(`${line}\n`),
@@ -157,6 +168,7 @@ export function startExarch(args: readonly string[], server: { url: string }, cw
         await new Promise((resolve) => setTimeout(resolve, 10));
       }
     },
-    exit,
+    exit: closed.then((run) => run.code),
+    closed,
   };
 }
