@@ -242,9 +242,12 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
     expect(await run.exit, run.stderr()).toBe(0);
     const stderr = run.stderr();
     expect(stderr).toContain('  /cancel PATH      cancel a sub-agent and everything it started');
+    // Said by the worker, for the person following: Ctrl-C here does not stop the run.
+    expect(stderr).toContain('The whole run goes on on the workers; Ctrl-C stops following it.');
     expect(stderr).toMatch(/^exarch: no sub-agent root\/nobody is running \(running: root, [^)]*root\/slow[^)]*\)$/m);
     expect(stderr).toMatch(/^exarch: cancelling root\/slow and everything it started$/m);
     expect(stderr).not.toContain('not taken');
+    expect(await query(db, 'SELECT count(*)::int AS n FROM exarch.commands WHERE answer IS NULL')).toEqual([{ n: 0 }]);
     // The cancel happened on the worker: the root was told there, and the answer came back here.
     expect(run.stdout()).toContain("[agent 'slow' was cancelled]");
     expect(run.stdout()).toContain("[agent 'quick' replied]\nhi");
@@ -406,6 +409,8 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
       const model = await serveByHistory({
         root: [
           stream({ toolCalls: [call('write_file', { path: 'a.md', content: 'A' }), call('write_file', { path: 'b.md', content: 'B' })] }),
+          // Taken up by a worker with the answers, it stops waiting a second time.
+          stream({ toolCalls: [call('write_file', { path: 'c.md', content: 'C' })] }),
           (request) => stream({ text: `Root heard:\n${lastUserText(request)}` }),
         ],
       });
@@ -423,18 +428,25 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
       tmux('send-keys', '-t', session, 'n', 'Enter');
       await waitFor(session, /Reason, for the agent \(optional\): $/m, 'the reason question');
       tmux('send-keys', '-t', session, 'not b', 'Enter');
+      // The second stop: asked again, once, about the new call only.
+      await waitFor(session, /input: \{"path":"c\.md","content":"C"\}\n.*Approve\?/, 'the question of the second stop', 60_000);
+      tmux('send-keys', '-t', session, 'y', 'Enter');
       const final = await waitFor(session, /^EXIT=\d+$/m, 'the end of the run', 90_000);
       expect(final).toMatch(/^EXIT=0$/m);
-      expect(final).toContain(`exarch: run ${id} answered; queued for the workers again`);
+      expect(final.split(`exarch: run ${id} answered; queued for the workers again`)).toHaveLength(3);
+      expect(final.match(/Approve\? /g)).toHaveLength(3);
       // The answers were taken up by a worker: one file written, once; the refusal reached the model.
       expect(readFileSync(join(cwd, 'a.md'), 'utf8')).toBe('A');
+      expect(readFileSync(join(cwd, 'c.md'), 'utf8')).toBe('C');
       expect(existsSync(join(cwd, 'b.md'))).toBe(false);
       expect(await statusOf(db, id)).toBe('done');
-      const answer = await rootAnswer(db, id);
-      expect(answer).toContain("tool 'write_file' was not run: a person denied this call: not b");
+      // The refusal reached the model with the first batch's results; the last answer heard the third file.
+      const rootRequests = model.requests.filter((r) => r.agent === 'root');
+      expect(JSON.stringify(rootRequests[1]?.body.messages.at(-1))).toContain("tool 'write_file' was not run: a person denied this call: not b");
+      expect(await rootAnswer(db, id)).toMatch(/^Root heard:\n\[result ok: "wrote 1 bytes? to c\.md"\]$/);
       expect(final).toContain('Root heard:');
       expect(worker.stderr()).toContain(`exarch worker: run ${id} waiting`);
-      expect(model.requests.filter((r) => r.agent === 'root')).toHaveLength(2);
+      expect(model.requests.filter((r) => r.agent === 'root')).toHaveLength(3);
       expect(model.pairingViolations).toEqual([]);
     },
   );

@@ -42,6 +42,14 @@ describe('ExchangeOrder', () => {
     expect(released()).toBe(true);
   });
 
+  it('waits out at most a minute of a recorded stretch: one of ten minutes gives up after 2 s + 2 × 60 s', async () => {
+    const { released } = replay([0, 600_000, 600_100]);
+    await vi.advanceTimersByTimeAsync(121_990);
+    expect(released()).toBe(false);
+    await vi.advanceTimersByTimeAsync(20);
+    expect(released()).toBe(true);
+  });
+
   it('a recording without times: gives up after 2 s of nothing moving', async () => {
     const { released } = replay();
     await vi.advanceTimersByTimeAsync(1_990);

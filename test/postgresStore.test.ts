@@ -115,6 +115,32 @@ describe.skipIf(!postgres.available)('postgres run store', () => {
     }
   });
 
+  it('steering lines a worker let go of, or took and never answered for 30 s, go to the next; a line no one took can be withdrawn', async () => {
+    const url = await postgres.server().createDatabase();
+    let now = 1_000_000;
+    const store = openPostgresStore(url, { now: () => now });
+    try {
+      await store.createRun(newRun('r'));
+      const a = await store.sendCommand('r', '/help');
+      const b = await store.sendCommand('r', '/msg root hi');
+      expect((await store.takeCommands('r', 'worker-a')).map((c) => c.seq)).toEqual([a, b]);
+      // worker-a acted on the first and stopped: the other goes to the next worker at once.
+      await store.releaseCommands('r', 'worker-a', [a]);
+      expect((await store.takeCommands('r', 'worker-b')).map((c) => c.seq)).toEqual([b]);
+      // worker-b died with it taken: 30 s on, another takes it; worker-a's own is left to worker-a until then too.
+      now += 29_000;
+      expect(await store.takeCommands('r', 'worker-c')).toEqual([]);
+      now += 31_000;
+      expect((await store.takeCommands('r', 'worker-c')).map((c) => c.seq)).toEqual([a, b]);
+      // Withdrawn: only a line no one took.
+      const untaken = await store.sendCommand('r', '/cancel root/x');
+      expect(await store.withdrawCommands([b, untaken])).toBe(1);
+      expect(await query(url, 'SELECT seq FROM exarch.commands ORDER BY seq')).toEqual([{ seq: String(a) }, { seq: String(b) }]);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('refuses a database of a newer schema with one line naming both versions, and writes nothing', async () => {
     const url = await postgres.server().createDatabase();
     const first = openPostgresStore(url);

@@ -90,8 +90,8 @@ const USAGE = `Usage:
                                   take runs queued with run --db and run them here, N at a time
                                   (default 1), with the options each was started with (its --mcp
                                   servers started here); with no one to ask, a run whose calls
-                                  wait for approval stops waiting (exarch approve --db answers
-                                  them). SIGTERM drains: runs get S seconds (default 30) to
+                                  wait for approval stops waiting (its follower on a terminal asks,
+                                  or exarch approve --db answers them). SIGTERM drains: runs get S seconds (default 30) to
                                   finish, the rest go back to the queue; a job not finished within
                                   --job-expiry seconds (default 900) is offered to another worker;
                                   --otel sends the spans of what it runs, as run --otel does

@@ -205,6 +205,9 @@ async function submitAndFollow(
   // Loaded only here: a command without --db never pays for pg and pg-boss.
   const { openPostgresStore } = await import('../store/postgresStore.js');
   const { startBoss, submitRun } = await import('../workers/runQueue.js');
+  // `--ui`: the page, fed the trace records the follower makes of the journal. Started before the
+  // run is queued, as a run here starts it: a port in use stops the command with nothing queued.
+  const ui = uiOptions ? await CliUi.startFed(uiOptions, io.stderr) : undefined;
   const store = openPostgresStore(db);
   try {
     const boss = await startBoss(db);
@@ -220,15 +223,10 @@ async function submitAndFollow(
       return EXIT.ok;
     }
     io.stderr.write(`exarch: run ${id} started (queued for the workers)\n`);
-    // `--ui`: the page is fed the trace records the follower makes of the journal.
-    const ui = uiOptions ? await CliUi.startFed(uiOptions, io.stderr) : undefined;
-    try {
-      return await followStored(store, id, record, db, { noWait, steer }, io, ui);
-    } finally {
-      await ui?.finish(io.interrupt);
-    }
+    return await followStored(store, id, record, db, { noWait, steer }, io, ui);
   } finally {
     await store.close();
+    await ui?.finish(io.interrupt);
   }
 }
 
@@ -273,6 +271,8 @@ async function followStored(
   // Steering lines typed (on a terminal, or from stdin with --steer) go to the run's worker through
   // the store; what it said comes back the same way (`sent`: lines whose answer is not shown yet).
   const sent = new Set<number>();
+  // One at a time, in the order typed: the worker acts on lines in the order the store numbered them.
+  let sending: Promise<void> = Promise.resolve();
   const terminal =
     io.stdin && (onTerminal || steer)
       ? new TerminalInput({
@@ -281,9 +281,11 @@ async function followStored(
           terminal: onTerminal,
           onCommand: (line) => {
             if (line.trim() === '') return;
-            store.sendCommand(id, line).then(
-              (number) => sent.add(number),
-              (error: unknown) => board.print(`exarch: the line was not sent to the run: ${describeError(error)}`),
+            sending = sending.then(() =>
+              store.sendCommand(id, line).then(
+                (number) => void sent.add(number),
+                (error: unknown) => board.print(`exarch: the line was not sent to the run: ${describeError(error)}`),
+              ),
             );
           },
           onCommandOpen: () => board.pause(),
@@ -295,9 +297,15 @@ async function followStored(
   terminal?.start();
   const closeTerminal = (): void => terminal?.close();
   io.interrupt.addEventListener('abort', closeTerminal, { once: true });
-  /** Calls asked about (each once), and whether the run was queued again since it last stopped. */
+  /** Calls asked about (each once); the journal's last seq when the questions were last gone through. */
   const asked = new Set<string>();
-  let requeued = false;
+  let answeredAt: number | undefined;
+  const showAnswers = async (): Promise<void> => {
+    for (const { seq: number, answer } of await store.answers([...sent])) {
+      sent.delete(number);
+      for (const line of answer.split('\n')) board.print(line);
+    }
+  };
   try {
     for (;;) {
       if (io.interrupt.aborted) {
@@ -306,36 +314,43 @@ async function followStored(
         return EXIT.interrupted;
       }
       await read();
-      for (const { seq: number, answer } of await store.answers([...sent])) {
-        sent.delete(number);
-        for (const line of answer.split('\n')) board.print(line);
-      }
+      await showAnswers();
       const run = await store.getRun(id);
-      if (run?.status !== 'waiting') requeued = false;
-      if (run?.status === 'waiting' && ask && terminal) {
+      // Waiting, on a terminal: asked about once the journal has moved since the questions were
+      // last gone through (a worker took the run and stopped again; reading the whole journal on
+      // every poll would cost a long run dearly).
+      if (run?.status === 'waiting' && ask && terminal && answeredAt !== seq) {
         const answered = await answerWaiting(store, id, terminal, board, io.stderr, asked);
         if (io.interrupt.aborted) continue;
         // Input ended, or a call the store would not take an answer for: listed below as without a terminal.
-        if (!answered) ask = false;
+        if (answered === undefined) ask = false;
         else {
-          if (!requeued) {
+          // The approvals just appended are part of the journal the next poll reads.
+          answeredAt = seq + answered;
+          if (answered > 0) {
             // Loaded only here, as for `exarch approve --db`.
             const { requeueRun } = await import('../workers/runQueue.js');
             await requeueRun(db, id);
-            requeued = true;
             board.print(`exarch: run ${id} answered; queued for the workers again`);
           }
-          await pause(FOLLOW_POLL_MS, io.interrupt);
-          continue;
         }
+      }
+      if (run?.status === 'waiting' && ask && terminal) {
+        await pause(FOLLOW_POLL_MS, io.interrupt);
+        continue;
       }
       if (run && (run.status === 'done' || run.status === 'capped' || run.status === 'failed' || run.status === 'waiting')) {
         // Everything its worker wrote is in by the time it set the status.
         await read();
+        // Lines still being sent, and answers given as the run ended, are in by now.
+        await sending;
+        await showAnswers();
+        const withdrawn = await store.withdrawCommands([...sent]);
         trace.end();
         ui?.end();
         board.stop();
-        if (sent.size > 0) io.stderr.write(`exarch: ${sent.size} steering line${sent.size === 1 ? ' was' : 's were'} not taken before the run stopped\n`);
+        if (withdrawn > 0)
+          io.stderr.write(`exarch: ${withdrawn} steering line${withdrawn === 1 ? ' was' : 's were'} not taken before the run stopped (withdrawn)\n`);
         const stored = (await store.listRuns()).find((r) => r.id === id);
         const totals = board.totals();
         const logDir = record.logDir ?? defaultLogDir(run.cwd, run.startedAt);
@@ -407,9 +422,9 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
 
 /**
  * Asks about each call of a stopped run that waits and was not asked about before, and records
- * each answer in the store as `exarch approve|deny` would. True once no call waits any more;
- * false if stdin closed first, or a call still waits that was asked about (the store refused its
- * answer, and said why).
+ * each answer in the store as `exarch approve|deny` would. Returns how many answers it recorded,
+ * once no call waits any more; undefined if stdin closed first, or a call still waits that was
+ * asked about (the store refused its answer, and said why).
  */
 async function answerWaiting(
   store: PostgresRunStore,
@@ -418,17 +433,19 @@ async function answerWaiting(
   board: ProgressBoard,
   out: NodeJS.WritableStream,
   asked: Set<string>,
-): Promise<boolean> {
+): Promise<number | undefined> {
   const calls = (await waitingCalls(store, id)).filter((call) => !asked.has(call.callId));
+  let recorded = 0;
   if (calls.length > 0) {
     board.pause();
     try {
       for (const call of calls) {
-        const answer = await askApproval(terminal, out, { callId: call.callId, tool: call.tool, input: call.input, agentId: call.agent });
-        if (answer === undefined) return false;
+        const answer = await askApproval(terminal, out, { callId: call.callId, tool: call.tool, input: call.input, agentId: call.agent, task: call.task });
+        if (answer === undefined) return undefined;
         asked.add(call.callId);
         try {
           await recordApproval(store, id, answer);
+          recorded++;
         } catch (error) {
           // Answered meanwhile with `exarch approve`, or the run taken up: the store says which.
           if (!(error instanceof RunError)) throw error;
@@ -439,7 +456,7 @@ async function answerWaiting(
       board.resume();
     }
   }
-  return (await waitingCalls(store, id)).length === 0;
+  return (await waitingCalls(store, id)).length === 0 ? recorded : undefined;
 }
 
 export interface ResumeFlags {

@@ -72,7 +72,7 @@ export async function workerCommand(flags: WorkerFlags, io: WorkerIo): Promise<n
     onEvent: say,
     // `run --db --steer`: the lines a run here would take from its terminal, acted on here.
     command: (line, run) => {
-      const answer = steeringCommand(line, run.actor);
+      const answer = steeringCommand(line, run.actor, 'followed');
       io.stderr.write(`exarch worker: run ${run.id}: ${line.trim()}\n`);
       return answer;
     },

@@ -8,8 +8,8 @@
  * A replay that has gone another way can wait for something that never comes again (a request no
  * longer made); when nothing has moved for a while, the earliest waiting answer goes anyway, and
  * the requests that follow say where the run differs. A while: `idleMs`, plus twice what the
- * recorded run took to get from the last position seen to the one waited for, so a slow step of
- * the recording (a tool that ran for a minute before the next request) is waited for, not skipped.
+ * recorded run took to get from the last position seen to the one waited for (at most a minute of
+ * it), so a slow step of the recording (a tool that ran for a minute) is waited for, not skipped.
  */
 export class ExchangeOrder {
   /** Which positions of the recorded sequence (beginnings and ends) have happened again. */
@@ -83,7 +83,9 @@ export class ExchangeOrder {
   /** How long the recorded run took from the last position seen to the first not seen yet (0 if unknown). */
   private recordedGap(): number {
     const gap = (this.times[this.frontier] ?? Number.NaN) - (this.times[this.frontier - 1] ?? Number.NaN);
-    return Number.isFinite(gap) && gap > 0 ? gap : 0;
+    // At most a minute: a recording that sat ten minutes on a person's approval should not make a
+    // replay that went another way wait twenty before it says so.
+    return Number.isFinite(gap) && gap > 0 ? Math.min(gap, MAX_GAP_MS) : 0;
   }
 
   /** Nothing moved: what the earliest waiting answer waits for will not happen again. */
@@ -96,3 +98,6 @@ export class ExchangeOrder {
     this.schedule();
   }
 }
+
+/** The longest recorded stretch a replay waits out (twice, plus `idleMs`). */
+const MAX_GAP_MS = 60_000;

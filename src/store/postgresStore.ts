@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { stringifyBounded } from '../engine/nesting.js';
 import { Redactor } from '../engine/redact.js';
@@ -65,6 +66,7 @@ const MIGRATIONS: Readonly<Record<number, string>> = {
   2: `
     CREATE TABLE exarch.commands (
       seq BIGSERIAL PRIMARY KEY,
+      key TEXT NOT NULL UNIQUE,
       run_id TEXT NOT NULL,
       line TEXT NOT NULL,
       sent_at BIGINT NOT NULL,
@@ -72,9 +74,12 @@ const MIGRATIONS: Readonly<Record<number, string>> = {
       taken_at BIGINT,
       answer TEXT
     );
-    CREATE INDEX commands_open ON exarch.commands (run_id) WHERE taken_by IS NULL;
+    CREATE INDEX commands_open ON exarch.commands (run_id) WHERE answer IS NULL;
   `,
 };
+
+/** A steering line taken this long ago and not answered was taken by a worker that died: another may take it. */
+const COMMAND_STALE_MS = 30_000;
 
 /** The newest schema this exarch reads and writes. */
 export const POSTGRES_SCHEMA_VERSION = Math.max(...Object.keys(MIGRATIONS).map(Number));
@@ -328,42 +333,53 @@ export class PostgresRunStore implements RunStore {
   /**
    * Sends a steering line (`/cancel root/lead`, `/msg …`) to whichever worker runs the run; returns
    * its number, by which `answers` reports what the worker said. Lines wait while no worker holds
-   * the run. Redacted as everything stored is.
+   * the run. Redacted as everything stored is. A retry after a lost connection finds the line it
+   * sent (by its key) rather than sending it twice.
    */
   async sendCommand(runId: string, line: string): Promise<number> {
-    const { rows } = await this.call(() =>
-      this.pool.query<{ seq: string }>('INSERT INTO exarch.commands (run_id, line, sent_at) VALUES ($1, $2, $3) RETURNING seq', [
-        runId,
-        this.redactor.text(line),
-        this.now(),
-      ]),
-    );
+    const key = randomUUID();
+    const text = this.redactor.text(line);
+    const { rows } = await this.call(async () => {
+      const inserted = await this.pool.query<{ seq: string }>(
+        'INSERT INTO exarch.commands (key, run_id, line, sent_at) VALUES ($1, $2, $3, $4) ON CONFLICT (key) DO NOTHING RETURNING seq',
+        [key, runId, text, this.now()],
+      );
+      return inserted.rows.length > 0 ? inserted : this.pool.query<{ seq: string }>('SELECT seq FROM exarch.commands WHERE key = $1', [key]);
+    });
     return Number(rows[0]?.seq);
   }
 
   /**
-   * The run's steering lines no one has taken, now taken by `taker`, in the order sent; and those
-   * `taker` took before and has not answered (an answer lost with a connection is asked for again).
+   * The run's unanswered steering lines, now taken by `taker`, in the order sent: those no one
+   * took, those `taker` took before (an answer lost with a connection is asked for again), and
+   * those another taker took more than `COMMAND_STALE_MS` ago and never answered (it died).
    */
   async takeCommands(runId: string, taker: string): Promise<{ readonly seq: number; readonly line: string }[]> {
+    const now = this.now();
     const { rows } = await this.call(() =>
       this.pool.query<{ seq: string; line: string }>(
-        `WITH taken AS (
-           UPDATE exarch.commands SET taken_by = $2, taken_at = $3 WHERE run_id = $1 AND taken_by IS NULL RETURNING seq, line
-         )
-         SELECT seq, line FROM taken
-         UNION ALL
-         SELECT seq, line FROM exarch.commands WHERE run_id = $1 AND taken_by = $2 AND answer IS NULL
-         ORDER BY seq`,
-        [runId, taker, this.now()],
+        `UPDATE exarch.commands SET taken_by = $2, taken_at = $3
+         WHERE run_id = $1 AND answer IS NULL AND (taken_by IS NULL OR taken_by = $2 OR taken_at < $4)
+         RETURNING seq, line`,
+        [runId, taker, now, now - COMMAND_STALE_MS],
       ),
     );
-    return rows.map((r) => ({ seq: Number(r.seq), line: r.line }));
+    return rows.map((r) => ({ seq: Number(r.seq), line: r.line })).sort((a, b) => a.seq - b.seq);
   }
 
   /** What the worker said to a steering line. */
   async answerCommand(seq: number, answer: string): Promise<void> {
     await this.call(() => this.pool.query('UPDATE exarch.commands SET answer = $2 WHERE seq = $1', [seq, this.redactor.text(answer)]));
+  }
+
+  /** Lets go of `taker`'s unanswered lines but `keep`: the next worker of the run takes them (a run handed back, say). */
+  async releaseCommands(runId: string, taker: string, keep: readonly number[]): Promise<void> {
+    await this.call(() =>
+      this.pool.query(
+        'UPDATE exarch.commands SET taken_by = NULL, taken_at = NULL WHERE run_id = $1 AND taken_by = $2 AND answer IS NULL AND NOT (seq = ANY($3))',
+        [runId, taker, keep.map(String)],
+      ),
+    );
   }
 
   /** The answers given so far to the lines `seqs` (those not answered yet are left out). */
@@ -375,6 +391,13 @@ export class PostgresRunStore implements RunStore {
       ]),
     );
     return rows.map((r) => ({ seq: Number(r.seq), answer: r.answer }));
+  }
+
+  /** Takes back the lines of `seqs` that no worker took (the run stopped first): none acts on them later. Returns how many. */
+  async withdrawCommands(seqs: readonly number[]): Promise<number> {
+    if (seqs.length === 0) return 0;
+    const { rowCount } = await this.call(() => this.pool.query('DELETE FROM exarch.commands WHERE seq = ANY($1) AND taken_by IS NULL', [seqs.map(String)]));
+    return rowCount ?? 0;
   }
 
   /** The run's row locked (FOR UPDATE) while the holder is judged: two claimants never both win. */

@@ -13,24 +13,27 @@ export interface WaitingCall {
   readonly input: Readonly<Record<string, unknown>>;
   /** The id of the agent whose call it is (`root/lead/scribe`). */
   readonly agent: string;
+  /** That agent's task (the root's: the run's). */
+  readonly task: string;
 }
 
 /** Calls of a run (not running now) that wait for approval, in tree order. */
 export async function waitingCalls(store: RunStore, runId: string): Promise<WaitingCall[]> {
-  const restored = restoreRun(await store.journal(runId));
-  return restored.kind === 'resumable' ? callsOf(restored.root) : [];
+  const [rows, run] = await Promise.all([store.journal(runId), store.getRun(runId)]);
+  const restored = restoreRun(rows);
+  return restored.kind === 'resumable' ? callsOf(restored.root, run?.task ?? '') : [];
 }
 
-function callsOf(session: RestoredSession): WaitingCall[] {
+function callsOf(session: RestoredSession, task: string): WaitingCall[] {
   const out: WaitingCall[] = [];
   const batch = session.batch;
   if (session.state === 'awaitingApproval' && batch) {
     for (const callId of batch.awaiting ?? []) {
       const block = batch.content.find((b) => b.type === 'tool_use' && b.id === callId);
-      if (block?.type === 'tool_use') out.push({ callId, tool: block.name, input: block.input, agent: session.agent.id });
+      if (block?.type === 'tool_use') out.push({ callId, tool: block.name, input: block.input, agent: session.agent.id, task });
     }
   }
-  for (const child of session.children) if (child.restore) out.push(...callsOf(child.restore));
+  for (const child of session.children) if (child.restore) out.push(...callsOf(child.restore, child.task));
   return out;
 }
 
@@ -55,7 +58,7 @@ export async function recordApproval(store: RunStore, runId: string, answer: App
   try {
     const rows = await store.journal(runId);
     const restored = restoreRun(rows);
-    const waiting = restored.kind === 'resumable' ? callsOf(restored.root) : [];
+    const waiting = restored.kind === 'resumable' ? callsOf(restored.root, row.task) : [];
     const call = waiting.find((c) => c.callId === answer.callId);
     if (!call) {
       const which = waiting.length === 0 ? 'no call of it waits for approval' : `the calls waiting are ${waiting.map((c) => c.callId).join(', ')}`;

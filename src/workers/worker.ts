@@ -165,36 +165,47 @@ const COMMAND_POLL_MS = 250;
  * stores what it said. Polled, not notified: a quarter of a second is soon enough for a person,
  * and one small query per run that often is little next to the run's own writes. A store that
  * cannot be reached is asked again at the next poll; a line whose answer was lost is answered
- * again with what was said, not acted on twice.
+ * again with what was said, not acted on twice. When the run stops here, the lines taken and not
+ * acted on are let go, for the worker that takes the run up next.
  */
 function steerFromStore(
   store: PostgresRunStore,
   runId: string,
   run: DurableRun,
   command: (line: string, run: DurableRun) => readonly string[],
-): { stop(): void } {
+): { stop(): Promise<void> } {
   const taker = `${hostname()}:${process.pid}:${randomUUID()}`;
   const said = new Map<number, string>();
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
+  let polling: Promise<void> = Promise.resolve();
+  const act = (line: string): string => {
+    try {
+      return command(line, run).join('\n');
+    } catch (error) {
+      return `exarch: the worker could not act on the line: ${error instanceof Error ? error.message : String(error)}`;
+    }
+  };
   const poll = async (): Promise<void> => {
     try {
       for (const { seq, line } of await store.takeCommands(runId, taker)) {
-        if (stopped) return;
-        const answer = said.get(seq) ?? command(line, run).join('\n');
+        if (stopped) break;
+        const answer = said.get(seq) ?? act(line);
         said.set(seq, answer);
         await store.answerCommand(seq, answer);
       }
     } catch {
       // Asked again at the next poll.
     }
-    if (!stopped) timer = setTimeout(() => void poll(), COMMAND_POLL_MS);
+    if (!stopped) timer = setTimeout(() => (polling = poll()), COMMAND_POLL_MS);
   };
-  void poll();
+  polling = poll();
   return {
-    stop() {
+    async stop() {
       stopped = true;
       clearTimeout(timer);
+      await polling;
+      await store.releaseCommands(runId, taker, [...said.keys()]).catch(() => undefined);
     },
   };
 }
@@ -292,7 +303,7 @@ async function runJob(
     }
     emit({ type: 'finished', runId, status: result.status });
   } finally {
-    steering?.stop();
+    await steering?.stop();
     approvals.close();
     running.delete(run);
     await setup.close?.();
