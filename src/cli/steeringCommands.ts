@@ -38,7 +38,10 @@ export function steeringCommand(line: string, root: AnyActorRef, place: Steering
       const [path, ...extra] = rest.split(/\s+/).filter(Boolean);
       if (path === undefined || extra.length > 0) return ['exarch: /cancel takes one agent path: /cancel root/lead'];
       const id = agentId(path);
-      if (id === 'root') return [`exarch: /cancel takes a sub-agent; ${place === 'here' ? 'Ctrl-C stops the whole run' : 'the whole run goes on on the workers (Ctrl-C stops following it)'}`];
+      if (id === 'root')
+        return [
+          `exarch: /cancel takes a sub-agent; ${place === 'here' ? 'Ctrl-C stops the whole run' : 'the whole run goes on on the workers (Ctrl-C stops following it)'}`,
+        ];
       if (!cancelAgent(root, id, 'cancelled from the terminal')) return [`exarch: no sub-agent ${id} is running (running: ${runningAgents(root).join(', ')})`];
       return [`exarch: cancelling ${id} and everything it started`];
     }
