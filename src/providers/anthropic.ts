@@ -339,6 +339,21 @@ function retryAfterMs(headers: Headers): number | undefined {
   return Number.isFinite(at) && at > Date.now() ? at - Date.now() : undefined;
 }
 
+/** Socket errors by which undici says the connection went away under a response. */
+const SOCKET_GONE = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']);
+
+/** Whether `error` (or what caused it, a few levels down) is undici's word for a connection dropped under a response. */
+function droppedSocket(error: unknown): boolean {
+  let current: unknown = error;
+  for (let depth = 0; depth < 4 && current instanceof Error; depth++) {
+    if (current instanceof TypeError && current.message === 'terminated') return true;
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === 'string' && SOCKET_GONE.has(code)) return true;
+    current = current.cause;
+  }
+  return false;
+}
+
 function translateError(error: unknown, started: boolean, signal: AbortSignal): unknown {
   if (signal.aborted || error instanceof APIUserAbortError) return error;
   if (error instanceof ProviderError) return error;
@@ -363,8 +378,10 @@ function translateError(error: unknown, started: boolean, signal: AbortSignal): 
     return new ProviderError(apiErrorText(error), { retryable: true, kind: 'stream', cause: error });
   }
   // The SDK reports a connection dropped after the response began as a plain AnthropicError
-  // ('terminated'), whether or not an event had arrived yet.
-  if (started || (error instanceof AnthropicError && !(error instanceof APIError))) {
+  // ('terminated'), or, closed after the headers but before the first event, passes undici's own
+  // TypeError('terminated') on unwrapped: a dropped connection either way (CONTRACT §5: retried).
+  // (A connection that failed before any response is the SDK's APIConnectionError, retried by it.)
+  if (started || (!(error instanceof APIError) && (error instanceof AnthropicError || droppedSocket(error)))) {
     return new ProviderError(`connection lost mid-stream: ${describeError(error)}`, { retryable: true, kind: 'stream', cause: error });
   }
   if (error instanceof APIConnectionError) {
