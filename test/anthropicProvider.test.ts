@@ -149,7 +149,9 @@ describe('the Anthropic provider over the real SDK', () => {
   it('a connection dropped after the headers, before the first event, is retried too', async () => {
     const { snapshot, logs } = await run({ root: [stream({ text: 'never sent' }, { dropAfter: 0 }), stream({ text: 'second try' })] }, { task: 'x' });
     expect(snapshot.context.messages.at(-1)?.content).toEqual([{ type: 'text', text: 'second try' }]);
-    expect(logs.records('root').filter((r) => r.type === 'retry')).toEqual([expect.objectContaining({ reason: expect.stringMatching(/^connection lost mid-stream: /) })]);
+    expect(logs.records('root').filter((r) => r.type === 'retry')).toEqual([
+      expect.objectContaining({ reason: expect.stringMatching(/^connection lost mid-stream: /) }),
+    ]);
   });
 
   it('a stream that stalls is aborted by the watchdog and retried', async () => {
