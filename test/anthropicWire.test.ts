@@ -426,6 +426,18 @@ describe('each way a request fails, as one line', () => {
 });
 
 describe('a retry-after longer than the run waits', () => {
+  it('a wait past the cap is said as a rate limit even when the SDK may not retry at all (fails fast, where an uncapped wait would hang)', async () => {
+    const asked = { 'retry-after-ms': '', 'retry-after': '3600' };
+    for (const status of [429, 500, 529]) {
+      const { result } = await streamOnce([httpError(status, undefined, undefined, asked)]);
+      expect(result).toMatchObject({ message: `rate limited: the server asked to wait 3600 s (HTTP ${status}), longer than this run waits`, status });
+      await server?.close();
+      server = undefined;
+    }
+    const inMs = await streamOnce([httpError(429, undefined, undefined, { 'retry-after-ms': '120000' })]);
+    expect(inMs.result).toMatchObject({ message: 'rate limited: the server asked to wait 120 s (HTTP 429), longer than this run waits' });
+  });
+
   it('retry-after in seconds past the cap ends the request at once, saying how long was asked', async () => {
     const { result, requests } = await streamOnce(
       [httpError(429, undefined, undefined, { 'retry-after-ms': '', 'retry-after': '3600' }), streamOf(...responseEvents({ text: 'never' }))],
@@ -585,5 +597,18 @@ describe('recording', () => {
     expect(recording).toContain('"kind":"exchange"');
     expect(recording).toContain('my key is [redacted]');
     expect(recording).not.toContain(key);
+  });
+
+  it('record with a client of the host’s own and no apiKey option: the exchange is still written', async () => {
+    const { mkdtempSync, readFileSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const { default: Anthropic } = await import('@anthropic-ai/sdk');
+    const file = join(mkdtempSync(join(tmpdir(), 'exarch-wire-')), 'own.recording.jsonl');
+    server = await startAnthropicServer(scriptedHandler({ root: [streamOf(...responseEvents({ text: 'through my client' }))] }));
+    const provider = new AnthropicProvider({ client: new Anthropic({ apiKey: 'k', baseURL: server.url, maxRetries: 0 }), record: { file } });
+    const answer = await provider.stream({ agent: ROOT, system: '', messages: HISTORY, tools: [], signal: new AbortController().signal }, recordingSink().sink);
+    expect(answer.content).toEqual([{ type: 'text', text: 'through my client' }]);
+    expect(readFileSync(file, 'utf8')).toContain('"kind":"exchange"');
   });
 });
