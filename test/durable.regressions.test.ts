@@ -147,6 +147,31 @@ describe('durable runs: regressions', () => {
     // Once: it carried the two tool results only; uninterrupted, the reminder follows them.
     expect(next.some((block) => block.type === 'text' && /cut off/.test(block.text))).toBe(true);
   });
+
+  it('a name spawned before the crash and again after the resume gets a fresh id: the two sub-agents never share a transcript', async () => {
+    const { provider, journal } = await interruptDuringBatch({
+      root: (r) => {
+        const step = assistants(r);
+        if (step === 0 || step === 2)
+          return {
+            calls: [
+              { name: 'agent', input: { name: 'scout', task: step === 0 ? 'first' : 'second' } },
+              { name: 'wait_for_agents', input: {} },
+            ],
+          };
+        return step === 1 ? { calls: [{ name: 'effect', input: {} }] } : { text: 'done' };
+      },
+      scout: (r) => ({ calls: [{ name: 'reply', input: { result: JSON.stringify(r.messages[0]).includes('second') ? 'second report' : 'first report' } }] }),
+    });
+    // Before the crash the first scout ran as root/scout; after the resume the root spawned the same
+    // name again, which must be a new agent (id root/scout#2), not a second life of the first.
+    const spawned = journal.flatMap((row) => (row.record.type === 'spawn' ? [row.record.id] : []));
+    expect(spawned).toEqual(['root/scout', 'root/scout#2']);
+    expect(provider.requestsOf('root/scout')).toHaveLength(0);
+    expect(provider.requestsOf('root/scout#2')).toHaveLength(1);
+    const delivered = journal.flatMap((row) => (row.session === 'root' && row.record.type === 'inbox' ? [row.record.result.text] : []));
+    expect(delivered).toEqual(['first report', 'second report']);
+  });
 });
 
 describe('durable runs: a run that cannot start', () => {
