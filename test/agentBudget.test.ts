@@ -7,6 +7,7 @@ import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider, type Script, type ScriptedStep } from '../src/testing/scriptedProvider.js';
 import type { Message, ToolResultBlock } from '../src/engine/types.js';
 import { runTraced, startTraced } from './helpers.js';
+import { interruptingEffect } from './support/interruptingEffect.js';
 
 /**
  * Issue 17: a parent gives a sub-agent a budget in its `agent` call (`budget: { tokens?, cost? }`,
@@ -251,19 +252,8 @@ describe('a budget given to a sub-agent', () => {
   it('a durable run resumes a sub-agent within its budget, what it spent before counted', async () => {
     const store = new MemoryRunStore();
     let run: DurableRun | undefined;
-    let calls = 0;
     // The lead's second call presses Ctrl-C while it runs.
-    const effect = defineTool({
-      name: 'effect',
-      description: 'effect',
-      input: z.object({}),
-      run: async (_input, { signal }) => {
-        calls += 1;
-        if (calls === 2) queueMicrotask(() => run?.interrupt());
-        await sleep(5, signal);
-        return 'done';
-      },
-    });
+    const { tool: effect } = interruptingEffect({ at: 2, run: () => run });
     const scripts = (): Record<string, Script> => ({
       root: [
         step({

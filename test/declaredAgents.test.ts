@@ -15,7 +15,6 @@ import {
   type RunEvent,
   type ToolResultBlock,
 } from '../src/index.js';
-import { sleep } from '../src/engine/model/streamModel.js';
 import { resumeRun, startRun, type DurableRun } from '../src/store/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { scriptedProvider, type Script, type ScriptedStep } from '../src/testing/index.js';
@@ -27,6 +26,7 @@ import {
   type MessagesTool,
   type ServerPlan,
 } from './support/anthropicServer.js';
+import { interruptingEffect } from './support/interruptingEffect.js';
 
 /** Issue 16, points 2 and 3: declared agents (`agents`) and typed replies (`reply`, `output`). */
 
@@ -335,21 +335,7 @@ describe('durable runs with declared agents', () => {
   it('a typed sub-agent interrupted mid-batch resumes with its profile, and its typed value reaches the root; other agents are refused', async () => {
     const store = new MemoryRunStore();
     let run: DurableRun | undefined;
-    let interrupted = false;
-    const effect = defineTool({
-      name: 'effect',
-      description: 'Changes the world.',
-      input: z.object({}),
-      idempotent: true,
-      run: async (_input, { signal }) => {
-        if (!interrupted) {
-          interrupted = true;
-          queueMicrotask(() => run?.interrupt());
-        }
-        await sleep(20, signal);
-        return 'done';
-      },
-    });
+    const { tool: effect } = interruptingEffect({ at: 1, run: () => run, ms: 20, idempotent: true });
     // Each step is chosen by the history, so the resumed process (a new provider) answers the same.
     const byHistory =
       (steps: readonly ScriptedStep[], seen: ModelRequest[]): Script =>

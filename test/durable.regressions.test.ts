@@ -6,6 +6,7 @@ import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider, type Script } from '../src/testing/scriptedProvider.js';
 import { defineTool } from '../src/tools/defineTool.js';
 import type { ModelRequest } from '../src/engine/types.js';
+import { interruptingEffect } from './support/interruptingEffect.js';
 
 /**
  * Bugs the durability tests found (test/durable.property.test.ts, test/modelBased.test.ts), each
@@ -21,20 +22,7 @@ const assistants = (request: ModelRequest): number => request.messages.filter((m
 async function interruptDuringBatch(scripts: Record<string, Script>, options: { maxSteps?: number } = {}) {
   const store = new MemoryRunStore();
   let run: DurableRun | undefined;
-  let interrupted = false;
-  const effect = defineTool({
-    name: 'effect',
-    description: 'Changes the world.',
-    input: z.object({}),
-    run: async (_input, { signal }) => {
-      if (!interrupted) {
-        interrupted = true;
-        queueMicrotask(() => run?.interrupt());
-      }
-      await sleep(20, signal);
-      return 'done';
-    },
-  });
+  const { tool: effect } = interruptingEffect({ at: 1, run: () => run, ms: 20 });
   run = await startRun('task', { provider: new ScriptedProvider({ agents: scripts }), tools: [effect], ...options }, { store });
   expect((await run.result).status).toBe('interrupted');
   const provider = new ScriptedProvider({ agents: scripts });

@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { cancelAgent, defineTool, findPairingProblems, messageAgent, waitForSettled } from '../src/index.js';
-import { sleep } from '../src/engine/model/streamModel.js';
 import { resumeRun, startRun, type DurableRun } from '../src/store/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider, type Script } from '../src/testing/scriptedProvider.js';
 import type { Message } from '../src/engine/types.js';
 import { startTraced } from './helpers.js';
+import { interruptingEffect } from './support/interruptingEffect.js';
 
 /** Issue 17, steering: from the host, cancel one sub-agent's subtree by path, or give a running sub-agent a message. */
 
@@ -172,19 +172,11 @@ describe('steering a live tree', () => {
   it('a durable run resumed after the batch that delivered a message does not deliver it again', async () => {
     const store = new MemoryRunStore();
     let run: DurableRun | undefined;
-    let calls = 0;
-    const effect = defineTool({
-      name: 'effect',
-      description: 'effect',
-      input: z.object({}),
-      run: async (_input, { signal }) => {
-        calls += 1;
-        // The first call: a message reaches the worker while it runs. The second: Ctrl-C.
-        if (calls === 1) messageAgent(run?.actor ?? (undefined as never), 'root/worker', 'Also check b.md.');
-        if (calls === 2) queueMicrotask(() => run?.interrupt());
-        await sleep(5, signal);
-        return 'done';
-      },
+    // The first call: a message reaches the worker while it runs. The second: Ctrl-C.
+    const { tool: effect } = interruptingEffect({
+      at: 2,
+      run: () => run,
+      onCall: (call) => void (call === 1 && messageAgent(run?.actor ?? (undefined as never), 'root/worker', 'Also check b.md.')),
     });
     const scripts = (): Record<string, Script> => ({
       root: (request) =>
