@@ -19,19 +19,24 @@ async function until(check: () => boolean): Promise<void> {
   if (!check()) throw new Error('condition never held');
 }
 
+/** The root's script: it gives `name` the `task`, waits for it, then ends with "done". */
+function delegating(name: string, task: string): Script {
+  return [
+    {
+      calls: [
+        { name: 'agent', input: { name, task } },
+        { name: 'wait_for_agents', input: {} },
+      ],
+    },
+    { text: 'done' },
+  ];
+}
+
 describe('steering a live tree', () => {
   it('cancels one sub-agent and its subtree by path; its parent receives was cancelled and the sibling goes on', async () => {
     const traced = startTraced(
       {
-        root: [
-          {
-            calls: [
-              { name: 'agent', input: { name: 'lead', task: 'lead' } },
-              { name: 'wait_for_agents', input: {} },
-            ],
-          },
-          { text: 'done' },
-        ],
+        root: delegating('lead', 'lead'),
         lead: [
           {
             calls: [
@@ -62,15 +67,7 @@ describe('steering a live tree', () => {
   it('gives a running sub-agent a message by path; it receives it as a user turn at its next boundary', async () => {
     const traced = startTraced(
       {
-        root: [
-          {
-            calls: [
-              { name: 'agent', input: { name: 'lead', task: 'lead' } },
-              { name: 'wait_for_agents', input: {} },
-            ],
-          },
-          { text: 'done' },
-        ],
+        root: delegating('lead', 'lead'),
         // The lead ends its turn while its worker runs, so it rests at readyForUser: a boundary.
         lead: [
           { calls: [{ name: 'agent', input: { name: 'worker', task: 'work' } }] },
@@ -105,15 +102,7 @@ describe('steering a live tree', () => {
     });
     const traced = startTraced(
       {
-        root: [
-          {
-            calls: [
-              { name: 'agent', input: { name: 'worker', task: 'work' } },
-              { name: 'wait_for_agents', input: {} },
-            ],
-          },
-          { text: 'done' },
-        ],
+        root: delegating('worker', 'work'),
         worker: [
           { calls: [{ name: 'slow', input: {} }] },
           { calls: [{ name: 'slow', input: {} }] },
@@ -147,15 +136,7 @@ describe('steering a live tree', () => {
   it('a message sent while a sub-agent makes its last request is its next turn, not lost to the reply reminder', async () => {
     const traced = startTraced(
       {
-        root: [
-          {
-            calls: [
-              { name: 'agent', input: { name: 'worker', task: 'work' } },
-              { name: 'wait_for_agents', input: {} },
-            ],
-          },
-          { text: 'done' },
-        ],
+        root: delegating('worker', 'work'),
         // It ends its step without replying while the message waits: it is not quiet, so it takes the message.
         worker: [{ text: 'thinking', delayMs: 50 }, { calls: [{ name: 'reply', input: { result: 'heard you' } }] }],
       },
