@@ -33,6 +33,39 @@ describe('defineTool', () => {
     );
   });
 
+  it('accepts a name of 1 to 64 letters, digits, _ and -, and refuses any other with one line naming it', () => {
+    const named = (name: string) => () => defineTool({ name, description: '', input: z.object({}), run: () => 1 });
+    for (const name of ['a', 'Z', '7', '_', '-', `Az09_-${'x'.repeat(58)}`]) expect(named(name), `'${name}' is a valid name`).not.toThrow();
+    expect(named(''), 'an empty name').toThrow('tool name "" must be 1–64 characters of A-Za-z0-9_-');
+    expect(named('x'.repeat(65)), 'a 65-character name').toThrow(`tool name "${'x'.repeat(65)}" must be 1–64 characters of A-Za-z0-9_-`);
+    expect(named('read.file'), 'a dot').toThrow('tool name "read.file" must be 1–64 characters of A-Za-z0-9_-');
+    expect(named('é'), 'a letter outside A-Z').toThrow('tool name "é" must be 1–64 characters of A-Za-z0-9_-');
+  });
+
+  it('refuses an input schema that is not an object, naming the tool', () => {
+    expect(() => defineTool({ name: 'count', description: '', input: z.string(), run: () => 1 })).toThrow(
+      "tool 'count': the input schema must be a zod object",
+    );
+  });
+
+  it('shows the model the input side of the schema: a field with a default is not required', () => {
+    const tool = defineTool({ name: 'list', description: '', input: z.object({ dir: z.string(), depth: z.number().default(1) }), run: () => 1 });
+    expect(tool.spec.input_schema).toEqual({
+      type: 'object',
+      properties: { dir: { type: 'string' }, depth: { type: 'number', default: 1 } },
+      required: ['dir'],
+    });
+  });
+
+  it('an invalid input names the offending field by its path, or (input) for the input as a whole', () => {
+    const tool = defineTool({ name: 'open', description: '', input: z.object({ at: z.object({ line: z.number() }) }), run: () => 1 });
+    expect(tool.prepare({ at: { line: 'x' } })).toEqual({
+      ok: false,
+      error: "invalid input for tool 'open': at.line: Invalid input: expected number, received string",
+    });
+    expect(tool.prepare('x')).toEqual({ ok: false, error: "invalid input for tool 'open': (input): Invalid input: expected object, received string" });
+  });
+
   it('refuses tools named like a protocol tool, and two tools of one name', async () => {
     const reply = defineTool({ name: 'reply', description: '', input: z.object({}), run: () => 1 });
     const echo = defineTool({ name: 'echo', description: '', input: z.object({}), run: () => 1 });
@@ -64,6 +97,28 @@ describe('dispatch', () => {
     const second = await runTraced({ root: [{ calls: [{ name: 'two', input: {} }] }, { text: 'ok' }] }, { task: 't', tools });
     expect(second.provider.requestsOf('root')[0]?.tools).toEqual(['agent', 'cancel_agent', 'wait_for_agents', 'one', 'two']);
     expect(toolResults(second.snapshot.context.messages)[0]).toMatchObject({ content: 'two ran' });
+  });
+
+  it('a tool the host replaced in its array by another of the same name: the next session runs the new one', async () => {
+    const tools = [defineTool({ name: 'version', description: '', input: z.object({}), run: () => 'old' })];
+    const script = { root: [{ calls: [{ name: 'version', input: {} }] }, { text: 'ok' }] };
+    const first = await runTraced(script, { task: 't', tools });
+    expect(toolResults(first.snapshot.context.messages)[0]).toMatchObject({ content: 'old' });
+    tools[0] = defineTool({ name: 'version', description: '', input: z.object({}), run: () => 'new' });
+    const second = await runTraced(script, { task: 't', tools });
+    expect(toolResults(second.snapshot.context.messages)[0], 'the replaced tool must not run').toMatchObject({ content: 'new' });
+  });
+
+  it("a tool removed from the host's array is no longer offered to the next session", async () => {
+    const tools = [
+      defineTool({ name: 'one', description: '', input: z.object({}), run: () => 'one' }),
+      defineTool({ name: 'two', description: '', input: z.object({}), run: () => 'two' }),
+    ];
+    await runTraced({ root: [{ text: 'ok' }] }, { task: 't', tools });
+    tools.pop();
+    const second = await runTraced({ root: [{ calls: [{ name: 'two', input: {} }] }, { text: 'ok' }] }, { task: 't', tools });
+    expect(second.provider.requestsOf('root')[0]?.tools).toEqual(['agent', 'cancel_agent', 'wait_for_agents', 'one']);
+    expect(toolResults(second.snapshot.context.messages)[0]).toMatchObject({ is_error: true, content: "unknown tool 'two': this agent was not offered it" });
   });
 
   it('a call to a tool that was never offered is refused by the allow-check', async () => {
