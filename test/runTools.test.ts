@@ -231,6 +231,11 @@ describe('a tool batch', () => {
     expect(c?.content).toMatch(/^x+.*characters elided by exarch/s);
   });
 
+  it("ToolErrorResult is an exarch error of kind 'tool-error' whose content is its message", () => {
+    const error = new ToolErrorResult('quota exceeded');
+    expect([error instanceof Error, error.kind, error.message, error.content]).toEqual([true, 'tool-error', 'quota exceeded', 'quota exceeded']);
+  });
+
   it('a call that returns nothing is answered "(no output)"', async () => {
     const { drained } = start([runnable('a', async () => ''), runnable('b', async () => undefined)]);
     const results = (await drained()).map((e) => e.result);

@@ -121,6 +121,42 @@ describe('dispatch', () => {
     expect(toolResults(second.snapshot.context.messages)[0]).toMatchObject({ is_error: true, content: "unknown tool 'two': this agent was not offered it" });
   });
 
+  it('sibling sub-agents share one toolbox, built once for the run', async () => {
+    const tools = [defineTool({ name: 'echo', description: '', input: z.object({}), run: () => 'echo' })];
+    const { last } = await runTraced(
+      {
+        root: (_request, index) =>
+          index === 0
+            ? {
+                calls: [
+                  { name: 'agent', input: { name: 'a', task: 't' } },
+                  { name: 'agent', input: { name: 'b', task: 't' } },
+                  { name: 'wait_for_agents', input: {} },
+                ],
+              }
+            : { text: 'done' },
+        '*': [{ calls: [{ name: 'reply', input: { result: 'ok' } }] }],
+      },
+      { task: 't', tools },
+    );
+    const [a, b] = [last.get('root/a'), last.get('root/b')].map((snapshot) => snapshot?.context.fixed.toolbox);
+    expect(a, 'sub-agent a should have run').toBeDefined();
+    expect(a === b, 'the second sibling should reuse the first one’s toolbox').toBe(true);
+  });
+
+  it('a call whose input nests too deep is not executed, and its answer says why', async () => {
+    let ran = false;
+    const tool = defineTool({ name: 'echo', description: '', input: z.object({}).passthrough(), run: () => (ran = true) });
+    let deep: Record<string, unknown> = {};
+    for (let i = 0; i < 70; i++) deep = { d: deep };
+    const { snapshot } = await runTraced({ root: [{ calls: [{ name: 'echo', input: deep }] }, { text: 'ok' }] }, { task: 't', tools: [tool] });
+    expect(ran, 'the tool must not run').toBe(false);
+    expect(toolResults(snapshot.context.messages)[0]).toMatchObject({
+      is_error: true,
+      content: "tool call 'echo' was not executed: its input is nested more than 64 levels deep. Send it again with a valid input.",
+    });
+  });
+
   it('a call to a tool that was never offered is refused by the allow-check', async () => {
     const { snapshot } = await runTraced({ root: [{ calls: [{ name: 'rm_rf', input: {} }] }, { text: 'ok' }] }, { task: 't' });
     expect(toolResults(snapshot.context.messages)[0]).toMatchObject({ is_error: true, content: "unknown tool 'rm_rf': this agent was not offered it" });
