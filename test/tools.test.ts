@@ -100,11 +100,14 @@ describe('dispatch', () => {
   });
 
   it('a tool the host replaced in its array by another of the same name: the next session runs the new one', async () => {
-    const tools = [defineTool({ name: 'version', description: '', input: z.object({}), run: () => 'old' })];
+    const tools = [
+      defineTool({ name: 'kept', description: '', input: z.object({}), run: () => 'kept' }),
+      defineTool({ name: 'version', description: '', input: z.object({}), run: () => 'old' }),
+    ];
     const script = { root: [{ calls: [{ name: 'version', input: {} }] }, { text: 'ok' }] };
     const first = await runTraced(script, { task: 't', tools });
     expect(toolResults(first.snapshot.context.messages)[0]).toMatchObject({ content: 'old' });
-    tools[0] = defineTool({ name: 'version', description: '', input: z.object({}), run: () => 'new' });
+    tools[1] = defineTool({ name: 'version', description: '', input: z.object({}), run: () => 'new' });
     const second = await runTraced(script, { task: 't', tools });
     expect(toolResults(second.snapshot.context.messages)[0], 'the replaced tool must not run').toMatchObject({ content: 'new' });
   });
@@ -142,6 +145,31 @@ describe('dispatch', () => {
     const [a, b] = [last.get('root/a'), last.get('root/b')].map((snapshot) => snapshot?.context.fixed.toolbox);
     expect(a, 'sub-agent a should have run').toBeDefined();
     expect(a === b, 'the second sibling should reuse the first one’s toolbox').toBe(true);
+  });
+
+  it('the next run with the same tool array reuses the toolbox of the last, for its root and its sub-agents', async () => {
+    const tools = [defineTool({ name: 'echo', description: '', input: z.object({}), run: () => 'echo' })];
+    const script = {
+      root: [
+        {
+          calls: [
+            { name: 'agent', input: { name: 'a', task: 't' } },
+            { name: 'wait_for_agents', input: {} },
+          ],
+        },
+        { text: 'done' },
+      ],
+      a: [{ calls: [{ name: 'reply', input: { result: 'ok' } }] }],
+    };
+    const toolboxes = (run: Awaited<ReturnType<typeof runTraced>>) => ['root', 'root/a'].map((id) => run.last.get(id)?.context.fixed.toolbox);
+    const first = toolboxes(await runTraced(script, { task: 't', tools }));
+    const second = toolboxes(await runTraced(script, { task: 't', tools }));
+    expect(
+      first.every((toolbox) => toolbox !== undefined),
+      'both sessions should have run',
+    ).toBe(true);
+    expect(second[0] === first[0], "the root's toolbox should be reused").toBe(true);
+    expect(second[1] === first[1], "the sub-agent's toolbox should be reused").toBe(true);
   });
 
   it('a call whose input nests too deep is not executed, and its answer says why', async () => {
