@@ -156,6 +156,31 @@ describe('the protocol tools refused or given bad input', () => {
     ]);
   });
 
+  it("a reply whose input is not an object (a host's provider may send one) is one is_error line, and the sub-agent goes on", async () => {
+    const notAnObject = 'done' as unknown as Record<string, unknown>;
+    const { last } = await runTraced(
+      {
+        root: [
+          {
+            calls: [
+              { name: 'agent', input: { name: 'c', task: 't' } },
+              { name: 'wait_for_agents', input: {} },
+            ],
+          },
+          { text: 'done' },
+        ],
+        c: [{ calls: [{ name: 'reply', input: notAnObject }] }, { calls: [{ name: 'reply', input: { result: 'ok' } }] }],
+      },
+      { task: 'go' },
+    );
+    expect(toolResults(last.get('root/c')?.context.messages ?? [])[0]).toEqual({
+      type: 'tool_result',
+      tool_use_id: expect.any(String),
+      is_error: true,
+      content: "invalid input for tool 'reply': (input): Invalid input: expected object, received string",
+    });
+  });
+
   it('a session at the depth limit calling cancel_agent or wait_for_agents is told they are not available to it', async () => {
     const { last } = await runTraced(
       {
