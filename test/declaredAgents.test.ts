@@ -312,12 +312,12 @@ describe('what reaches the Anthropic API', () => {
         type: {
           type: 'string',
           enum: ['researcher', 'writer'],
-          description: expect.stringContaining("'researcher': Finds sources for a topic.; 'writer': Writes prose."),
+          description: expect.stringContaining("'researcher': Finds sources for a topic; 'writer': Writes prose."),
         },
       },
       required: ['name', 'task'],
     });
-    expect(agentTool?.description).toContain('researcher — Finds sources for a topic.; writer — Writes prose.');
+    expect(agentTool?.description).toContain('researcher — Finds sources for a topic; writer — Writes prose.');
     expect(tool(rootBody?.tools, 'reply')).toBeUndefined();
     expect(tool(scoutBody?.tools, 'reply')?.input_schema).toEqual({
       type: 'object',

@@ -93,7 +93,7 @@ describe('the protocol tools of declared agents and typed replies', () => {
     expect(reviewed?.name).toBe('agent');
     expect(tools.find((tool) => tool.name === 'agent')).toEqual({
       name: 'agent',
-      description: `${reviewed?.description} Declared agent types (pass one as \`type\`): researcher — Finds sources.; writer — Writes prose..`,
+      description: `${reviewed?.description} Declared agent types (pass one as \`type\`): researcher — Finds sources; writer — Writes prose.`,
       input_schema: {
         ...reviewed?.input_schema,
         properties: {
@@ -102,7 +102,7 @@ describe('the protocol tools of declared agents and typed replies', () => {
             type: 'string',
             enum: ['researcher', 'writer'],
             description:
-              "The kind of sub-agent to start, with its own tools, model and instructions: 'researcher': Finds sources.; 'writer': Writes prose.. Leave it out for a general sub-agent.",
+              "The kind of sub-agent to start, with its own tools, model and instructions: 'researcher': Finds sources; 'writer': Writes prose. Leave it out for a general sub-agent.",
           },
         },
       },

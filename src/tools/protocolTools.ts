@@ -128,7 +128,9 @@ export function typedAgentTool(types: readonly AgentTypeEntry[]): Pick<ProtocolT
   const names = types.map((t) => t.name);
   const [first, ...others] = names;
   if (first === undefined) return { spawn: SPAWN_TOOLS, validateAgent };
-  const listed = types.map((t) => `'${t.name}': ${t.description}`).join('; ');
+  // A description's own closing stop is dropped: the list has its own punctuation ("Writes prose.." read as a typo).
+  const described = types.map((t) => ({ name: t.name, description: t.description.replace(/\.+$/, '') }));
+  const listed = described.map((t) => `'${t.name}': ${t.description}`).join('; ');
   const input = agentInput.extend({
     type: z
       .enum([first, ...others], {
@@ -139,7 +141,7 @@ export function typedAgentTool(types: readonly AgentTypeEntry[]): Pick<ProtocolT
   });
   const spec = toolSpec(
     'agent',
-    `${agentSpec.description} Declared agent types (pass one as \`type\`): ${types.map((t) => `${t.name} — ${t.description}`).join('; ')}.`,
+    `${agentSpec.description} Declared agent types (pass one as \`type\`): ${described.map((t) => `${t.name} — ${t.description}`).join('; ')}.`,
     input,
   );
   return { spawn: [spec, cancelAgentSpec, waitForAgentsSpec], validateAgent: inputValidator('agent', input) };
