@@ -1,6 +1,6 @@
 import type { InspectionEvent } from 'xstate';
 import { createSessionActor, waitForSettled, type SessionActor, type SessionInput, type SessionSnapshot } from '../src/index.js';
-import { MemoryLogSink, ScriptedProvider, type ScriptedProviderOptions } from '../src/testing/index.js';
+import { MemoryLogSink, ScriptedProvider, type Script, type ScriptedProviderOptions } from '../src/testing/index.js';
 import type { Message } from '../src/engine/types.js';
 
 /** State values each session passed through, by agent id, in order (consecutive repeats collapsed). */
@@ -82,4 +82,17 @@ export function until(actor: SessionActor, predicate: (s: SessionSnapshot) => bo
       }
     });
   });
+}
+
+/** The root's script: it gives `name` the `task`, waits for it, then ends with "done". */
+export function delegating(name: string, task: string): Script {
+  return [
+    {
+      calls: [
+        { name: 'agent', input: { name, task } },
+        { name: 'wait_for_agents', input: {} },
+      ],
+    },
+    { text: 'done' },
+  ];
 }

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { ToolSpec } from '../src/engine/types.js';
 import { defineTool } from '../src/index.js';
-import { runTraced, toolResults } from './helpers.js';
+import { delegating, runTraced, toolResults } from './helpers.js';
 import { call, exarch, serve, stream, workdir } from './support/cliHarness.js';
 
 /**
@@ -160,15 +160,7 @@ describe('the protocol tools refused or given bad input', () => {
     const notAnObject = 'done' as unknown as Record<string, unknown>;
     const { last } = await runTraced(
       {
-        root: [
-          {
-            calls: [
-              { name: 'agent', input: { name: 'c', task: 't' } },
-              { name: 'wait_for_agents', input: {} },
-            ],
-          },
-          { text: 'done' },
-        ],
+        root: delegating('c', 't'),
         c: [{ calls: [{ name: 'reply', input: notAnObject }] }, { calls: [{ name: 'reply', input: { result: 'ok' } }] }],
       },
       { task: 'go' },
@@ -184,15 +176,7 @@ describe('the protocol tools refused or given bad input', () => {
   it('a session at the depth limit calling cancel_agent or wait_for_agents is told they are not available to it', async () => {
     const { last } = await runTraced(
       {
-        root: [
-          {
-            calls: [
-              { name: 'agent', input: { name: 'c', task: 't' } },
-              { name: 'wait_for_agents', input: {} },
-            ],
-          },
-          { text: 'done' },
-        ],
+        root: delegating('c', 't'),
         c: [
           {
             calls: [

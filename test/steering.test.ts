@@ -5,7 +5,7 @@ import { resumeRun, startRun, type DurableRun } from '../src/store/durableRun.js
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider, type Script } from '../src/testing/scriptedProvider.js';
 import type { Message } from '../src/engine/types.js';
-import { startTraced } from './helpers.js';
+import { delegating, startTraced } from './helpers.js';
 import { interruptingEffect } from './support/interruptingEffect.js';
 
 /** Issue 17, steering: from the host, cancel one sub-agent's subtree by path, or give a running sub-agent a message. */
@@ -17,19 +17,6 @@ function textOf(message: Message | undefined): string {
 async function until(check: () => boolean): Promise<void> {
   for (let i = 0; i < 500 && !check(); i++) await new Promise((resolve) => setTimeout(resolve, 5));
   if (!check()) throw new Error('condition never held');
-}
-
-/** The root's script: it gives `name` the `task`, waits for it, then ends with "done". */
-function delegating(name: string, task: string): Script {
-  return [
-    {
-      calls: [
-        { name: 'agent', input: { name, task } },
-        { name: 'wait_for_agents', input: {} },
-      ],
-    },
-    { text: 'done' },
-  ];
 }
 
 describe('steering a live tree', () => {

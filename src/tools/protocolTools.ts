@@ -128,8 +128,7 @@ export function typedAgentTool(types: readonly AgentTypeEntry[]): Pick<ProtocolT
   const names = types.map((t) => t.name);
   const [first, ...others] = names;
   if (first === undefined) return { spawn: SPAWN_TOOLS, validateAgent };
-  // A description's own closing stop is dropped: the list has its own punctuation ("Writes prose.." read as a typo).
-  const described = types.map((t) => ({ name: t.name, description: t.description.replace(/\.+$/, '') }));
+  const described = types.map((t) => ({ name: t.name, description: withoutClosingStop(t.description) }));
   const listed = described.map((t) => `'${t.name}': ${t.description}`).join('; ');
   const input = agentInput.extend({
     type: z
@@ -167,4 +166,15 @@ export function typedReplyTool(schema: z.ZodType, owner: string): Pick<ProtocolT
     throw new TypeError(`exarch: the reply schema of ${owner} cannot be a tool input: ${why}`);
   }
   return { reply: [spec], validateReply: inputValidator('reply', schema) };
+}
+
+/**
+ * A declared type's description without its own closing stop: the list it joins has its own
+ * punctuation ("Writes prose.." read as a typo). A loop, not `/\.+$/`, which backtracks
+ * quadratically on a long run of dots that does not end the text.
+ */
+function withoutClosingStop(text: string): string {
+  let end = text.length;
+  while (end > 0 && text[end - 1] === '.') end -= 1;
+  return text.slice(0, end);
 }
