@@ -623,17 +623,16 @@ describe('exarch run survives SIGKILL anywhere: resumed, it ends as the uninterr
       db.prepare(
         "UPDATE runs SET status = 'running', owner_host = ?, owner_pid = ?, owner_token = 'killed', lease_until = ?, ended_at = NULL WHERE id = ?",
       ).run(hostname(), dead, Date.now() + 30_000, id);
-      // Take the `stopped` records out of the bursts that hold them (a burst is a JSON array of [session, ts, record]).
-      for (const burst of db.prepare('SELECT seq, records FROM bursts WHERE run_id = ?').all(id) as { seq: number; records: string }[]) {
+      // Take the `stopped` records out of the bursts that hold them (a burst is a JSON array of
+      // [session, ts, record], keyed by its run's number times 2^32 plus its first seq).
+      const bursts = db
+        .prepare('SELECT b.key, b.key - u.num * 4294967296 AS seq, b.records FROM runs AS u JOIN bursts AS b ON b.key / 4294967296 = u.num WHERE u.id = ?')
+        .all(id) as { key: number; seq: number; records: string }[];
+      expect(bursts.length).toBeGreaterThan(0);
+      for (const burst of bursts) {
         const kept = (JSON.parse(burst.records) as [string, number, { type: string }][]).filter(([, , record]) => record.type !== 'stopped');
-        if (kept.length === 0) db.prepare('DELETE FROM bursts WHERE run_id = ? AND seq = ?').run(id, burst.seq);
-        else
-          db.prepare('UPDATE bursts SET records = ?, last = ? WHERE run_id = ? AND seq = ?').run(
-            JSON.stringify(kept),
-            burst.seq + kept.length - 1,
-            id,
-            burst.seq,
-          );
+        if (kept.length === 0) db.prepare('DELETE FROM bursts WHERE key = ?').run(burst.key);
+        else db.prepare('UPDATE bursts SET records = ?, last = ? WHERE key = ?').run(JSON.stringify(kept), burst.seq + kept.length - 1, burst.key);
       }
       db.close();
     }

@@ -331,10 +331,10 @@ function garble(bytes: Buffer, from: number, to: number): Buffer {
 }
 
 describe('sqlite run store: the file', () => {
-  it('creates the file and its parent directories, in WAL mode, marked as exarch schema 2', () => {
+  it('creates the file and its parent directories, in WAL mode, marked as exarch schema 3', () => {
     const file = join(dir, 'a', 'b', 'exarch.db');
     track(openSqliteStore(file, options)).close();
-    expect(marks(file)).toEqual({ applicationId: EXARCH_ID, userVersion: 2, journalMode: 'wal', tables: ['bursts', 'runs'] });
+    expect(marks(file)).toEqual({ applicationId: EXARCH_ID, userVersion: 3, journalMode: 'wal', tables: ['bursts', 'runs'] });
   });
 
   it('takes up a schema 1 store: its journal, one row per record, becomes bursts, and reads the same', () => {
@@ -362,7 +362,71 @@ describe('sqlite run store: the file', () => {
     expect(store.listRuns()[0]).toMatchObject({ id: 'old', agents: 1, requests: 1, usage: { inputTokens: 3, outputTokens: 4 } });
     store.append([row('old', 4, message('after'))]);
     expect(store.journal('old').map((r) => r.seq)).toEqual([1, 2, 3, 4]);
-    expect(marks(file)).toMatchObject({ userVersion: 2, tables: ['bursts', 'runs'] });
+    expect(marks(file)).toMatchObject({ userVersion: 3, tables: ['bursts', 'runs'] });
+  });
+
+  it('takes up a schema 2 store: bursts keyed by run id move under the number of their run, read and list the same, and the next run is numbered after them', () => {
+    const file = join(dir, 'v2.db');
+    // Schema 2 exactly as exarch wrote it, by hand.
+    const db = new Database(file);
+    db.exec(`CREATE TABLE runs (id TEXT PRIMARY KEY NOT NULL, task TEXT NOT NULL, cwd TEXT NOT NULL, options TEXT NOT NULL, started_at INTEGER NOT NULL,
+        status TEXT NOT NULL, owner_host TEXT, owner_pid INTEGER, owner_token TEXT, lease_until INTEGER NOT NULL DEFAULT 0, ended_at INTEGER,
+        agents INTEGER, requests INTEGER, input_tokens INTEGER, output_tokens INTEGER, cache_creation_input_tokens INTEGER, cache_read_input_tokens INTEGER);
+      CREATE TABLE bursts (run_id TEXT NOT NULL, seq INTEGER NOT NULL, last INTEGER NOT NULL, records TEXT NOT NULL, PRIMARY KEY (run_id, seq)) WITHOUT ROWID;
+      CREATE VIEW journal (run_id, seq, session, ts, type, body) AS
+        SELECT b.run_id, b.seq + r.key, r.value ->> 0, r.value ->> 1, r.value -> 2 ->> 'type', r.value ->> 2
+        FROM bursts AS b, json_each(b.records) AS r;`);
+    const addRun = db.prepare(
+      `INSERT INTO runs (id, task, cwd, options, started_at, status, lease_until) VALUES (?, 't', '/w', '{"tools":[]}', ?, 'interrupted', 0)`,
+    );
+    addRun.run('zz-first', 1);
+    addRun.run('aa-second', 2);
+    const burst = db.prepare('INSERT INTO bursts VALUES (?, ?, ?, ?)');
+    const stored = (records: JournalRecord[], session = 'root'): string => JSON.stringify(records.map((record, i) => [session, 7000 + i, record]));
+    burst.run('zz-first', 1, 2, stored([session('root'), usage(3, 4)]));
+    burst.run('aa-second', 1, 1, stored([session('root')]));
+    burst.run('zz-first', 3, 3, stored([message('é "q"\n')], 'root/w'));
+    burst.run('aa-second', 2, 3, stored([usage(1, 1), usage(2, 2)]));
+    db.pragma(`application_id = ${EXARCH_ID}`);
+    db.pragma('user_version = 2');
+    db.close();
+    const store = track(openSqliteStore(file, options));
+    expect(store.journal('zz-first')).toEqual([
+      { runId: 'zz-first', seq: 1, session: 'root', ts: 7000, record: session('root') },
+      { runId: 'zz-first', seq: 2, session: 'root', ts: 7001, record: usage(3, 4) },
+      { runId: 'zz-first', seq: 3, session: 'root/w', ts: 7000, record: message('é "q"\n') },
+    ]);
+    expect(store.journal('aa-second').map((r) => [r.seq, r.record])).toEqual([
+      [1, session('root')],
+      [2, usage(1, 1)],
+      [3, usage(2, 2)],
+    ]);
+    expect(store.listRuns().map((r) => [r.id, r.agents, r.requests, r.usage.inputTokens])).toEqual([
+      ['aa-second', 1, 2, 3],
+      ['zz-first', 1, 1, 3],
+    ]);
+    store.append([row('zz-first', 4, message('after'))]);
+    store.createRun(newRun('third'));
+    store.append([row('third', 1, session('root'))]);
+    expect(store.journal('zz-first').map((r) => r.seq)).toEqual([1, 2, 3, 4]);
+    expect(store.journal('third').map((r) => r.record)).toEqual([session('root')]);
+    const after = new Database(file, { readonly: true });
+    try {
+      expect(after.prepare('SELECT id, num FROM runs ORDER BY num').all()).toEqual([
+        { id: 'zz-first', num: 1 },
+        { id: 'aa-second', num: 2 },
+        { id: 'third', num: 3 },
+      ]);
+      expect(after.prepare("SELECT seq, type FROM journal WHERE run_id = 'zz-first' ORDER BY seq").all()).toEqual([
+        { seq: 1, type: 'session' },
+        { seq: 2, type: 'usage' },
+        { seq: 3, type: 'message' },
+        { seq: 4, type: 'message' },
+      ]);
+    } finally {
+      after.close();
+    }
+    expect(marks(file)).toMatchObject({ userVersion: 3, tables: ['bursts', 'runs'] });
   });
 
   it('stores a burst as one row, and shows it record by record in the view journal', () => {
@@ -373,7 +437,8 @@ describe('sqlite run store: the file', () => {
     store.append([row('r', 4, message('b'))]);
     const db = new Database(file, { readonly: true });
     try {
-      expect(db.prepare('SELECT seq, last FROM bursts ORDER BY seq').all()).toEqual([
+      // A burst's key is the run's number times 2^32 plus its first seq.
+      expect(db.prepare('SELECT b.key - u.num * 4294967296 AS seq, b.last FROM bursts AS b, runs AS u ORDER BY b.key').all()).toEqual([
         { seq: 1, last: 3 },
         { seq: 4, last: 4 },
       ]);
@@ -432,6 +497,59 @@ describe('sqlite run store: the file', () => {
       expect(errorOf(() => store.append([row('r', 10, message('x')), ...seqs.map((seq) => row('r', seq, message('y')))])).kind).toBe('conflict');
     }
     expect(store.journal('r').map((r) => r.seq)).toEqual([1, 2, 3]);
+  });
+
+  it('keeps two runs journaled side by side apart, and refuses rows of a run it has no row for or past its seqs', () => {
+    const store = track(openSqliteStore(join(dir, 'apart.db'), options));
+    store.createRun(newRun('a'));
+    store.createRun(newRun('b'));
+    store.append([row('a', 1, message('a1')), row('b', 1, message('b1'))]);
+    store.append([row('b', 2, message('b2')), row('a', 2, message('a2'))]);
+    expect(store.journal('a').map((r) => [r.seq, r.record])).toEqual([
+      [1, message('a1')],
+      [2, message('a2')],
+    ]);
+    expect(store.journal('b').map((r) => [r.seq, r.record])).toEqual([
+      [1, message('b1')],
+      [2, message('b2')],
+    ]);
+    expect(store.journal('nobody')).toEqual([]);
+    const unknown = errorOf(() => store.append([row('nobody', 1, message('x'))]));
+    expect([unknown.kind, unknown.message]).toEqual(['unknown-run', `the run store ${join(dir, 'apart.db')} has no run nobody`]);
+    // 2^32 - 1 is the last seq a run can hold.
+    store.append([row('a', 2 ** 32 - 1, message('last'))]);
+    const full = errorOf(() => store.append([row('a', 2 ** 32, message('x'))]));
+    expect([full.kind, full.message]).toEqual([
+      'full',
+      `the run store ${join(dir, 'apart.db')} cannot hold more (journal rows 4294967296..4294967296 of run a: seqs run from 0 to 4294967295)`,
+    ]);
+    expect(errorOf(() => store.append([row('a', -1, message('x'))])).kind).toBe('full');
+    expect(store.journal('a').map((r) => r.seq)).toEqual([1, 2, 2 ** 32 - 1]);
+    expect(store.journal('b').map((r) => r.seq)).toEqual([1, 2]);
+  });
+
+  it('journals a run numbered at the top of the key space exactly, and refuses a run past it without keeping a row of it', () => {
+    const file = join(dir, 'top.db');
+    const first = openSqliteStore(file, options);
+    first.createRun(newRun('top'));
+    first.close();
+    // 2^53 / 2^32 = 2^21 run numbers keep every key (number × 2^32 + seq) exact; the last one is
+    // 2^21 - 2, so that the end of its range, (number + 1) × 2^32, is exact too.
+    const db = new Database(file);
+    db.prepare("UPDATE runs SET num = ? WHERE id = 'top'").run(2 ** 21 - 2);
+    db.close();
+    const store = track(openSqliteStore(file, options));
+    store.append([row('top', 1, message('a')), row('top', 2, message('b'))]);
+    store.append([row('top', 2 ** 32 - 1, message('z'))]);
+    expect(store.journal('top').map((r) => [r.seq, r.record])).toEqual([
+      [1, message('a')],
+      [2, message('b')],
+      [2 ** 32 - 1, message('z')],
+    ]);
+    const full = errorOf(() => store.createRun(newRun('past')));
+    expect([full.kind, full.message]).toEqual(['full', `the run store ${file} cannot hold more (${2 ** 21 - 2} runs)`]);
+    expect(store.listRuns().map((r) => r.id)).toEqual(['top']);
+    expect(store.getRun('past')).toBeUndefined();
   });
 
   it('keeps runs and journals across reopening', () => {
@@ -560,7 +678,7 @@ describe('sqlite run store: the file', () => {
     writeFileSync(empty, '');
     const store = track(openSqliteStore(empty, options));
     store.createRun(newRun('r'));
-    expect(marks(empty)).toMatchObject({ applicationId: EXARCH_ID, userVersion: 2 });
+    expect(marks(empty)).toMatchObject({ applicationId: EXARCH_ID, userVersion: 3 });
 
     const blank = join(dir, 'blank.db');
     const raw = new Database(blank);
@@ -568,7 +686,7 @@ describe('sqlite run store: the file', () => {
     raw.close();
     expect(statSync(blank).size).toBeGreaterThan(0);
     track(openSqliteStore(blank, options)).close();
-    expect(marks(blank)).toMatchObject({ applicationId: EXARCH_ID, userVersion: 2, tables: ['bursts', 'runs'] });
+    expect(marks(blank)).toMatchObject({ applicationId: EXARCH_ID, userVersion: 3, tables: ['bursts', 'runs'] });
   });
 
   describe('refuses a bad file with a one-line StoreError naming it, and leaves its bytes alone', () => {
@@ -630,7 +748,7 @@ describe('sqlite run store: the file', () => {
       const db = new Database(file);
       db.pragma('user_version = 7');
       db.close();
-      refuse(file, 'newer-schema', `the run store ${file} was written by a newer exarch (schema 7; this exarch reads 2)`);
+      refuse(file, 'newer-schema', `the run store ${file} was written by a newer exarch (schema 7; this exarch reads 3)`);
       expect(marks(file).userVersion).toBe(7);
     });
 

@@ -9,8 +9,9 @@ import { ExarchError } from '../engine/exarchError.js';
  * - `unreadable`: the path is a directory, or cannot be opened or created.
  * - `unknown-run`: no run with that id.
  * - `conflict`: the id (or the journal row) is taken.
+ * - `full`: past what the store can number (runs in one SQLite file, records in one run).
  */
-export type StoreErrorKind = 'not-exarch' | 'corrupt' | 'newer-schema' | 'unreadable' | 'unknown-run' | 'conflict';
+export type StoreErrorKind = 'not-exarch' | 'corrupt' | 'newer-schema' | 'unreadable' | 'unknown-run' | 'conflict' | 'full';
 
 /**
  * A run store's refusal. The message is one line naming the file (the user sees it as is, e.g.
@@ -48,6 +49,8 @@ function describe(kind: StoreErrorKind, where: string, detail: string | undefine
       return `the run store ${where} has no run ${detail ?? ''}`.trimEnd();
     case 'conflict':
       return `the run store ${where} already holds ${detail ?? 'that'}`;
+    case 'full':
+      return `the run store ${where} cannot hold more${paren}`;
   }
 }
 
