@@ -653,6 +653,56 @@ describe('sqlite run store: the file', () => {
     });
   });
 
+  it('gives runs created by several processes at once numbers of their own, so no journal holds the records of another run', async () => {
+    const file = join(dir, 'numbers.db');
+    openSqliteStore(file).close();
+    const module = fileURLToPath(new URL('../dist/src/store/sqliteStore.js', import.meta.url));
+    // Each process waits for the others to be ready, then creates its runs and appends to each,
+    // interleaved, as fast as it can.
+    const script = `
+      import { openSqliteStore } from ${JSON.stringify(module)};
+      const me = process.argv[1];
+      const store = openSqliteStore(${JSON.stringify(file)});
+      const owner = { host: 'h', pid: process.pid, token: 'p' + me };
+      console.log('ready');
+      process.stdin.once('data', () => {
+        const ids = Array.from({ length: 25 }, (_, k) => 'p' + me + '-' + k);
+        for (const id of ids) store.createRun({ id, task: 't', cwd: '/w', options: { tools: [] }, startedAt: 1, owner, leaseMs: 60000 });
+        for (let seq = 1; seq <= 3; seq++)
+          for (const id of ids) store.append([{ runId: id, seq, session: 'root', ts: seq, record: { type: 'message', role: 'user', content: id + ' ' + seq } }]);
+        store.close();
+        console.log('done');
+      });`;
+    const children = [0, 1, 2, 3].map((i) => spawn(process.execPath, ['--input-type=module', '-e', script, String(i)], { stdio: ['pipe', 'pipe', 'inherit'] }));
+    const said = (child: (typeof children)[number], word: string): Promise<void> =>
+      new Promise((resolve, reject) => {
+        let out = '';
+        const listen = (chunk: Buffer): void => {
+          out += chunk.toString();
+          if (out.split('\n').includes(word)) {
+            child.stdout.off('data', listen);
+            resolve();
+          }
+        };
+        child.stdout.on('data', listen);
+        child.once('exit', (code) => reject(new Error(`process exited (${code}) before saying ${word}`)));
+      });
+    await Promise.all(children.map((child) => said(child, 'ready')));
+    const finished = children.map((child) => said(child, 'done'));
+    for (const child of children) child.stdin.write('go\n');
+    await Promise.all(finished);
+    const check = new Database(file, { readonly: true });
+    try {
+      const nums = (check.prepare('SELECT num FROM runs').all() as { num: number }[]).map((r) => r.num);
+      expect(new Set(nums).size).toBe(100);
+      const rows = check.prepare('SELECT run_id, seq, body FROM journal ORDER BY run_id, seq').all() as { run_id: string; seq: number; body: string }[];
+      expect(rows).toHaveLength(300);
+      for (const r of rows) expect(JSON.parse(r.body).content).toBe(`${r.run_id} ${r.seq}`);
+    } finally {
+      check.close();
+    }
+  });
+
   it('keeps every append of a process killed mid-run (its WAL not checkpointed), and lists the run as interrupted', () => {
     const file = join(dir, 'killed.db');
     const module = fileURLToPath(new URL('../dist/src/store/sqliteStore.js', import.meta.url));

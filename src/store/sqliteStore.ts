@@ -195,7 +195,7 @@ export class SqliteRunStore implements RunStore {
   private readonly now: () => number;
   /** What is written is redacted (a task, an error's reason, a tool's output may hold a secret). */
   private readonly redactor: Redactor;
-  /** Inserts a run and returns its number; rolled back past MAX_RUN_NUMBER. */
+  /** Inserts a run and returns its number (IMMEDIATE: numbered under the write lock); rolled back past MAX_RUN_NUMBER. */
   private readonly insertRun: Database.Transaction<(params: Record<string, unknown>) => number>;
   private readonly selectRun: Database.Statement<[string], RunColumns>;
   private readonly selectSummaries: Database.Statement<[], SummaryColumns>;
@@ -303,7 +303,15 @@ export class SqliteRunStore implements RunStore {
     try {
       // The working directory is not redacted: it is where the run may be resumed, and no secret is a path.
       const options = this.redactor.json(stringifyBounded(run.options));
-      const num = this.insertRun({ id, task: this.redactor.text(task), cwd, options, startedAt, ...ownerParams(owner), leaseUntil: this.now() + run.leaseMs });
+      const num = this.insertRun.immediate({
+        id,
+        task: this.redactor.text(task),
+        cwd,
+        options,
+        startedAt,
+        ...ownerParams(owner),
+        leaseUntil: this.now() + run.leaseMs,
+      });
       this.numbers.set(id, num);
     } catch (error) {
       throw this.conflict(error, `run ${id}`);
