@@ -32,4 +32,69 @@ describe('run journal bursts', () => {
     expect(appends.flat().map((row) => row.seq)).toEqual(Array.from({ length: 300 }, (_, i) => 7 + i));
     expect(appends.flat().map((row) => row.session)).toEqual(Array.from({ length: 300 }, (_, i) => `agent-${i}`));
   });
+
+  describe('when a burst is written', () => {
+    /**
+     * Resolves with whether the event loop turned by the time what `wait` returns settled: an
+     * immediate queued before `wait` runs (and so before any burst it makes) has run by then.
+     */
+    async function turnedBy(wait: () => Promise<void> | undefined): Promise<boolean> {
+      let turned = false;
+      setImmediate(() => {
+        turned = true;
+      });
+      await wait();
+      return turned;
+    }
+
+    it('a lone session: as soon as the step that waits has made its records, before the event loop turns', async () => {
+      const { store, appends } = appendsOf();
+      const journal = new RunJournal(store, 'run-1', 1);
+      const session = journal.open('root');
+      const turned = await turnedBy(() => {
+        session.append({ type: 'interrupt' });
+        const barrier = journal.barrier();
+        // Made in the same macrostep after the wait began: in the same burst.
+        session.append({ type: 'resume' });
+        expect(appends).toHaveLength(0);
+        return barrier;
+      });
+      expect(turned).toBe(false);
+      expect(appends.map((rows) => rows.map((row) => row.record.type))).toEqual([['interrupt', 'resume']]);
+    });
+
+    it('two sessions open: at the end of the turn, so what both do in it is one write', async () => {
+      const { store, appends } = appendsOf();
+      const journal = new RunJournal(store, 'run-1', 1);
+      const root = journal.open('root');
+      const child = journal.open('root/a');
+      const turned = await turnedBy(() => {
+        root.append({ type: 'interrupt' });
+        const barrier = journal.barrier();
+        void Promise.resolve().then(() => child.append({ type: 'resume' }));
+        return barrier;
+      });
+      expect(turned).toBe(true);
+      expect(appends.map((rows) => rows.map((row) => row.session))).toEqual([['root', 'root/a']]);
+    });
+
+    it('a session closed no longer counts: the one left writes without waiting for the turn', async () => {
+      const { store, appends } = appendsOf();
+      const journal = new RunJournal(store, 'run-1', 1);
+      const root = journal.open('root');
+      const child = journal.open('root/a');
+      child.close();
+      child.close();
+      const lone = (): Promise<void> | undefined => {
+        root.append({ type: 'interrupt' });
+        return journal.barrier();
+      };
+      expect(await turnedBy(lone)).toBe(false);
+      expect(appends).toHaveLength(1);
+      // Closing twice counted once: with a second session open again, writes wait for the turn.
+      journal.open('root/b');
+      expect(await turnedBy(lone)).toBe(true);
+      expect(appends).toHaveLength(2);
+    });
+  });
 });

@@ -4,6 +4,8 @@ import type { JournalRow, RunStore } from './runStore.js';
 /** One session's way into its run's journal. */
 export interface SessionJournal {
   append(record: JournalRecord): void;
+  /** The session has stopped and appends nothing more (see `RunJournal.barrier`). */
+  close(): void;
 }
 
 /**
@@ -26,14 +28,20 @@ const MAX_BURST_RECORDS = 128;
  * it are stored, no request shows the model what the journal does not hold, and a crash leaves the
  * store at the boundary between two bursts, never inside one. Sessions that act
  * in the same turn (a wave of sub-agents answered together) share one write: a commit is most of a
- * step's cost, and a microtask per burst made one commit per sub-agent per step. Records are a
+ * step's cost, and a microtask per burst made one commit per sub-agent per step. A run down to one
+ * session writes when that session waits (see `barrier`), without waiting for the turn's end. Records are a
  * step's new content only (a committed message, a tool result, a delivery): the bytes written per
  * step do not grow with the history.
  */
 export class RunJournal {
   private buffer: JournalRow[] = [];
-  /** Resolves once the buffered burst is written (made with the burst's first record). */
-  private burst: { readonly written: Promise<void>; readonly resolve: () => void } | undefined;
+  /**
+   * Resolves once the buffered burst is written (made with the burst's first record); `timer`
+   * writes it at the end of this turn of the event loop, unless it is written sooner.
+   */
+  private burst: { readonly written: Promise<void>; readonly resolve: () => void; timer: NodeJS.Immediate | undefined } | undefined;
+  /** Sessions opened and not closed: the ones that may still append. */
+  private openSessions = 0;
   private pending: Promise<void> | undefined;
   private failure: Error | undefined;
 
@@ -52,7 +60,16 @@ export class RunJournal {
 
   /** The journal of one session (by agent id). */
   open(agentId: string): SessionJournal {
-    return { append: (record) => this.push(agentId, record) };
+    this.openSessions++;
+    let open = true;
+    return {
+      append: (record) => this.push(agentId, record),
+      close: () => {
+        if (!open) return;
+        open = false;
+        this.openSessions--;
+      },
+    };
   }
 
   /** A run-level record (interrupt, resume). */
@@ -70,8 +87,7 @@ export class RunJournal {
     if (!this.burst) {
       let resolve = (): void => undefined;
       const written = new Promise<void>((done) => (resolve = done));
-      this.burst = { written, resolve };
-      setImmediate(this.flushBurst);
+      this.burst = { written, resolve, timer: setImmediate(this.flushBurst) };
     }
   }
 
@@ -87,6 +103,7 @@ export class RunJournal {
   flush(): Promise<void> | undefined {
     const burst = this.burst;
     this.burst = undefined;
+    if (burst?.timer) clearImmediate(burst.timer);
     if (this.buffer.length === 0 || this.failure) {
       burst?.resolve();
       return this.pending;
@@ -122,7 +139,17 @@ export class RunJournal {
    * is written. It also settles if the write fails (the run is then being cancelled: `onError`).
    */
   barrier(): Promise<void> | undefined {
-    return this.burst?.written ?? this.pending;
+    const burst = this.burst;
+    // A run down to one session has no other session to share the write with: the burst is
+    // written as soon as the step that asks has made its records (a microtask, after the
+    // macrostep that asks), not a turn of the event loop later. That turn was 4–5 µs of a
+    // durable step (measured, single-agent loop).
+    if (burst?.timer && this.openSessions <= 1) {
+      clearImmediate(burst.timer);
+      burst.timer = undefined;
+      queueMicrotask(this.flushBurst);
+    }
+    return burst?.written ?? this.pending;
   }
 
   /** Set once the store could not be written. */

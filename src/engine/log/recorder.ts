@@ -66,5 +66,6 @@ export class SessionRecorder {
       });
     }
     this.log.close();
+    this.journal?.close();
   }
 }
