@@ -7,7 +7,7 @@ import { resumeRun, startRun } from '../src/store/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { recordApproval } from '../src/store/runApprovals.js';
 import { ScriptedProvider } from '../src/testing/index.js';
-import { startTraced, toolResults } from './helpers.js';
+import { runTraced, startTraced, toolResults } from './helpers.js';
 
 /**
  * Issue 17, approvals: a call of a tool that needs a person is not run; its session rests in
@@ -155,6 +155,55 @@ describe('approvals', () => {
     expect(resultsOf(snapshot.context.messages)).toEqual(['error: cancelled']);
     expect(snapshot.context.options.approvals.waiting()).toEqual([]);
     expect(written).toEqual([]);
+  });
+});
+
+describe('which calls the approval policy is asked about', () => {
+  it('a predicate is asked only about complete, well-formed calls of host tools: not about text, protocol calls, unknown tools, over-deep or cut-off input', async () => {
+    const { tool } = noteTool();
+    const asked: string[] = [];
+    // Past MAX_TOOL_INPUT_DEPTH (64): the call is refused with an error and never executed.
+    let deep: unknown = 'bottom';
+    for (let i = 0; i < 70; i++) deep = [deep];
+    await runTraced(
+      {
+        root: [
+          {
+            content: [
+              'Let me write.',
+              note('fine'),
+              { name: 'wait_for_agents', input: {} },
+              { name: 'no_such_tool', input: { text: 'x' } },
+              { name: 'write_note', input: { text: deep } },
+              { name: 'write_note', input: { text: 'cut off mid-input' }, cutOff: true },
+            ],
+          },
+          { text: 'ok' },
+        ],
+      },
+      {
+        task: 'Notes',
+        tools: [tool],
+        approve: (call) => {
+          asked.push(`${call.tool} ${JSON.stringify(call.input)}`);
+          return false;
+        },
+      },
+    );
+    // The policy may be asked more than once about a call (the machine's guard asks, then the batch): which calls count.
+    expect([...new Set(asked)]).toEqual(['write_note {"text":"fine"}']);
+  });
+
+  it('a durable run whose calls need no approval journals no approval records', async () => {
+    const { tool, written } = noteTool();
+    const store = new MemoryRunStore();
+    const agents = { root: [{ calls: [note('x'), { name: 'no_such_tool', input: {} }] }, { text: 'done' }] };
+    const run = await startRun('Notes', { provider: new ScriptedProvider({ agents }), tools: [tool] }, { store });
+    expect((await run.result).status).toBe('done');
+    expect(written).toEqual(['x']);
+    const types = store.journal(run.id).map((row) => row.record.type);
+    expect(types).toContain('tool');
+    expect(types.filter((type) => type === 'awaiting' || type === 'approval' || type === 'dispatching')).toEqual([]);
   });
 });
 
