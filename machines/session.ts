@@ -1,5 +1,5 @@
 import { and, assign, enqueueActions, setup, type AnyActorLogic, type AnyActorRef } from 'xstate';
-import { denialMessage, type ApprovalAnswerEvent } from '../src/engine/approvals.js';
+import { denialMessage, type ApprovalAnswerEvent, type ApprovalDesk } from '../src/engine/approvals.js';
 import { checkAgentBudget, type AgentBudget, type BudgetScope, type BudgetSpentEvent } from '../src/engine/budget.js';
 import { childIdentity, ROOT_AGENT } from '../src/engine/identity.js';
 import { assertToolPairing } from '../src/engine/pairing.js';
@@ -422,7 +422,7 @@ function resumedContext(made: MadeContext, restore: RestoredSession, spawn: Spaw
     pendingUser: [...restore.pendingUser],
     inbox,
     steps: restore.steps,
-    batch: restore.batch && resumedBatch(restore.batch, toolbox, children, recorder),
+    batch: restore.batch && resumedBatch(restore.batch, toolbox, children, recorder, options.approvals),
     children,
     spawned: restore.spawned,
     latchCounts: { ...restore.latchCounts },
@@ -436,9 +436,19 @@ function resumedContext(made: MadeContext, restore: RestoredSession, spawn: Spaw
 /**
  * The open batch of a resumed session: the calls answered before the crash keep their answers;
  * a call that was running is run again if its tool is idempotent, and answered as of unknown
- * effect otherwise. That answer is journaled, so a second crash does not change it.
+ * effect otherwise. That answer is journaled, so a second crash does not change it. A call still
+ * waiting for a person whose tool was approved `always` while the run was stopped (`exarch
+ * approve`) is approved here, not on entering `awaitingApproval`: a resumed session's entry
+ * actions run after its first macrostep, so the state's `always` transition would not see it
+ * answered, and a session whose every call was so approved would wait forever.
  */
-function resumedBatch(restored: NonNullable<RestoredSession['batch']>, toolbox: Toolbox, children: ChildRegistry, recorder: SessionRecorder): Batch {
+function resumedBatch(
+  restored: NonNullable<RestoredSession['batch']>,
+  toolbox: Toolbox,
+  children: ChildRegistry,
+  recorder: SessionRecorder,
+  approvals: ApprovalDesk,
+): Batch {
   const plan = planBatch(restored.content, toolbox, new Set(restored.incomplete));
   const results = new Map(restored.results.map((result) => [result.tool_use_id, result]));
   let reply: Batch['reply'] = null;
@@ -455,7 +465,11 @@ function resumedBatch(restored: NonNullable<RestoredSession['batch']>, toolbox: 
     const settled = results.get(call.id);
     if (call.kind === 'reply' && reply === null) reply = { result: call.result };
     // Still waiting for a person, or approved and not yet started: nothing of it ran.
-    if (!settled && waitingFor.has(call.id)) awaiting.set(call.id, { tool: call.kind === 'run' ? call.name : '', input: inputOf(restored.content, call.id) });
+    if (!settled && waitingFor.has(call.id)) {
+      const tool = call.kind === 'run' ? call.name : '';
+      if (approvals.alwaysApproved(tool)) recorder.note({ type: 'approval', callId: call.id, tool, decision: 'approve' });
+      else awaiting.set(call.id, { tool, input: inputOf(restored.content, call.id) });
+    }
     if (!settled && (waitingFor.has(call.id) || approved.has(call.id))) continue;
     if (call.kind === 'cancel_agent' && settled && settled.is_error !== true) {
       const child = children.byNameOf(call.name);
@@ -758,18 +772,13 @@ const machineSetup = setup({
     }),
     /**
      * Entering `awaitingApproval`: the waiting calls are journaled (a resume waits on) and go to the
-     * tree's desk, which tells the host; a call of a tool approved `always` meanwhile runs unasked.
+     * tree's desk, which tells the host. (A resumed call of a tool approved `always` meanwhile was
+     * approved by `resumedBatch`.)
      */
     requestApprovals: ({ context, self }) => {
       const batch = context.batch;
-      if (!batch) return;
+      if (!batch || batch.awaiting.size === 0) return;
       const desk = context.options.approvals;
-      for (const [callId, call] of batch.awaiting) {
-        if (!desk.alwaysApproved(call.tool)) continue;
-        batch.awaiting.delete(callId);
-        context.fixed.recorder.note({ type: 'approval', callId, tool: call.tool, decision: 'approve' });
-      }
-      if (batch.awaiting.size === 0) return;
       context.fixed.recorder.note({ type: 'awaiting', calls: [...batch.awaiting.keys()] });
       const task = taskOf(context);
       for (const [callId, call] of batch.awaiting)

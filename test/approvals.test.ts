@@ -153,8 +153,27 @@ describe('approvals', () => {
     const snapshot = traced.actor.getSnapshot();
     expect(snapshot.value).toBe('cancelled');
     expect(resultsOf(snapshot.context.messages)).toEqual(['error: cancelled']);
+    // Withdrawn, not just hidden (`waiting()` also drops the calls of ended sessions, so ask first): a late answer finds no call.
+    expect(respond(traced.actor, { callId: asked.seen[0]?.callId ?? '', decision: 'approve' })).toBe(false);
     expect(snapshot.context.options.approvals.waiting()).toEqual([]);
     expect(written).toEqual([]);
+  });
+
+  it('an answer event for a call that is not waiting, sent straight to the session, changes nothing: the session waits on for its own', async () => {
+    const { tool, written } = noteTool();
+    const asked = requests(1);
+    const traced = startTraced(
+      { root: [{ calls: [note('x')] }, { text: 'ok' }] },
+      { task: 'Notes', tools: [tool], approve: 'all', onApprovalRequest: asked.onApprovalRequest },
+    );
+    await asked.arrived;
+    traced.actor.send({ type: 'approval.answer', callId: 'toolu_not_waiting', decision: 'deny', reason: 'stray' });
+    expect(traced.actor.getSnapshot()).toMatchObject({ status: 'active', value: 'awaitingApproval' });
+    expect(written).toEqual([]);
+    respond(traced.actor, { callId: asked.seen[0]?.callId ?? '', decision: 'approve' });
+    const settled = await waitForSettled(traced.actor);
+    expect(settled.context.failure).toBe(null);
+    expect(written).toEqual(['x']);
   });
 });
 
@@ -240,6 +259,73 @@ describe('approvals with no one to ask (a worker, a run without a terminal)', ()
       'ok: 1 sub-agent finished; their results follow.',
     ]);
     expect(JSON.stringify(last?.content)).toContain("[agent 'p' replied]");
+  });
+
+  it("'always' recorded for one of two waiting calls while the run is stopped: on resume the other call of that tool runs unasked, and its approval is journaled", async () => {
+    const { tool, written } = noteTool();
+    const store = new MemoryRunStore();
+    const stop = new ApprovalStop();
+    const agents = { root: [{ calls: [note('one'), note('two')] }] };
+    const run = await startRun(
+      'Notes',
+      { provider: new ScriptedProvider({ agents }), tools: [tool], approve: ['write_note'] },
+      { store, actor: { inspect: stop.inspect } },
+    );
+    stop.watch(run);
+    expect((await run.result).status).toBe('waiting');
+    stop.close();
+    const [one, two] = stop.waiting.map((r) => r.callId);
+    expect(stop.waiting.map((r) => r.input)).toEqual([{ text: 'one' }, { text: 'two' }]);
+
+    await recordApproval(store, run.id, { callId: one ?? '', decision: 'always' });
+    const rowsBefore = store.journal(run.id).length;
+    const again = new ApprovalStop();
+    const provider = new ScriptedProvider({ agents: { root: [{ text: 'done' }] } });
+    const resumed = await resumeRun(run.id, { provider, tools: [tool], approve: ['write_note'] }, { store, actor: { inspect: again.inspect } });
+    if ('finished' in resumed) throw new Error('the run should have been resumable');
+    again.watch(resumed);
+    expect((await resumed.result).status).toBe('done');
+    again.close();
+    expect(again.waiting).toEqual([]);
+    expect(written).toEqual(['one', 'two']);
+    // What the resume journaled of approvals: the second call approved by the 'always', then the batch ran; nothing waited again.
+    const afterResume = store
+      .journal(run.id)
+      .slice(rowsBefore)
+      .flatMap((row) => (['awaiting', 'approval', 'dispatching'].includes(row.record.type) ? [row.record] : []));
+    expect(afterResume).toEqual([{ type: 'approval', callId: two, tool: 'write_note', decision: 'approve' }, { type: 'dispatching' }]);
+    // Before the fix the resumed root waited forever with nothing to ask: fail in seconds, not at the suite's timeout.
+  }, 10_000);
+});
+
+describe('what a durable run journals of approvals answered live', () => {
+  it('the waiting calls, each answer as given (a denial with its reason), then that the batch runs', async () => {
+    const { tool, written } = noteTool();
+    const store = new MemoryRunStore();
+    const holder: { run?: Awaited<ReturnType<typeof startRun>> } = {};
+    const ids = new Map<unknown, string>();
+    // Answered after the request returns, as a person at a terminal would: a denies with a reason, b approves.
+    const onApprovalRequest = (request: ApprovalRequest): void => {
+      ids.set(request.input['text'], request.callId);
+      const answer =
+        request.input['text'] === 'a'
+          ? { callId: request.callId, decision: 'deny' as const, reason: 'not a' }
+          : { callId: request.callId, decision: 'approve' as const };
+      setImmediate(() => holder.run && respond(holder.run.actor, answer));
+    };
+    const agents = { root: [{ calls: [note('a'), note('b')] }, { text: 'done' }] };
+    const run = await startRun('Notes', { provider: new ScriptedProvider({ agents }), tools: [tool], approve: ['write_note'], onApprovalRequest }, { store });
+    holder.run = run;
+    expect((await run.result).status).toBe('done');
+    expect(written).toEqual(['b']);
+    const [a, b] = [ids.get('a'), ids.get('b')];
+    const approvals = store.journal(run.id).flatMap((row) => (['awaiting', 'approval', 'dispatching'].includes(row.record.type) ? [row.record] : []));
+    expect(approvals).toEqual([
+      { type: 'awaiting', calls: [a, b] },
+      { type: 'approval', callId: a, tool: 'write_note', decision: 'deny', reason: 'not a' },
+      { type: 'approval', callId: b, tool: 'write_note', decision: 'approve' },
+      { type: 'dispatching' },
+    ]);
   });
 });
 
