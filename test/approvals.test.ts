@@ -261,6 +261,27 @@ describe('approvals with no one to ask (a worker, a run without a terminal)', ()
     expect(JSON.stringify(last?.content)).toContain("[agent 'p' replied]");
   });
 
+  it('a run stopped waiting and resumed with no answer recorded waits again for the same call, asking with its input', async () => {
+    const { tool, written } = noteTool();
+    const store = new MemoryRunStore();
+    const session = (agents: Record<string, readonly object[]>) => ({ provider: new ScriptedProvider({ agents }), tools: [tool], approve: ['write_note'] });
+    const stop = new ApprovalStop();
+    const run = await startRun('Notes', session({ root: [{ calls: [note('x')] }] }), { store, actor: { inspect: stop.inspect } });
+    stop.watch(run);
+    expect((await run.result).status).toBe('waiting');
+    stop.close();
+    const again = new ApprovalStop();
+    const resumed = await resumeRun(run.id, session({ root: [] }), { store, actor: { inspect: again.inspect } });
+    if ('finished' in resumed) throw new Error('the run should have been resumable');
+    again.watch(resumed);
+    expect((await resumed.result).status).toBe('waiting');
+    again.close();
+    expect(again.waiting.map((r) => ({ callId: r.callId, tool: r.tool, input: r.input }))).toEqual(
+      stop.waiting.map((r) => ({ callId: r.callId, tool: 'write_note', input: { text: 'x' } })),
+    );
+    expect(written).toEqual([]);
+  });
+
   it("'always' recorded for one of two waiting calls while the run is stopped: on resume the other call of that tool runs unasked, and its approval is journaled", async () => {
     const { tool, written } = noteTool();
     const store = new MemoryRunStore();
