@@ -261,24 +261,29 @@ describe('approvals with no one to ask (a worker, a run without a terminal)', ()
     expect(JSON.stringify(last?.content)).toContain("[agent 'p' replied]");
   });
 
-  it('a run stopped waiting and resumed with no answer recorded waits again for the same call, asking with its input', async () => {
+  it('a run stopped waiting and resumed with no answer recorded journals that it resumed there, and waits again for the same calls, asking with their inputs', async () => {
     const { tool, written } = noteTool();
     const store = new MemoryRunStore();
     const session = (agents: Record<string, readonly object[]>) => ({ provider: new ScriptedProvider({ agents }), tools: [tool], approve: ['write_note'] });
     const stop = new ApprovalStop();
-    const run = await startRun('Notes', session({ root: [{ calls: [note('x')] }] }), { store, actor: { inspect: stop.inspect } });
+    const first = { content: ['Two notes.', note('x'), note('y')] };
+    const run = await startRun('Notes', session({ root: [first] }), { store, actor: { inspect: stop.inspect } });
     stop.watch(run);
     expect((await run.result).status).toBe('waiting');
     stop.close();
+    const rowsBefore = store.journal(run.id).length;
     const again = new ApprovalStop();
     const resumed = await resumeRun(run.id, session({ root: [] }), { store, actor: { inspect: again.inspect } });
     if ('finished' in resumed) throw new Error('the run should have been resumable');
     again.watch(resumed);
     expect((await resumed.result).status).toBe('waiting');
     again.close();
-    expect(again.waiting.map((r) => ({ callId: r.callId, tool: r.tool, input: r.input }))).toEqual(
-      stop.waiting.map((r) => ({ callId: r.callId, tool: 'write_note', input: { text: 'x' } })),
-    );
+    expect(store.journal(run.id)[rowsBefore]).toMatchObject({ session: 'root', record: { type: 'resumed', state: 'awaitingApproval' } });
+    const [x, y] = stop.waiting.map((r) => r.callId);
+    expect(again.waiting.map((r) => ({ callId: r.callId, tool: r.tool, input: r.input }))).toEqual([
+      { callId: x, tool: 'write_note', input: { text: 'x' } },
+      { callId: y, tool: 'write_note', input: { text: 'y' } },
+    ]);
     expect(written).toEqual([]);
   });
 
