@@ -6,6 +6,7 @@ import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider, type Script } from '../src/testing/scriptedProvider.js';
 import { defineTool } from '../src/tools/defineTool.js';
 import type { ModelRequest } from '../src/engine/types.js';
+import { RecordingStore, SkewedClock } from './support/durableStore.js';
 import { interruptingEffect } from './support/interruptingEffect.js';
 
 /**
@@ -204,5 +205,66 @@ describe('durable runs: a run that cannot start', () => {
     const texts = resumed.actor.getSnapshot().context.messages.flatMap((m) => m.content.flatMap((b) => (b.type === 'text' ? [b.text] : [])));
     const delivered = texts.filter((t) => t.startsWith("[agent 'kid'"));
     expect(delivered).toHaveLength(1);
+  });
+});
+
+/**
+ * What a resumed batch redoes or keeps (resumedBatch in machines/session.ts): each test crashes a
+ * run at one append (a `RecordingStore` copy, test/support/durableStore.ts) or interrupts it, and
+ * checks what the resumed run does that only the journal could have told it.
+ */
+describe('durable runs: what a resumed batch redoes', () => {
+  it('a crash while a non-idempotent call runs, then resume: it is not run again, and its unknown-effect answer is journaled', async () => {
+    let runs = 0;
+    const effect = defineTool({ name: 'effect', description: 'x', input: z.object({}), run: () => `run ${++runs}` });
+    const scripts: Record<string, Script> = {
+      root: (r) => (assistants(r) === 0 ? { calls: [{ name: 'effect', id: 'toolu_effect', input: {} }] } : { text: 'done' }),
+    };
+    const clock = new SkewedClock();
+    const store = new RecordingStore(new MemoryRunStore({ now: clock.now }));
+    const run = await startRun('task', { provider: new ScriptedProvider({ agents: scripts }), tools: [effect] }, { store });
+    expect((await run.result).status).toBe('done');
+    expect(runs).toBe(1);
+    // The crash: just after the append that journaled the call (its effect may have happened), before its result.
+    const at = store.frozen.find((f) => f.rows.some((row) => row.record.type === 'message' && JSON.stringify(row.record).includes('toolu_effect')));
+    if (!at) throw new Error('the call was never journaled');
+    const crashed = at.store.clone();
+    // The crashed process's lease, made to look expired.
+    clock.expireLeases();
+    const before = crashed.journal(run.id).length;
+    const resumed = await resumeRun(run.id, { provider: new ScriptedProvider({ agents: scripts }), tools: [effect] }, { store: crashed });
+    if ('finished' in resumed) throw new Error('the crashed run was not resumed');
+    expect((await resumed.result).status).toBe('done');
+    expect(runs).toBe(1);
+    const answers = crashed
+      .journal(run.id)
+      .slice(before)
+      .flatMap((row) => (row.record.type === 'tool' ? [row.record.result] : []));
+    expect(answers).toEqual([
+      {
+        type: 'tool_result',
+        tool_use_id: 'toolu_effect',
+        is_error: true,
+        content: expect.stringMatching(/^tool 'effect' was running when the process stopped, so its effect is unknown/),
+      },
+    ]);
+  });
+
+  it('Ctrl-C in a batch of a sub-agent with two reply calls, then resume: the first reply is its result, as it would have been', async () => {
+    const { journal } = await interruptDuringBatch({
+      root: (r) => (assistants(r) === 0 ? { calls: [{ name: 'agent', input: { name: 'a', task: 'do it' } }] } : { text: 'done' }),
+      a: (r) =>
+        assistants(r) === 0
+          ? {
+              calls: [
+                { name: 'effect', input: {} },
+                { name: 'reply', input: { result: 'first' } },
+                { name: 'reply', input: { result: 'second' } },
+              ],
+            }
+          : { text: 'I already replied.' },
+    });
+    const delivered = journal.flatMap((row) => (row.session === 'root' && row.record.type === 'inbox' ? [row.record.result] : []));
+    expect(delivered.map((result) => [result.outcome, result.text])).toEqual([['replied', 'first']]);
   });
 });
