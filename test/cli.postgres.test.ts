@@ -311,7 +311,9 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
         echo,
       ],
       a: [stream({ toolCalls: [call('list_dir', { path: '.' })] }), stream({ toolCalls: [call('reply', { result: 'a listed' })] })],
-      b: [stream({ toolCalls: [call('reply', { result: 'b said' })] })],
+      // b answers slowly, so that a (two requests) always finishes first, here and on the worker:
+      // the reports reach the root in the order the sub-agents finish, and both runs must print one order.
+      b: [stream({ toolCalls: [call('reply', { result: 'b said' })] }, { chunkDelayMs: 400 })],
     });
     const here = await exarch(['run', '--no-store', 'Survey'], { server: model, cwd });
     expect(here.code, here.stderr).toBe(0);
