@@ -12,6 +12,7 @@ import type { ClaimResult, JournalRow, NewRun, RunOwner } from '../src/store/run
 import { openPostgresStore, type PostgresRunStore } from '../src/store/postgresStore.js';
 import { openSqliteStore, type SqliteRunStore } from '../src/store/sqliteStore.js';
 import { StoreError, type StoreErrorKind } from '../src/store/storeError.js';
+import { WalCheckpointer } from '../src/store/walCheckpointer.js';
 import { postgresForFile } from './support/postgresServer.js';
 
 /**
@@ -844,6 +845,56 @@ describe('SQLite store: checkpoints off the event loop', () => {
     // Without checkpoints it would hold all 96 MB and more; the bound leaves room for a slow worker on a loaded machine.
     expect(largestWal, 'the largest the WAL grew').toBeLessThan(72 * 1024 * 1024);
     expect(store.journal('r')).toHaveLength(seq - 1);
+  });
+
+  it('leaves no WAL behind when closed just as the worker was asked for a checkpoint', async () => {
+    // SQLite fails a second checkpoint at once rather than wait for the first, so the store's own
+    // would find the worker's starting and leave the WAL behind.
+    for (let n = 0; n < 5; n++) {
+      const file = join(dir, `closing-${n}.db`);
+      const store = openSqliteStore(file, options);
+      store.createRun(newRun('r'));
+      // 4 MB: more than a checkpoint's worth since the one asked for on the way.
+      let seq = fill(store, 4);
+      // The worker answers; the next write asks it for another checkpoint.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      seq = fill(store, 1 / 256, seq);
+      store.close();
+      expect(sizeOf(`${file}-wal`), `store ${n}: the WAL's bytes after close`).toBe(0);
+      const db = new Database(file, { readonly: true });
+      expect(db.prepare("SELECT count(*) AS n FROM journal WHERE run_id = 'r'").get()).toEqual({ n: seq - 1 });
+      db.close();
+    }
+  });
+
+  it('waits, when closed, for a checkpoint the worker is running', async () => {
+    const file = join(dir, 'copying.db');
+    const db = new Database(file);
+    db.pragma('journal_mode = WAL');
+    db.exec('CREATE TABLE t (x TEXT)');
+    const checkpointer = new WalCheckpointer(db, file, 1);
+    const insert = db.prepare('INSERT INTO t VALUES (?)');
+    const write = (mb: number): void => {
+      for (let n = 0; n < mb * 256; n++) insert.run('x'.repeat(4000));
+    };
+    try {
+      // The worker starts and answers its first checkpoint.
+      checkpointer.committed(0);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      write(12);
+      const before = statSync(file).size;
+      checkpointer.committed(0);
+      expect(statSync(file).size, 'the database file as the checkpoint was asked for: not copied on this thread').toBe(before);
+      // The worker is copying 12 MB now (and syncing them), which takes longer than this.
+      const until = performance.now() + 10;
+      while (performance.now() < until);
+      checkpointer.close();
+      db.pragma('busy_timeout = 0');
+      expect(db.pragma('wal_checkpoint(TRUNCATE)'), "the store's closing checkpoint").toEqual([{ busy: 0, log: 0, checkpointed: 0 }]);
+      expect(statSync(file).size - before, 'bytes copied into the database file').toBeGreaterThan(12 * 1024 * 1024);
+    } finally {
+      db.close();
+    }
   });
 
   it('does not keep a process alive that never closed its store', () => {

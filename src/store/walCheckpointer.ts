@@ -25,6 +25,11 @@ export class WalCheckpointer {
   private worker: Worker | undefined;
   private running = false;
   private failed = false;
+  /**
+   * One word shared with the worker: IDLE, CHECKPOINTING or CLOSED. `close` waits on it for a
+   * checkpoint in progress, so the store's closing checkpoint does not find the log locked.
+   */
+  private readonly state = new Int32Array(new SharedArrayBuffer(4));
 
   /**
    * @param db the writing connection; its automatic checkpoints are turned off here.
@@ -53,10 +58,23 @@ export class WalCheckpointer {
     this.start().postMessage('checkpoint');
   }
 
-  /** Stops the worker; its connection closes with it. */
-  close(): void {
+  /**
+   * Stops the worker; its connection closes with it. Returns once no checkpoint of the worker's
+   * runs (waiting at most `waitMs` for one in progress): SQLite lets one checkpoint run at a time
+   * and fails any other at once, so the store's closing checkpoint, which empties the WAL, would
+   * otherwise leave a WAL of up to `CATCH_UP_AFTER` × `everyPages` pages behind at random.
+   */
+  close(waitMs = CLOSE_WAIT_MS): void {
     const worker = this.worker;
     this.worker = undefined;
+    const deadline = Date.now() + waitMs;
+    for (;;) {
+      const was = Atomics.compareExchange(this.state, 0, IDLE, CLOSED);
+      if (was !== CHECKPOINTING) break;
+      const left = deadline - Date.now();
+      if (left <= 0) break;
+      Atomics.wait(this.state, 0, CHECKPOINTING, left);
+    }
     void worker?.terminate();
   }
 
@@ -74,7 +92,7 @@ export class WalCheckpointer {
 
   private start(): Worker {
     if (this.worker) return this.worker;
-    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { driver: DRIVER, file: this.file } });
+    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { driver: DRIVER, file: this.file, state: this.state } });
     worker.on('message', (walFrames: number) => {
       this.running = false;
       if (walFrames >= this.everyPages * CATCH_UP_AFTER) this.inline();
@@ -97,6 +115,14 @@ export class WalCheckpointer {
 /** A WAL this many times `everyPages` frames long is finished by the writer (about 16 MB). */
 const CATCH_UP_AFTER = 4;
 
+/** The shared state word's values. */
+const IDLE = 0;
+const CHECKPOINTING = 1;
+const CLOSED = 2;
+
+/** How long `close` waits for the worker's checkpoint in progress (one copies at most about 16 MB). */
+const CLOSE_WAIT_MS = 5_000;
+
 /** SQLite's default page size; what a commit writes is estimated in pages of it. */
 const PAGE_BYTES = 4096;
 
@@ -104,16 +130,26 @@ const PAGE_BYTES = 4096;
 const DRIVER = createRequire(import.meta.url).resolve('better-sqlite3');
 
 /**
- * The worker: its own connection to the file, a PASSIVE checkpoint per request, and when done,
- * the WAL's length in frames as it found it. An error (the file gone, a busy lock) ends the
- * worker; the store then checkpoints inline. Plain CommonJS so the same text runs from `src/` under vitest and from `dist/`.
+ * The worker: its own connection to the file, a PASSIVE checkpoint per request unless the store
+ * is closing (the state word taken from IDLE to CHECKPOINTING and back), and when done, the WAL's
+ * length in frames as it found it. An error (the file gone, a busy lock) ends the worker; the
+ * store then checkpoints inline. Plain CommonJS so the same text runs from `src/` under vitest and from `dist/`.
  */
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const Database = require(workerData.driver);
 const db = new Database(workerData.file, { fileMustExist: true, timeout: 1000 });
+const state = workerData.state;
 parentPort.on('message', () => {
-  const [result] = db.pragma('wal_checkpoint(PASSIVE)');
-  parentPort.postMessage(result ? result.log : 0);
+  if (Atomics.compareExchange(state, 0, ${IDLE}, ${CHECKPOINTING}) !== ${IDLE}) return;
+  let log = 0;
+  try {
+    const [result] = db.pragma('wal_checkpoint(PASSIVE)');
+    log = result ? result.log : 0;
+  } finally {
+    Atomics.store(state, 0, ${IDLE});
+    Atomics.notify(state, 0);
+  }
+  parentPort.postMessage(log);
 });
 `;
