@@ -502,14 +502,23 @@ function inputOf(content: readonly AssistantBlock[], id: string): Readonly<Recor
   return {};
 }
 
+/**
+ * The policy's answer per response. The `needsApproval` guard and `openBatch` both need it within
+ * one transition, and a host's predicate is asked once per call: it may prompt, log or count.
+ */
+const gatedCallsOf = new WeakMap<ModelResponse, ToolUseBlock[]>();
+
 /** Host tool calls of a response that must wait for a person (the approval policy; see src/engine/approvals.ts). */
 function callsNeedingApproval(context: SessionContext, response: ModelResponse): ToolUseBlock[] {
+  const known = gatedCallsOf.get(response);
+  if (known) return known;
   const gated: ToolUseBlock[] = [];
   for (const block of response.content) {
     if (block.type !== 'tool_use' || !context.fixed.toolbox.tools.has(block.name) || response.incompleteToolUseIds.includes(block.id)) continue;
     if (response.invalidToolInputs?.[block.id] !== undefined) continue;
     if (context.options.approvals.needs({ tool: block.name, input: block.input, agent: context.agent })) gated.push(block);
   }
+  gatedCallsOf.set(response, gated);
   return gated;
 }
 

@@ -3,7 +3,8 @@ import type { AgentIdentity } from './types.js';
 
 /**
  * Which tool calls need a person's approval before they run: tool names, `'all'` (every host
- * tool), or a predicate over the call. Protocol tools (`agent`, `reply`, …) never do.
+ * tool), or a predicate over the call, asked once per complete, well-formed call of a host tool.
+ * Protocol tools (`agent`, `reply`, …) never need approval.
  */
 export type ApprovalPolicy = readonly string[] | 'all' | ((call: ApprovalCall) => boolean);
 
