@@ -32,28 +32,26 @@ export function elisionMarker(elided: number): string {
 export function clip(text: string, cap: number): string {
   if (!Number.isInteger(cap) || cap < 0) throw new RangeError(`clip: cap must be a non-negative integer, got ${cap}`);
   if (text.length <= cap) return text;
-  // The marker's length depends on the count it reports, which depends on the marker's length.
-  let marker = elisionMarker(text.length - cap);
-  for (let i = 0; i < 3; i++) {
-    const keep = Math.max(0, cap - marker.length);
-    const next = elisionMarker(text.length - keep);
-    if (next.length === marker.length) break;
-    marker = next;
+  // The marker's length depends on the count it reports, which depends on the marker's length:
+  // step to the fixed point. A step never shortens the marker (a longer one elides more, and a
+  // larger count has no fewer digits) and the count's digits are bounded, so this ends, after at
+  // most two steps.
+  let markerLength = elisionMarker(text.length - cap).length;
+  for (;;) {
+    const next = elisionMarker(text.length - Math.max(0, cap - markerLength)).length;
+    if (next === markerLength) break;
+    markerLength = next;
   }
-  const keep = cap - marker.length;
+  const keep = cap - markerLength;
   if (keep <= 0) return wholeHead(text, cap);
   let headEnd = Math.ceil(keep / 2);
   let tailStart = text.length - (keep - headEnd);
-  for (;;) {
-    // Never split a surrogate pair: move the cut inwards, eliding one more unit.
-    if (headEnd > 0 && isHighSurrogate(text.charCodeAt(headEnd - 1))) headEnd -= 1;
-    if (tailStart < text.length && isLowSurrogate(text.charCodeAt(tailStart))) tailStart += 1;
-    const clipped = text.slice(0, headEnd) + elisionMarker(tailStart - headEnd) + text.slice(tailStart);
-    // Moving a cut can add a digit to the count; give that character back from the head.
-    if (clipped.length <= cap || headEnd === 0) return clipped.length <= cap ? clipped : wholeHead(text, cap);
-    headEnd -= clipped.length - cap;
-    if (headEnd < 0) headEnd = 0;
-  }
+  // Never split a surrogate pair: move a cut inwards, eliding one more unit. (At the text's end,
+  // charCodeAt gives NaN, no surrogate.) The count grows by the one or two units dropped and gains
+  // at most one digit, so the result stays within the cap.
+  if (isHighSurrogate(text.charCodeAt(headEnd - 1))) headEnd -= 1;
+  if (isLowSurrogate(text.charCodeAt(tailStart))) tailStart += 1;
+  return text.slice(0, headEnd) + elisionMarker(tailStart - headEnd) + text.slice(tailStart);
 }
 
 /** The first `cap` code units of `text`, one fewer if the last would be half of a surrogate pair. */
