@@ -1,0 +1,129 @@
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineTool, findPairingProblems, waitForSettled } from '../src/index.js';
+import type { Message } from '../src/engine/types.js';
+import { startRun } from '../src/store/durableRun.js';
+import type { JournalRecord } from '../src/store/journalRecord.js';
+import { MemoryRunStore } from '../src/store/memoryStore.js';
+import { ScriptedProvider, type ScriptedProviderOptions } from '../src/testing/index.js';
+import { runTraced, startTraced } from './helpers.js';
+
+/**
+ * Edges of a turn the other suites do not reach: a refusal that leaves calls open, a message the
+ * root gets while its batch runs, and what the journal says about cut-off calls, outcomes and turn
+ * input. Expected texts are written out here.
+ */
+
+/** Each block of a message as one line: `text: …`, `call: name`, `result: content (error)`. */
+function blocksOf(message: Message | undefined): string[] {
+  return (message?.content ?? []).map((b) => {
+    if (b.type === 'text') return `text: ${b.text}`;
+    if (b.type === 'tool_use') return `call: ${b.name}`;
+    return `result: ${String(b.content)}${b.is_error ? ' (error)' : ''}`;
+  });
+}
+
+/** A tool that counts its runs, and each waits for `state.release()`. */
+function slowTool() {
+  const state: { runs: number; started: () => void; release: () => void } = { runs: 0, started: () => undefined, release: () => undefined };
+  const started = new Promise<void>((resolve) => (state.started = resolve));
+  const tool = defineTool({
+    name: 'slow',
+    description: 'A slow call.',
+    input: z.object({}),
+    run: async () => {
+      state.runs += 1;
+      state.started();
+      await new Promise<void>((resolve) => (state.release = resolve));
+      return 'slow result';
+    },
+  });
+  return { tool, state, started };
+}
+
+async function journalOf(agents: ScriptedProviderOptions['agents'], session: Record<string, unknown> = {}): Promise<JournalRecord[]> {
+  const store = new MemoryRunStore();
+  const run = await startRun('Task.', { provider: new ScriptedProvider({ agents }), ...session }, { store });
+  await run.result;
+  return store.journal(run.id).map((row) => row.record);
+}
+
+describe('a refusal that leaves calls open', () => {
+  it('answers each call of the refused message as not executed, so the history pairs, and runs none of them', async () => {
+    const { tool, state } = slowTool();
+    const { snapshot, provider } = await runTraced(
+      { root: [{ content: ['I will not.', { name: 'slow', input: {} }, { name: 'slow', input: {} }], stopReason: 'refusal' }] },
+      { task: 'Do it.', tools: [tool] },
+    );
+    expect(snapshot.value).toBe('failed');
+    expect(snapshot.context.failure).toBe('the model refused to continue (stop reason: refusal)');
+    expect(state.runs).toBe(0);
+    const history = snapshot.context.messages;
+    expect(history.map((m) => m.role)).toEqual(['user', 'assistant', 'user']);
+    expect(blocksOf(history[1])).toEqual(['text: I will not.', 'call: slow', 'call: slow']);
+    expect(blocksOf(history[2])).toEqual(['result: not executed: the session failed (error)', 'result: not executed: the session failed (error)']);
+    expect(findPairingProblems(history)).toEqual([]);
+    expect(provider.requestsOf('root')).toHaveLength(1);
+  });
+
+  it('a refusal with text only ends the history with that text: no empty user message follows', async () => {
+    const { snapshot } = await runTraced({ root: [{ text: 'No.', stopReason: 'refusal' }] }, { task: 'Do it.' });
+    expect(snapshot.value).toBe('failed');
+    expect(snapshot.context.messages.map((m) => `${m.role}: ${blocksOf(m).join(' | ')}`)).toEqual(['user: text: Do it.', 'assistant: text: No.']);
+  });
+});
+
+describe('messages to the root while its batch runs', () => {
+  it('wait for the end of its turn: the request after the batch carries only the results, the message starts the next turn', async () => {
+    const { tool, state, started } = slowTool();
+    const traced = startTraced(
+      { root: [{ calls: [{ name: 'slow', input: {} }] }, { text: 'Batch done.' }, { text: 'Read you.' }] },
+      { task: 'Go.', tools: [tool] },
+    );
+    await started;
+    traced.actor.send({ type: 'user.message', text: 'Also this.' });
+    state.release();
+    await waitForSettled(traced.actor);
+    const requests = traced.provider.requestsOf('root');
+    expect(requests.map((r) => blocksOf(r.lastMessage))).toEqual([['text: Go.'], ['result: slow result'], ['text: Also this.']]);
+    expect(traced.actor.getSnapshot().context.pendingUser).toEqual([]);
+  });
+});
+
+describe('what the journal says about a turn', () => {
+  it('a response with a cut-off call lists it as incomplete in its usage record; a whole one lists none', async () => {
+    const records = await journalOf({
+      root: [
+        { calls: [{ name: 'wait_for_agents', input: {}, id: 'toolu_cut', cutOff: true }] },
+        { calls: [{ name: 'wait_for_agents', input: {} }] },
+        { text: 'ok' },
+      ],
+    });
+    const usages = records.filter((r) => r.type === 'usage');
+    expect(usages.map((r) => ('incomplete' in r ? r.incomplete : 'none'))).toEqual([['toolu_cut'], 'none', 'none']);
+  });
+
+  it("a failed session's outcome record gives the reason; a reply's value is in its outcome record", async () => {
+    const failed = await journalOf({ root: [{ text: 'No.', stopReason: 'refusal' }] });
+    // Nothing was left open: no (empty) message answers it.
+    expect(failed.filter((r) => r.type === 'message').map((r) => r.type === 'message' && r.role)).toEqual(['user', 'assistant']);
+    expect(failed.filter((r) => r.type === 'outcome')).toEqual([
+      expect.objectContaining({ outcome: 'failed', text: '', reason: 'the model refused to continue (stop reason: refusal)' }),
+    ]);
+    const replied = await journalOf({ root: [{ calls: [{ name: 'reply', input: { count: 3 } }] }] }, { output: z.object({ count: z.number() }) });
+    const outcome = replied.find((r) => r.type === 'outcome');
+    expect(outcome).toMatchObject({ outcome: 'replied', value: { count: 3 } });
+    expect(outcome && 'reason' in outcome).toBe(false);
+  });
+
+  it('a turn started by sub-agent results is journaled as a user message holding the inbox', async () => {
+    const records = await journalOf({
+      root: [{ calls: [{ name: 'agent', input: { name: 'helper', task: 'Help.' } }] }, { text: 'Started.' }, { text: 'Thanks.' }],
+      helper: [{ calls: [{ name: 'reply', input: { result: 'helped' } }], delayMs: 20 }],
+    });
+    const turnInput = records.filter(
+      (r) => r.type === 'message' && r.role === 'user' && r.content.some((b) => b.type === 'text' && b.text.includes("[agent 'helper' replied]")),
+    );
+    expect(turnInput).toHaveLength(1);
+  });
+});
