@@ -245,7 +245,8 @@ describe('durable runs: what a resumed batch redoes', () => {
         type: 'tool_result',
         tool_use_id: 'toolu_effect',
         is_error: true,
-        content: expect.stringMatching(/^tool 'effect' was running when the process stopped, so its effect is unknown/),
+        content:
+          "tool 'effect' was running when the process stopped, so its effect is unknown: it may or may not have taken effect, and it was not run again. Check before you repeat it.",
       },
     ]);
   });

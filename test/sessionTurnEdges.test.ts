@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineTool, findPairingProblems, waitForSettled } from '../src/index.js';
+import { defineTool, findPairingProblems, messageAgent, waitForSettled } from '../src/index.js';
 import type { Message } from '../src/engine/types.js';
 import { startRun } from '../src/store/durableRun.js';
 import type { JournalRecord } from '../src/store/journalRecord.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider, type ScriptedProviderOptions } from '../src/testing/index.js';
-import { runTraced, startTraced } from './helpers.js';
+import { delegating, runTraced, startTraced } from './helpers.js';
 
 /**
  * Edges of a turn the other suites do not reach: a refusal that leaves calls open, a message the
@@ -90,6 +90,43 @@ describe('messages to the root while its batch runs', () => {
   });
 });
 
+describe('input that reaches a sub-agent while it works', () => {
+  it("a sub-agent's result that arrives while its parent streams a step without a reply is the parent's next turn, not a reply reminder", async () => {
+    const traced = startTraced(
+      {
+        root: delegating('lead', 'Lead.'),
+        lead: [
+          { calls: [{ name: 'agent', input: { name: 'worker', task: 'Work.' } }] },
+          // The worker's result arrives during this request: the lead is not quiet when it ends.
+          { text: 'thinking', delayMs: 150 },
+          { calls: [{ name: 'reply', input: { result: 'lead done' } }] },
+        ],
+        worker: [{ calls: [{ name: 'reply', input: { result: 'worked' } }], delayMs: 20 }],
+      },
+      { task: 'Go.' },
+    );
+    await waitForSettled(traced.actor);
+    const lead = traced.provider.requestsOf('root/lead');
+    expect(lead).toHaveLength(3);
+    expect(blocksOf(lead[2]?.lastMessage)).toEqual(["text: [agent 'worker' replied]\nworked"]);
+    expect(traced.logs.records('root/lead').filter((r) => r.type === 'nudge')).toEqual([]);
+    expect(traced.last.get('root/lead')?.output?.text).toBe('lead done');
+  });
+
+  it('an empty message sent to a sub-agent during its batch adds no empty text block to its next request', async () => {
+    const { tool, state, started } = slowTool();
+    const traced = startTraced(
+      { root: delegating('worker', 'Work.'), worker: [{ calls: [{ name: 'slow', input: {} }] }, { calls: [{ name: 'reply', input: { result: 'worked' } }] }] },
+      { task: 'Go.', tools: [tool] },
+    );
+    await started;
+    expect(messageAgent(traced.actor, 'root/worker', '')).toBe(true);
+    state.release();
+    await waitForSettled(traced.actor);
+    expect(blocksOf(traced.provider.requestsOf('root/worker')[1]?.lastMessage)).toEqual(['result: slow result']);
+  });
+});
+
 describe('what the journal says about a turn', () => {
   it('a response with a cut-off call lists it as incomplete in its usage record; a whole one lists none', async () => {
     const records = await journalOf({
@@ -114,6 +151,11 @@ describe('what the journal says about a turn', () => {
     const outcome = replied.find((r) => r.type === 'outcome');
     expect(outcome).toMatchObject({ outcome: 'replied', value: { count: 3 } });
     expect(outcome && 'reason' in outcome).toBe(false);
+  });
+
+  it('an empty response is not journaled as an empty assistant message', async () => {
+    const records = await journalOf({ root: [{ text: '' }] });
+    expect(records.filter((r) => r.type === 'message').map((r) => r.type === 'message' && r.role)).toEqual(['user']);
   });
 
   it('a turn started by sub-agent results is journaled as a user message holding the inbox', async () => {
