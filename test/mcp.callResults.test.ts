@@ -64,7 +64,12 @@ describe('text and structured content', () => {
   it('shows text blocks, skips empty ones, and leaves out structured content a text block already carries', async () => {
     const [both, empty, structured] = await shown({
       both: { content: [{ type: 'text', text: '{"n":1}' }], structuredContent: { n: 1 } },
-      empty: { content: [{ type: 'text', text: '' }, { type: 'text', text: 'after' }] },
+      empty: {
+        content: [
+          { type: 'text', text: '' },
+          { type: 'text', text: 'after' },
+        ],
+      },
       structured: { content: [{ type: 'image', data: 'AAAA', mimeType: 'image/png' }], structuredContent: { n: 2 } },
     });
     expect(both).toEqual({ content: '{"n":1}', is_error: false });

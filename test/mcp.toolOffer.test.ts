@@ -181,11 +181,14 @@ describe('descriptions and schemas', () => {
   });
 
   it('offers every tool as neither read-only nor idempotent, with the server’s own per-call timeout', async () => {
-    await offered([scripted({ name: 'slow', tools: [tool('t', { annotations: { readOnlyHint: true, idempotentHint: true } })] }, { timeoutMs: 1 })], (toolset) => {
-      expect(toolset.tools.map((t) => ({ timeoutMs: t.timeoutMs, readOnly: t.readOnly, idempotent: t.idempotent }))).toEqual([
-        { timeoutMs: 1, readOnly: false, idempotent: false },
-      ]);
-    });
+    await offered(
+      [scripted({ name: 'slow', tools: [tool('t', { annotations: { readOnlyHint: true, idempotentHint: true } })] }, { timeoutMs: 1 })],
+      (toolset) => {
+        expect(toolset.tools.map((t) => ({ timeoutMs: t.timeoutMs, readOnly: t.readOnly, idempotent: t.idempotent }))).toEqual([
+          { timeoutMs: 1, readOnly: false, idempotent: false },
+        ]);
+      },
+    );
   });
 });
 

@@ -1,0 +1,57 @@
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { connectMcpServers, McpServerError, type McpServerSpec } from '../src/index.js';
+import { processesWith } from './support/processes.js';
+
+/**
+ * A server that starts but then fails exarch: its tool list refused or cut off by its exit, with
+ * what it last said on stderr, against a hand-written stdio MCP server
+ * (test/fixtures/mcp/scripted.mjs) that does what a scenario says.
+ */
+
+const SCRIPTED = fileURLToPath(new URL('./fixtures/mcp/scripted.mjs', import.meta.url));
+const scripted = (scenario: object, marker = 'none'): McpServerSpec => ({
+  command: process.execPath,
+  args: [SCRIPTED, JSON.stringify(scenario), marker],
+  name: 'lister',
+});
+
+async function failure(specs: McpServerSpec[]): Promise<McpServerError> {
+  const error = await connectMcpServers(specs).then(
+    async (toolset) => {
+      await toolset.close();
+      throw new Error('the servers were connected');
+    },
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(McpServerError);
+  return error as McpServerError;
+}
+
+describe('a server that cannot list its tools', () => {
+  it('answers tools/list with an error: the run does not start, with one line naming the server, and every server is closed', async () => {
+    const marker = `list-error-${process.pid}-${Date.now()}`;
+    const error = await failure([scripted({ onList: 'error' }, marker), { ...scripted({ tools: [] }, marker), name: 'fine' }]);
+    expect(error.message).toBe("MCP server 'lister' could not list its tools: MCP error -32603: the tool registry is down");
+    expect(error.kind).toBe('start');
+    expect(error.server).toBe('lister');
+    expect(processesWith(marker)).toEqual([]);
+  });
+
+  it('exits instead: the line quotes the last non-blank line it wrote to stderr, trimmed', async () => {
+    const error = await failure([scripted({ onList: 'exit', stderr: 'starting\n  giving up: no registry  \n\n   \n' })]);
+    expect(error.message).toBe("MCP server 'lister' could not list its tools: the process exited (its last words: giving up: no registry)");
+  });
+
+  it('exits after a very long line: only its first 300 characters are quoted', async () => {
+    const longer = await failure([scripted({ onList: 'exit', stderr: `${'w'.repeat(301)}\n` })]);
+    expect(longer.message).toBe(`MCP server 'lister' could not list its tools: the process exited (its last words: ${'w'.repeat(300)}…)`);
+    const longest = await failure([scripted({ onList: 'exit', stderr: `${'v'.repeat(300)}\n` })]);
+    expect(longest.message).toBe(`MCP server 'lister' could not list its tools: the process exited (its last words: ${'v'.repeat(300)})`);
+  });
+
+  it('exits without a word: the line says only that it exited', async () => {
+    const error = await failure([scripted({ onList: 'exit' })]);
+    expect(error.message).toBe("MCP server 'lister' could not list its tools: the process exited");
+  });
+});
