@@ -115,6 +115,19 @@ describe('tool names', () => {
       ['mcp__s__echo', ...windows],
     );
   });
+
+  it('a name too long for 64 characters whose every hash window is held is cut to 64 with a number', async () => {
+    const digest = '5d5a8c1817467f29aa4fa473d8a91970248253bf779532873942fe1f8036f0a4';
+    const head = `mcp__s__${'o'.repeat(47)}`;
+    const windows = Array.from({ length: 57 }, (_, i) => `${head}_${digest.slice(i, i + 8)}`);
+    await offered(
+      [scripted({ name: 's', tools: [tool('o'.repeat(57))] })],
+      (toolset) => {
+        expect(toolset.servers[0]?.tools).toEqual([`mcp__s__${'o'.repeat(54)}_2`]);
+      },
+      windows,
+    );
+  });
 });
 
 describe('descriptions and schemas', () => {
