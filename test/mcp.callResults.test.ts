@@ -40,21 +40,27 @@ describe('binary content is described, never inlined', () => {
   });
 
   it('keeps a server’s labels to one line of at most 200 characters', async () => {
-    const [spread, long, link] = await shown({
+    const [spread, long, longest, link] = await shown({
       spread: { content: [{ type: 'image', data: 'AAAA', mimeType: 'image/\n\t  png' }] },
       long: { content: [{ type: 'image', data: 'AAAA', mimeType: 'm'.repeat(201) }] },
+      longest: { content: [{ type: 'image', data: 'AAAA', mimeType: 'n'.repeat(200) }] },
       link: { content: [{ type: 'resource_link', uri: 'file:///a.md', name: 'two\nlines', mimeType: 'text/markdown' }] },
     });
     expect(spread?.content).toBe('[image: image/ png, 3 bytes, not shown]');
     expect(long?.content).toBe(`[image: ${'m'.repeat(200)}…, 3 bytes, not shown]`);
+    expect(longest?.content).toBe(`[image: ${'n'.repeat(200)}, 3 bytes, not shown]`);
     expect(link?.content).toBe('[resource link: two lines file:///a.md (text/markdown)]');
   });
 
-  it('describes a blob resource without a type as binary, and shows a text resource’s text', async () => {
-    const [blob, text] = await shown({
+  it('describes a blob resource by its type, as binary without one, shows a text resource’s text, and a link without a type', async () => {
+    const [blob, typed, link, text] = await shown({
       blob: { content: [{ type: 'resource', resource: { uri: 'file:///x.bin', blob: 'AAAAAAAA' } }] },
+      typed: { content: [{ type: 'resource', resource: { uri: 'file:///x.gz', mimeType: 'application/gzip', blob: 'AAAA' } }] },
+      link: { content: [{ type: 'resource_link', uri: 'file:///b.md', name: 'b' }] },
       text: { content: [{ type: 'resource', resource: { uri: 'file:///x.txt', text: 'inside' } }] },
     });
+    expect(typed?.content).toBe('[resource file:///x.gz: application/gzip, 3 bytes, not shown]');
+    expect(link?.content).toBe('[resource link: b file:///b.md]');
     expect(blob?.content).toBe('[resource file:///x.bin: binary, 6 bytes, not shown]');
     expect(text?.content).toBe('[resource file:///x.txt]\ninside');
   });
@@ -63,7 +69,13 @@ describe('binary content is described, never inlined', () => {
 describe('text and structured content', () => {
   it('shows text blocks, skips empty ones, and leaves out structured content a text block already carries', async () => {
     const [both, empty, structured] = await shown({
-      both: { content: [{ type: 'text', text: '{"n":1}' }], structuredContent: { n: 1 } },
+      both: {
+        content: [
+          { type: 'image', data: 'AAAA', mimeType: 'image/png' },
+          { type: 'text', text: '{"n":1}' },
+        ],
+        structuredContent: { n: 1 },
+      },
       empty: {
         content: [
           { type: 'text', text: '' },
@@ -72,7 +84,7 @@ describe('text and structured content', () => {
       },
       structured: { content: [{ type: 'image', data: 'AAAA', mimeType: 'image/png' }], structuredContent: { n: 2 } },
     });
-    expect(both).toEqual({ content: '{"n":1}', is_error: false });
+    expect(both).toEqual({ content: '[image: image/png, 3 bytes, not shown]\n\n{"n":1}', is_error: false });
     expect(empty).toEqual({ content: 'after', is_error: false });
     expect(structured).toEqual({ content: '[image: image/png, 3 bytes, not shown]\n\n{\n  "n": 2\n}', is_error: false });
   });
