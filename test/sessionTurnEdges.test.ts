@@ -149,8 +149,21 @@ describe('what the journal says about a turn', () => {
     ]);
     const replied = await journalOf({ root: [{ calls: [{ name: 'reply', input: { count: 3 } }] }] }, { output: z.object({ count: z.number() }) });
     const outcome = replied.find((r) => r.type === 'outcome');
+    const { snapshot } = await runTraced(
+      { root: [{ calls: [{ name: 'reply', input: { count: 3 } }] }] },
+      { task: 'Count.', output: z.object({ count: z.number() }) },
+    );
+    expect(snapshot.output).toMatchObject({ outcome: 'replied', value: { count: 3 } });
     expect(outcome).toMatchObject({ outcome: 'replied', value: { count: 3 } });
     expect(outcome && 'reason' in outcome).toBe(false);
+  });
+
+  it("a refusal's open calls are journaled answered, as the history holds them", async () => {
+    const records = await journalOf({ root: [{ content: ['No.', { name: 'wait_for_agents', input: {}, id: 'toolu_open' }], stopReason: 'refusal' }] });
+    const messages = records.flatMap((r) =>
+      r.type === 'message' ? [`${r.role}: ${blocksOf({ role: r.role, content: r.content } as Message).join(' | ')}`] : [],
+    );
+    expect(messages).toEqual(['user: text: Task.', 'assistant: text: No. | call: wait_for_agents', 'user: result: not executed: the session failed (error)']);
   });
 
   it('an empty response is not journaled as an empty assistant message', async () => {
