@@ -1,0 +1,42 @@
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { Tool } from '../../src/tools/defineTool.js';
+import { workspaceTools } from '../../src/tools/workspace/index.js';
+
+/** A real temporary working directory (`root`) with a sibling (`outside`) that no workspace tool may reach. */
+export interface Workspace {
+  readonly base: string;
+  readonly root: string;
+  readonly outside: string;
+  /** Calls a workspace tool the way the session does (validation by `prepare`, then the run) and returns its text. */
+  call(name: string, input: unknown, signal?: AbortSignal): Promise<string>;
+  remove(): Promise<void>;
+}
+
+const agent = { name: 'root', path: ['root'], depth: 0, id: 'root' } as const;
+
+export async function makeWorkspace(): Promise<Workspace> {
+  const base = await mkdtemp(path.join(tmpdir(), 'exarch-ws-'));
+  const root = path.join(base, 'work');
+  const outside = path.join(base, 'outside');
+  await mkdir(root);
+  await mkdir(outside);
+  return {
+    base,
+    root,
+    outside,
+    call: (name, input, signal) => callTool(workspaceTools({ root, allowWrite: true }), name, input, signal),
+    remove: () => rm(base, { recursive: true, force: true }),
+  };
+}
+
+export async function callTool(tools: readonly Tool[], name: string, input: unknown, signal: AbortSignal = new AbortController().signal): Promise<string> {
+  const tool = tools.find((t) => t.name === name);
+  if (tool === undefined) throw new Error(`no tool named ${name}`);
+  const prepared = tool.prepare(input);
+  if (!prepared.ok) throw new Error(prepared.error);
+  const value = await prepared.value({ agent, toolUseId: 'toolu_1', signal });
+  if (typeof value !== 'string') throw new Error(`expected text from ${name}, got ${typeof value}`);
+  return value;
+}
