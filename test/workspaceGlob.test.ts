@@ -75,6 +75,12 @@ describe('bracket sets', () => {
     expect(matches('f[0-9]', 'f-')).toBe(false);
   });
 
+  it('a character between two members is a member, not a range, unless it is a -', () => {
+    expect(matches('[axz]', 'x')).toBe(true);
+    expect(matches('[axz]', 'b')).toBe(false);
+    expect(matches('[a-z]', 'b')).toBe(true);
+  });
+
   it('[!abc] and [^abc] match one character not in the set, and never a slash', () => {
     expect(matches('[!ab].ts', 'c.ts')).toBe(true);
     expect(matches('[!ab].ts', 'a.ts')).toBe(false);
@@ -191,9 +197,11 @@ describe('globs it refuses', () => {
   it('a glob of 1,000 characters is taken, one of 1,001 refused with one line', () => {
     expect(matches('a'.repeat(1_000), 'a'.repeat(1_000))).toBe(true);
     expect(() => compileGlob('a'.repeat(1_001))).toThrow(/^invalid glob: longer than 1000 characters$/);
+    expect(() => compileGlob('a'.repeat(1_001))).toThrow(expect.objectContaining({ kind: 'invalid-input' }));
   });
 
   it('a set whose range runs backwards is refused, naming the glob', () => {
     expect(() => compileGlob('[z-a].ts')).toThrow("invalid glob '[z-a].ts': error parsing regexp: invalid character class range: `z-a`");
+    expect(() => compileGlob('[z-a].ts')).toThrow(expect.objectContaining({ kind: 'invalid-input' }));
   });
 });
