@@ -1,0 +1,148 @@
+import { execFileSync } from 'node:child_process';
+import { mkdir, symlink, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { makeWorkspace, type Workspace } from './support/workspaceFixture.js';
+
+/** list_dir: what it lists, in which order, how deep, and the notes and errors it answers with. */
+
+let ws: Workspace;
+beforeEach(async () => {
+  ws = await makeWorkspace();
+});
+afterEach(async () => {
+  await ws.remove();
+});
+
+const list = (input: Record<string, unknown>): Promise<string> => ws.call('list_dir', input);
+
+async function tree(files: readonly string[]): Promise<void> {
+  for (const file of files) {
+    const abs = path.join(ws.root, file);
+    if (file.endsWith('/')) await mkdir(abs, { recursive: true });
+    else {
+      await mkdir(path.dirname(abs), { recursive: true });
+      await writeFile(abs, '');
+    }
+  }
+}
+
+describe('order and shape', () => {
+  it('each directory sorted by code unit, its contents right after it', async () => {
+    await tree(['b', 'a/x', 'a-b', 'B', 'a.txt', 'a/sub/y', 'empty/']);
+    expect(await list({ recursive: true })).toBe(['B', 'a/', 'a/sub/', 'a/sub/y', 'a/x', 'a-b', 'a.txt', 'b', 'empty/'].join('\n'));
+  });
+
+  it('an empty directory, and an empty working directory, say so', async () => {
+    await tree(['empty/']);
+    expect(await list({ path: 'empty' })).toBe('(empty/ is empty)');
+    expect(await list({ path: 'empty', recursive: true })).toBe('(empty/ is empty)');
+    await ws.remove();
+    await mkdir(ws.root, { recursive: true });
+    expect(await list({})).toBe('(. is empty)');
+  });
+
+  it('a FIFO is listed by name like a file; a dangling symlink shows its target', async () => {
+    execFileSync('mkfifo', [path.join(ws.root, 'pipe')]);
+    await symlink('no/such/target', path.join(ws.root, 'dangling'));
+    expect(await list({})).toBe('dangling -> no/such/target\npipe');
+  });
+
+  it('a symlink to a directory is shown with its target and not expanded', async () => {
+    await tree(['real/inner']);
+    await symlink('real', path.join(ws.root, 'link'));
+    expect(await list({ recursive: true })).toBe('link -> real\nreal/\nreal/inner');
+  });
+});
+
+describe('how deep it goes', () => {
+  beforeEach(async () => {
+    await tree(['one/two/three/four', 'top']);
+  });
+
+  it('without recursive only the directory itself, even when a depth is given with recursive false', async () => {
+    expect(await list({})).toBe('one/\ntop');
+    expect(await list({ recursive: false, depth: 3 })).toBe('one/\ntop');
+  });
+
+  it('a depth alone lists that many levels', async () => {
+    expect(await list({ depth: 2 })).toBe('one/\none/two/\ntop');
+  });
+
+  it('recursive without a depth lists the whole tree', async () => {
+    expect(await list({ recursive: true })).toBe('one/\none/two/\none/two/three/\none/two/three/four\ntop');
+  });
+
+  it('recursive with a depth stops there without a note', async () => {
+    expect(await list({ recursive: true, depth: 3 })).toBe('one/\none/two/\none/two/three/\ntop');
+    expect(await list({ path: 'one', recursive: true, depth: 1 })).toBe('one/two/');
+  });
+
+  it('a tree deeper than 64 levels is listed to level 64, naming the directory not expanded', async () => {
+    const deep = Array.from({ length: 66 }, () => 'd').join('/');
+    await tree([`${deep}/leaf`]);
+    const lines = (await list({ path: 'one', recursive: true })).split('\n');
+    expect(lines).toEqual(['one/two/', 'one/two/three/', 'one/two/three/four']);
+    const listing = (await list({ recursive: true })).split('\n');
+    const level64 = Array.from({ length: 64 }, () => 'd').join('/');
+    expect(listing.filter((line) => line.startsWith('d')).at(-1)).toBe(`${level64}/`);
+    expect(listing.at(-1)).toBe(`[not expanded, deeper than 64 levels: ${level64}/ — list one explicitly to see inside]`);
+    expect(await list({ path: level64, recursive: true })).toBe(`${level64}/d/\n${level64}/d/d/\n${level64}/d/d/leaf`);
+  });
+});
+
+describe('directories listed but not expanded', () => {
+  it('.git and node_modules are not expanded when recursive, and are not noted when not recursive', async () => {
+    await tree(['.git/HEAD', 'node_modules/x/index.js', 'src/a.ts']);
+    expect(await list({})).toBe('.git/\nnode_modules/\nsrc/');
+    expect(await list({ recursive: true, depth: 1 })).toBe('.git/\nnode_modules/\nsrc/');
+    expect(await list({ recursive: true })).toBe(
+      '.git/\nnode_modules/\nsrc/\nsrc/a.ts\n[not expanded: .git/, node_modules/ — list one explicitly to see inside]',
+    );
+  });
+
+  it('the note names ten and counts the rest', async () => {
+    const names = Array.from({ length: 12 }, (_, i) => `p${String(i).padStart(2, '0')}`);
+    await tree(names.map((name) => `${name}/node_modules/`));
+    const listing = (await list({ recursive: true })).split('\n');
+    expect(listing.at(-1)).toBe(
+      `[not expanded: ${names
+        .slice(0, 10)
+        .map((name) => `${name}/node_modules/`)
+        .join(', ')} and 2 more — list one explicitly to see inside]`,
+    );
+  });
+
+  it('exactly ten are all named', async () => {
+    const names = Array.from({ length: 10 }, (_, i) => `p${i}`);
+    await tree(names.map((name) => `${name}/.git/`));
+    expect((await list({ recursive: true })).split('\n').at(-1)).toBe(
+      `[not expanded: ${names.map((name) => `${name}/.git/`).join(', ')} — list one explicitly to see inside]`,
+    );
+  });
+});
+
+describe('what it refuses', () => {
+  it('a missing directory, a path through a file, and a file', async () => {
+    await tree(['file.txt']);
+    await expect(list({ path: 'nope' })).rejects.toThrow(/^no such directory: nope$/);
+    await expect(list({ path: 'nope/deeper' })).rejects.toThrow(/^no such directory: nope\/deeper$/);
+    await expect(list({ path: 'file.txt/x' })).rejects.toThrow(/^no such directory: file\.txt\/x \(a part of the path is a file, not a directory\)$/);
+    await expect(list({ path: 'file.txt' })).rejects.toThrow(/^'file\.txt' is a file, not a directory; use read_file to read it$/);
+  });
+
+  it('an aborted call lists nothing', async () => {
+    await tree(['a']);
+    const controller = new AbortController();
+    controller.abort(new Error('stop now'));
+    await expect(ws.call('list_dir', {}, controller.signal)).rejects.toThrow(/^stop now$/);
+  });
+
+  it('a listing of exactly 1,000 entries is whole, with no note', async () => {
+    await mkdir(path.join(ws.root, 'many'));
+    await Promise.all(Array.from({ length: 1_000 }, (_, i) => writeFile(path.join(ws.root, 'many', `f${String(i).padStart(4, '0')}`), '')));
+    const listing = (await list({ path: 'many' })).split('\n');
+    expect(listing).toHaveLength(1_000);
+    expect(listing.at(-1)).toBe('many/f0999');
+  });
+});
