@@ -55,7 +55,9 @@ describe('parts of a file', () => {
   });
 
   it('limit alone reads from the start, and says one more line in the singular', async () => {
-    expect(await read({ path: 'five.txt', limit: 4 })).toBe('five.txt (lines 1–4 of 5)\nl1\nl2\nl3\nl4\n[… 1 more line: call read_file with offset=5 to read on]');
+    expect(await read({ path: 'five.txt', limit: 4 })).toBe(
+      'five.txt (lines 1–4 of 5)\nl1\nl2\nl3\nl4\n[… 1 more line: call read_file with offset=5 to read on]',
+    );
   });
 
   it('an offset past the end names the line count, one line in the singular', async () => {
@@ -80,7 +82,9 @@ describe('parts of a file', () => {
 describe('budgets', () => {
   it('a line of 2,000 characters is whole; one of 2,001 is cut to 2,000 and says its size in bytes', async () => {
     await put('w.txt', `${'a'.repeat(2_000)}\n${'b'.repeat(2_001)}\n`);
-    expect(await read({ path: 'w.txt' })).toBe(`w.txt (lines 1–2 of 2; long lines cut)\n${'a'.repeat(2_000)}\n${'b'.repeat(2_000)} [… line cut: 2001 bytes in all]`);
+    expect(await read({ path: 'w.txt' })).toBe(
+      `w.txt (lines 1–2 of 2; long lines cut)\n${'a'.repeat(2_000)}\n${'b'.repeat(2_000)} [… line cut: 2001 bytes in all]`,
+    );
   });
 
   it('a line cut counts its bytes, not its characters', async () => {

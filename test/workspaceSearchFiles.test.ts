@@ -135,9 +135,7 @@ describe('the notes on what was passed over', () => {
     const deep = Array.from({ length: 65 }, () => 'd').join('/');
     await put(`${deep}/far.txt`, 'needle\n');
     await put('near.txt', 'needle\n');
-    expect(await search({ pattern: 'needle' })).toBe(
-      'near.txt:1: needle\n[not searched: 1 directory deeper than 64 levels (search inside one by its path)]',
-    );
+    expect(await search({ pattern: 'needle' })).toBe('near.txt:1: needle\n[not searched: 1 directory deeper than 64 levels (search inside one by its path)]');
     const level63 = Array.from({ length: 63 }, () => 'd').join('/');
     await put(`${level63}/e/f/g.txt`, 'needle\n');
     expect((await search({ pattern: 'needle' })).split('\n').at(-1)).toBe(
