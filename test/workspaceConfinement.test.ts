@@ -1,7 +1,8 @@
+import { readdirSync } from 'node:fs';
 import { mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { workspaceTools } from '../src/tools/workspace/index.js';
+import { WorkspaceError, workspaceTools } from '../src/tools/workspace/index.js';
 import { callTool, makeWorkspace, type Workspace } from './support/workspaceFixture.js';
 
 /**
@@ -92,7 +93,7 @@ describe('file-system faults, one line each', () => {
 
   it('a name too long for the file system names the path and the reason', async () => {
     const long = 'n'.repeat(300);
-    await expect(ws.call('read_file', { path: long })).rejects.toThrow(new RegExp(`^${long}: ENAMETOOLONG: name too long`));
+    await expect(ws.call('read_file', { path: long })).rejects.toThrow(`${long}: ENAMETOOLONG: name too long, realpath '${ws.root}/${long}'`);
     await expect(ws.call('search_files', { pattern: 'x', path: long })).rejects.toThrow(new RegExp(`^${long}: ENAMETOOLONG: name too long`));
   });
 
@@ -206,5 +207,107 @@ describe('symlinks: followed while they stay inside, refused once they lead out'
     await expect(ws.call('write_file', { path: 'src/door/new.txt', content: 'x' })).rejects.toThrow(
       /^refused: 'src\/door\/new\.txt' leads outside the working directory through a symlink$/,
     );
+  });
+});
+
+describe('each refusal and fault carries its kind, for a host that switches on it', () => {
+  const kindOf = async (promise: Promise<unknown>): Promise<unknown> =>
+    promise.then(
+      () => 'no error',
+      (error: unknown) => (error instanceof WorkspaceError ? error.kind : `not a WorkspaceError: ${String(error)}`),
+    );
+
+  it('refused, not-found, wrong-type, invalid-input and io', async () => {
+    await symlink(path.join(ws.outside, 'secret.txt'), path.join(ws.root, 'out'));
+    await symlink('loop2', path.join(ws.root, 'loop1'));
+    await symlink('loop1', path.join(ws.root, 'loop2'));
+    const cases: [string, Record<string, unknown>, string][] = [
+      ['read_file', { path: 'a\0b' }, 'refused'],
+      ['read_file', { path: '\uD800' }, 'refused'],
+      ['read_file', { path: '/etc/hostname' }, 'refused'],
+      ['read_file', { path: '../outside/secret.txt' }, 'refused'],
+      ['read_file', { path: 'out' }, 'refused'],
+      ['search_files', { pattern: 'x', path: 'out' }, 'refused'],
+      ['search_files', { pattern: 'x', path: 'nope' }, 'not-found'],
+      ['search_files', { pattern: 'x', path: 'README.md/x' }, 'not-found'],
+      ['read_file', { path: 'nope' }, 'not-found'],
+      ['list_dir', { path: 'README.md' }, 'wrong-type'],
+      ['search_files', { pattern: '(' }, 'invalid-input'],
+      ['search_files', { pattern: 'x', glob: '[z-a]' }, 'invalid-input'],
+      ['read_file', { path: 'loop1' }, 'io'],
+      ['search_files', { pattern: 'x', path: 'n'.repeat(300) }, 'io'],
+    ];
+    for (const [tool, input, kind] of cases) expect([tool, input, await kindOf(ws.call(tool, input))]).toEqual([tool, input, kind]);
+  });
+
+  it('a working directory that is gone is an io fault', async () => {
+    const tools = workspaceTools({ root: ws.root });
+    await rm(ws.root, { recursive: true });
+    expect(await kindOf(callTool(tools, 'search_files', { pattern: 'x' }))).toBe('io');
+  });
+});
+
+describe('symlink chains and paths the walk must get exactly right', () => {
+  it('a chain of 40 links is followed, existing or dangling; one of 41 is too many', async () => {
+    const chain = async (prefix: string, length: number, end: string): Promise<void> => {
+      for (let i = 1; i <= length; i++) await symlink(i === length ? end : `${prefix}${i + 1}`, path.join(ws.root, `${prefix}${i}`));
+    };
+    await chain('r', 40, 'README.md');
+    await chain('w', 40, 'made.txt');
+    await chain('x', 41, 'README.md');
+    expect(await ws.call('read_file', { path: 'r1' })).toBe('readme\n');
+    expect(await ws.call('write_file', { path: 'w1', content: 'end' })).toBe('wrote 3 bytes to w1');
+    expect(await readFile(path.join(ws.root, 'made.txt'), 'utf8')).toBe('end');
+    await expect(ws.call('read_file', { path: 'x1' })).rejects.toThrow(/^cannot resolve 'x1': too many levels of symlinks$/);
+  });
+
+  it('a file three directories down is found in the innermost one', async () => {
+    await mkdir(path.join(ws.root, 'a', 'b', 'c'), { recursive: true });
+    await writeFile(path.join(ws.root, 'a', 'b', 'c', 'f.txt'), 'deep\n');
+    await writeFile(path.join(ws.root, 'a', 'f.txt'), 'shallow\n');
+    expect(await ws.call('read_file', { path: 'a/b/c/f.txt' })).toBe('deep\n');
+    expect(await ws.call('write_file', { path: 'a/b/c/g.txt', content: 'g' })).toBe('wrote 1 bytes to a/b/c/g.txt');
+    expect(await readFile(path.join(ws.root, 'a', 'b', 'c', 'g.txt'), 'utf8')).toBe('g');
+  });
+
+  it('. and .. inside a link target are walked like the kernel walks them', async () => {
+    await mkdir(path.join(ws.root, 'sub'));
+    await writeFile(path.join(ws.root, 'sub', 'README.md'), 'the one in sub\n');
+    await symlink('sub/./../README.md', path.join(ws.root, 'dotted'));
+    await symlink(`${ws.root}/./sub/../README.md`, path.join(ws.root, 'abs-dotted'));
+    expect(await ws.call('read_file', { path: 'dotted' })).toBe('readme\n');
+    expect(await ws.call('read_file', { path: 'abs-dotted' })).toBe('readme\n');
+  });
+
+  it('an absolute link through a symlinked ancestor that names a subdirectory lands in that subdirectory', async () => {
+    await symlink(path.join(ws.root, 'src'), path.join(ws.base, 'src-alias'));
+    await writeFile(path.join(ws.root, 'a.ts'), 'the one at the top\n');
+    await symlink(path.join(ws.base, 'src-alias', 'a.ts'), path.join(ws.root, 'deep-alias.ts'));
+    expect(await ws.call('read_file', { path: 'deep-alias.ts' })).toBe('alpha\n');
+  });
+
+  it('a dangling absolute link into a missing directory inside is written through', async () => {
+    await symlink(path.join(ws.root, 'newdir', 'deeper', 'f.txt'), path.join(ws.root, 'to-new'));
+    expect(await ws.call('write_file', { path: 'to-new', content: 'new' })).toBe('wrote 3 bytes to to-new');
+    expect(await readFile(path.join(ws.root, 'newdir', 'deeper', 'f.txt'), 'utf8')).toBe('new');
+  });
+});
+
+describe('resources', () => {
+  it('every directory a call opens is closed when it ends, whether it succeeded or not', async () => {
+    await mkdir(path.join(ws.root, 'a', 'b'), { recursive: true });
+    await writeFile(path.join(ws.root, 'a', 'b', 'f.txt'), 'f\n');
+    const openFds = (): number => readdirSync('/proc/self/fd').length;
+    // Warm up whatever the first calls open for good (module loading, thread pool).
+    await ws.call('read_file', { path: 'a/b/f.txt' });
+    const before = openFds();
+    for (let i = 0; i < 5; i++) {
+      await ws.call('read_file', { path: 'a/b/f.txt' });
+      await ws.call('list_dir', { path: 'a/b' });
+      await ws.call('write_file', { path: `new${i}/x/y.txt`, content: 'y' });
+      await ws.call('read_file', { path: 'a/b/missing.txt' }).catch(() => undefined);
+      await ws.call('read_file', { path: 'a/b' }).catch(() => undefined);
+    }
+    expect(openFds()).toBe(before);
   });
 });
