@@ -286,6 +286,22 @@ describe('symlink chains and paths the walk must get exactly right', () => {
     expect(await ws.call('read_file', { path: 'deep-alias.ts' })).toBe('alpha\n');
   });
 
+  it('a dangling absolute link through a symlinked ancestor into missing directories is written through', async () => {
+    await symlink(ws.root, path.join(ws.base, 'alias'));
+    await symlink(path.join(ws.base, 'alias', 'no', 'such', 'f.txt'), path.join(ws.root, 'to-nowhere'));
+    await expect(ws.call('read_file', { path: 'to-nowhere' })).rejects.toThrow(/^no such file: to-nowhere$/);
+    expect(await ws.call('write_file', { path: 'to-nowhere', content: 'made' })).toBe('wrote 4 bytes to to-nowhere');
+    expect(await readFile(path.join(ws.root, 'no', 'such', 'f.txt'), 'utf8')).toBe('made');
+  });
+
+  it('a dangling absolute link through a symlinked ancestor that climbs out of a missing directory is refused', async () => {
+    await symlink(ws.root, path.join(ws.base, 'alias'));
+    await symlink(`${path.join(ws.base, 'alias', 'gone')}/../../outside/planted.txt`, path.join(ws.root, 'sneaky'));
+    await expect(ws.call('write_file', { path: 'sneaky', content: 'x' })).rejects.toThrow(
+      /^refused: 'sneaky' leads outside the working directory through a symlink$/,
+    );
+  });
+
   it('a dangling absolute link into a missing directory inside is written through', async () => {
     await symlink(path.join(ws.root, 'newdir', 'deeper', 'f.txt'), path.join(ws.root, 'to-new'));
     expect(await ws.call('write_file', { path: 'to-new', content: 'new' })).toBe('wrote 3 bytes to to-new');

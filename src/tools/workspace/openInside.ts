@@ -216,13 +216,20 @@ async function belowRoot(target: string, context: Walk): Promise<string[] | unde
     const prefix = components(base);
     if (prefix.every((part, i) => parts[i] === part)) return parts.slice(prefix.length);
   }
-  // It may name the root through a symlinked ancestor (/tmp → /private/tmp): its real location decides.
+  // It may name the root through a symlinked ancestor (/tmp → /private/tmp): the real location of its
+  // longest existing head decides, and the missing rest (a file to create, its new directories) is walked as written.
   // Only a mapping to walk from the root; the walk below it is by descriptor as always.
-  const real = await realpath(target).catch(() =>
-    realpath(path.dirname(target)).then(
-      (parent) => path.join(parent, path.basename(target)),
-      () => undefined,
-    ),
-  );
-  return real !== undefined && isInside(context.rootReal, real) ? components(path.relative(context.rootReal, real)) : undefined;
+  const real = await realHead(target);
+  return real !== undefined && isInside(context.rootReal, real.head) ? [...components(path.relative(context.rootReal, real.head)), ...real.rest] : undefined;
+}
+
+/** The real path of the longest part of `target` that exists, and the components after it; undefined when no part resolves. */
+async function realHead(target: string): Promise<{ head: string; rest: string[] } | undefined> {
+  const rest: string[] = [];
+  for (let head = target; ; head = path.dirname(head)) {
+    const real = await realpath(head).catch(() => undefined);
+    if (real !== undefined) return { head: real, rest: components(rest.join('/')) };
+    if (path.dirname(head) === head) return undefined;
+    rest.unshift(path.basename(head));
+  }
 }
