@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdir, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { WorkspaceError } from '../src/tools/workspace/index.js';
 import { makeWorkspace, type Workspace } from './support/workspaceFixture.js';
 
 /** list_dir: what it lists, in which order, how deep, and the notes and errors it answers with. */
@@ -136,6 +137,20 @@ describe('what it refuses', () => {
     const controller = new AbortController();
     controller.abort(new Error('stop now'));
     await expect(ws.call('list_dir', {}, controller.signal)).rejects.toThrow(/^stop now$/);
+  });
+
+  it('a call aborted while it runs rejects with the abort itself, not a file-system fault', async () => {
+    await tree(['a/b', 'c']);
+    const controller = new AbortController();
+    const pending = ws.call('list_dir', { recursive: true }, controller.signal);
+    controller.abort();
+    const error = await pending.then(
+      () => undefined,
+      (reason: unknown) => reason,
+    );
+    expect(error).toBeInstanceOf(Error);
+    expect((error as Error).name).toBe('AbortError');
+    expect(error).not.toBeInstanceOf(WorkspaceError);
   });
 
   it('a listing of exactly 1,000 entries is whole, with no note', async () => {

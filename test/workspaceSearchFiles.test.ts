@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdir, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { WorkspaceError } from '../src/tools/workspace/index.js';
 import { makeWorkspace, type Workspace } from './support/workspaceFixture.js';
 
 /** search_files: the lines it reports, the files it passes over and says so, and the patterns it refuses. */
@@ -188,6 +189,19 @@ describe('patterns it refuses, one line each', () => {
 
   it('a refused pattern is refused before the path is looked at', async () => {
     await expect(search({ pattern: 'foo(', path: 'missing' })).rejects.toThrow(/^invalid regular expression/);
+  });
+
+  it('a call aborted while it runs rejects with the abort itself, not a file-system fault', async () => {
+    await put('a/b.txt', 'a\n');
+    const controller = new AbortController();
+    const pending = ws.call('search_files', { pattern: 'a' }, controller.signal);
+    controller.abort();
+    const error = await pending.then(
+      () => undefined,
+      (reason: unknown) => reason,
+    );
+    expect((error as Error).name).toBe('AbortError');
+    expect(error).not.toBeInstanceOf(WorkspaceError);
   });
 
   it('an aborted call searches nothing', async () => {

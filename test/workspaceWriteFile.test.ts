@@ -62,6 +62,14 @@ describe('what it writes', () => {
     expect((await lstat(path.join(ws.root, 'have', 'a', 'b'))).isDirectory()).toBe(true);
   });
 
+  it('a call aborted while it runs writes nothing', async () => {
+    const controller = new AbortController();
+    const pending = ws.call('write_file', { path: 'late.txt', content: 'x' }, controller.signal);
+    controller.abort();
+    await expect(pending).rejects.toThrow(/aborted/);
+    expect(await readdir(ws.root)).toEqual([]);
+  });
+
   it('an aborted call writes nothing', async () => {
     const controller = new AbortController();
     controller.abort(new Error('cancel'));
