@@ -104,6 +104,13 @@ describe('budgets', () => {
     );
   });
 
+  it('the first and the last high surrogate are both kept whole at a cut', async () => {
+    await put('first.txt', `a${'\u{10000}'.repeat(1_500)}\n`);
+    await put('last.txt', `a${'\u{10FC00}'.repeat(1_500)}\n`);
+    expect(await read({ path: 'first.txt' })).toBe(`first.txt (lines 1–1 of 1; long lines cut)\na${'\u{10000}'.repeat(999)} [… line cut: 6001 bytes in all]`);
+    expect(await read({ path: 'last.txt' })).toBe(`last.txt (lines 1–1 of 1; long lines cut)\na${'\u{10FC00}'.repeat(999)} [… line cut: 6001 bytes in all]`);
+  });
+
   it('lines stop at 40,000 characters, newlines counted, and the rest is offered', async () => {
     const line = 'c'.repeat(999);
     await put('wide.txt', `${line}\n`.repeat(50));
@@ -152,6 +159,14 @@ describe('what it refuses', () => {
     await put('f.txt', 'f\n');
     await expect(read({ path: 'gone.txt' })).rejects.toThrow(/^no such file: gone\.txt$/);
     await expect(read({ path: 'f.txt/x' })).rejects.toThrow(/^no such file: f\.txt\/x \(a part of the path is a file, not a directory\)$/);
+  });
+
+  it('a call aborted while it runs rejects with the abort', async () => {
+    await put('f.txt', 'f\n');
+    const controller = new AbortController();
+    const pending = ws.call('read_file', { path: 'f.txt' }, controller.signal);
+    controller.abort();
+    await expect(pending).rejects.toThrow(/aborted/);
   });
 
   it('an aborted call reads nothing', async () => {
