@@ -309,6 +309,24 @@ describe('symlink chains and paths the walk must get exactly right', () => {
   });
 });
 
+describe('what is not a file-system fault is passed on as it is', () => {
+  it('an abort while a listing or a search runs', async () => {
+    for (const [tool, input] of [
+      ['list_dir', { recursive: true }],
+      ['search_files', { pattern: 'x' }],
+    ] as const) {
+      const controller = new AbortController();
+      const pending = ws.call(tool, input, controller.signal);
+      controller.abort();
+      const error = await pending.then(
+        () => undefined,
+        (reason: unknown) => reason,
+      );
+      expect([tool, (error as Error).name, error instanceof WorkspaceError]).toEqual([tool, 'AbortError', false]);
+    }
+  });
+});
+
 describe('resources', () => {
   it('every directory a call opens is closed when it ends, whether it succeeded or not', async () => {
     await mkdir(path.join(ws.root, 'a', 'b'), { recursive: true });
