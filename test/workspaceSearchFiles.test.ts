@@ -28,9 +28,16 @@ describe('the lines reported', () => {
     expect(await search({ pattern: '^$' })).toBe('two.txt:2: ');
   });
 
-  it('a carriage return ending a line is not shown', async () => {
+  it('a carriage return ending a line is not shown; one inside a line is', async () => {
     await put('dos.txt', 'first\r\nsecond\r\n');
     expect(await search({ pattern: 'second' })).toBe('dos.txt:2: second');
+    await put('dos.txt', 'x\ry\r\n');
+    expect(await search({ pattern: 'y' })).toBe('dos.txt:1: x\ry');
+  });
+
+  it('a last line without a newline is searched, after a blank line too', async () => {
+    await put('tail.txt', 'a\n\nneedle');
+    expect(await search({ pattern: 'needle' })).toBe('tail.txt:3: needle');
   });
 
   it('case matters unless ignoreCase is set', async () => {
@@ -132,6 +139,12 @@ describe('the notes on what was passed over', () => {
     expect(await search({ pattern: 'needle' })).toBe("no matches for /needle/ in '.'\n[not searched: 1 binary file; .git/, node_modules/ directories]");
   });
 
+  it('skipped directories are named sorted, whatever order the walk met them in', async () => {
+    await put('a/node_modules/m.js', 'x\n');
+    await put('b/.git/config', 'x\n');
+    expect(await search({ pattern: 'needle' })).toBe("no matches for /needle/ in '.'\n[not searched: .git/, node_modules/ directories]");
+  });
+
   it('directories deeper than 64 levels are counted, one and then two', async () => {
     const deep = Array.from({ length: 65 }, () => 'd').join('/');
     await put(`${deep}/far.txt`, 'needle\n');
@@ -185,6 +198,30 @@ describe('patterns it refuses, one line each', () => {
     await expect(search({ pattern: '(?=x)' })).rejects.toThrow(`invalid regular expression '(?=x)': invalid or unsupported Perl syntax${hint}`);
     await expect(search({ pattern: '(a)\\1' })).rejects.toThrow(`invalid regular expression '(a)\\1': invalid escape sequence${hint}`);
     await expect(search({ pattern: '(?P<a-b>x)' })).rejects.toThrow(`invalid regular expression '(?P<a-b>x)': invalid named capture${hint}`);
+  });
+
+  it('the fragment RE2 repeats is dropped even when it holds spaces', async () => {
+    await expect(search({ pattern: 'a (b' })).rejects.toThrow(/^invalid regular expression 'a \(b': missing closing \)$/);
+  });
+
+  it('refused patterns are invalid input, a search of a FIFO a wrong type', async () => {
+    execFileSync('mkfifo', [path.join(ws.root, 'pipe')]);
+    const kindOf = (input: Record<string, unknown>): Promise<unknown> =>
+      search(input).then(
+        () => 'no error',
+        (error: unknown) => (error instanceof WorkspaceError ? error.kind : String(error)),
+      );
+    expect(await kindOf({ pattern: 'a'.repeat(2_001) })).toBe('invalid-input');
+    expect(await kindOf({ pattern: 'foo(' })).toBe('invalid-input');
+    expect(await kindOf({ pattern: 'x', path: 'pipe' })).toBe('wrong-type');
+  });
+
+  it('a search of one long file stops soon after the call is aborted', async () => {
+    await put('long.txt', 'x\n'.repeat(1_000_000));
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(new Error('took too long')), 30);
+    // Whether the abort lands while the file is read or while its lines are matched, the search does not finish.
+    await expect(ws.call('search_files', { pattern: 'y', path: 'long.txt' }, controller.signal)).rejects.toThrow();
   });
 
   it('a refused pattern is refused before the path is looked at', async () => {
