@@ -221,12 +221,15 @@ describe('each refusal and fault carries its kind, for a host that switches on i
     await symlink(path.join(ws.outside, 'secret.txt'), path.join(ws.root, 'out'));
     await symlink('loop2', path.join(ws.root, 'loop1'));
     await symlink('loop1', path.join(ws.root, 'loop2'));
+    // Climbs above the root and back into it: the kernel would follow it, the walk refuses it.
+    await symlink(`../${path.basename(ws.root)}/README.md`, path.join(ws.root, 'climb'));
     const cases: [string, Record<string, unknown>, string][] = [
       ['read_file', { path: 'a\0b' }, 'refused'],
       ['read_file', { path: '\uD800' }, 'refused'],
       ['read_file', { path: '/etc/hostname' }, 'refused'],
       ['read_file', { path: '../outside/secret.txt' }, 'refused'],
       ['read_file', { path: 'out' }, 'refused'],
+      ['read_file', { path: 'climb' }, 'refused'],
       ['search_files', { pattern: 'x', path: 'out' }, 'refused'],
       ['search_files', { pattern: 'x', path: 'nope' }, 'not-found'],
       ['search_files', { pattern: 'x', path: 'README.md/x' }, 'not-found'],
