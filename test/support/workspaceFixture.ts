@@ -36,7 +36,10 @@ export async function callTool(tools: readonly Tool[], name: string, input: unkn
   if (tool === undefined) throw new Error(`no tool named ${name}`);
   const prepared = tool.prepare(input);
   if (!prepared.ok) throw new Error(prepared.error);
-  const value = await prepared.value({ agent, toolUseId: 'toolu_1', signal });
+  // vitest's rejects.toThrow(pattern) passes on a rejection with undefined: make any non-Error one fail every such check.
+  const value = await prepared.value({ agent, toolUseId: 'toolu_1', signal }).catch((error: unknown) => {
+    throw error instanceof Error ? error : new Error(`${name} rejected with a non-Error: ${String(error)}`);
+  });
   if (typeof value !== 'string') throw new Error(`expected text from ${name}, got ${typeof value}`);
   return value;
 }
