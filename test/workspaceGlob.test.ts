@@ -108,6 +108,16 @@ describe('bracket sets', () => {
     expect(matches('[!-]', 'x')).toBe(true);
   });
 
+  it('a leading - after ! is a member, not the end of a range from the slash the negation adds', () => {
+    expect(matches('[!-a]', '0')).toBe(true);
+    expect(matches('[!-a]', '-')).toBe(false);
+  });
+
+  it('a ] taken as the first member can start a range', () => {
+    expect(matches('[]-a]', '_')).toBe(true);
+    expect(matches('[]-a]', 'b')).toBe(false);
+  });
+
   it('characters special to regular expressions are plain members of a set', () => {
     expect(matches('[\\]]', ']')).toBe(true);
     expect(matches('[\\]]', '\\')).toBe(false);
