@@ -3,6 +3,7 @@ import { mkdir, symlink, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { WorkspaceError } from '../src/tools/workspace/index.js';
 import { makeWorkspace, type Workspace } from './support/workspaceFixture.js';
 
 /** read_file: whole files, parts of files, the budgets that cut them, and the files it refuses. */
@@ -111,6 +112,21 @@ describe('budgets', () => {
     expect(await read({ path: 'last.txt' })).toBe(`last.txt (lines 1–1 of 1; long lines cut)\na${'\u{10FC00}'.repeat(999)} [… line cut: 6001 bytes in all]`);
   });
 
+  it('a cut moves back only when the character before it is a high surrogate', async () => {
+    await put('mixed.txt', `${'a'.repeat(1_999)}😀${'b'.repeat(100)}\n${'c'.repeat(2_001)}😀\n`);
+    expect(await read({ path: 'mixed.txt' })).toBe(
+      `mixed.txt (lines 1–2 of 2; long lines cut)\n${'a'.repeat(1_999)} [… line cut: 2103 bytes in all]\n${'c'.repeat(2_000)} [… line cut: 2005 bytes in all]`,
+    );
+  });
+
+  it('a line that would pass 40,000 characters by one ends the part, and no shorter line after it is taken instead', async () => {
+    const line = 'c'.repeat(999);
+    await put('edge.txt', `${`${line}\n`.repeat(39)}${'d'.repeat(1_000)}\nx\n`);
+    expect(await read({ path: 'edge.txt' })).toBe(
+      `edge.txt (lines 1–39 of 41)\n${Array.from({ length: 39 }, () => line).join('\n')}\n[… 2 more lines: call read_file with offset=40 to read on]`,
+    );
+  });
+
   it('lines stop at 40,000 characters, newlines counted, and the rest is offered', async () => {
     const line = 'c'.repeat(999);
     await put('wide.txt', `${line}\n`.repeat(50));
@@ -121,6 +137,28 @@ describe('budgets', () => {
 });
 
 describe('what it refuses', () => {
+  it('each refusal carries its kind', async () => {
+    await put('f.txt', 'f\n');
+    await put('bin', Buffer.from([0]));
+    await mkdir(path.join(ws.root, 'dir'));
+    execFileSync('mkfifo', [path.join(ws.root, 'pipe')]);
+    const kindOf = (input: Record<string, unknown>): Promise<unknown> =>
+      read(input).then(
+        () => 'no error',
+        (error: unknown) => (error instanceof WorkspaceError ? error.kind : String(error)),
+      );
+    expect(
+      await Promise.all([
+        kindOf({ path: 'f.txt', offset: 2 }),
+        kindOf({ path: 'gone' }),
+        kindOf({ path: 'f.txt/x' }),
+        kindOf({ path: 'dir' }),
+        kindOf({ path: 'pipe' }),
+        kindOf({ path: 'bin' }),
+      ]),
+    ).toEqual(['invalid-input', 'not-found', 'not-found', 'wrong-type', 'wrong-type', 'wrong-type']);
+  });
+
   it('a directory, also through a symlink or with a trailing slash', async () => {
     await mkdir(path.join(ws.root, 'dir'));
     await symlink('dir', path.join(ws.root, 'dirlink'));
