@@ -342,6 +342,7 @@ describe('resources', () => {
       await ws.call('read_file', { path: 'a/b/f.txt' });
       await ws.call('list_dir', { path: 'a/b' });
       await ws.call('write_file', { path: `new${i}/x/y.txt`, content: 'y' });
+      await ws.call('write_file', { path: 'a/b/f.txt', content: `f${i}\n` });
       await ws.call('read_file', { path: 'a/b/missing.txt' }).catch(() => undefined);
       await ws.call('read_file', { path: 'a/b' }).catch(() => undefined);
     }

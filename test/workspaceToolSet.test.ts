@@ -1,4 +1,5 @@
-import { writeFile } from 'node:fs/promises';
+import { existsSync, readFileSync } from 'node:fs';
+import { rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { workspaceTools } from '../src/tools/workspace/index.js';
@@ -21,6 +22,30 @@ describe('the tools offered', () => {
     expect(names({ root: ws.root, allowWrite: false, allowShell: false })).toEqual(['read_file', 'list_dir', 'search_files']);
     expect(names({ root: ws.root, allowShell: 'unsandboxed' })).toEqual(['read_file', 'list_dir', 'search_files', 'run_shell']);
     expect(names({ root: ws.root, allowWrite: true, allowShell: 'unsandboxed' })).toEqual(['read_file', 'list_dir', 'search_files', 'write_file', 'run_shell']);
+  });
+
+  it('unsandboxed commands reach outside the working directory; sandboxed ones do not', async () => {
+    const outsideFile = path.join(ws.outside, 'touched');
+    await callTool(workspaceTools({ root: ws.root, allowShell: 'unsandboxed' }), 'run_shell', { command: `touch '${outsideFile}'` });
+    expect(existsSync(outsideFile)).toBe(true);
+    await rm(outsideFile);
+    await callTool(workspaceTools({ root: ws.root, allowShell: true }), 'run_shell', { command: `touch '${outsideFile}'` }).catch(() => undefined);
+    expect(existsSync(outsideFile)).toBe(false);
+  });
+
+  it('a sandboxed command sees the host network only with allowNetwork', async () => {
+    const interfaces = async (allowNetwork: boolean): Promise<string> =>
+      callTool(workspaceTools({ root: ws.root, allowShell: true, allowNetwork }), 'run_shell', {
+        command: "awk 'NR>2{print $1}' /proc/net/dev | sort | tr -d '\\n'",
+      });
+    const host = readFileSync('/proc/net/dev', 'utf8')
+      .split('\n')
+      .slice(2)
+      .map((line) => line.trim().split(':')[0])
+      .filter((name) => name !== undefined && name !== '');
+    expect(await interfaces(false)).toContain('lo:');
+    expect(await interfaces(false)).not.toContain('eth0:');
+    if (host.includes('eth0')) expect(await interfaces(true)).toContain('eth0:');
   });
 
   it('a relative working directory is taken from the current directory', async () => {

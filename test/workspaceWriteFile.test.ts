@@ -3,7 +3,7 @@ import { chmod, lstat, mkdir, readdir, readFile, readlink, stat, symlink, writeF
 import { createServer, type Server } from 'node:net';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { workspaceTools } from '../src/tools/workspace/index.js';
+import { WorkspaceError, workspaceTools } from '../src/tools/workspace/index.js';
 import { makeWorkspace, type Workspace } from './support/workspaceFixture.js';
 
 /** write_file: what ends up on disk, with which permission bits, and the targets it refuses. */
@@ -85,6 +85,19 @@ describe('what it writes', () => {
 });
 
 describe('what it refuses', () => {
+  it('each refusal carries its kind', async () => {
+    await mkdir(path.join(ws.root, 'd'));
+    await writeFile(path.join(ws.root, 'f'), 'f');
+    await symlink('ghost/../x.txt', path.join(ws.root, 'weird'));
+    execFileSync('mkfifo', [path.join(ws.root, 'pipe')]);
+    const kindOf = (file: string): Promise<unknown> =>
+      write(file, 'x').then(
+        () => 'no error',
+        (error: unknown) => (error instanceof WorkspaceError ? error.kind : String(error)),
+      );
+    expect(await Promise.all(['d', '.', 'f/x/y', 'weird', 'pipe'].map(kindOf))).toEqual(['wrong-type', 'wrong-type', 'not-found', 'not-found', 'refused']);
+  });
+
   it('a directory, and the working directory itself, each in its own words', async () => {
     await mkdir(path.join(ws.root, 'd'));
     await expect(write('d', 'x')).rejects.toThrow(/^'d' is a directory, not a file$/);
