@@ -34,6 +34,11 @@ describe('order and shape', () => {
     expect(await list({ recursive: true })).toBe(['B', 'a/', 'a/sub/', 'a/sub/y', 'a/x', 'a-b', 'a.txt', 'b', 'empty/'].join('\n'));
   });
 
+  it('code-unit order, not the byte order the file system hands out: an astral character sorts before U+FF01', async () => {
+    await tree(['x\uFF01', 'x\u{1F600}', 'x\uE000']);
+    expect(await list({})).toBe('x\u{1F600}\nx\uE000\nx\uFF01');
+  });
+
   it('an empty directory, and an empty working directory, say so', async () => {
     await tree(['empty/']);
     expect(await list({ path: 'empty' })).toBe('(empty/ is empty)');
