@@ -119,7 +119,8 @@ async function runShell(root: string, command: string, timeoutMs: number, sandbo
       settled = true;
       cleanup();
       clearTimeout(killTimer);
-      reject(new WorkspaceError('io', `could not start /bin/sh: ${error.message}`));
+      // Under the sandbox the program is bubblewrap, not the shell: name the one that failed.
+      reject(new WorkspaceError('io', `could not start ${file}: ${error.message}`));
     });
     child.on('exit', (code, sig) => {
       exit = { code, signal: sig };
