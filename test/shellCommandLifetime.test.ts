@@ -52,6 +52,13 @@ describe('a command that runs too long', () => {
     expect(text).toBe('timed out after 300 ms: the command and everything it started were killed\n--- stdout ---\nstarted\ngot TERM');
   });
 
+  it('every process it started is sent SIGTERM, not only the shell', async () => {
+    // The inner shell announces its SIGTERM; the outer one waits for it to have done so.
+    const command = "trap 'wait' TERM; sh -c 'trap \"echo inner got TERM; exit 0\" TERM; sleep 30 & wait' & wait";
+    const text = await start(command, runShellTool(root, 300));
+    expect(text).toBe('timed out after 300 ms: the command and everything it started were killed\n--- stdout ---\ninner got TERM');
+  });
+
   it('is sent SIGKILL two seconds later when it ignores SIGTERM', async () => {
     const started = Date.now();
     // An ignored signal stays ignored in the children: sleep ignores SIGTERM too.
@@ -101,6 +108,19 @@ describe('what a command leaves in the background', () => {
     expect(text).toBe(`exit code: 0\n--- stdout ---\n${pid}`);
     expect(Date.now() - started).toBeLessThan(900);
     expect(await until(() => !alive(pid), 1_500)).toBe(true);
+  });
+
+  it('is killed even when it ignores SIGTERM', async () => {
+    const started = Date.now();
+    const text = await start("trap '' TERM; sleep 33 & echo $!");
+    const pid = Number(/stdout ---\n(\d+)$/.exec(text)?.[1]);
+    try {
+      expect(text).toBe(`exit code: 0\n--- stdout ---\n${pid}`);
+      expect(Date.now() - started).toBeLessThan(900);
+      expect(await until(() => !alive(pid), 1_500)).toBe(true);
+    } finally {
+      if (pid > 0 && alive(pid)) process.kill(pid, 'SIGKILL');
+    }
   });
 
   it('cannot hold the result back when it left the process group: after a second its output is given up', async () => {

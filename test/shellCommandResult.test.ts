@@ -62,6 +62,10 @@ describe('the run_shell tool', () => {
   it('is named run_shell, takes a non-empty command, and is never run twice after a crash', () => {
     const tool = runShellTool(root);
     expect(tool.name).toBe('run_shell');
+    expect(tool.spec.input_schema).toMatchObject({
+      properties: { command: { type: 'string', minLength: 1, description: 'A shell command line, run by /bin/sh -c in the working directory.' } },
+      required: ['command'],
+    });
     expect(tool.idempotent).toBe(false);
     expect(tool.prepare({ command: '' }).ok).toBe(false);
     expect(tool.prepare({}).ok).toBe(false);
@@ -114,6 +118,12 @@ describe('the result text', () => {
   });
 });
 
+describe('what a command inherits', () => {
+  it('no descriptor beyond stdin, stdout and stderr', async () => {
+    expect(await run('for fd in 3 4 5; do [ -e /proc/$$/fd/$fd ] && echo "fd $fd open"; done; echo checked')).toBe('exit code: 0\n--- stdout ---\nchecked');
+  });
+});
+
 describe('a long output', () => {
   it('keeps stdout whole up to 20,000 characters, and the last 20,000 with a count of the bytes left out beyond', async () => {
     expect(await emit('x'.repeat(20_000))).toBe(`exit code: 0\n--- stdout ---\n${'x'.repeat(20_000)}`);
@@ -144,6 +154,13 @@ describe('a long output', () => {
     expect(await emit(`${'\u{1F3FF}'.repeat(15_000)}a`)).toBe(
       `exit code: 0\n--- stdout ---\n[… first 20004 bytes of stdout omitted]\n${'\u{1F3FF}'.repeat(9_999)}a`,
     );
+  });
+
+  it('that ends in small pieces after a large one still keeps its last 20,000 characters', async () => {
+    // Three writes, apart: the pipe most likely delivers them as three pieces, the first 64 KiB.
+    const writer = "const w=(s,then)=>process.stdout.write(s,()=>setTimeout(then,100));w('a'.repeat(65536),()=>w('b'.repeat(15000),()=>w('end\\n',()=>{})))";
+    const text = await run(`'${process.execPath}' -e "${writer}"`);
+    expect(text).toBe(`exit code: 0\n--- stdout ---\n[… first 60540 bytes of stdout omitted]\n${'a'.repeat(4_996)}${'b'.repeat(15_000)}end`);
   });
 
   it('of hundreds of kilobytes keeps only its end', async () => {

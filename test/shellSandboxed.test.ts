@@ -63,6 +63,14 @@ describe.skipIf(BWRAP === undefined)('in the bubblewrap sandbox', () => {
     expect(out).toBe('exit code: 0\n--- stdout ---\ntoken=unset plain=visible tmpdir=/tmp');
   });
 
+  it('a command inherits no descriptor beyond stdin, stdout and stderr (the seccomp pipe stays with bubblewrap)', async () => {
+    const out = await run(
+      'for fd in 3 4 5; do [ -e /proc/$$/fd/$fd ] && echo "fd $fd open"; done; echo checked',
+      runShellTool(root, 10_000, bubblewrapSandbox(false)),
+    );
+    expect(out).toBe('exit code: 0\n--- stdout ---\nchecked');
+  });
+
   it('/tmp is private and writable, and a working directory under /tmp is still there', async () => {
     const name = `exarch-private-${process.pid}`;
     const out = await run(`echo kept > /tmp/${name} && cat /tmp/${name}; pwd; ls /tmp`, runShellTool(root, 10_000, bubblewrapSandbox(false)));
