@@ -163,6 +163,57 @@ describe('a long output', () => {
     expect(text).toBe(`exit code: 0\n--- stdout ---\n[… first 60540 bytes of stdout omitted]\n${'a'.repeat(4_996)}${'b'.repeat(15_000)}end`);
   });
 
+  it('cuts between characters of every UTF-8 length, at the edges of each range', async () => {
+    // [character, its bytes]: the lowest and highest of two-, three- and four-byte sequences, and
+    // the edges the decoder treats specially (after E0, ED, F0, F4).
+    const table: [string, number][] = [
+      ['\u{80}', 2],
+      ['\u{7FF}', 2],
+      ['\u{800}', 3],
+      ['\u{D7FF}', 3],
+      ['\u{E000}', 3],
+      ['\u{FFFD}', 3],
+      ['\u{10000}', 4],
+      ['\u{10FFFF}', 4],
+    ];
+    for (const [character, size] of table) {
+      const units = character.length; // one, or two for a surrogate pair
+      const count = 20_000 / units;
+      expect(await emit(character.repeat(count + 1))).toBe(
+        `exit code: 0\n--- stdout ---\n[… first ${size} bytes of stdout omitted]\n${character.repeat(count)}`,
+      );
+    }
+  });
+
+  it('that is not UTF-8 shows one replacement character a byte, and counts the bytes it leaves out', async () => {
+    expect(await emit(Buffer.alloc(30_000, 0xff))).toBe(`exit code: 0\n--- stdout ---\n[… first 10000 bytes of stdout omitted]\n${'\uFFFD'.repeat(20_000)}`);
+    expect(await emit(Buffer.alloc(100_000, 0xff))).toBe(`exit code: 0\n--- stdout ---\n[… first 80000 bytes of stdout omitted]\n${'\uFFFD'.repeat(20_000)}`);
+    // Sequences the decoder refuses byte by byte: overlong forms, a surrogate, past U+10FFFF, leads that never start one, a lone continuation.
+    const invalid: number[][] = [
+      [0xc0, 0x80],
+      [0xc1, 0xbf],
+      [0xe0, 0x9f, 0xbf],
+      [0xed, 0xa0, 0x80],
+      [0xf0, 0x8f, 0xbf, 0xbf],
+      [0xf4, 0x90, 0x80, 0x80],
+      [0xf5, 0x80, 0x80, 0x80],
+      [0x80],
+    ];
+    for (const sequence of invalid) {
+      // 'x' then the sequence repeated past 20,000 bytes: every byte is one U+FFFD.
+      const repeats = Math.ceil(20_000 / sequence.length) + 1;
+      const bytes = Buffer.concat([Buffer.from('x'), Buffer.from(Array.from({ length: repeats }, () => sequence).flat())]);
+      const expectedDropped = bytes.length - 20_000;
+      expect(await emit(bytes)).toBe(`exit code: 0\n--- stdout ---\n[… first ${expectedDropped} bytes of stdout omitted]\n${'\uFFFD'.repeat(20_000)}`);
+    }
+  });
+
+  it('that ends in a cut-off character keeps that stub as one replacement character', async () => {
+    // E2 82 is the start of €, without its last byte: the decoder shows one U+FFFD for the two.
+    const bytes = Buffer.concat([Buffer.from('x'.repeat(20_001)), Buffer.from([0xe2, 0x82])]);
+    expect(await emit(bytes)).toBe(`exit code: 0\n--- stdout ---\n[… first 3 bytes of stdout omitted]\n${'x'.repeat(19_998)}\uFFFD`);
+  });
+
   it('of hundreds of kilobytes keeps only its end', async () => {
     const text = await run("head -c 300000 /dev/zero | tr '\\0' x; echo; echo the-end");
     expect(text).toBe(`exit code: 0\n--- stdout ---\n[… first 280009 bytes of stdout omitted]\n${'x'.repeat(19_991)}\nthe-end`);
