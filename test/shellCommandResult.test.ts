@@ -208,6 +208,19 @@ describe('a long output', () => {
     }
   });
 
+  it('counts a four-byte character and a stray byte after it apart', async () => {
+    // 😀 then a stray continuation byte: three units for five bytes; the cut keeps 6,666 of them and one stray byte.
+    const bytes = Buffer.concat(Array.from({ length: 7_000 }, () => Buffer.from([0xf0, 0x9f, 0x98, 0x80, 0x80])));
+    expect(await emit(bytes)).toBe(`exit code: 0\n--- stdout ---\n[… first 1669 bytes of stdout omitted]\n\uFFFD${'😀\uFFFD'.repeat(6_666)}`);
+  });
+
+  it('counts the bytes of a character cut off by plain text one by one, keeping the output under the cap', async () => {
+    // F0 9F 98 is 😀 without its last byte, and 'A' ends it: the decoder shows one U+FFFD and the
+    // 'A'; the cut counts four units for the four bytes, so it keeps 5,000 of them (10,000 units).
+    const bytes = Buffer.concat(Array.from({ length: 6_000 }, () => Buffer.from([0xf0, 0x9f, 0x98, 0x41])));
+    expect(await emit(bytes)).toBe(`exit code: 0\n--- stdout ---\n[… first 4000 bytes of stdout omitted]\n${'\uFFFDA'.repeat(5_000)}`);
+  });
+
   it('that ends in a cut-off character keeps that stub as one replacement character', async () => {
     // E2 82 is the start of €, without its last byte: the decoder shows one U+FFFD for the two.
     const bytes = Buffer.concat([Buffer.from('x'.repeat(20_001)), Buffer.from([0xe2, 0x82])]);
