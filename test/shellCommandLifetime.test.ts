@@ -69,6 +69,15 @@ describe('a command that runs too long', () => {
   });
 });
 
+describe('a finished call', () => {
+  it('leaves no timer behind: its time limit and output drain are cleared with the result', async () => {
+    const timers = (): number => process.getActiveResourcesInfo().filter((resource) => resource === 'Timeout').length;
+    const before = timers();
+    expect(await start('echo quick', runShellTool(root, 60_000))).toBe('exit code: 0\n--- stdout ---\nquick');
+    expect(timers()).toBe(before);
+  });
+});
+
 describe('an aborted call', () => {
   it('rejects with the reason the session gave and ends the command at once', async () => {
     const controller = new AbortController();
