@@ -23,6 +23,13 @@ const SUITE = [
   'test/anthropicProvider.test.ts',
   'test/readOnlyTools.test.ts',
   'test/modelBased.test.ts',
+  // run_shell in-process: the CLI tests that also drive it run dist/.
+  'test/shellEnvironment.test.ts',
+  'test/seccompProgram.test.ts',
+  'test/shellSandboxSetup.test.ts',
+  'test/shellSandboxed.test.ts',
+  'test/shellCommandResult.test.ts',
+  'test/shellCommandLifetime.test.ts',
 ];
 
 /**

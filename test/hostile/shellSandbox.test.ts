@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Tool } from '../../src/tools/defineTool.js';
 import { workspaceTools } from '../../src/tools/workspace/index.js';
+import { requireBubblewrap } from '../support/bubblewrap.js';
 import { call, exarch, lastUserText, serve, stream, workdir } from '../support/cliHarness.js';
 
 /**
@@ -14,12 +15,7 @@ import { call, exarch, lastUserText, serve, stream, workdir } from '../support/c
  * Without bubblewrap the file is skipped locally with one line; under CI it must run.
  */
 
-const BWRAP = ['/usr/bin/bwrap', '/usr/local/bin/bwrap'].find((p) => existsSync(p));
-const onCi = (process.env['CI'] ?? '') !== '' && process.env['CI'] !== '0' && process.env['CI']?.toLowerCase() !== 'false';
-if (BWRAP === undefined) {
-  if (onCi) throw new Error('test/hostile/shellSandbox.test.ts needs bubblewrap under CI (apt-get install bubblewrap)');
-  process.stderr.write('skipping test/hostile/shellSandbox.test.ts: bubblewrap not found (apt-get install bubblewrap)\n');
-}
+const BWRAP = requireBubblewrap('test/hostile/shellSandbox.test.ts');
 
 const agent = { name: 'root', path: ['root'], depth: 0, id: 'root' } as const;
 let root: string;

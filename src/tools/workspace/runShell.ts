@@ -119,7 +119,8 @@ async function runShell(root: string, command: string, timeoutMs: number, sandbo
       settled = true;
       cleanup();
       clearTimeout(killTimer);
-      reject(new WorkspaceError('io', `could not start /bin/sh: ${error.message}`));
+      // Under the sandbox the program is bubblewrap, not the shell: name the one that failed.
+      reject(new WorkspaceError('io', `could not start ${file}: ${error.message}`));
     });
     child.on('exit', (code, sig) => {
       exit = { code, signal: sig };
@@ -194,18 +195,48 @@ class Tail {
   }
 
   text(label: string): string {
-    let bytes = Buffer.concat(this.chunks, this.kept);
-    if (bytes.length > this.maxBytes) bytes = bytes.subarray(bytes.length - this.maxBytes);
-    let text = bytes.toString('utf8');
-    if (bytes.length < this.total) text = text.replace(/^\uFFFD+/, '');
-    if (text.length > this.chars) {
-      const code = text.charCodeAt(text.length - this.chars);
-      text = text.slice(text.length - this.chars + (code >= 0xdc00 && code <= 0xdfff ? 1 : 0));
+    const bytes = Buffer.concat(this.chunks, this.kept);
+    // Whole characters from the end, up to `chars` UTF-16 units, so the cut never splits one and
+    // the count of what is left out is of the command's own bytes (output that is not UTF-8
+    // becomes U+FFFD, three bytes for one: counting re-encoded text lost the marker).
+    let start = bytes.length;
+    let units = 0;
+    while (start > 0) {
+      const [size, width] = lastCharacter(bytes, start);
+      if (units + width > this.chars) break;
+      units += width;
+      start -= size;
     }
-    const dropped = this.total - Buffer.byteLength(text, 'utf8');
-    text = text.replace(/\n$/, '');
+    const dropped = this.total - (bytes.length - start);
+    const text = bytes.subarray(start).toString('utf8').replace(/\n$/, '');
     return dropped > 0 ? `[… first ${dropped} bytes of ${label} omitted]\n${text}` : text;
   }
+}
+
+/**
+ * The bytes and UTF-16 units of the UTF-8 character that ends at `end`. A byte of no valid
+ * sequence counts alone, as the one U+FFFD it decodes to at most.
+ */
+function lastCharacter(bytes: Buffer, end: number): [size: number, width: number] {
+  let start = end - 1;
+  while (start > 0 && end - start < 4 && isContinuation(bytes[start])) start -= 1;
+  const size = end - start;
+  if (size === 1) return [1, 1];
+  const lead = bytes[start] ?? 0;
+  const second = bytes[start + 1] ?? 0;
+  // The lead bytes of two-, three- and four-byte sequences, and the second bytes the decoder accepts after them.
+  const valid =
+    size === 2
+      ? lead >= 0xc2 && lead <= 0xdf
+      : size === 3
+        ? lead >= 0xe0 && lead <= 0xef && (lead !== 0xe0 || second >= 0xa0) && (lead !== 0xed || second <= 0x9f)
+        : lead >= 0xf0 && lead <= 0xf4 && (lead !== 0xf0 || second >= 0x90) && (lead !== 0xf4 || second <= 0x8f);
+  if (!valid) return [1, 1];
+  return [size, size === 4 ? 2 : 1];
+}
+
+function isContinuation(byte: number | undefined): boolean {
+  return byte !== undefined && byte >= 0x80 && byte <= 0xbf;
 }
 
 function formatMs(ms: number): string {

@@ -45,10 +45,14 @@ export function bubblewrapSandbox(network: boolean, env: NodeJS.ProcessEnv = pro
   return { kind: 'bubblewrap', bwrap: probed.path, network };
 }
 
-function probeBubblewrap(env: NodeJS.ProcessEnv): { path: string } | { reason: string } {
+/**
+ * Finds bubblewrap (in `candidates`, then on PATH) and tries it once. Exported for its tests,
+ * which pass stand-ins for bubblewrap as `candidates`.
+ */
+export function probeBubblewrap(env: NodeJS.ProcessEnv, candidates: readonly string[] = BWRAP_CANDIDATES): { path: string } | { reason: string } {
   if (process.platform !== 'linux') return { reason: `bubblewrap is Linux-only (this is ${process.platform})` };
   const dirs = (env['PATH'] ?? '').split(delimiter).filter(Boolean);
-  const path = [...BWRAP_CANDIDATES, ...dirs.map((dir) => join(dir, 'bwrap'))].find(isExecutable);
+  const path = [...candidates, ...dirs.map((dir) => join(dir, 'bwrap'))].find(isExecutable);
   if (path === undefined) return { reason: 'bubblewrap (bwrap) was not found' };
   // The trial loads the seccomp program too, so a kernel that refuses it is found here, not mid-run.
   // (spawnSync cannot feed a pipe on fd 3, so the program goes through a file.)
