@@ -30,6 +30,21 @@ const SUITE = [
   'test/shellSandboxed.test.ts',
   'test/shellCommandResult.test.ts',
   'test/shellCommandLifetime.test.ts',
+  // The workspace file tools, the MCP client against real stdio servers (the quick files; mcp.test's
+  // handshake timeout costs 12 s a run), and the session's turn edges.
+  'test/workspaceGlob.test.ts',
+  'test/workspaceConfinement.test.ts',
+  'test/workspaceListDir.test.ts',
+  'test/workspaceSearchFiles.test.ts',
+  'test/workspaceReadFile.test.ts',
+  'test/workspaceWriteFile.test.ts',
+  'test/workspaceToolSet.test.ts',
+  'test/workspaceToolSpecs.test.ts',
+  'test/mcp.toolOffer.test.ts',
+  'test/mcp.callResults.test.ts',
+  'test/mcp.specs.test.ts',
+  'test/mcp.serverTrouble.test.ts',
+  'test/sessionTurnEdges.test.ts',
 ];
 
 /**
