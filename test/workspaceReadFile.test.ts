@@ -1,10 +1,9 @@
 import { execFileSync } from 'node:child_process';
 import { mkdir, symlink, writeFile } from 'node:fs/promises';
-import { createServer, type Server } from 'node:net';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { WorkspaceError } from '../src/tools/workspace/index.js';
-import { makeWorkspace, type Workspace } from './support/workspaceFixture.js';
+import { makeDevices, makeWorkspace, type Workspace, withSocket } from './support/workspaceFixture.js';
 
 /** read_file: whole files, parts of files, the budgets that cut them, and the files it refuses. */
 
@@ -173,22 +172,13 @@ describe('what it refuses', () => {
   });
 
   it('a socket', async () => {
-    const server: Server = createServer();
-    await new Promise<void>((resolve) => server.listen(path.join(ws.root, 'sock'), resolve));
-    try {
-      await expect(read({ path: 'sock' })).rejects.toThrow(/^'sock' is not a regular file \(it is a socket\); read_file only reads regular files$/);
-    } finally {
-      await new Promise((resolve) => server.close(resolve));
-    }
+    await withSocket(path.join(ws.root, 'sock'), () =>
+      expect(read({ path: 'sock' })).rejects.toThrow(/^'sock' is not a regular file \(it is a socket\); read_file only reads regular files$/),
+    );
   });
 
   it('character and block devices, never opened', async (context) => {
-    try {
-      execFileSync('mknod', [path.join(ws.root, 'chr'), 'c', '1', '3']);
-      execFileSync('mknod', [path.join(ws.root, 'blk'), 'b', '7', '0']);
-    } catch {
-      context.skip('mknod needs privileges this run does not have');
-    }
+    makeDevices(ws.root, context);
     await expect(read({ path: 'chr' })).rejects.toThrow(/^'chr' is not a regular file \(it is a character device\); read_file only reads regular files$/);
     await expect(read({ path: 'blk' })).rejects.toThrow(/^'blk' is not a regular file \(it is a block device\); read_file only reads regular files$/);
   });

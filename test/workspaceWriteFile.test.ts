@@ -1,10 +1,9 @@
 import { execFileSync } from 'node:child_process';
 import { chmod, lstat, mkdir, readdir, readFile, readlink, stat, symlink, writeFile } from 'node:fs/promises';
-import { createServer, type Server } from 'node:net';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { WorkspaceError, workspaceTools } from '../src/tools/workspace/index.js';
-import { makeWorkspace, type Workspace } from './support/workspaceFixture.js';
+import { makeDevices, makeWorkspace, type Workspace, withSocket } from './support/workspaceFixture.js';
 
 /** write_file: what ends up on disk, with which permission bits, and the targets it refuses. */
 
@@ -118,22 +117,13 @@ describe('what it refuses', () => {
   });
 
   it('a socket', async () => {
-    const server: Server = createServer();
-    await new Promise<void>((resolve) => server.listen(path.join(ws.root, 'sock'), resolve));
-    try {
-      await expect(write('sock', 'x')).rejects.toThrow(/^refused: 'sock' is a socket, not a regular file; write_file only writes regular files$/);
-    } finally {
-      await new Promise((resolve) => server.close(resolve));
-    }
+    await withSocket(path.join(ws.root, 'sock'), () =>
+      expect(write('sock', 'x')).rejects.toThrow(/^refused: 'sock' is a socket, not a regular file; write_file only writes regular files$/),
+    );
   });
 
   it('character and block devices, never opened', async (context) => {
-    try {
-      execFileSync('mknod', [path.join(ws.root, 'chr'), 'c', '1', '3']);
-      execFileSync('mknod', [path.join(ws.root, 'blk'), 'b', '7', '0']);
-    } catch {
-      context.skip('mknod needs privileges this run does not have');
-    }
+    makeDevices(ws.root, context);
     await expect(write('chr', 'x')).rejects.toThrow(/^refused: 'chr' is a character device, not a regular file; write_file only writes regular files$/);
     await expect(write('blk', 'x')).rejects.toThrow(/^refused: 'blk' is a block device, not a regular file; write_file only writes regular files$/);
   });

@@ -1,4 +1,6 @@
+import { execFileSync } from 'node:child_process';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Tool } from '../../src/tools/defineTool.js';
@@ -42,4 +44,25 @@ export async function callTool(tools: readonly Tool[], name: string, input: unkn
   });
   if (typeof value !== 'string') throw new Error(`expected text from ${name}, got ${typeof value}`);
   return value;
+}
+
+/** Runs `check` while a Unix socket listens at `file`. */
+export async function withSocket(file: string, check: () => Promise<void>): Promise<void> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(file, resolve));
+  try {
+    await check();
+  } finally {
+    await new Promise((resolve) => server.close(resolve));
+  }
+}
+
+/** Makes a character device `chr` (null) and a block device `blk` (loop0) in `dir`; skips the test where mknod is not allowed. */
+export function makeDevices(dir: string, context: { skip(note: string): void }): void {
+  try {
+    execFileSync('mknod', [path.join(dir, 'chr'), 'c', '1', '3']);
+    execFileSync('mknod', [path.join(dir, 'blk'), 'b', '7', '0']);
+  } catch {
+    context.skip('mknod needs privileges this run does not have');
+  }
 }
