@@ -503,22 +503,25 @@ function inputOf(content: readonly AssistantBlock[], id: string): Readonly<Recor
 }
 
 /**
- * The policy's answer per response. The `needsApproval` guard and `openBatch` both need it within
- * one transition, and a host's predicate is asked once per call: it may prompt, log or count.
+ * The policy's answer per `model.done` event. The `needsApproval` guard and `openBatch` both need
+ * it within one transition, and a host's predicate is asked once per call: it may prompt, log or
+ * count. Keyed by the event, made once per delivery, not by the response: a provider may hand the
+ * same response object to two sessions, whose agents the predicate may tell apart.
  */
-const gatedCallsOf = new WeakMap<ModelResponse, ToolUseBlock[]>();
+const gatedCallsOf = new WeakMap<SessionEvent, ToolUseBlock[]>();
 
-/** Host tool calls of a response that must wait for a person (the approval policy; see src/engine/approvals.ts). */
-function callsNeedingApproval(context: SessionContext, response: ModelResponse): ToolUseBlock[] {
-  const known = gatedCallsOf.get(response);
+/** Host tool calls of the response in `event` that must wait for a person (the approval policy; see src/engine/approvals.ts). */
+function callsNeedingApproval(context: SessionContext, event: SessionEvent): ToolUseBlock[] {
+  const known = gatedCallsOf.get(event);
   if (known) return known;
+  const response = responseOf(event);
   const gated: ToolUseBlock[] = [];
   for (const block of response.content) {
     if (block.type !== 'tool_use' || !context.fixed.toolbox.tools.has(block.name) || response.incompleteToolUseIds.includes(block.id)) continue;
     if (response.invalidToolInputs?.[block.id] !== undefined) continue;
     if (context.options.approvals.needs({ tool: block.name, input: block.input, agent: context.agent })) gated.push(block);
   }
-  gatedCallsOf.set(response, gated);
+  gatedCallsOf.set(event, gated);
   return gated;
 }
 
@@ -568,7 +571,7 @@ const machineSetup = setup({
     replyStaged: ({ context }) => context.batch?.reply != null,
     waitPending: ({ context }) => !waitSatisfied(context),
     waitSatisfied: ({ context }) => waitSatisfied(context),
-    needsApproval: ({ context, event }) => callsNeedingApproval(context, responseOf(event)).length > 0,
+    needsApproval: ({ context, event }) => callsNeedingApproval(context, event).length > 0,
     approvalsAnswered: ({ context }) => (context.batch?.awaiting.size ?? 0) === 0,
     resumesAt: ({ context }, params: { state: ResumeState }) => context.resumeAt === params.state,
   },
@@ -675,7 +678,7 @@ const machineSetup = setup({
       let spawned = context.spawned;
       const crews = new Map<string, CrewMember<SessionInput>[]>();
       const cancels: LiveChild[] = [];
-      const gated = new Map(callsNeedingApproval(context, response).map((block) => [block.id, block]));
+      const gated = new Map(callsNeedingApproval(context, event).map((block) => [block.id, block]));
       const awaiting: Batch['awaiting'] = new Map();
       for (const call of plan) {
         switch (call.kind) {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineTool, respond, waitForSettled, type ApprovalRequest } from '../src/index.js';
-import type { Message } from '../src/engine/types.js';
+import { createSessionActor, defineTool, respond, waitForSettled, ZERO_USAGE, type ApprovalRequest } from '../src/index.js';
+import type { Message, ModelResponse, Provider } from '../src/engine/types.js';
 import { ApprovalStop } from '../src/engine/approvalStop.js';
 import { resumeRun, startRun } from '../src/store/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
@@ -211,6 +211,49 @@ describe('which calls the approval policy is asked about', () => {
     );
     // Once: a host's predicate may prompt or count.
     expect(asked).toEqual(['write_note {"text":"fine"}']);
+  });
+
+  it('a predicate that tells agents apart is asked per session, even when a provider hands two sessions one response object', async () => {
+    const { tool, written } = noteTool();
+    const use = (id: string, name: string, input: Record<string, unknown>) => ({ type: 'tool_use' as const, id, name, input });
+    const respondWith = (content: ModelResponse['content'], stopReason: ModelResponse['stopReason'] = 'tool_use'): ModelResponse =>
+      Object.freeze({ content, stopReason, usage: ZERO_USAGE, incompleteToolUseIds: [] });
+    // A provider that memoises: both sub-agents' first step is this very object.
+    const shared = respondWith([use('toolu_note', 'write_note', { text: 'x' })]);
+    const steps = new Map<string, number>();
+    const provider: Provider = {
+      name: 'memoising',
+      async stream(request) {
+        const step = steps.get(request.agent.id) ?? 0;
+        steps.set(request.agent.id, step + 1);
+        if (request.agent.depth === 0) {
+          return step === 0
+            ? respondWith([
+                use('toolu_a', 'agent', { name: 'a', task: 'Note.' }),
+                use('toolu_b', 'agent', { name: 'b', task: 'Note.' }),
+                use('toolu_w', 'wait_for_agents', {}),
+              ])
+            : respondWith([{ type: 'text', text: 'done' }], 'end_turn');
+        }
+        return step === 0 ? shared : respondWith([use('toolu_reply', 'reply', { result: 'noted' })]);
+      },
+    };
+    const askedAbout: string[] = [];
+    const actor = createSessionActor({
+      provider,
+      task: 'Notes',
+      tools: [tool],
+      approve: (call) => call.agent.name === 'b',
+      onApprovalRequest: (request) => {
+        askedAbout.push(request.agent.name);
+        respond(actor, { callId: request.callId, decision: 'approve' });
+      },
+    });
+    actor.start();
+    const settled = await waitForSettled(actor);
+    expect(settled.value).toBe('readyForUser');
+    expect(askedAbout).toEqual(['b']);
+    expect(written).toEqual(['x', 'x']);
   });
 
   it('a durable run whose calls need no approval journals no approval records', async () => {
