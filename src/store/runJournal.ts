@@ -134,9 +134,10 @@ export class RunJournal {
   }
 
   /**
-   * What a model request or a tool batch waits for before it starts: the burst being made (written at the end of
-   * this turn of the event loop, or in a microtask when one session is left), or a write still under way; undefined when everything recorded
-   * is written. It also settles if the write fails (the run is then being cancelled: `onError`).
+   * What a model request or a tool batch waits for before it starts: the burst being made (written
+   * at the end of this turn of the event loop, or in a microtask when one session is left), or a
+   * write still under way; undefined when everything recorded is written. It also settles if the
+   * write fails (the run is then being cancelled: `onError`).
    */
   barrier(): Promise<void> | undefined {
     const burst = this.burst;
