@@ -140,7 +140,7 @@ describe('what the journal says about a turn', () => {
     expect(usages.map((r) => ('incomplete' in r ? r.incomplete : 'none'))).toEqual([['toolu_cut'], 'none', 'none']);
   });
 
-  it("a failed session's outcome record gives the reason; a reply's value is in its outcome record", async () => {
+  it("a failed session's outcome record gives the reason; a reply's value is in its outcome record and its result", async () => {
     const failed = await journalOf({ root: [{ text: 'No.', stopReason: 'refusal' }] });
     // Nothing was left open: no (empty) message answers it.
     expect(failed.filter((r) => r.type === 'message').map((r) => r.type === 'message' && r.role)).toEqual(['user', 'assistant']);
@@ -149,13 +149,14 @@ describe('what the journal says about a turn', () => {
     ]);
     const replied = await journalOf({ root: [{ calls: [{ name: 'reply', input: { count: 3 } }] }] }, { output: z.object({ count: z.number() }) });
     const outcome = replied.find((r) => r.type === 'outcome');
+    expect(outcome).toMatchObject({ outcome: 'replied', value: { count: 3 } });
+    expect(outcome && 'reason' in outcome).toBe(false);
+    // And the session's own result carries the value.
     const { snapshot } = await runTraced(
       { root: [{ calls: [{ name: 'reply', input: { count: 3 } }] }] },
       { task: 'Count.', output: z.object({ count: z.number() }) },
     );
     expect(snapshot.output).toMatchObject({ outcome: 'replied', value: { count: 3 } });
-    expect(outcome).toMatchObject({ outcome: 'replied', value: { count: 3 } });
-    expect(outcome && 'reason' in outcome).toBe(false);
   });
 
   it("a refusal's open calls are journaled answered, as the history holds them", async () => {
