@@ -52,7 +52,7 @@ describe.skipIf(!postgres.available)('postgres run store', () => {
         url,
         "SELECT table_name FROM information_schema.tables WHERE table_schema = 'exarch' ORDER BY table_name",
       );
-      expect(tables.map((t) => t.table_name)).toEqual(['commands', 'journal', 'runs', 'schema_version']);
+      expect(tables.map((t) => t.table_name)).toEqual(['commands', 'journal', 'runs', 'schema_version', 'sessions']);
       expect(await query(url, 'SELECT version FROM exarch.schema_version')).toEqual([{ version: POSTGRES_SCHEMA_VERSION }]);
       expect(await query(url, "SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = 'public'")).toEqual([{ n: 0 }]);
     } finally {
@@ -77,13 +77,16 @@ describe.skipIf(!postgres.available)('postgres run store', () => {
     const first = openPostgresStore(url);
     await first.createRun(newRun('r'));
     await first.close();
-    // Schema 1 as an earlier exarch left it: no steering table.
+    // Schema 1 as an earlier exarch left it: no steering table, nothing of schema 3.
     await query(url, 'DROP TABLE exarch.commands');
+    await query(url, 'DROP TABLE exarch.sessions');
+    await query(url, 'DROP INDEX exarch.journal_sessions');
+    await query(url, 'ALTER TABLE exarch.journal DROP COLUMN burst');
     await query(url, 'UPDATE exarch.schema_version SET version = 1');
     const store = openPostgresStore(url);
     try {
       expect((await store.listRuns()).map((r) => r.id)).toEqual(['r']);
-      expect(await query(url, 'SELECT version FROM exarch.schema_version')).toEqual([{ version: 2 }]);
+      expect(await query(url, 'SELECT version FROM exarch.schema_version')).toEqual([{ version: 3 }]);
       expect(await store.sendCommand('r', '/help')).toBeGreaterThan(0);
     } finally {
       await store.close();

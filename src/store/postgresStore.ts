@@ -76,6 +76,24 @@ const MIGRATIONS: Readonly<Record<number, string>> = {
     );
     CREATE INDEX commands_open ON exarch.commands (run_id) WHERE answer IS NULL;
   `,
+  // Sessions as jobs of their own (src/workers/sessionJob.ts): several workers append to one run's
+  // journal, each reads back one session's records; a session is held by one worker at a time
+  // (its claim and lease), and a cancel is asked of a session wherever it runs. \`burst\` tells a
+  // retried append that had committed from a new one.
+  3: `
+    ALTER TABLE exarch.journal ADD COLUMN burst TEXT;
+    CREATE INDEX journal_sessions ON exarch.journal (run_id, session, seq);
+    CREATE TABLE exarch.sessions (
+      run_id TEXT NOT NULL,
+      session TEXT NOT NULL,
+      owner_host TEXT,
+      owner_pid INTEGER,
+      owner_token TEXT,
+      lease_until BIGINT NOT NULL DEFAULT 0,
+      cancel TEXT,
+      PRIMARY KEY (run_id, session)
+    );
+  `,
 };
 
 /** A steering line taken this long ago and not answered was taken by a worker that died: another may take it. */
@@ -301,6 +319,153 @@ export class PostgresRunStore implements RunStore {
     });
   }
 
+  /**
+   * Appends rows of sessions that other processes append to as well (a run spread over workers):
+   * the rows' own seq numbers are replaced by the next ones of the run, taken under a lock per run,
+   * so seq order is commit order and a follower reading past its last seq misses nothing. One
+   * transaction; a retry after a lost connection finds the rows it wrote (by a key per call)
+   * rather than writing them twice. \`also\` writes in the same transaction (the jobs these rows
+   * start, queued with pg-boss's \`insert({ db })\`): both are committed, or neither.
+   */
+  async appendShared(rows: readonly JournalRow[], also?: (db: SqlExecutor) => Promise<unknown>): Promise<void> {
+    const first = rows[0];
+    if (!first) return;
+    const runId = first.runId;
+    if (rows.some((row) => row.runId !== runId)) throw new TypeError('exarch: appendShared takes the rows of one run');
+    const burst = randomUUID();
+    const columns = { session: [] as string[], ts: [] as number[], type: [] as string[], body: [] as string[] };
+    for (const row of rows) {
+      columns.session.push(row.session);
+      columns.ts.push(row.ts);
+      columns.type.push(row.record.type);
+      columns.body.push(this.redactor.json(stringifyBounded(row.record)));
+    }
+    let attempts = 0;
+    await this.call(async () => {
+      attempts++;
+      if (attempts > 1) {
+        const { rows: found } = await this.pool.query('SELECT 1 FROM exarch.journal WHERE run_id = $1 AND session = $2 AND burst = $3 LIMIT 1', [
+          runId,
+          first.session,
+          burst,
+        ]);
+        if (found.length > 0) return;
+      }
+      await this.transaction(async (client) => {
+        await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [runId]);
+        await client.query(
+          `INSERT INTO exarch.journal (run_id, seq, session, ts, type, body, burst)
+           SELECT $1, (SELECT coalesce(max(seq), 0) FROM exarch.journal WHERE run_id = $1) + w.n, w.session, w.ts, w.type, w.body, $2
+           FROM unnest($3::text[], $4::bigint[], $5::text[], $6::text[]) WITH ORDINALITY AS w(session, ts, type, body, n)`,
+          [runId, burst, columns.session, columns.ts, columns.type, columns.body],
+        );
+        await also?.({ executeSql: (text, values) => client.query(text, values) });
+      });
+    });
+  }
+
+  /**
+   * One session's records, in order; with \`subtree\`, those of every session below it too (ids are
+   * paths: \`root/lead/reader\`).
+   */
+  async sessionJournal(runId: string, session: string, options: { readonly subtree?: boolean } = {}): Promise<JournalRow[]> {
+    const { rows } = await this.call(() =>
+      this.pool.query<{ seq: number; session: string; ts: string; body: string }>(
+        options.subtree
+          ? "SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND (session = $2 OR left(session, length($2) + 1) = $2 || '/') ORDER BY seq"
+          : 'SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND session = $2 ORDER BY seq',
+        [runId, session],
+      ),
+    );
+    return rows.map((r) => ({ runId, seq: r.seq, session: r.session, ts: Number(r.ts), record: JSON.parse(r.body) as JournalRow['record'] }));
+  }
+
+  /** The `outcome` records of those of `sessions` that ended. */
+  async outcomes(runId: string, sessions: readonly string[]): Promise<JournalRow[]> {
+    if (sessions.length === 0) return [];
+    const { rows } = await this.call(() =>
+      this.pool.query<{ seq: number; session: string; ts: string; body: string }>(
+        "SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND session = ANY($2) AND type = 'outcome' ORDER BY seq",
+        [runId, sessions],
+      ),
+    );
+    return rows.map((r) => ({ runId, seq: r.seq, session: r.session, ts: Number(r.ts), record: JSON.parse(r.body) as JournalRow['record'] }));
+  }
+
+  /**
+   * Takes one session of a run for \`owner\`, as \`claim\` takes a run: when no live process holds it
+   * (no owner, its lease expired, or on the same host its process is gone).
+   */
+  async claimSession(runId: string, session: string, owner: RunOwner, leaseMs: number): Promise<ClaimResult> {
+    return this.call(() =>
+      this.transaction(async (client) => {
+        await client.query('INSERT INTO exarch.sessions (run_id, session) VALUES ($1, $2) ON CONFLICT DO NOTHING', [runId, session]);
+        const { rows } = await client.query<Pick<RunColumns, 'owner_host' | 'owner_pid' | 'owner_token' | 'lease_until'>>(
+          'SELECT * FROM exarch.sessions WHERE run_id = $1 AND session = $2 FOR UPDATE',
+          [runId, session],
+        );
+        const row = rows[0];
+        const holder = row ? ownerOf(row) : null;
+        const leaseUntil = Number(row?.lease_until ?? 0);
+        const now = this.now();
+        if (holder !== null && !mayClaim(holder, leaseUntil, owner, now)) return { ok: false, holder, leaseUntil };
+        await client.query(
+          'UPDATE exarch.sessions SET owner_host = $3, owner_pid = $4, owner_token = $5, lease_until = $6 WHERE run_id = $1 AND session = $2',
+          [runId, session, owner.host, owner.pid, owner.token, now + leaseMs],
+        );
+        return { ok: true } as const;
+      }),
+    );
+  }
+
+  /** Extends \`owner\`'s leases on these sessions; returns those it no longer holds. */
+  async renewSessions(runId: string, sessions: readonly string[], owner: RunOwner, leaseMs: number): Promise<string[]> {
+    if (sessions.length === 0) return [];
+    const { rows } = await this.call(() =>
+      this.pool.query<{ session: string }>(
+        'UPDATE exarch.sessions SET lease_until = $4 WHERE run_id = $1 AND session = ANY($2) AND owner_token = $3 RETURNING session',
+        [runId, sessions, owner.token, this.now() + leaseMs],
+      ),
+    );
+    const held = new Set(rows.map((r) => r.session));
+    return sessions.filter((session) => !held.has(session));
+  }
+
+  /** Lets go of a session \`owner\` holds. */
+  async releaseSession(runId: string, session: string, owner: RunOwner): Promise<void> {
+    await this.call(() =>
+      this.pool.query(
+        'UPDATE exarch.sessions SET owner_host = NULL, owner_pid = NULL, owner_token = NULL, lease_until = 0 WHERE run_id = $1 AND session = $2 AND owner_token = $3',
+        [runId, session, owner.token],
+      ),
+    );
+  }
+
+  /** Asks that a session be cancelled, wherever it runs or next runs; the first reason stands. \`also\` as in \`appendShared\`. */
+  async requestCancel(runId: string, session: string, reason: string, also?: (db: SqlExecutor) => Promise<unknown>): Promise<void> {
+    await this.call(() =>
+      this.transaction(async (client) => {
+        await client.query(
+          'INSERT INTO exarch.sessions (run_id, session, cancel) VALUES ($1, $2, $3) ON CONFLICT (run_id, session) DO UPDATE SET cancel = coalesce(exarch.sessions.cancel, $3)',
+          [runId, session, this.redactor.text(reason)],
+        );
+        await also?.({ executeSql: (text, values) => client.query(text, values) });
+      }),
+    );
+  }
+
+  /** The cancels asked of these sessions, by session. */
+  async cancelRequests(runId: string, sessions: readonly string[]): Promise<Map<string, string>> {
+    if (sessions.length === 0) return new Map();
+    const { rows } = await this.call(() =>
+      this.pool.query<{ session: string; cancel: string }>(
+        'SELECT session, cancel FROM exarch.sessions WHERE run_id = $1 AND session = ANY($2) AND cancel IS NOT NULL',
+        [runId, sessions],
+      ),
+    );
+    return new Map(rows.map((r) => [r.session, r.cancel]));
+  }
+
   /** Whether the journal already holds exactly these rows (a retried append that had committed). */
   private async holdsExactly(columns: { runId: string[]; seq: number[]; session: string[]; body: string[] }): Promise<boolean> {
     const { rows } = await this.pool.query<{ n: number }>(
@@ -443,6 +608,23 @@ export class PostgresRunStore implements RunStore {
     );
   }
 
+  /**
+   * Ends a run whose sessions ran as jobs of their own (no process holds the run as a whole): sets
+   * its status and writes its totals, as \`release\` does. A run already ended is left as it is.
+   */
+  async endRun(runId: string, status: RunStatus): Promise<void> {
+    await this.call(() =>
+      this.pool.query(
+        `UPDATE exarch.runs AS r SET status = $2, ended_at = $3, owner_host = NULL, owner_pid = NULL, owner_token = NULL, lease_until = 0,
+           agents = t.agents, requests = t.requests, input_tokens = t.input_tokens, output_tokens = t.output_tokens,
+           cache_creation_input_tokens = t.cache_creation_input_tokens, cache_read_input_tokens = t.cache_read_input_tokens
+         FROM (SELECT ${TOTALS} FROM exarch.journal AS j WHERE j.run_id = $1) AS t
+         WHERE r.id = $1 AND r.status NOT IN ('done', 'capped', 'failed')`,
+        [runId, status, this.now()],
+      ),
+    );
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -521,12 +703,17 @@ export class PostgresRunStore implements RunStore {
   }
 }
 
+/** Runs SQL in a store's transaction: the shape pg-boss takes as its \`db\` option. */
+export interface SqlExecutor {
+  executeSql(text: string, values: unknown[]): Promise<{ rows: unknown[] }>;
+}
+
 /** Opens a store on the server at `url` (connecting lazily, on first use); see `PostgresRunStore`. */
 export function openPostgresStore(url: string, options: PostgresStoreOptions = {}): PostgresRunStore {
   return new PostgresRunStore(url, options);
 }
 
-function ownerOf(r: RunColumns): RunOwner | null {
+function ownerOf(r: Pick<RunColumns, 'owner_host' | 'owner_pid' | 'owner_token'>): RunOwner | null {
   return r.owner_token === null ? null : { host: r.owner_host ?? '', pid: r.owner_pid ?? 0, token: r.owner_token };
 }
 
