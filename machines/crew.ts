@@ -1,6 +1,7 @@
 import { enqueueActions, sendParent, setup, stopChild, type AnyActorLogic, type AnyActorRef } from 'xstate';
 import { closeEffects } from '../src/engine/sessionEffects.js';
 import type { AgentResult } from '../src/engine/types.js';
+import { remoteMemberLogic, type RemoteMemberInput } from '../src/engine/remoteChildren.js';
 
 /** The most sub-agents one crew ever holds. */
 export const CREW_SIZE = 64;
@@ -9,6 +10,8 @@ export const CREW_SIZE = 64;
 export interface CrewMember<Input> {
   readonly actorId: string;
   readonly input: Input;
+  /** Set for a sub-agent that runs elsewhere (see `RemoteChildren`): the crew runs a stand-in that waits for its result. */
+  readonly remote?: RemoteMemberInput;
 }
 
 /** @public The crew machine's input (named in the session machine's declared type). */
@@ -77,6 +80,7 @@ export function createCrewMachine<Input>(memberLogic: () => AnyActorLogic) {
       get session(): AnyActorLogic {
         return memberLogic();
       },
+      remote: remoteMemberLogic,
     },
   }).createMachine({
     id: CREW_MACHINE_ID,
@@ -89,7 +93,8 @@ export function createCrewMachine<Input>(memberLogic: () => AnyActorLogic) {
         const localId = String(sessionIds.length);
         sessionIds.push(member.actorId);
         localIds.set(member.actorId, localId);
-        spawn('session', { id: localId, input: member.input });
+        if (member.remote) spawn('remote', { id: localId, input: member.remote });
+        else spawn('session', { id: localId, input: member.input });
       }
       return { sessionIds, localIds };
     },

@@ -1,6 +1,7 @@
 import { and, assign, enqueueActions, setup, type AnyActorLogic, type AnyActorRef } from 'xstate';
 import { denialMessage, type ApprovalAnswerEvent, type ApprovalDesk } from '../src/engine/approvals.js';
 import { checkAgentBudget, type AgentBudget, type BudgetScope, type BudgetSpentEvent } from '../src/engine/budget.js';
+import type { RemoteChildSpec, RemoteMemberInput } from '../src/engine/remoteChildren.js';
 import { childIdentity, ROOT_AGENT } from '../src/engine/identity.js';
 import { assertToolPairing } from '../src/engine/pairing.js';
 import { ChildRegistry, type LiveChild } from './childRegistry.js';
@@ -401,9 +402,18 @@ function resumedContext(made: MadeContext, restore: RestoredSession, spawn: Spaw
     let members = crews.get(live.crewId);
     if (!members) crews.set(live.crewId, (members = []));
     const input = child.restore ? { agent: child.agent, restore: child.restore } : { agent: child.agent, task: child.task };
+    const remote = remoteMember(options, made.fixed.budgetScope, {
+      actorId: child.actorId,
+      parent: made.agent,
+      agent: child.agent,
+      task: child.task,
+      ...(child.profile === undefined ? {} : { profile: child.profile }),
+      ...(child.budget === undefined ? {} : { budget: child.budget }),
+    });
     members.push({
       actorId: child.actorId,
       input: inheritOptions(childOptions(options, child.profile), { ...input, ...budgetsFor(made.fixed.budgetScope, child.budget) }),
+      ...(remote ? { remote } : {}),
     });
   }
   children.closeCrew();
@@ -494,6 +504,15 @@ function resumedBatch(
 /** What a parent passes a sub-agent of its budgets: the one it gives it, and the one it spends within. */
 function budgetsFor(enclosing: BudgetScope | undefined, own: AgentBudget | undefined): Pick<SessionInput, 'subtreeBudget' | 'enclosingBudget'> {
   return { ...(own === undefined ? {} : { subtreeBudget: own }), ...(enclosing === undefined ? {} : { enclosingBudget: enclosing }) };
+}
+
+/**
+ * A sub-agent that runs elsewhere (see `RemoteChildren`), or undefined for one that runs here: a
+ * session that spends within a budget keeps its subtree in its own process, where the budget is
+ * kept.
+ */
+function remoteMember(options: ResolvedOptions, scope: BudgetScope | undefined, spec: RemoteChildSpec): RemoteMemberInput | undefined {
+  return options.remoteChildren && scope === undefined ? { remote: options.remoteChildren, spec } : undefined;
 }
 
 /** The input of the `tool_use` block `id` of a response. */
@@ -711,6 +730,14 @@ const machineSetup = setup({
             const child = children.add(actorId, agent);
             let members = crews.get(child.crewId);
             if (!members) crews.set(child.crewId, (members = []));
+            const remote = remoteMember(context.options, context.fixed.budgetScope, {
+              actorId,
+              parent: context.agent,
+              agent,
+              task: call.task,
+              ...(call.type === undefined ? {} : { profile: call.type }),
+              ...(call.budget === undefined ? {} : { budget: call.budget }),
+            });
             members.push({
               actorId,
               input: inheritOptions(childOptions(context.options, call.type), {
@@ -718,6 +745,7 @@ const machineSetup = setup({
                 agent,
                 ...budgetsFor(context.fixed.budgetScope, call.budget),
               }),
+              ...(remote ? { remote } : {}),
             });
             context.fixed.recorder.record({
               type: 'spawn',

@@ -4,6 +4,7 @@ import { ApprovalDesk, checkApprovalPolicy, type ApprovalPolicy, type ApprovalRe
 import { BudgetMeter, checkBudget, type TreeBudget } from './budget.js';
 import { JsonlLogSink, nullLogSink, type LogSink } from './log/sessionLog.js';
 import type { RetryPolicy } from './model/streamModel.js';
+import type { RemoteChildren } from './remoteChildren.js';
 import type { NudgeLatch } from './nudges.js';
 import type { RunJournal } from '../store/runJournal.js';
 import type { Tool } from '../tools/defineTool.js';
@@ -71,6 +72,12 @@ export interface SessionOptions {
   readonly onApprovalRequest?: (request: ApprovalRequest) => void;
   /** A bound on the whole tree's tokens or cost (see `BudgetMeter` for the exact bound kept). */
   readonly budget?: TreeBudget;
+  /**
+   * Where sub-agents run when not here (a worker's own jobs: src/workers/). Sessions that spend
+   * within no budget start every sub-agent through it; a budget is kept in one process, so a
+   * sub-agent given one runs its whole subtree where it runs.
+   */
+  readonly remoteChildren?: RemoteChildren;
 }
 
 /** A declared agent type, resolved: the options its sessions run with. */
@@ -111,6 +118,7 @@ export interface ResolvedOptions {
   readonly approvals: ApprovalDesk;
   /** The tree's spend: one meter per root, shared by every sub-agent. */
   readonly budget: BudgetMeter;
+  readonly remoteChildren: RemoteChildren | undefined;
 }
 
 export const DEFAULTS = {
@@ -175,6 +183,7 @@ export function resolveOptions(options: SessionOptions): ResolvedOptions {
     protocol: DEFAULT_PROTOCOL,
     approvals: new ApprovalDesk(checkApprovalPolicy(options.approve), options.onApprovalRequest),
     budget: new BudgetMeter(checkBudget(options.budget)),
+    remoteChildren: options.remoteChildren,
   };
   return declareAgents(result, options);
 }

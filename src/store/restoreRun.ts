@@ -91,6 +91,47 @@ export function restoreRun(rows: readonly JournalRow[]): RestoredRun {
   return atRest ? { kind: 'settled', messages: restored.messages } : { kind: 'resumable', root: { ...restored, approvedTools: [...approvedTools] } };
 }
 
+/** How one session of a run spread over workers stands in its journal (see `restoreAlone`). */
+export type RestoredAlone =
+  | { readonly kind: 'resumable'; readonly session: RestoredSession }
+  /** It ended: its result (delivered to its parent, or to be). */
+  | { readonly kind: 'ended'; readonly result: AgentResult; readonly messages: readonly Message[] }
+  /** Nothing of it was recorded: it starts afresh. */
+  | { readonly kind: 'empty' };
+
+/**
+ * Rebuilds one session of a run whose sessions run as jobs of their own (src/workers/): from its
+ * own records, and for each child it started either the child's `outcome` record (the child
+ * ended: its result is delivered on resume, unless the session's journal already took it) or
+ * nothing (the child runs elsewhere and is started again, or found again, from here). The rows of
+ * a session that keeps its subtree (one given a budget) hold the whole subtree, restored as a
+ * resume restores a tree. Pure, as `restoreRun`.
+ */
+export function restoreAlone(rows: readonly JournalRow[], agentId: string): RestoredAlone {
+  const bySession = new Map<string, JournalRecord[]>();
+  for (const { session, record } of rows) {
+    if (session === '') continue;
+    let records = bySession.get(session);
+    if (!records) bySession.set(session, (records = []));
+    records.push(record);
+  }
+  const own = bySession.get(agentId);
+  if (!own) return { kind: 'empty' };
+  const session = replay(own);
+  if (session.outcome) return { kind: 'ended', result: resultOf(session, session.outcome), messages: session.messages };
+  return { kind: 'resumable', session: restoreSession(session, bySession) };
+}
+
+/** The agent ids of the children a session started and whose results its journal has not taken yet. */
+export function liveChildrenOf(records: readonly JournalRecord[]): string[] {
+  const live = new Map<string, string>();
+  for (const record of records) {
+    if (record.type === 'spawn') live.set(record.actorId, record.id);
+    else if (record.type === 'inbox') live.delete(record.actorId);
+  }
+  return [...live.values()];
+}
+
 function isWaitCall(content: readonly AssistantBlock[] | undefined, id: string): boolean {
   return content?.some((block) => block.type === 'tool_use' && block.id === id && block.name === 'wait_for_agents') === true;
 }

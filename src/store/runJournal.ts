@@ -44,13 +44,14 @@ export class RunJournal {
   private openSessions = 0;
   private pending: Promise<void> | undefined;
   private failure: Error | undefined;
+  private sealed = false;
 
   /**
    * @param nextSeq the seq of the next record (1 for a new run; one past the last for a resume).
    * @param onError called once if the store cannot be written; the run cannot stay durable then.
    */
   constructor(
-    readonly store: RunStore,
+    readonly store: Pick<RunStore, 'append'>,
     readonly runId: string,
     private nextSeq: number,
     private readonly onError: (error: Error) => void = (error) => {
@@ -77,8 +78,17 @@ export class RunJournal {
     this.push('', record);
   }
 
+  /**
+   * Takes no more records; those made before are still written (`flush`). For a session set down
+   * where its journal stands, to be taken up from there (parked, or handed back by a stopping
+   * worker): stopping its actor would otherwise record it as cancelled, and its open calls answered.
+   */
+  seal(): void {
+    this.sealed = true;
+  }
+
   private push(session: string, record: JournalRecord): void {
-    if (this.failure) return;
+    if (this.failure || this.sealed) return;
     this.buffer.push({ runId: this.runId, seq: this.nextSeq++, session, ts: Date.now(), record });
     if (this.buffer.length >= MAX_BURST_RECORDS) {
       void this.flush();
