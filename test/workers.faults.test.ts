@@ -17,7 +17,8 @@ import { processesWith } from './support/processes.js';
  * worker is running. The run completes each time with every report delivered exactly once, each
  * side-effecting call run at most once, and the root's answer the answer of a run in one process.
  *
- * A run's whole tree lives on one worker (docs/scaling.md): the faults move the whole run.
+ * Without --spread a run's whole tree lives on one worker (docs/scaling.md): the faults move the
+ * whole run. With --spread each sub-agent is a job of its own: the faults move sessions.
  */
 
 const postgres = postgresForFile('test/workers.faults.test.ts');
@@ -107,8 +108,8 @@ interface WorkerProcess {
   stderr(): string;
 }
 
-function startWorker(name: string, db: string, env: NodeJS.ProcessEnv, cwd: string): WorkerProcess {
-  const child = spawn(process.execPath, [MAIN, 'worker', '--db', db, '--job-expiry', '4', '--drain-timeout', '1'], {
+function startWorker(name: string, db: string, env: NodeJS.ProcessEnv, cwd: string, extra: readonly string[] = []): WorkerProcess {
+  const child = spawn(process.execPath, [MAIN, 'worker', '--db', db, '--job-expiry', '4', '--drain-timeout', '1', ...extra], {
     cwd,
     env,
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -240,6 +241,89 @@ describe.skipIf(!postgres.available)('workers under faults', () => {
     expect(third.stderr()).toContain(`exarch worker: run ${id2} done`);
     expect(third.stderr()).not.toContain(`exarch worker: run ${id2} resumed`);
     expect(third.child.exitCode).toBeNull();
+    expect(model.pairingViolations).toEqual([]);
+  });
+  it(`--spread: a run of ${AGENTS} sub-agents, each a job of its own, survives a SIGKILLed worker and a SIGTERMed one: each report once, each effect at most once, the answer of one process`, {
+    timeout: 900_000,
+  }, async () => {
+    const names = Array.from({ length: AGENTS }, (_, i) => `c${String(i).padStart(3, '0')}`);
+    const scripted = historyHandler(fanOut(names));
+    // While set, every request waits: the SIGTERMed worker's sessions cannot end or park in time,
+    // so it must hand them back.
+    let held: Promise<void> | undefined;
+    const model = await startAnthropicServer(async (request) => {
+      if (held) await held;
+      return scripted(request);
+    });
+    onCleanup(() => model.close());
+    const marker = `spread-${process.pid}-${Date.now()}`;
+    onCleanup(() => {
+      for (const pid of processesWith(marker)) process.kill(pid, 'SIGKILL');
+    });
+    const mcp = `'${process.execPath}' '${MCP_SERVER}' stdio normal ${marker}`;
+    const task = 'Have every sub-agent record its name.';
+
+    const alone = workdir();
+    const single = await exarch(['run', '--no-store', '--mcp', mcp, task], { server: model, cwd: alone });
+    expect(single.code, single.stderr.slice(-2000)).toBe(0);
+
+    const db = await postgres.server().createDatabase();
+    const cwd = workdir();
+    const env = { PATH: process.env['PATH'], CI: 'true', ANTHROPIC_API_KEY: 'test-key', ANTHROPIC_BASE_URL: model.url };
+    const workers = ['w1', 'w2', 'w3'].map((name) => startWorker(name, db, env, cwd, ['--concurrency', '16']));
+    const log = (): string => workers.map((w) => `--- ${w.name}\n${w.stderr().slice(-3000)}`).join('\n');
+    await until(() => workers.every((w) => w.stderr().includes('exarch worker: ready')), 'the workers to be ready', 60_000, log);
+    const submitted = await exarch(['run', '--db', db, '--detach', '--spread', '--mcp', mcp, task], { cwd, env: { ANTHROPIC_API_KEY: 'test-key' } });
+    expect(submitted.code, submitted.stderr).toBe(0);
+    const id = submitted.stdout.trim();
+    const subAgentRequests = (): number => model.requests.filter((r) => r.agent !== 'root').length;
+    const ranSessions = (w: WorkerProcess): number => w.stderr().split(`exarch worker: run ${id} session root/`).length - 1;
+
+    // 1. SIGKILL the first worker once a third of the sub-agents' requests are made, while it runs some.
+    const [first, second, third] = workers as [WorkerProcess, WorkerProcess, WorkerProcess];
+    const base = subAgentRequests();
+    await until(() => subAgentRequests() - base >= (2 * AGENTS) / 3 && ranSessions(first) > 0, 'the sub-agents to get going', 300_000, log);
+    first.child.kill('SIGKILL');
+    expect((await first.closed).signal).toBe('SIGKILL');
+
+    // 2. A while later, SIGTERM the second with every request held: it hands its sessions back.
+    const killedAt = subAgentRequests();
+    await until(() => subAgentRequests() - killedAt >= AGENTS / 3, 'the run to go on without the first worker', 300_000, log);
+    let release = (): void => undefined;
+    held = new Promise<void>((resolve) => (release = resolve));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    second.child.kill('SIGTERM');
+    expect(await second.closed).toEqual({ code: 0, signal: null });
+    expect(second.stderr()).toMatch(new RegExp(`exarch worker: run ${id} session \\S+ handed back to the queue`));
+    held = undefined;
+    release();
+
+    // 3. The third finishes the run.
+    await until(async () => ['done', 'failed', 'capped'].includes((await statusOf(db, id)) ?? ''), 'the third worker to finish the run', 300_000, log);
+    expect(await statusOf(db, id), await failures(db, id)).toBe('done');
+    expect(third.stderr()).toContain(`exarch worker: run ${id} done`);
+    // Every worker ran sessions of the run: it was spread, not moved whole.
+    for (const w of workers) expect(ranSessions(w), w.name).toBeGreaterThan(0);
+
+    // Every report delivered to the root exactly once: the root counted them and listed each, and its journal took each once.
+    expect(await rootAnswer(db, id)).toBe(single.stdout.trimEnd());
+    const inbox = await query<{ n: number }>(
+      db,
+      `SELECT count(*)::int AS n FROM exarch.journal WHERE run_id = '${id}' AND session = 'root' AND type = 'inbox' GROUP BY body::jsonb #>> '{result,name}' ORDER BY n DESC`,
+    );
+    expect(inbox).toHaveLength(AGENTS);
+    expect(inbox[0]).toEqual({ n: 1 });
+    // Each side-effecting call ran at most once; a call its agent was told had run did run.
+    const done = effects(cwd);
+    expect(new Set(done).size).toBe(done.length);
+    expect(done.every((line) => names.includes(line))).toBe(true);
+    const ran = await query<{ session: string }>(
+      db,
+      `SELECT DISTINCT session FROM exarch.journal WHERE run_id = '${id}' AND type = 'message' AND body LIKE '%appended to effects.txt%'`,
+    );
+    const told = ran.map((r) => r.session.slice('root/'.length)).sort();
+    expect(told.length).toBeGreaterThan(0);
+    expect(told.filter((name) => !done.includes(name))).toEqual([]);
     expect(model.pairingViolations).toEqual([]);
   });
 });

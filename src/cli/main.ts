@@ -86,6 +86,10 @@ const USAGE = `Usage:
       --max-cost USD      have used N tokens (or cost USD at list prices); running sub-agents
                           are cancelled and the root answers in one final turn (else exit 3)
       --detach            with --db: print the run id once it is queued and return
+      --spread            with --db: each sub-agent a job of its own, spread over the workers;
+                          a parent waiting for its sub-agents holds no worker slot (not with
+                          --approve, --max-tokens, --max-cost or --steer: such a run runs
+                          whole on one worker)
   exarch worker --db URL [--concurrency N] [--drain-timeout S] [--job-expiry S] [--otel]
                                   take runs queued with run --db and run them here, N at a time
                                   (default 1), with the options each was started with (its --mcp
@@ -165,6 +169,7 @@ async function main(argv: readonly string[]): Promise<number> {
       'db',
       'no-store',
       'detach',
+      'spread',
       'concurrency',
       'drain-timeout',
       'job-expiry',
@@ -244,6 +249,7 @@ function parse(argv: readonly string[]) {
       store: { type: 'string' },
       db: { type: 'string' },
       detach: { type: 'boolean' },
+      spread: { type: 'boolean' },
       concurrency: { type: 'string' },
       'drain-timeout': { type: 'string' },
       'job-expiry': { type: 'string' },
@@ -303,6 +309,7 @@ async function view(positionals: readonly string[], values: Values): Promise<num
     'ui-port',
     'no-store',
     'detach',
+    'spread',
     'concurrency',
     'drain-timeout',
     'job-expiry',
@@ -388,6 +395,7 @@ async function runLive(positionals: readonly string[], values: Values, interrupt
       ...(values.db === undefined ? {} : { db: values.db }),
       noStore: values['no-store'] === true,
       detach: values.detach === true,
+      spread: values.spread === true,
       ...(values.approve === undefined ? {} : { approve: values.approve }),
       ...(values['max-tokens'] === undefined ? {} : { maxTokens: values['max-tokens'] }),
       ...(values['max-cost'] === undefined ? {} : { maxCost: values['max-cost'] }),
@@ -421,6 +429,7 @@ async function resume(positionals: readonly string[], values: Values): Promise<n
     'inspect',
     'inspect-port',
     'detach',
+    'spread',
     'concurrency',
     'drain-timeout',
     'job-expiry',
@@ -453,6 +462,7 @@ async function worker(positionals: readonly string[], values: Values): Promise<n
     'store',
     'no-store',
     'detach',
+    'spread',
     'inspect',
     'inspect-port',
     'ui',
@@ -497,6 +507,7 @@ async function answer(command: 'approve' | 'deny', positionals: readonly string[
     'no-wait',
     'steer',
     'detach',
+    'spread',
     'concurrency',
     'drain-timeout',
     'job-expiry',
@@ -526,6 +537,7 @@ async function runs(positionals: readonly string[], values: Values): Promise<num
     'ui',
     'ui-port',
     'detach',
+    'spread',
     'concurrency',
     'drain-timeout',
     'job-expiry',

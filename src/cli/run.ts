@@ -48,6 +48,8 @@ export interface RunFlags extends RecordedFlags {
   readonly noStore?: boolean;
   /** With `db`: print the run id and return once the run is queued, rather than follow it. */
   readonly detach?: boolean;
+  /** With --db: each sub-agent a job of its own (`spread` in the run's record). */
+  readonly spread?: boolean;
   /** Never ask at the terminal: stop as `waiting` (exit 4) once only approvals are left. */
   readonly noWait?: boolean;
   /** Read steering commands (`/cancel PATH`, `/msg PATH TEXT`, `/help`) from stdin, one a line, even when it is no terminal. */
@@ -99,6 +101,21 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
     throw new UsageError(`--${flags.db === undefined ? 'store' : 'db'} and --no-store cannot be used together`);
   usableTarget(flags);
   if (flags.detach && flags.db === undefined) throw new UsageError('--detach needs --db: only a run queued for workers goes on without this process');
+  if (flags.spread && flags.db === undefined) throw new UsageError('--spread needs --db: sub-agents are spread over the workers of a database');
+  if (flags.spread) {
+    // A person's answers and a whole-tree budget are kept by the one process that runs the tree.
+    const whole =
+      flags.approve !== undefined
+        ? 'approve'
+        : flags.maxTokens !== undefined
+          ? 'max-tokens'
+          : flags.maxCost !== undefined
+            ? 'max-cost'
+            : flags.steer
+              ? 'steer'
+              : undefined;
+    if (whole) throw new UsageError(`--spread with --${whole}: such a run runs whole on one worker; leave out --spread`);
+  }
   if (flags.record !== undefined && flags.replay !== undefined) throw new UsageError('--record and --replay cannot be used together');
   const port = uiPort(flags.ui === true, flags.uiPort);
   if (flags.db !== undefined) {
@@ -118,6 +135,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
       detach: flags.detach === true,
       noWait: flags.noWait === true,
       steer: flags.steer === true,
+      spread: flags.spread === true,
       ...(flags.ui ? { ui: port === undefined ? {} : { port } } : {}),
     };
     return submitAndFollow(flags.db, task, record, agentsSourceName, follow, io);
@@ -183,8 +201,9 @@ async function submitAndFollow(
     detach,
     noWait,
     steer,
+    spread,
     ui: uiOptions,
-  }: { readonly detach: boolean; readonly noWait: boolean; readonly steer: boolean; readonly ui?: { readonly port?: number } },
+  }: { readonly detach: boolean; readonly noWait: boolean; readonly steer: boolean; readonly spread: boolean; readonly ui?: { readonly port?: number } },
   io: RunIo,
 ): Promise<number> {
   // The tools checked as a run here checks them (the MCP servers started once, to list theirs),
@@ -197,7 +216,13 @@ async function submitAndFollow(
     submission = {
       task,
       cwd: io.cwd,
-      record: { ...record, tools: tools.tools.map((tool) => tool.name).sort(), ...(agentTypes.length > 0 ? { agentTypes } : {}) },
+      record: {
+        ...record,
+        tools: tools.tools.map((tool) => tool.name).sort(),
+        ...(agentTypes.length > 0 ? { agentTypes } : {}),
+        // Each session a job of its own, spread over the workers (docs/scaling.md).
+        ...(spread ? { spread: true } : {}),
+      },
     };
   } finally {
     await tools.close();

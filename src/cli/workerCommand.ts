@@ -59,7 +59,9 @@ export async function workerCommand(flags: WorkerFlags, io: WorkerIo): Promise<n
             ? `run ${event.runId} is still held elsewhere; the queue offers it again later`
             : event.type === 'handed-back'
               ? `run ${event.runId} handed back to the queue`
-              : `run ${event.runId ?? '?'}: ${event.detail}`;
+              : event.type === 'session'
+                ? `run ${event.runId} session ${event.session} ${event.what === 'handed-back' ? 'handed back to the queue' : event.what}`
+                : `run ${event.runId ?? '?'}: ${event.detail}`;
     io.stderr.write(`exarch worker: ${line}\n`);
   };
   // Loaded only with --otel, as for `exarch run --otel`.

@@ -5,13 +5,20 @@ import PgBoss from 'pg-boss';
 import { newRunId } from '../store/durableRun.js';
 import type { PostgresRunStore } from '../store/postgresStore.js';
 import type { RunOptionsRecord } from '../store/runStore.js';
+import type { SpawnedSession } from './sessionJob.js';
 
 /** The pg-boss queue every exarch worker takes runs from. */
 export const RUN_QUEUE = 'exarch-runs';
 
-/** What a job carries: only the run's id. Everything else is in the run store. */
+/**
+ * What a job carries: the run's id; for a run whose sessions are jobs of their own (`spread`), the
+ * session to run (default: the root), and for a sub-agent's first job what its parent's `spawn`
+ * record says of it. Everything else is in the run store.
+ */
 export interface RunJob {
   readonly runId: string;
+  readonly session?: string;
+  readonly spawn?: SpawnedSession;
 }
 
 /**

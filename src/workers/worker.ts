@@ -7,8 +7,10 @@ import { ExarchError } from '../engine/exarchError.js';
 import { reportedStatus } from '../store/memoryStore.js';
 import { resumeRun, RunError, type DurableRun, type DurableSessionInput } from '../store/durableRun.js';
 import { isConnectionError, openPostgresStore, type PostgresRunStore } from '../store/postgresStore.js';
-import type { RunRow } from '../store/runStore.js';
+import type { RunOwner, RunRow } from '../store/runStore.js';
 import { RUN_QUEUE, startBoss, type QueuePolicy, type RunJob } from './runQueue.js';
+import { RemoteWatch, runSessionJob, SessionHandedBack, type RunSessions, type SessionJobContext, type SessionJobEnd } from './sessionJob.js';
+import { withMcpTools } from '../tools/mcp/mcpOption.js';
 
 /** What happened to a job, for the host's log (`exarch worker` prints one line each). */
 export type WorkerEvent =
@@ -16,6 +18,8 @@ export type WorkerEvent =
   | { readonly type: 'finished'; readonly runId: string; readonly status: string }
   | { readonly type: 'held'; readonly runId: string; readonly detail: string }
   | { readonly type: 'handed-back'; readonly runId: string }
+  /** A session of a run whose sessions are jobs of their own: taken, or left (parked to wait for its sub-agents, ended, handed back). */
+  | { readonly type: 'session'; readonly runId: string; readonly session: string; readonly what: 'taken' | SessionJobEnd }
   | { readonly type: 'error'; readonly runId: string | undefined; readonly detail: string };
 
 export interface WorkerOptions {
@@ -101,7 +105,24 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     maintenanceIntervalSeconds: Math.max(1, Math.min(120, Math.floor(expireInSeconds / 4))),
     policy: { expireInSeconds, ...(options.policy?.retryDelaySeconds === undefined ? {} : { retryDelaySeconds: options.policy.retryDelaySeconds }) },
   });
-  const running = new Set<DurableRun>();
+  const running = new Set<InProgress>();
+  const owner: RunOwner = { host: hostname(), pid: process.pid, token: randomUUID() };
+  const watch = new RemoteWatch(store);
+  const setups = new RunSetups(options.session);
+  const sessionJobs = {
+    store,
+    boss,
+    owner,
+    leaseMs: options.leaseMs ?? 30_000,
+    watch,
+    acquire: (row: RunRow) => setups.acquire(row),
+    release: (row: RunRow) => setups.release(row.id),
+    track: (session: InProgress) => {
+      running.add(session);
+      return () => running.delete(session);
+    },
+    draining: () => draining,
+  } satisfies SessionJobContext;
   let draining = false;
   const emit = (event: WorkerEvent): void => options.onEvent?.(event);
   // Wakes the slots waiting for the next poll when the worker stops (one listener for them all).
@@ -124,7 +145,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
       try {
         // Taken as the worker began to stop: offered again at once, untouched.
         if (draining) throw new HandedBack(`worker stopping; run ${job.data.runId} not started`);
-        await runJob(job.data.runId, store, options, running, () => draining, emit);
+        await runJob(job.data, store, options, running, () => draining, emit, sessionJobs);
       } catch (error) {
         failure = error;
       }
@@ -149,6 +170,8 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
         if (late) for (const run of running) run.interrupt();
         // Each slot marks its job (a handed-back one failed, so it is offered again) before it ends.
         await Promise.allSettled(slots);
+        watch.stop();
+        await setups.closeAll();
         await boss.stop({ graceful: true, wait: true, timeout: 10_000 });
         await store.close();
       })();
@@ -237,14 +260,22 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
+/** A run, or a session of a spread run, in progress here: what a stopping worker waits for, then hands back. */
+interface InProgress {
+  readonly result: Promise<unknown>;
+  interrupt(): void;
+}
+
 async function runJob(
-  runId: string,
+  job: RunJob,
   store: PostgresRunStore,
   options: WorkerOptions,
-  running: Set<DurableRun>,
+  running: Set<InProgress>,
   draining: () => boolean,
   emit: (event: WorkerEvent) => void,
+  sessionJobs: SessionJobContext,
 ): Promise<void> {
+  const runId = job.runId;
   const row = await store.getRun(runId);
   if (!row) {
     // Its store was emptied, or the job belongs to another database's store: nothing to run.
@@ -253,7 +284,23 @@ async function runJob(
   }
   // Before the host builds the sessions (starting servers, maybe): a run held or ended needs none.
   if (row.status === 'done' || row.status === 'capped' || row.status === 'failed') {
-    emit({ type: 'finished', runId, status: row.status });
+    if (job.session === undefined) emit({ type: 'finished', runId, status: row.status });
+    return;
+  }
+  if (job.session !== undefined || row.options['spread'] === true) {
+    const session = job.session ?? 'root';
+    emit({ type: 'session', runId, session, what: 'taken' });
+    try {
+      const how = await runSessionJob(job, row, sessionJobs);
+      emit({ type: 'session', runId, session, what: how });
+      if (session === 'root' && how === 'ended') emit({ type: 'finished', runId, status: (await store.getRun(runId))?.status ?? 'done' });
+    } catch (error) {
+      if (error instanceof SessionHandedBack) emit({ type: 'session', runId, session, what: 'handed-back' });
+      else if (error instanceof RunError && error.kind === 'held') emit({ type: 'held', runId, detail: error.message });
+      else emit({ type: 'error', runId, detail: error instanceof Error ? error.message : String(error) });
+      if (error instanceof RunError && error.kind !== 'held') return;
+      throw error;
+    }
     return;
   }
   if (reportedStatus(row, Date.now()) === 'running' && row.owner) {
@@ -307,6 +354,82 @@ async function runJob(
     approvals.close();
     running.delete(run);
     await setup.close?.();
+  }
+}
+
+/** How long a run's sessions' live half (its MCP servers, say) outlives its last session here: the next is often moments away. */
+const SETUP_IDLE_MS = 5_000;
+
+/**
+ * The live half of each spread run's sessions on this worker, made once (the host's builder, the
+ * run's MCP servers connected) and shared by the run's sessions here; closed once none has run
+ * for a while, and when the worker stops.
+ */
+class RunSetups {
+  private readonly made = new Map<string, { ready: Promise<RunSessions & { close(): Promise<void> }>; users: number; idle: NodeJS.Timeout | undefined }>();
+
+  constructor(private readonly build: WorkerOptions['session']) {}
+
+  async acquire(row: RunRow): Promise<RunSessions> {
+    let entry = this.made.get(row.id);
+    if (!entry) {
+      const ready = this.make(row);
+      entry = { ready, users: 0, idle: undefined };
+      this.made.set(row.id, entry);
+      ready.catch(() => this.made.delete(row.id));
+    }
+    entry.users++;
+    clearTimeout(entry.idle);
+    try {
+      return await entry.ready;
+    } catch (error) {
+      entry.users--;
+      throw error;
+    }
+  }
+
+  release(runId: string): void {
+    const entry = this.made.get(runId);
+    if (!entry || --entry.users > 0) return;
+    entry.idle = setTimeout(() => {
+      if (entry.users > 0) return;
+      this.made.delete(runId);
+      void entry.ready.then((made) => made.close()).catch(() => undefined);
+    }, SETUP_IDLE_MS);
+    entry.idle.unref();
+  }
+
+  async closeAll(): Promise<void> {
+    const entries = [...this.made.values()];
+    this.made.clear();
+    await Promise.allSettled(
+      entries.map(async (entry) => {
+        clearTimeout(entry.idle);
+        await (await entry.ready).close();
+      }),
+    );
+  }
+
+  private async make(row: RunRow): Promise<RunSessions & { close(): Promise<void> }> {
+    const built = await this.build(row);
+    const mcp = await withMcpTools(built.input).catch(async (error: unknown) => {
+      await built.close?.();
+      throw error;
+    });
+    const tools = (mcp.input.tools ?? []).map((tool) => tool.name).sort();
+    if (tools.join('\n') !== [...row.options.tools].sort().join('\n')) {
+      await mcp.close();
+      await built.close?.();
+      throw new RunError(`run ${row.id} was started with the tools [${row.options.tools.join(', ')}], not [${tools.join(', ')}]`, 'tools-differ', row.id);
+    }
+    return {
+      input: mcp.input,
+      ...(built.inspect ? { inspect: built.inspect } : {}),
+      close: async () => {
+        await mcp.close();
+        await built.close?.();
+      },
+    };
   }
 }
 

@@ -1,0 +1,407 @@
+import { randomUUID } from 'node:crypto';
+import type PgBoss from 'pg-boss';
+import { createActor, type InspectionEvent } from 'xstate';
+import { sessionMachine, type SessionInput } from '../../machines/session.js';
+import { stopOrphansOf } from '../../machines/crew.js';
+import type { AgentBudget } from '../engine/budget.js';
+import { ExarchError } from '../engine/exarchError.js';
+import { childIdentity } from '../engine/identity.js';
+import { childOptions, inheritOptions, resolveOptions, type ResolvedOptions } from '../engine/options.js';
+import type { RemoteChild, RemoteChildren, RemoteChildSpec } from '../engine/remoteChildren.js';
+import type { SessionSnapshot } from '../engine/runtime.js';
+import type { AgentIdentity, AgentResult } from '../engine/types.js';
+import { ZERO_USAGE } from '../engine/usage.js';
+import { RunError } from '../store/durableRun.js';
+import type { JournalRecord } from '../store/journalRecord.js';
+import type { PostgresRunStore, SqlExecutor } from '../store/postgresStore.js';
+import { liveChildrenOf, restoreAlone } from '../store/restoreRun.js';
+import { RunJournal } from '../store/runJournal.js';
+import type { JournalRow, RunOwner, RunRow, RunStatus } from '../store/runStore.js';
+import { RUN_QUEUE, type RunJob } from './runQueue.js';
+
+/**
+ * What a sub-agent's job says about it: what its parent's `spawn` record says, plus the declared
+ * type whose tools it is bound by (a profile's restriction holds for the subtree below it).
+ */
+export interface SpawnedSession {
+  readonly agent: AgentIdentity;
+  readonly actorId: string;
+  readonly task: string;
+  readonly profile?: string;
+  readonly budget?: AgentBudget;
+  /** The nearest declared type above it (itself excluded), whose tools its untyped self is given. */
+  readonly scope?: string;
+}
+
+/** How a session job ended here. */
+export type SessionJobEnd = 'ended' | 'parked' | 'handed-back';
+
+/** The live half a worker runs a run's sessions with, made once per run and shared by its sessions here. */
+export interface RunSessions {
+  readonly input: Omit<SessionInput, 'task' | 'agent' | 'restore' | 'journal' | 'history'>;
+  readonly inspect?: (event: InspectionEvent) => void;
+}
+
+export interface SessionJobContext {
+  readonly store: PostgresRunStore;
+  readonly boss: PgBoss;
+  readonly owner: RunOwner;
+  readonly leaseMs: number;
+  readonly watch: RemoteWatch;
+  /** The run's sessions' live half; released once the session stops here. */
+  acquire(row: RunRow): Promise<RunSessions>;
+  release(row: RunRow): void;
+  /** Registers a session in progress, so a stopping worker can hand it back. */
+  track(session: { readonly result: Promise<unknown>; interrupt(): void }): () => void;
+  draining(): boolean;
+}
+
+/** A session handed back by a stopping worker: its job fails, and the queue offers it again. */
+export class SessionHandedBack extends ExarchError<'handed-back'> {
+  constructor(message: string) {
+    super('handed-back', message);
+  }
+}
+
+/** The agent id of a session's parent (ids are paths). */
+function parentOf(session: string): string {
+  return session.slice(0, session.lastIndexOf('/'));
+}
+
+/**
+ * Runs one session of a run whose sessions are jobs of their own, from where its journal left it,
+ * until it ends or has nothing to do but wait for sub-agents running elsewhere; it then parks:
+ * its actor stops, its claim is let go, its job is done, and the journal record that delivers a
+ * sub-agent's result queues the job that wakes it (`queuedBy`). Its sub-agents are started as jobs
+ * the same way, in the transaction of the records that start them, so a started sub-agent always
+ * has a job, and one whose parent crashed before the records were written never ran.
+ *
+ * A sub-agent given a budget runs its whole subtree here (a budget is kept in one process).
+ */
+export async function runSessionJob(job: RunJob, row: RunRow, ctx: SessionJobContext): Promise<SessionJobEnd> {
+  const { store, leaseMs } = ctx;
+  // A token per job: two slots of one worker never both hold a session (a holder may claim again).
+  const owner: RunOwner = { ...ctx.owner, token: randomUUID() };
+  const runId = row.id;
+  const id = job.session ?? 'root';
+  const claim = await store.claimSession(runId, id, owner, leaseMs);
+  if (!claim.ok) throw new RunError(`session ${id} of run ${runId} is being run by process ${claim.holder.pid} on ${claim.holder.host}`, 'held', runId);
+  const renew = setInterval(() => void store.renewSessions(runId, [id], owner, leaseMs).catch(() => undefined), Math.max(1, Math.floor(leaseMs / 3)));
+  renew.unref();
+  try {
+    // A session with a budget keeps its subtree here: it is restored with it, as a resume restores a tree.
+    const keepsSubtree = job.spawn?.budget !== undefined;
+    const rows = await store.sessionJournal(runId, id, { subtree: keepsSubtree });
+    const own = rows.filter((r) => r.session === id).map((r) => r.record);
+    const delivered = keepsSubtree ? [] : await store.outcomes(runId, liveChildrenOf(own));
+    const restored = restoreAlone(
+      [...rows, ...delivered].sort((a, b) => a.seq - b.seq),
+      id,
+    );
+    if (restored.kind === 'ended') {
+      // Ended before (its outcome's commit queued its parent's wake): only a root's run is left to close.
+      if (id === 'root') await store.endRun(runId, statusOf(restored.result));
+      return 'ended';
+    }
+    if (id !== 'root' && !job.spawn && restored.kind === 'empty') throw new Error(`exarch: session ${id} of run ${runId} has no records and no spawn`);
+    const sessions = await ctx.acquire(row);
+    try {
+      return await runHere(job, row, id, restored.kind === 'resumable' ? restored.session : undefined, sessions, ctx);
+    } finally {
+      ctx.release(row);
+    }
+  } finally {
+    clearInterval(renew);
+    await store.releaseSession(runId, id, owner).catch(() => undefined);
+  }
+}
+
+async function runHere(
+  job: RunJob,
+  row: RunRow,
+  id: string,
+  restore: Extract<ReturnType<typeof restoreAlone>, { kind: 'resumable' }>['session'] | undefined,
+  sessions: RunSessions,
+  ctx: SessionJobContext,
+): Promise<SessionJobEnd> {
+  const { store, boss } = ctx;
+  const runId = row.id;
+  const spawn = job.spawn;
+  const keepsSubtree = spawn?.budget !== undefined;
+  // The declared type this session's untyped sub-agents are bound by.
+  const scope = spawn ? (spawn.profile ?? spawn.scope) : undefined;
+  let storeFailure: Error | undefined;
+  let stopNow = (): void => undefined;
+  const journal = new RunJournal(
+    { append: (rows) => store.appendShared(rows, (db) => queueStarted(db, boss, runId, id, keepsSubtree, scope, rows)) },
+    runId,
+    1,
+    (error) => {
+      storeFailure = error;
+      stopNow();
+    },
+  );
+  const abort = new AbortController();
+  const remoteChildren: RemoteChildren = {
+    start: (child, signal) => ctx.watch.child(runId, child, signal, (reason) => requestCancel(store, boss, runId, child.agent.id, reason)),
+  };
+  const runOptions = resolveOptions({ ...sessions.input, journal, remoteChildren });
+  const input = sessionInputOf(runOptions, row, restore, spawn);
+  const actor = createActor(sessionMachine, { input, ...(sessions.inspect ? { inspect: sessions.inspect } : {}) });
+  let handedBack = false;
+  const ended = new Promise<SessionJobEnd>((resolve, reject) => {
+    let parkCheck: NodeJS.Timeout | undefined;
+    let settledWith: SessionJobEnd | undefined;
+    const settle = (how: SessionJobEnd): void => {
+      if (settledWith) return;
+      settledWith = how;
+      clearTimeout(parkCheck);
+      subscription.unsubscribe();
+      resolve(how);
+    };
+    stopNow = () => settle('handed-back');
+    const subscription = actor.subscribe({
+      next: (snapshot) => {
+        if (snapshot.status === 'done') return settle('ended');
+        if (id === 'root' && atRest(snapshot)) return settle('ended');
+        if (!parkable(snapshot) || parkCheck) return;
+        // Parks once the state has held for a moment: results that arrive together are taken first.
+        parkCheck = setTimeout(() => {
+          parkCheck = undefined;
+          void (async () => {
+            if (!parkable(actor.getSnapshot()) || settledWith) return;
+            // A sub-agent that ended since the last poll: its result is on its way here; stay for it.
+            const live = [...actor.getSnapshot().context.children.values()].map((child) => child.agent.id);
+            const waiting = await store.outcomes(runId, live).catch(() => [null]);
+            if (waiting.length > 0 || !parkable(actor.getSnapshot())) return;
+            settle('parked');
+          })();
+        }, 50);
+      },
+      error: (error) => reject(error),
+    });
+  });
+  const untrack = ctx.track({
+    result: ended.catch(() => undefined),
+    interrupt: () => {
+      handedBack = true;
+      stopNow();
+    },
+  });
+  ctx.watch.cancels(runId, id, abort.signal, (reason) => actor.send({ type: 'cancel', reason }));
+  let how: SessionJobEnd = 'handed-back';
+  try {
+    actor.start();
+    how = await ended;
+  } catch (error) {
+    // The session's actor crashed: it ends failed, and its parent hears so.
+    if (id !== 'root') {
+      const reason = `sub-agent crashed: ${error instanceof Error ? error.message : String(error)}`;
+      journal.open(id).append({ type: 'outcome', outcome: 'failed', text: '', reason, usage: ZERO_USAGE, totalUsage: ZERO_USAGE });
+    }
+    how = 'ended';
+  } finally {
+    abort.abort();
+    untrack();
+    // Parked or handed back, it is set down where its journal stands: its stop records nothing.
+    if (how !== 'ended') journal.seal();
+    actor.stop();
+    stopOrphansOf(actor);
+    // Sessions close their logs on the next microtasks; their last records go in the last burst.
+    await new Promise((resolve) => setImmediate(resolve));
+    await journal.flush();
+  }
+  if (storeFailure) throw storeFailure;
+  if (how === 'handed-back' || handedBack) throw new SessionHandedBack(`session ${id} of run ${runId} handed back by a stopping worker`);
+  if (how === 'ended' && id === 'root') {
+    const snapshot = actor.getSnapshot();
+    await store.endRun(runId, snapshot.status === 'done' && snapshot.output ? statusOf(snapshot.output) : snapshot.status === 'error' ? 'failed' : 'done');
+  }
+  return how;
+}
+
+/** The session's input: the root's from the run, a sub-agent's from its job, bound as its parent's options bound it. */
+function sessionInputOf(runOptions: ResolvedOptions, row: RunRow, restore: Parameters<typeof runHere>[3], spawn: SpawnedSession | undefined): SessionInput {
+  if (!spawn) return inheritOptions(runOptions, restore ? { restore } : { task: row.task });
+  const above = spawn.scope === undefined ? runOptions : childOptions(runOptions, spawn.scope);
+  const options = childOptions(above, spawn.profile);
+  const budget = spawn.budget === undefined ? {} : { subtreeBudget: spawn.budget };
+  return inheritOptions(options, restore ? { agent: spawn.agent, restore, ...budget } : { agent: spawn.agent, task: spawn.task, ...budget });
+}
+
+/** A session with nothing to do but wait for sub-agents that run elsewhere. */
+function parkable(snapshot: SessionSnapshot): boolean {
+  if (snapshot.status !== 'active') return false;
+  const { context } = snapshot;
+  if (context.children.size === 0) return false;
+  if (snapshot.value === 'waitingForAgents') return true;
+  if (snapshot.value !== 'readyForUser') return false;
+  const turnInput = context.pendingUser.length > 0 || (context.inbox.length > 0 && context.options.wake === 'each');
+  return !turnInput;
+}
+
+/** The root at rest with nothing left: the run is done. */
+function atRest(snapshot: SessionSnapshot): boolean {
+  const { context } = snapshot;
+  return (
+    snapshot.status === 'active' &&
+    snapshot.value === 'readyForUser' &&
+    context.children.size === 0 &&
+    context.inbox.length === 0 &&
+    context.pendingUser.length === 0
+  );
+}
+
+function statusOf(result: AgentResult): RunStatus {
+  return result.outcome === 'capped' ? 'capped' : result.outcome === 'failed' ? 'failed' : result.outcome === 'cancelled' ? 'interrupted' : 'done';
+}
+
+/**
+ * The jobs a burst of records starts, queued in the burst's own transaction: a sub-agent for each
+ * `spawn` of this session (not of the subtree a budget keeps here), and its parent's wake for this
+ * session's `outcome`.
+ */
+async function queueStarted(
+  db: SqlExecutor,
+  boss: PgBoss,
+  runId: string,
+  id: string,
+  keepsSubtree: boolean,
+  scope: string | undefined,
+  rows: readonly JournalRow[],
+): Promise<void> {
+  const jobs: PgBoss.JobInsert<RunJob>[] = [];
+  let self: AgentIdentity | undefined;
+  for (const { session, record } of rows) {
+    if (session !== id) continue;
+    if (record.type === 'session') self = record.agent;
+    else if (record.type === 'spawn' && !keepsSubtree)
+      jobs.push({ name: RUN_QUEUE, data: { runId, session: record.id, spawn: spawnOf(record, self ?? agentOfId(id), scope) } });
+    else if (record.type === 'outcome' && id !== 'root') jobs.push({ name: RUN_QUEUE, data: { runId, session: parentOf(id) } });
+  }
+  if (jobs.length > 0) await boss.insert(jobs, { db: db as unknown as PgBoss.Db });
+}
+
+function spawnOf(record: Extract<JournalRecord, { type: 'spawn' }>, parent: AgentIdentity, scope: string | undefined): SpawnedSession {
+  return {
+    agent: { ...childIdentity(parent, record.name), id: record.id },
+    actorId: record.actorId,
+    task: record.task,
+    ...(record.profile === undefined ? {} : { profile: record.profile }),
+    ...(record.budget === undefined ? {} : { budget: record.budget }),
+    ...(scope === undefined ? {} : { scope }),
+  };
+}
+
+/** An agent's identity from its id alone: the path is the id's parts, without the `#2` of a reused name. */
+function agentOfId(id: string): AgentIdentity {
+  const path = id.split('/').map((part) => part.replace(/#\d+$/, ''));
+  return { name: path.at(-1) ?? id, path, depth: path.length - 1, id };
+}
+
+/** Asks a sub-agent elsewhere to stop, and queues its job so that a parked one wakes to do so. */
+async function requestCancel(store: PostgresRunStore, boss: PgBoss, runId: string, session: string, reason: string): Promise<void> {
+  await store.requestCancel(runId, session, reason, (db) =>
+    boss.insert([{ name: RUN_QUEUE, data: { runId, session } satisfies RunJob }], { db: db as unknown as PgBoss.Db }),
+  );
+}
+
+/** How often a worker looks for results of, and cancels of, the sessions it waits on or runs. */
+const WATCH_MS = 200;
+
+/**
+ * The worker's eyes on the store for its sessions: the results of the sub-agents they wait on
+ * (each `outcome` record of one), and the cancels asked of them. Polled: a fifth of a second is
+ * soon enough next to a model's seconds, one query per run and kind covers every session, and a
+ * server restart needs no re-subscribing.
+ */
+export class RemoteWatch {
+  private readonly children = new Map<string, Map<string, (outcome: Extract<JournalRecord, { type: 'outcome' }>) => void>>();
+  private readonly cancelled = new Map<string, Map<string, (reason: string) => void>>();
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+
+  constructor(private readonly store: PostgresRunStore) {}
+
+  /** Waits for `child`'s result (a stand-in for it in its parent's crew). */
+  child(runId: string, spec: RemoteChildSpec, signal: AbortSignal, cancel: (reason: string) => Promise<void>): RemoteChild {
+    const id = spec.agent.id;
+    const result = new Promise<AgentResult>((resolve) => {
+      let waiting = this.children.get(runId);
+      if (!waiting) this.children.set(runId, (waiting = new Map()));
+      waiting.set(id, (outcome) => resolve(resultOf(spec.agent.name, outcome)));
+      signal.addEventListener('abort', () => this.children.get(runId)?.delete(id), { once: true });
+    });
+    this.arm();
+    return {
+      result,
+      cancel: (reason) => {
+        void cancel(reason).catch(() => undefined);
+      },
+    };
+  }
+
+  /** Calls `onCancel` once if a cancel is asked of `session` while `signal` is not aborted. */
+  cancels(runId: string, session: string, signal: AbortSignal, onCancel: (reason: string) => void): void {
+    let watched = this.cancelled.get(runId);
+    if (!watched) this.cancelled.set(runId, (watched = new Map()));
+    watched.set(session, onCancel);
+    signal.addEventListener('abort', () => this.cancelled.get(runId)?.delete(session), { once: true });
+    this.arm();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.timer);
+  }
+
+  private arm(): void {
+    if (this.timer || this.stopped) return;
+    // The first look at once: a cancel asked before the session started, a result already there.
+    this.timer = setTimeout(() => void this.poll(), 0);
+  }
+
+  private async poll(): Promise<void> {
+    try {
+      for (const [runId, waiting] of [...this.children]) {
+        if (waiting.size === 0) {
+          this.children.delete(runId);
+          continue;
+        }
+        for (const { session, record } of await this.store.outcomes(runId, [...waiting.keys()])) {
+          const resolve = waiting.get(session);
+          if (!resolve || record.type !== 'outcome') continue;
+          waiting.delete(session);
+          resolve(record);
+        }
+      }
+      for (const [runId, watched] of [...this.cancelled]) {
+        if (watched.size === 0) {
+          this.cancelled.delete(runId);
+          continue;
+        }
+        for (const [session, reason] of await this.store.cancelRequests(runId, [...watched.keys()])) {
+          const onCancel = watched.get(session);
+          watched.delete(session);
+          onCancel?.(reason);
+        }
+      }
+    } catch {
+      // Looked at again at the next poll.
+    }
+    this.timer = undefined;
+    if (!this.stopped && (this.children.size > 0 || this.cancelled.size > 0)) this.timer = setTimeout(() => void this.poll(), WATCH_MS);
+  }
+}
+
+/** A sub-agent's result from its `outcome` record, as its session's `done` output has it. */
+function resultOf(name: string, outcome: Extract<JournalRecord, { type: 'outcome' }>): AgentResult {
+  return {
+    name,
+    outcome: outcome.outcome,
+    text: outcome.text,
+    ...(outcome.reason === undefined ? {} : { reason: outcome.reason }),
+    ...('value' in outcome ? { value: outcome.value } : {}),
+    usage: outcome.totalUsage,
+  };
+}
