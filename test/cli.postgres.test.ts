@@ -330,6 +330,43 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
     expect(summary(there.stderr)).toBe(summary(here.stderr));
   });
 
+  it('run --db --spread: each sub-agent a job of its own, the root parked while they run; the follower prints the answer a run here prints', {
+    timeout: 120_000,
+  }, async () => {
+    const db = await postgres.server().createDatabase();
+    const cwd = workdir();
+    writeFileSync(join(cwd, 'a.txt'), 'a');
+    const model = await serveByHistory({
+      root: [
+        stream({ toolCalls: [call('agent', { name: 'a', task: 'List.' }), call('agent', { name: 'b', task: 'Say b.' }), call('wait_for_agents', {})] }),
+        echo,
+      ],
+      a: [stream({ toolCalls: [call('list_dir', { path: '.' })] }), stream({ toolCalls: [call('reply', { result: 'a listed' })] })],
+      b: [stream({ toolCalls: [call('reply', { result: 'b said' })] }, { chunkDelayMs: 400 })],
+    });
+    const here = await exarch(['run', '--no-store', 'Survey'], { server: model, cwd });
+    expect(here.code, here.stderr).toBe(0);
+    const worker = await readyWorker(db, model, cwd, ['--concurrency', '4']);
+    const there = await exarch(['run', '--db', db, '--spread', 'Survey'], { server: model, cwd });
+    expect(there.code, there.stderr).toBe(0);
+    expect(there.stdout).toBe(here.stdout);
+    const id = runIdOf(there);
+    for (const session of ['root', 'root/a', 'root/b']) expect(worker.stderr()).toContain(`exarch worker: run ${id} session ${session} taken`);
+    expect(worker.stderr()).toContain(`exarch worker: run ${id} session root parked`);
+    expect(await statusOf(db, id)).toBe('done');
+    // What needs one process is refused, one line each.
+    for (const [flags, line] of [
+      [['--spread'], '--spread needs --db: sub-agents are spread over the workers of a database'],
+      [['--db', db, '--spread', '--approve', 'all'], '--spread with --approve: such a run runs whole on one worker; leave out --spread'],
+      [['--db', db, '--spread', '--max-tokens', '100'], '--spread with --max-tokens: such a run runs whole on one worker; leave out --spread'],
+    ] as const) {
+      const refused = await exarch(['run', ...flags, 'Survey'], { cwd });
+      expect(refused.code).toBe(2);
+      expect(refused.stderr.split('\n')[0]).toBe(`exarch: ${line}`);
+    }
+    expect(model.pairingViolations).toEqual([]);
+  });
+
   it('a worker runs the run as recorded: --approve stops it waiting, approve --db queues it, MCP servers and declared agents naming their tools', {
     timeout: 180_000,
   }, async () => {

@@ -63,6 +63,21 @@ describe.skipIf(!postgres.available)('postgres store: sessions as jobs', () => {
     });
   });
 
+  it('a shared append after appends numbered by a process of its own (a run resumed whole) goes on after them; one to an unknown run is refused', async () => {
+    await withStores(1, async ([store], url) => {
+      if (!store) throw new Error('no store');
+      await store.createRun(newRun('r'));
+      await store.appendShared([row('root', note('spread'))]);
+      await store.append([row('root', note('whole 2'), 2), row('root', note('whole 3'), 3)]);
+      await store.appendShared([row('root', note('spread again'))]);
+      expect(await query(url, "SELECT seq, body FROM exarch.journal WHERE run_id = 'r' ORDER BY seq")).toEqual(
+        ['spread', 'whole 2', 'whole 3', 'spread again'].map((text, i) => ({ seq: i + 1, body: JSON.stringify(note(text)) })),
+      );
+      await expect(store.appendShared([{ ...row('root', note('lost')), runId: 'nope' }])).rejects.toMatchObject({ kind: 'unknown-run' });
+      expect(await query(url, "SELECT count(*)::int AS n FROM exarch.journal WHERE run_id = 'nope'")).toEqual([{ n: 0 }]);
+    });
+  });
+
   it('a follower reading past its last seq while writers append misses no row', async () => {
     await withStores(3, async ([follower, ...writers]) => {
       if (!follower) throw new Error('no follower');
@@ -115,12 +130,13 @@ describe.skipIf(!postgres.available)('postgres store: sessions as jobs', () => {
   it('lets exactly one of several claimants take a session; a live holder keeps it, a released or dead one lets it go', async () => {
     await withStores(3, async (stores) => {
       await stores[0]?.createRun(newRun('r'));
-      const results = await Promise.all(stores.map((store, i) => store.claimSession('r', 'root/a', owner(`t${i}`), 60_000)));
+      const results = await Promise.all(stores.map((store, i) => store.claimSession('r', 'root/a', owner(`t${i}`), 60_000, `job-${i}`)));
       expect(results.filter((r) => r.ok)).toHaveLength(1);
       const winner = results.findIndex((r) => r.ok);
       const other = stores[(winner + 1) % 3] as PostgresRunStore;
-      const refused = await other.claimSession('r', 'root/a', owner('late'), 60_000);
-      expect(refused).toMatchObject({ ok: false, holder: { token: `t${winner}` } });
+      // The refused learn whose job holds it: the same job offered again is told apart from any other.
+      const refused = await other.claimSession('r', 'root/a', owner('late'), 60_000, 'job-late');
+      expect(refused).toEqual({ ok: false, holder: owner(`t${winner}`), leaseUntil: expect.any(Number), job: `job-${winner}` });
       // Another session of the same run is free.
       expect(await other.claimSession('r', 'root/b', owner('late'), 60_000)).toEqual({ ok: true });
       await stores[winner]?.releaseSession('r', 'root/a', owner(`t${winner}`));

@@ -82,6 +82,7 @@ describe.skipIf(!postgres.available)('postgres run store', () => {
     await query(url, 'DROP TABLE exarch.sessions');
     await query(url, 'DROP INDEX exarch.journal_sessions');
     await query(url, 'ALTER TABLE exarch.journal DROP COLUMN burst');
+    await query(url, 'ALTER TABLE exarch.runs DROP COLUMN next_seq');
     await query(url, 'UPDATE exarch.schema_version SET version = 1');
     const store = openPostgresStore(url);
     try {

@@ -93,6 +93,29 @@ async function failures(db: string, id: string): Promise<string> {
   );
 }
 
+/** Where a spread run stands: its sessions that never ended, the root's last records, its jobs by state. */
+async function spreadState(db: string, id: string): Promise<string> {
+  const open = await query<{ session: string; last: string }>(
+    db,
+    `SELECT session, (array_agg(type ORDER BY seq DESC))[1] AS last FROM exarch.journal WHERE run_id = '${id}' GROUP BY session
+     HAVING count(*) FILTER (WHERE type = 'outcome') = 0 ORDER BY session LIMIT 20`,
+  );
+  const jobs = await query<{ state: string; session: string | null; n: number }>(
+    db,
+    `SELECT state, data->>'session' AS session, count(*)::int AS n FROM pgboss.job WHERE data->>'runId' = '${id}' AND state <> 'completed' GROUP BY 1, 2 ORDER BY 1, 2 LIMIT 20`,
+  );
+  const claims = await query<{ session: string; owner_pid: number | null; lease_until: string }>(
+    db,
+    `SELECT session, owner_pid, lease_until FROM exarch.sessions WHERE run_id = '${id}' AND owner_token IS NOT NULL LIMIT 20`,
+  );
+  return [
+    `--- sessions without an outcome: ${open.map((r) => `${r.session} (last ${r.last})`).join(', ')}`,
+    `--- jobs not completed: ${jobs.map((j) => `${j.state} ${j.session ?? 'root'} ×${j.n}`).join(', ')}`,
+    `--- claims held: ${claims.map((c) => `${c.session} by ${c.owner_pid} until ${c.lease_until}`).join(', ')} (now ${Date.now()})`,
+    await failures(db, id),
+  ].join('\n');
+}
+
 async function until(check: () => boolean | Promise<boolean>, what: string, ms: number, log: () => string = () => ''): Promise<void> {
   const end = Date.now() + ms;
   while (!(await check())) {
@@ -299,7 +322,28 @@ describe.skipIf(!postgres.available)('workers under faults', () => {
     release();
 
     // 3. The third finishes the run.
-    await until(async () => ['done', 'failed', 'capped'].includes((await statusOf(db, id)) ?? ''), 'the third worker to finish the run', 300_000, log);
+    let state = '';
+    await until(
+      async () => {
+        const ended = ['done', 'failed', 'capped'].includes((await statusOf(db, id)) ?? '');
+        if (!ended) state = await spreadState(db, id);
+        return ended;
+      },
+      'the third worker to finish the run',
+      300_000,
+      () => {
+        // Every line a worker wrote about a session that never ended, and every error line.
+        const stuck = [...state.matchAll(/(root\/c\d+) \(last/g)].map((m) => m[1] ?? '');
+        const about = workers.flatMap((w) =>
+          w
+            .stderr()
+            .split('\n')
+            .filter((line) => stuck.some((session) => line.includes(`${session} `)) || / run \S+: /.test(line))
+            .map((line) => `${w.name}: ${line}`),
+        );
+        return `${log()}\n${state}\n--- about them:\n${about.join('\n')}`;
+      },
+    );
     expect(await statusOf(db, id), await failures(db, id)).toBe('done');
     expect(third.stderr()).toContain(`exarch worker: run ${id} done`);
     // Every worker ran sessions of the run: it was spread, not moved whole.

@@ -78,9 +78,10 @@ const MIGRATIONS: Readonly<Record<number, string>> = {
   `,
   // Sessions as jobs of their own (src/workers/sessionJob.ts): several workers append to one run's
   // journal, each reads back one session's records; a session is held by one worker at a time
-  // (its claim and lease), and a cancel is asked of a session wherever it runs. \`burst\` tells a
+  // (its claim and lease), and a cancel is asked of a session wherever it runs. `burst` tells a
   // retried append that had committed from a new one.
   3: `
+    ALTER TABLE exarch.runs ADD COLUMN next_seq INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE exarch.journal ADD COLUMN burst TEXT;
     CREATE INDEX journal_sessions ON exarch.journal (run_id, session, seq);
     CREATE TABLE exarch.sessions (
@@ -91,6 +92,7 @@ const MIGRATIONS: Readonly<Record<number, string>> = {
       owner_token TEXT,
       lease_until BIGINT NOT NULL DEFAULT 0,
       cancel TEXT,
+      job TEXT,
       PRIMARY KEY (run_id, session)
     );
   `,
@@ -321,11 +323,11 @@ export class PostgresRunStore implements RunStore {
 
   /**
    * Appends rows of sessions that other processes append to as well (a run spread over workers):
-   * the rows' own seq numbers are replaced by the next ones of the run, taken under a lock per run,
-   * so seq order is commit order and a follower reading past its last seq misses nothing. One
+   * the rows' own seq numbers are replaced by the next ones of the run, counted on the run's row
+   * (whose lock is held to the commit), so seq order is commit order and a follower reading past its last seq misses nothing. One
    * transaction; a retry after a lost connection finds the rows it wrote (by a key per call)
-   * rather than writing them twice. \`also\` writes in the same transaction (the jobs these rows
-   * start, queued with pg-boss's \`insert({ db })\`): both are committed, or neither.
+   * rather than writing them twice. `also` writes in the same transaction (the jobs these rows
+   * start, queued with pg-boss's `insert({ db })`): both are committed, or neither.
    */
   async appendShared(rows: readonly JournalRow[], also?: (db: SqlExecutor) => Promise<unknown>): Promise<void> {
     const first = rows[0];
@@ -351,22 +353,43 @@ export class PostgresRunStore implements RunStore {
         ]);
         if (found.length > 0) return;
       }
-      await this.transaction(async (client) => {
-        await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [runId]);
-        await client.query(
-          `INSERT INTO exarch.journal (run_id, seq, session, ts, type, body, burst)
-           SELECT $1, (SELECT coalesce(max(seq), 0) FROM exarch.journal WHERE run_id = $1) + w.n, w.session, w.ts, w.type, w.body, $2
-           FROM unnest($3::text[], $4::bigint[], $5::text[], $6::text[]) WITH ORDINALITY AS w(session, ts, type, body, n)`,
-          [runId, burst, columns.session, columns.ts, columns.type, columns.body],
+      const params = [runId, burst, columns.session, columns.ts, columns.type, columns.body, rows.length];
+      const insert = async (db: pg.Pool | pg.PoolClient): Promise<void> => {
+        // The run's row is the counter: its lock, held to the commit, orders the appends of one run.
+        const { rowCount } = await db.query(
+          `WITH taken AS (UPDATE exarch.runs SET next_seq = next_seq + $7 WHERE id = $1 RETURNING next_seq - $7 AS base)
+           INSERT INTO exarch.journal (run_id, seq, session, ts, type, body, burst)
+           SELECT $1, taken.base + w.n, w.session, w.ts, w.type, w.body, $2
+           FROM taken, unnest($3::text[], $4::bigint[], $5::text[], $6::text[]) WITH ORDINALITY AS w(session, ts, type, body, n)`,
+          params,
         );
-        await also?.({ executeSql: (text, values) => client.query(text, values) });
-      });
+        if (rowCount !== rows.length) throw new StoreError('unknown-run', this.file, runId);
+      };
+      // One statement, one round trip, unless something is to be written with it.
+      const write = (): Promise<void> =>
+        also
+          ? this.transaction(async (client) => {
+              await insert(client);
+              await also({ executeSql: (text, values) => client.query(text, values) });
+            })
+          : insert(this.pool);
+      try {
+        await write();
+      } catch (error) {
+        if (!(error instanceof pg.DatabaseError && error.code === '23505')) throw error;
+        // The counter is behind the journal (a resume here appended with numbers of its own): caught up, then again.
+        await this.pool.query(
+          'UPDATE exarch.runs SET next_seq = greatest(next_seq, (SELECT coalesce(max(seq), 0) FROM exarch.journal WHERE run_id = $1)) WHERE id = $1',
+          [runId],
+        );
+        await write();
+      }
     });
   }
 
   /**
-   * One session's records, in order; with \`subtree\`, those of every session below it too (ids are
-   * paths: \`root/lead/reader\`).
+   * One session's records, in order; with `subtree`, those of every session below it too (ids are
+   * paths: `root/lead/reader`).
    */
   async sessionJournal(runId: string, session: string, options: { readonly subtree?: boolean } = {}): Promise<JournalRow[]> {
     const { rows } = await this.call(() =>
@@ -393,32 +416,46 @@ export class PostgresRunStore implements RunStore {
   }
 
   /**
-   * Takes one session of a run for \`owner\`, as \`claim\` takes a run: when no live process holds it
-   * (no owner, its lease expired, or on the same host its process is gone).
+   * Takes one session of a run for `owner`, as `claim` takes a run: when no live process holds it
+   * (no owner, its lease expired, or on the same host its process is gone). `job` (the queue's id
+   * of the job it is taken for) is kept with the claim: a refused claimant learns whether it is
+   * that job again, offered while its holder may be dead.
    */
-  async claimSession(runId: string, session: string, owner: RunOwner, leaseMs: number): Promise<ClaimResult> {
-    return this.call(() =>
-      this.transaction(async (client) => {
-        await client.query('INSERT INTO exarch.sessions (run_id, session) VALUES ($1, $2) ON CONFLICT DO NOTHING', [runId, session]);
-        const { rows } = await client.query<Pick<RunColumns, 'owner_host' | 'owner_pid' | 'owner_token' | 'lease_until'>>(
-          'SELECT * FROM exarch.sessions WHERE run_id = $1 AND session = $2 FOR UPDATE',
+  async claimSession(runId: string, session: string, owner: RunOwner, leaseMs: number, job?: string): Promise<SessionClaim> {
+    return this.call(async () => {
+      for (;;) {
+        const now = this.now();
+        // The usual case in one statement: a session no one holds, or whose lease ran out.
+        const taken = await this.pool.query(
+          `INSERT INTO exarch.sessions (run_id, session, owner_host, owner_pid, owner_token, lease_until, job) VALUES ($1, $2, $3, $4, $5, $6, $8)
+           ON CONFLICT (run_id, session) DO UPDATE SET owner_host = EXCLUDED.owner_host, owner_pid = EXCLUDED.owner_pid,
+             owner_token = EXCLUDED.owner_token, lease_until = EXCLUDED.lease_until, job = EXCLUDED.job
+           WHERE exarch.sessions.owner_token IS NULL OR exarch.sessions.owner_token = EXCLUDED.owner_token OR exarch.sessions.lease_until <= $7
+           RETURNING 1`,
+          [runId, session, owner.host, owner.pid, owner.token, now + leaseMs, now, job ?? null],
+        );
+        if (taken.rows.length > 0) return { ok: true } as const;
+        // Held under a lease: still ours to take if its holder's process (on this host) is gone.
+        const { rows } = await this.pool.query<Pick<RunColumns, 'owner_host' | 'owner_pid' | 'owner_token' | 'lease_until'> & { job: string | null }>(
+          'SELECT owner_host, owner_pid, owner_token, lease_until, job FROM exarch.sessions WHERE run_id = $1 AND session = $2',
           [runId, session],
         );
         const row = rows[0];
         const holder = row ? ownerOf(row) : null;
-        const leaseUntil = Number(row?.lease_until ?? 0);
-        const now = this.now();
-        if (holder !== null && !mayClaim(holder, leaseUntil, owner, now)) return { ok: false, holder, leaseUntil };
-        await client.query(
-          'UPDATE exarch.sessions SET owner_host = $3, owner_pid = $4, owner_token = $5, lease_until = $6 WHERE run_id = $1 AND session = $2',
-          [runId, session, owner.host, owner.pid, owner.token, now + leaseMs],
+        // Let go of in between: asked again.
+        if (!row || holder === null) continue;
+        const leaseUntil = Number(row.lease_until);
+        if (!mayClaim(holder, leaseUntil, owner, now)) return { ok: false, holder, leaseUntil, ...(row.job === null ? {} : { job: row.job }) };
+        const moved = await this.pool.query(
+          'UPDATE exarch.sessions SET owner_host = $3, owner_pid = $4, owner_token = $5, lease_until = $6, job = $8 WHERE run_id = $1 AND session = $2 AND owner_token = $7',
+          [runId, session, owner.host, owner.pid, owner.token, now + leaseMs, holder.token, job ?? null],
         );
-        return { ok: true } as const;
-      }),
-    );
+        if (moved.rowCount === 1) return { ok: true } as const;
+      }
+    });
   }
 
-  /** Extends \`owner\`'s leases on these sessions; returns those it no longer holds. */
+  /** Extends `owner`'s leases on these sessions; returns those it no longer holds. */
   async renewSessions(runId: string, sessions: readonly string[], owner: RunOwner, leaseMs: number): Promise<string[]> {
     if (sessions.length === 0) return [];
     const { rows } = await this.call(() =>
@@ -431,7 +468,7 @@ export class PostgresRunStore implements RunStore {
     return sessions.filter((session) => !held.has(session));
   }
 
-  /** Lets go of a session \`owner\` holds. */
+  /** Lets go of a session `owner` holds. */
   async releaseSession(runId: string, session: string, owner: RunOwner): Promise<void> {
     await this.call(() =>
       this.pool.query(
@@ -441,7 +478,7 @@ export class PostgresRunStore implements RunStore {
     );
   }
 
-  /** Asks that a session be cancelled, wherever it runs or next runs; the first reason stands. \`also\` as in \`appendShared\`. */
+  /** Asks that a session be cancelled, wherever it runs or next runs; the first reason stands. `also` as in `appendShared`. */
   async requestCancel(runId: string, session: string, reason: string, also?: (db: SqlExecutor) => Promise<unknown>): Promise<void> {
     await this.call(() =>
       this.transaction(async (client) => {
@@ -610,7 +647,7 @@ export class PostgresRunStore implements RunStore {
 
   /**
    * Ends a run whose sessions ran as jobs of their own (no process holds the run as a whole): sets
-   * its status and writes its totals, as \`release\` does. A run already ended is left as it is.
+   * its status and writes its totals, as `release` does. A run already ended is left as it is.
    */
   async endRun(runId: string, status: RunStatus): Promise<void> {
     await this.call(() =>
@@ -703,7 +740,10 @@ export class PostgresRunStore implements RunStore {
   }
 }
 
-/** Runs SQL in a store's transaction: the shape pg-boss takes as its \`db\` option. */
+/** A claim of one session: when refused, the job its holder took it for, if it said. */
+export type SessionClaim = { readonly ok: true } | { readonly ok: false; readonly holder: RunOwner; readonly leaseUntil: number; readonly job?: string };
+
+/** Runs SQL in a store's transaction: the shape pg-boss takes as its `db` option. */
 export interface SqlExecutor {
   executeSql(text: string, values: unknown[]): Promise<{ rows: unknown[] }>;
 }

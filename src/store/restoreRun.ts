@@ -119,7 +119,15 @@ export function restoreAlone(rows: readonly JournalRow[], agentId: string): Rest
   if (!own) return { kind: 'empty' };
   const session = replay(own);
   if (session.outcome) return { kind: 'ended', result: resultOf(session, session.outcome), messages: session.messages };
-  return { kind: 'resumable', session: restoreSession(session, bySession) };
+  const restored = restoreSession(session, bySession);
+  // Results not yet taken are delivered in the order the children ended (their outcomes' order), as a live session takes them.
+  const agentOf = new Map<string, string>();
+  for (const record of own) if (record.type === 'spawn') agentOf.set(record.actorId, record.id);
+  const endedAt = new Map<string, number>();
+  for (const [at, { session: id, record }] of rows.entries()) if (record.type === 'outcome') endedAt.set(id, at);
+  const order = (actorId: string): number => endedAt.get(agentOf.get(actorId) ?? '') ?? Number.MAX_SAFE_INTEGER;
+  const undelivered = [...restored.undelivered].sort((a, b) => order(a.actorId) - order(b.actorId));
+  return { kind: 'resumable', session: { ...restored, undelivered } };
 }
 
 /** The agent ids of the children a session started and whose results its journal has not taken yet. */

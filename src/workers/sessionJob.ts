@@ -13,8 +13,9 @@ import type { AgentIdentity, AgentResult } from '../engine/types.js';
 import { ZERO_USAGE } from '../engine/usage.js';
 import { RunError } from '../store/durableRun.js';
 import type { JournalRecord } from '../store/journalRecord.js';
-import type { PostgresRunStore, SqlExecutor } from '../store/postgresStore.js';
+import type { PostgresRunStore } from '../store/postgresStore.js';
 import { liveChildrenOf, restoreAlone } from '../store/restoreRun.js';
+import type { RestoredSession } from '../store/restoredSession.js';
 import { RunJournal } from '../store/runJournal.js';
 import type { JournalRow, RunOwner, RunRow, RunStatus } from '../store/runStore.js';
 import { RUN_QUEUE, type RunJob } from './runQueue.js';
@@ -51,9 +52,21 @@ export interface SessionJobContext {
   /** The run's sessions' live half; released once the session stops here. */
   acquire(row: RunRow): Promise<RunSessions>;
   release(row: RunRow): void;
+  /** Jobs were queued (a sub-agent, a parent's wake): idle slots here may fetch them at once. */
+  queued(): void;
   /** Registers a session in progress, so a stopping worker can hand it back. */
   track(session: { readonly result: Promise<unknown>; interrupt(): void }): () => void;
   draining(): boolean;
+}
+
+/** A session job offered again while the session is still held under it: it fails, and the queue offers it again later. */
+export class SessionHeld extends ExarchError<'held'> {
+  constructor(
+    message: string,
+    readonly runId: string,
+  ) {
+    super('held', message);
+  }
 }
 
 /** A session handed back by a stopping worker: its job fails, and the queue offers it again. */
@@ -78,14 +91,21 @@ function parentOf(session: string): string {
  *
  * A sub-agent given a budget runs its whole subtree here (a budget is kept in one process).
  */
-export async function runSessionJob(job: RunJob, row: RunRow, ctx: SessionJobContext): Promise<SessionJobEnd> {
-  const { store, leaseMs } = ctx;
+export async function runSessionJob(job: RunJob, jobId: string, row: RunRow, ctx: SessionJobContext): Promise<SessionJobEnd> {
+  const { store, boss, leaseMs } = ctx;
   // A token per job: two slots of one worker never both hold a session (a holder may claim again).
   const owner: RunOwner = { ...ctx.owner, token: randomUUID() };
   const runId = row.id;
   const id = job.session ?? 'root';
-  const claim = await store.claimSession(runId, id, owner, leaseMs);
-  if (!claim.ok) throw new RunError(`session ${id} of run ${runId} is being run by process ${claim.holder.pid} on ${claim.holder.host}`, 'held', runId);
+  const claim = await store.claimSession(runId, id, owner, leaseMs, jobId);
+  if (!claim.ok) {
+    const held = `session ${id} of run ${runId} is being run by process ${claim.holder.pid} on ${claim.holder.host}`;
+    // This very job again (it expired under its holder, which may have died on another host):
+    // offered again until the holder ends or its lease runs out. Any other job (a wake, a cancel)
+    // is left to the holder, which looks for results once more as it lets go.
+    if (claim.job === jobId) throw new SessionHeld(held, runId);
+    throw new RunError(held, 'held', runId);
+  }
   const renew = setInterval(() => void store.renewSessions(runId, [id], owner, leaseMs).catch(() => undefined), Math.max(1, Math.floor(leaseMs / 3)));
   renew.unref();
   try {
@@ -104,12 +124,32 @@ export async function runSessionJob(job: RunJob, row: RunRow, ctx: SessionJobCon
       return 'ended';
     }
     if (id !== 'root' && !job.spawn && restored.kind === 'empty') throw new Error(`exarch: session ${id} of run ${runId} has no records and no spawn`);
-    const sessions = await ctx.acquire(row);
-    try {
-      return await runHere(job, row, id, restored.kind === 'resumable' ? restored.session : undefined, sessions, ctx);
-    } finally {
-      ctx.release(row);
+    let left: { how: SessionJobEnd; waitingOn: readonly string[] };
+    if (restored.kind === 'resumable' && waitsForAll(restored.session) && (await store.cancelRequests(runId, [id])).size === 0) {
+      // Woken by one result while it waits for them all: nothing for it to do yet; the results wait in
+      // the journal and are taken together once the last one is there (no actor made, nothing written).
+      left = { how: 'parked', waitingOn: restored.session.children.map((child) => child.agent.id) };
+    } else {
+      const sessions = await ctx.acquire(row);
+      try {
+        left = await runHere(job, row, id, restored.kind === 'resumable' ? restored.session : undefined, sessions, ctx);
+      } finally {
+        ctx.release(row);
+      }
     }
+    if (left.how === 'parked') {
+      clearInterval(renew);
+      await store.releaseSession(runId, id, owner);
+      // A wake that came while this job held the session was dropped (see the worker): a result or
+      // a cancel that arrived between the last look and the release is looked for once more, now
+      // that a new wake would find the session free.
+      const [results, cancels] = await Promise.all([store.outcomes(runId, left.waitingOn), store.cancelRequests(runId, [id])]);
+      if (results.length > 0 || cancels.size > 0) {
+        await boss.send(RUN_QUEUE, { runId, session: id } satisfies RunJob);
+        ctx.queued();
+      }
+    }
+    return left.how;
   } finally {
     clearInterval(renew);
     await store.releaseSession(runId, id, owner).catch(() => undefined);
@@ -120,10 +160,10 @@ async function runHere(
   job: RunJob,
   row: RunRow,
   id: string,
-  restore: Extract<ReturnType<typeof restoreAlone>, { kind: 'resumable' }>['session'] | undefined,
+  restore: RestoredSession | undefined,
   sessions: RunSessions,
   ctx: SessionJobContext,
-): Promise<SessionJobEnd> {
+): Promise<{ how: SessionJobEnd; waitingOn: readonly string[] }> {
   const { store, boss } = ctx;
   const runId = row.id;
   const spawn = job.spawn;
@@ -133,7 +173,14 @@ async function runHere(
   let storeFailure: Error | undefined;
   let stopNow = (): void => undefined;
   const journal = new RunJournal(
-    { append: (rows) => store.appendShared(rows, (db) => queueStarted(db, boss, runId, id, keepsSubtree, scope, rows)) },
+    {
+      append: async (rows) => {
+        const jobs = jobsStartedBy(runId, id, keepsSubtree, scope, rows);
+        if (jobs.length === 0) return store.appendShared(rows);
+        await store.appendShared(rows, (db) => boss.insert(jobs, { db: db as unknown as PgBoss.Db }));
+        ctx.queued();
+      },
+    },
     runId,
     1,
     (error) => {
@@ -143,7 +190,11 @@ async function runHere(
   );
   const abort = new AbortController();
   const remoteChildren: RemoteChildren = {
-    start: (child, signal) => ctx.watch.child(runId, child, signal, (reason) => requestCancel(store, boss, runId, child.agent.id, reason)),
+    start: (child, signal) =>
+      ctx.watch.child(runId, child, signal, async (reason) => {
+        await requestCancel(store, boss, runId, child.agent.id, reason);
+        ctx.queued();
+      }),
   };
   const runOptions = resolveOptions({ ...sessions.input, journal, remoteChildren });
   const input = sessionInputOf(runOptions, row, restore, spawn);
@@ -213,11 +264,11 @@ async function runHere(
   }
   if (storeFailure) throw storeFailure;
   if (how === 'handed-back' || handedBack) throw new SessionHandedBack(`session ${id} of run ${runId} handed back by a stopping worker`);
+  const snapshot = actor.getSnapshot();
   if (how === 'ended' && id === 'root') {
-    const snapshot = actor.getSnapshot();
     await store.endRun(runId, snapshot.status === 'done' && snapshot.output ? statusOf(snapshot.output) : snapshot.status === 'error' ? 'failed' : 'done');
   }
-  return how;
+  return { how, waitingOn: how === 'parked' ? [...snapshot.context.children.values()].map((child) => child.agent.id) : [] };
 }
 
 /** The session's input: the root's from the run, a sub-agent's from its job, bound as its parent's options bound it. */
@@ -227,6 +278,13 @@ function sessionInputOf(runOptions: ResolvedOptions, row: RunRow, restore: Param
   const options = childOptions(above, spawn.profile);
   const budget = spawn.budget === undefined ? {} : { subtreeBudget: spawn.budget };
   return inheritOptions(options, restore ? { agent: spawn.agent, restore, ...budget } : { agent: spawn.agent, task: spawn.task, ...budget });
+}
+
+/** A session waiting in `wait_for_agents` for all its sub-agents, some still running. */
+function waitsForAll(session: RestoredSession): boolean {
+  if (session.state !== 'waitingForAgents' || session.children.length === 0) return false;
+  const wait = session.batch?.content.find((block) => block.type === 'tool_use' && block.name === 'wait_for_agents');
+  return wait?.type === 'tool_use' && wait.input['until'] !== 'any';
 }
 
 /** A session with nothing to do but wait for sub-agents that run elsewhere. */
@@ -257,19 +315,11 @@ function statusOf(result: AgentResult): RunStatus {
 }
 
 /**
- * The jobs a burst of records starts, queued in the burst's own transaction: a sub-agent for each
- * `spawn` of this session (not of the subtree a budget keeps here), and its parent's wake for this
- * session's `outcome`.
+ * The jobs a burst of records starts, to be queued in the burst's own transaction: a sub-agent for
+ * each `spawn` of this session (not of the subtree a budget keeps here), and its parent's wake for
+ * this session's `outcome`.
  */
-async function queueStarted(
-  db: SqlExecutor,
-  boss: PgBoss,
-  runId: string,
-  id: string,
-  keepsSubtree: boolean,
-  scope: string | undefined,
-  rows: readonly JournalRow[],
-): Promise<void> {
+function jobsStartedBy(runId: string, id: string, keepsSubtree: boolean, scope: string | undefined, rows: readonly JournalRow[]): PgBoss.JobInsert<RunJob>[] {
   const jobs: PgBoss.JobInsert<RunJob>[] = [];
   let self: AgentIdentity | undefined;
   for (const { session, record } of rows) {
@@ -279,7 +329,7 @@ async function queueStarted(
       jobs.push({ name: RUN_QUEUE, data: { runId, session: record.id, spawn: spawnOf(record, self ?? agentOfId(id), scope) } });
     else if (record.type === 'outcome' && id !== 'root') jobs.push({ name: RUN_QUEUE, data: { runId, session: parentOf(id) } });
   }
-  if (jobs.length > 0) await boss.insert(jobs, { db: db as unknown as PgBoss.Db });
+  return jobs;
 }
 
 function spawnOf(record: Extract<JournalRecord, { type: 'spawn' }>, parent: AgentIdentity, scope: string | undefined): SpawnedSession {

@@ -9,7 +9,7 @@ import { resumeRun, RunError, type DurableRun, type DurableSessionInput } from '
 import { isConnectionError, openPostgresStore, type PostgresRunStore } from '../store/postgresStore.js';
 import type { RunOwner, RunRow } from '../store/runStore.js';
 import { RUN_QUEUE, startBoss, type QueuePolicy, type RunJob } from './runQueue.js';
-import { RemoteWatch, runSessionJob, SessionHandedBack, type RunSessions, type SessionJobContext, type SessionJobEnd } from './sessionJob.js';
+import { RemoteWatch, runSessionJob, SessionHandedBack, SessionHeld, type RunSessions, type SessionJobContext, type SessionJobEnd } from './sessionJob.js';
 import { withMcpTools } from '../tools/mcp/mcpOption.js';
 
 /** What happened to a job, for the host's log (`exarch worker` prints one line each). */
@@ -94,7 +94,8 @@ class HandedBack extends ExarchError<'handed-back'> {
  * ```
  */
 export async function startWorker(options: WorkerOptions): Promise<Worker> {
-  const store = openPostgresStore(options.db, { poolSize: Math.max(4, (options.concurrency ?? 1) * 2) });
+  // Two connections a slot, up to 32: with --spread a worker holds hundreds of small sessions, which wait on their model far more than on the store.
+  const store = openPostgresStore(options.db, { poolSize: Math.min(32, Math.max(4, (options.concurrency ?? 1) * 2)) });
   // First use: a store that cannot be opened (or a newer schema) fails here, before any job is taken.
   await store.listRuns().catch(async (error: unknown) => {
     await store.close();
@@ -122,6 +123,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
       return () => running.delete(session);
     },
     draining: () => draining,
+    queued: () => queuedHere.fire(),
   } satisfies SessionJobContext;
   let draining = false;
   const emit = (event: WorkerEvent): void => options.onEvent?.(event);
@@ -129,30 +131,50 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   let wake = (): void => undefined;
   const woken = new Promise<void>((resolve) => (wake = resolve));
   const pollMs = Math.max(500, (options.pollingIntervalSeconds ?? 1) * 1000);
+  // Jobs this worker's sessions queue (a sub-agent, a parent's wake) are fetched at once by its idle slots, not at their next poll.
+  const queuedHere = new Signal();
+  const concurrency = options.concurrency ?? 1;
+  const inFlight = new Set<Promise<void>>();
+  const freed = new Signal();
   /**
-   * One slot of `concurrency`: takes a job, runs it, marks it done or failed, and again. By hand
-   * rather than pg-boss's work(): that marks a job done or failed without waiting for the answer,
-   * so a Postgres restart at that moment killed the worker with an unhandled rejection.
+   * Takes up to as many jobs as slots are free, in one fetch, and runs each: marks it done or failed
+   * once it ends. One fetch loop rather than one per slot: with hundreds of slots (sessions are
+   * small), idle slots polling one by one cost the server more than the work. By hand rather than
+   * pg-boss's work(): that marks a job done or failed without waiting for the answer, so a Postgres
+   * restart at that moment killed the worker with an unhandled rejection.
    */
-  const slot = async (): Promise<void> => {
+  const fetchLoop = async (): Promise<void> => {
     while (!draining) {
-      const [job] = await boss.fetch<RunJob>(RUN_QUEUE, { batchSize: 1 }).catch((): PgBoss.Job<RunJob>[] => []);
-      if (!job) {
-        await Promise.race([sleep(pollMs), woken]);
+      const free = concurrency - inFlight.size;
+      if (free <= 0) {
+        await Promise.race([freed.next(), woken]);
         continue;
       }
-      let failure: unknown;
-      try {
-        // Taken as the worker began to stop: offered again at once, untouched.
-        if (draining) throw new HandedBack(`worker stopping; run ${job.data.runId} not started`);
-        await runJob(job.data, store, options, running, () => draining, emit, sessionJobs);
-      } catch (error) {
-        failure = error;
+      const jobs = await boss.fetch<RunJob>(RUN_QUEUE, { batchSize: free }).catch((): PgBoss.Job<RunJob>[] => []);
+      if (jobs.length === 0) {
+        await Promise.race([sleep(pollMs), woken, queuedHere.next()]);
+        continue;
       }
-      await settleJob(boss, job.id, failure);
+      for (const job of jobs) {
+        const task = (async () => {
+          let failure: unknown;
+          try {
+            // Taken as the worker began to stop: offered again at once, untouched.
+            if (draining) throw new HandedBack(`worker stopping; run ${job.data.runId} not started`);
+            await runJob(job.data, job.id, store, options, running, () => draining, emit, sessionJobs);
+          } catch (error) {
+            failure = error;
+          }
+          await settleJob(boss, job.id, failure);
+        })().finally(() => {
+          inFlight.delete(task);
+          freed.fire();
+        });
+        inFlight.add(task);
+      }
     }
   };
-  const slots = Array.from({ length: options.concurrency ?? 1 }, () => slot());
+  const fetching = fetchLoop();
   let stopped: Promise<void> | undefined;
   return {
     get active() {
@@ -162,14 +184,16 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
       stopped ??= (async () => {
         draining = true;
         wake();
+        queuedHere.fire();
         const all = Promise.allSettled([...running].map((run) => run.result));
         const timeoutMs = stopOptions.timeoutMs ?? 30_000;
         let timer: NodeJS.Timeout | undefined;
         const late = await Promise.race([all.then(() => false), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), timeoutMs)))]);
         clearTimeout(timer);
         if (late) for (const run of running) run.interrupt();
-        // Each slot marks its job (a handed-back one failed, so it is offered again) before it ends.
-        await Promise.allSettled(slots);
+        // Each job is marked (a handed-back one failed, so it is offered again) before its task ends.
+        await fetching;
+        await Promise.allSettled([...inFlight]);
         watch.stop();
         await setups.closeAll();
         await boss.stop({ graceful: true, wait: true, timeout: 10_000 });
@@ -256,6 +280,34 @@ async function settleJob(boss: PgBoss, id: string, failure: unknown): Promise<vo
   }
 }
 
+/** What the fetch loop waits on: `next` settles at the next `fire`, or at once if one came since the last wait. */
+class Signal {
+  private waiting: { promise: Promise<void>; resolve: () => void } | undefined;
+  private fired = false;
+
+  next(): Promise<void> {
+    if (this.fired) {
+      this.fired = false;
+      return Promise.resolve();
+    }
+    if (!this.waiting) {
+      let resolve = (): void => undefined;
+      const promise = new Promise<void>((done) => (resolve = done));
+      this.waiting = { promise, resolve };
+    }
+    return this.waiting.promise;
+  }
+
+  fire(): void {
+    if (!this.waiting) {
+      this.fired = true;
+      return;
+    }
+    this.waiting.resolve();
+    this.waiting = undefined;
+  }
+}
+
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
@@ -268,6 +320,7 @@ interface InProgress {
 
 async function runJob(
   job: RunJob,
+  jobId: string,
   store: PostgresRunStore,
   options: WorkerOptions,
   running: Set<InProgress>,
@@ -291,14 +344,15 @@ async function runJob(
     const session = job.session ?? 'root';
     emit({ type: 'session', runId, session, what: 'taken' });
     try {
-      const how = await runSessionJob(job, row, sessionJobs);
+      const how = await runSessionJob(job, jobId, row, sessionJobs);
       emit({ type: 'session', runId, session, what: how });
       if (session === 'root' && how === 'ended') emit({ type: 'finished', runId, status: (await store.getRun(runId))?.status ?? 'done' });
     } catch (error) {
       if (error instanceof SessionHandedBack) emit({ type: 'session', runId, session, what: 'handed-back' });
-      else if (error instanceof RunError && error.kind === 'held') emit({ type: 'held', runId, detail: error.message });
+      else if ((error instanceof RunError && error.kind === 'held') || error instanceof SessionHeld) emit({ type: 'held', runId, detail: error.message });
       else emit({ type: 'error', runId, detail: error instanceof Error ? error.message : String(error) });
-      if (error instanceof RunError && error.kind !== 'held') return;
+      // Held: its holder takes what this job was for (see runSessionJob), or, if it dies, its own job is offered again.
+      if (error instanceof RunError) return;
       throw error;
     }
     return;
