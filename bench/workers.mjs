@@ -11,7 +11,10 @@
 //    appends and rows each step writes.
 //
 //   npm run bench:workers        (builds exarch, runs this; not part of npm test)
-//   node bench/workers.mjs [--runs 60] [--concurrency 8] [--workers 1,2,4] [--sweep 16,32,64] [--steps 200] [--rounds 3]
+//   node bench/workers.mjs [--runs 60] [--concurrency 8] [--workers 1,2,4] [--modes whole,spread] [--sweep 16,32,64] [--steps 200] [--rounds 3]
+//
+// `--modes`: each throughput row is measured with runs whole on one worker and with each
+// sub-agent a job of its own (`spread`); `--concurrency` is runs at once, or sessions at once.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os, { tmpdir } from 'node:os';
@@ -34,6 +37,7 @@ const { values: args } = parseArgs({
     sweep: { type: 'string', default: '16,32,64' },
     steps: { type: 'string', default: '200' },
     rounds: { type: 'string', default: '3' },
+    modes: { type: 'string', default: 'whole,spread' },
   },
 });
 const RUNS = Number(args.runs);
@@ -42,6 +46,8 @@ const WORKERS = args.workers.split(',').map(Number);
 const SWEEP = args.sweep.split(',').filter(Boolean).map(Number);
 const STEPS = Number(args.steps);
 const ROUNDS = Number(args.rounds);
+/** `whole`: a run's tree on one worker; `spread`: each sub-agent a job of its own (`exarch run --db --spread`). */
+const MODES = args.modes.split(',').filter(Boolean);
 if (POSTGRES_BIN === undefined) {
   console.error('bench/workers.mjs: PostgreSQL not found under /usr/lib/postgresql (apt-get install postgresql)');
   process.exit(2);
@@ -77,7 +83,7 @@ async function startWorkers(db, n, concurrency) {
 }
 
 /** `runs` runs queued at once on `n` workers of `concurrency`: seconds until all are done. */
-async function throughput(server, n, concurrency, runs) {
+async function throughput(server, n, concurrency, runs, mode = 'whole') {
   const db = await server.createDatabase();
   const store = openPostgresStore(db);
   const boss = await startBoss(db);
@@ -85,7 +91,8 @@ async function throughput(server, n, concurrency, runs) {
   const cwd = mkdtempSync(join(tmpdir(), 'exarch-bench-workers-'));
   try {
     const started = performance.now();
-    for (let i = 0; i < runs; i++) await submitRun(store, boss, { task: `Fan out ${i}`, cwd, record: { tools: TOOLS } });
+    for (let i = 0; i < runs; i++)
+      await submitRun(store, boss, { task: `Fan out ${i}`, cwd, record: { tools: TOOLS, ...(mode === 'spread' ? { spread: true } : {}) } });
     for (;;) {
       const done = await count(db, "SELECT count(*) AS n FROM exarch.runs WHERE status = 'done'");
       const bad = await count(db, "SELECT count(*) AS n FROM exarch.runs WHERE status IN ('failed', 'capped')");
@@ -190,13 +197,17 @@ try {
   console.log(
     `\n## Throughput: ${RUNS} runs queued at once, each a root and ${SUB_AGENTS} sub-agents (${2 + 2 * SUB_AGENTS} model requests of 50–200 ms), ${CONCURRENCY} runs per worker at once\n`,
   );
-  console.log('| workers | runs/s | sub-agents/s | journal rows/s | seconds |');
-  console.log('|---:|---:|---:|---:|---:|');
+  console.log('| workers | runs | slots per worker | runs/s | sub-agents/s | journal rows/s | seconds |');
+  console.log('|---:|---|---:|---:|---:|---:|---:|');
   for (const n of WORKERS) {
-    const { seconds, rowsPerSecond } = await throughput(server, n, CONCURRENCY, RUNS);
-    console.log(
-      `| ${n} | ${(RUNS / seconds).toFixed(2)} | ${((RUNS * SUB_AGENTS) / seconds).toFixed(1)} | ${Math.round(rowsPerSecond)} | ${seconds.toFixed(1)} |`,
-    );
+    for (const mode of MODES) {
+      // Spread, a slot holds a session, not a run: the same sessions at once as `whole` is (1 + SUB_AGENTS) times the slots.
+      const slots = mode === 'spread' ? CONCURRENCY * (1 + SUB_AGENTS) : CONCURRENCY;
+      const { seconds, rowsPerSecond } = await throughput(server, n, slots, RUNS, mode);
+      console.log(
+        `| ${n} | ${mode} | ${slots} | ${(RUNS / seconds).toFixed(2)} | ${((RUNS * SUB_AGENTS) / seconds).toFixed(1)} | ${Math.round(rowsPerSecond)} | ${seconds.toFixed(1)} |`,
+      );
+    }
   }
   if (SWEEP.length > 0) {
     console.log(`\n## How far one worker goes: ${2 * RUNS} runs queued at once, one worker\n`);

@@ -14,15 +14,20 @@ const echo = defineTool({ name: 'echo', description: 'Echo the text back.', inpu
 /** 50–200 ms. */
 const latency = () => 50 + Math.floor(Math.random() * 151);
 
-/** A run's sessions: a fresh provider (its scripts are consumed per agent) and the tool. */
+/** The agent's step: its responses so far (not the provider's count: with --spread, one agent's requests may come from several workers). */
+const stepOf = (request) => request.messages.filter((message) => message.role === 'assistant').length;
+
+/** A run's sessions: the scripted provider and the tool. */
 export function fanOutSession() {
   const spawns = Array.from({ length: SUB_AGENTS }, (_, i) => ({ name: 'agent', input: { name: `s${i}`, task: 'Echo once, then reply.' } }));
   const provider = scriptedProvider({
     agents: {
-      root: (_request, i) =>
-        i === 0 ? { calls: [...spawns, { name: 'wait_for_agents', input: {} }], delayMs: latency() } : { text: 'all reported', delayMs: latency() },
-      '*': (_request, i) =>
-        i === 0
+      root: (request) =>
+        stepOf(request) === 0
+          ? { calls: [...spawns, { name: 'wait_for_agents', input: {} }], delayMs: latency() }
+          : { text: 'all reported', delayMs: latency() },
+      '*': (request) =>
+        stepOf(request) === 0
           ? { calls: [{ name: 'echo', input: { text: 'work' } }], delayMs: latency() }
           : { calls: [{ name: 'reply', input: { result: 'done' } }], delayMs: latency() },
     },
