@@ -215,7 +215,8 @@ async function runHere(
       next: (snapshot) => {
         if (snapshot.status === 'done') return settle('ended');
         if (id === 'root' && atRest(snapshot)) return settle('ended');
-        if (!parkable(snapshot) || parkCheck) return;
+        // A session that keeps its subtree here (a budget) waits for sub-agents that run here: it never parks.
+        if (keepsSubtree || !parkable(snapshot) || parkCheck) return;
         // Parks once the state has held for a moment: results that arrive together are taken first.
         parkCheck = setTimeout(() => {
           parkCheck = undefined;
