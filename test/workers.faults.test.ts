@@ -266,7 +266,7 @@ describe.skipIf(!postgres.available)('workers under faults', () => {
     expect(third.child.exitCode).toBeNull();
     expect(model.pairingViolations).toEqual([]);
   });
-  it(`--spread: a run of ${AGENTS} sub-agents, each a job of its own, survives a SIGKILLed worker and a SIGTERMed one: each report once, each effect at most once, the answer of one process`, {
+  it(`--spread: a run of ${AGENTS} sub-agents, each a job of its own, survives a SIGKILLed worker, a SIGTERMed one and a Postgres restart: each report once, each effect at most once, the answer of one process`, {
     timeout: 900_000,
   }, async () => {
     const names = Array.from({ length: AGENTS }, (_, i) => `c${String(i).padStart(3, '0')}`);
@@ -368,6 +368,21 @@ describe.skipIf(!postgres.available)('workers under faults', () => {
     const told = ran.map((r) => r.session.slice('root/'.length)).sort();
     expect(told.length).toBeGreaterThan(0);
     expect(told.filter((name) => !done.includes(name))).toEqual([]);
+    expect(model.pairingViolations).toEqual([]);
+
+    // 4. Postgres restarts under a spread run the last worker runs: it completes, nothing lost.
+    const again = workdir();
+    const restartedAt = subAgentRequests();
+    const next = await exarch(['run', '--db', db, '--detach', '--spread', '--mcp', mcp, task], { cwd: again, env: { ANTHROPIC_API_KEY: 'test-key' } });
+    const id2 = next.stdout.trim();
+    await until(() => subAgentRequests() - restartedAt >= AGENTS / 2, 'the run to get going', 300_000, log);
+    expect(await statusOf(db, id2)).toBe('running');
+    await postgres.server().restart({ downMs: 2_000 });
+    await until(async () => ['done', 'failed', 'capped'].includes((await statusOf(db, id2)) ?? ''), 'the run to finish after the restart', 300_000, log);
+    expect(await statusOf(db, id2), await failures(db, id2)).toBe('done');
+    expect(await rootAnswer(db, id2)).toBe(single.stdout.trimEnd());
+    expect(effects(again).sort()).toEqual(names);
+    expect(third.child.exitCode).toBeNull();
     expect(model.pairingViolations).toEqual([]);
   });
 });
