@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { ScriptedProvider } from '../src/testing/scriptedProvider.js';
 import type { ModelRequest } from '../src/engine/types.js';
-import { openPostgresStore } from '../src/store/postgresStore.js';
+import { resumeRun } from '../src/store/durableRun.js';
+import { openPostgresStore, type PostgresRunStore } from '../src/store/postgresStore.js';
 import { startBoss, submitRun } from '../src/workers/runQueue.js';
 import { startWorker, type Worker, type WorkerEvent } from '../src/workers/worker.js';
 import { postgresForFile } from './support/postgresServer.js';
@@ -46,7 +47,12 @@ interface SpreadRun {
 }
 
 /** Runs `task` spread over two workers in this process, sharing `provider`, until the run is `status`. */
-async function spreadRun(provider: ScriptedProvider, task: string, status = 'done'): Promise<SpreadRun> {
+async function spreadRun(
+  provider: ScriptedProvider,
+  task: string,
+  /** Run once the root has parked, with the run's id and a store of the test's own. */
+  whileParked?: (id: string, store: PostgresRunStore) => Promise<void>,
+): Promise<SpreadRun> {
   const db = await postgres.server().createDatabase();
   const events: { worker: string; event: WorkerEvent }[] = [];
   const workers: Worker[] = [];
@@ -69,7 +75,11 @@ async function spreadRun(provider: ScriptedProvider, task: string, status = 'don
     const read = (): Promise<JournalLine[]> => query(db, `SELECT session, type, body FROM exarch.journal WHERE run_id = '${id}' ORDER BY seq`);
     const story = (journal: readonly JournalLine[]): string =>
       [...events.map((e) => `${e.worker} ${JSON.stringify(e.event)}`), ...journal.map((r) => `${r.session} ${r.type} ${r.body.slice(0, 160)}`)].join('\n');
-    await until(async () => (await store.getRun(id))?.status === status, `the run to be ${status}`).catch(async (error: unknown) => {
+    if (whileParked) {
+      await until(async () => events.some(({ event }) => event.type === 'session' && event.session === 'root' && event.what === 'parked'), 'the root to park');
+      await whileParked(id, store);
+    }
+    await until(async () => (await store.getRun(id))?.status === 'done', 'the run to be done').catch(async (error: unknown) => {
       throw new Error(`${String(error)}\n${story(await read())}`);
     });
     const journal = await read();
@@ -101,10 +111,14 @@ describe.skipIf(!postgres.available)('a run spread over workers', () => {
                   .sort()
                   .join(',')}`,
               },
-        '*': (request) => ({ delayMs: 100, calls: [{ name: 'reply', input: { result: `${request.agent.name} done` } }] }),
+        '*': (request) => ({ delayMs: 300, calls: [{ name: 'reply', input: { result: `${request.agent.name} done` } }] }),
       },
     });
-    const run = await spreadRun(provider, 'Ask four sub-agents.');
+    const run = await spreadRun(provider, 'Ask four sub-agents.', async (id, store) => {
+      // No process holds a spread run whole: it is listed running, and a resume here is refused.
+      expect((await store.listRuns()).map((r) => [r.id, r.status])).toEqual([[id, 'running']]);
+      await expect(resumeRun(id, { provider }, { store })).rejects.toMatchObject({ kind: 'spread' });
+    });
     const { journal } = run;
     const rootText = journal.filter((r) => r.session === 'root' && r.type === 'message' && r.body.includes('"role":"assistant"')).at(-1)?.body ?? '';
     expect(rootText, run.story()).toContain('heard: a,b,c,d');

@@ -23,6 +23,7 @@
  *     case 'tools-differ':
  *     case 'agents-differ':
  *     case 'not-waiting':
+ *     case 'spread':
  *       console.log(error.message);
  *       break;
  *     default: {

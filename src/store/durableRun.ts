@@ -17,9 +17,10 @@ import type { JournalRow, RunOptionsRecord, RunOwner, RunRow, RunStatus, RunStor
 /**
  * Why a run could not be started or resumed: `unknown-run`; `held`: another live process runs it;
  * `wrong-directory`; `tools-differ`: resumed with other tools; `agents-differ`: with other
- * declared agents; `not-waiting`: an approval for a call that does not wait for one.
+ * declared agents; `not-waiting`: an approval for a call that does not wait for one; `spread`: a
+ * run whose sessions are jobs of their own (`--spread`), which only workers take up.
  */
-export type RunErrorKind = 'unknown-run' | 'held' | 'wrong-directory' | 'tools-differ' | 'agents-differ' | 'not-waiting';
+export type RunErrorKind = 'unknown-run' | 'held' | 'wrong-directory' | 'tools-differ' | 'agents-differ' | 'not-waiting' | 'spread';
 
 /** Why a run could not be started or resumed (besides a store that cannot be read: `StoreError`). */
 export class RunError extends ExarchError<RunErrorKind> {
@@ -154,6 +155,10 @@ export async function resumeRun(runId: string, session: DurableSessionInput, opt
   const cwd = path.resolve(options.cwd ?? process.cwd());
   if (row.cwd !== cwd) throw new RunError(`run ${runId} belongs to ${row.cwd}: resume it from there`, 'wrong-directory', runId);
   if (row.status !== 'running' && row.status !== 'interrupted' && row.status !== 'waiting') return finished(row, await store.journal(runId));
+  // Its sessions are claimed one by one by the workers: a whole-tree resume here would run them beside those.
+  if (row.options['spread'] === true) {
+    throw new RunError(`run ${runId} runs on the workers a session at a time (--spread): its sessions stay queued until a worker takes them`, 'spread', runId);
+  }
   // The run's MCP servers are connected again (and closed again on any way out but a launch).
   const mcp = await withMcpTools(session);
   let launched = false;

@@ -283,7 +283,9 @@ export class PostgresRunStore implements RunStore {
         cacheCreationInputTokens: Number(r.cache_creation_input_tokens),
         cacheReadInputTokens: Number(r.cache_read_input_tokens),
       };
-      return { ...run, status: reportedStatus(run, now), agents: r.agents, requests: r.requests, usage };
+      // A spread run has no process of its own: its sessions' jobs run it, one claim each.
+      const status = run.status === 'running' && run.options['spread'] === true ? 'running' : reportedStatus(run, now);
+      return { ...run, status, agents: r.agents, requests: r.requests, usage };
     });
   }
 
