@@ -393,7 +393,7 @@ function resumedContext(made: MadeContext, restore: RestoredSession, spawn: Spaw
     options,
     fixed: { recorder, toolbox },
   } = made;
-  recorder.record({ type: 'resumed', state: restore.state });
+  recorder.record({ type: 'resumed', state: restore.state, ...(restore.alone ? { alone: true as const } : {}) });
   const children = new ChildRegistry();
   children.restoreUses(restore.uses);
   const crews = new Map<string, CrewMember<SessionInput>[]>();
@@ -667,7 +667,14 @@ const machineSetup = setup({
       });
     },
     /** The journal's mark of a wait: a resume takes the session up in `waitingForAgents` again. */
-    noteWaiting: ({ context }) => context.fixed.recorder.note({ type: 'waiting' }),
+    /**
+     * Notes the wait, unless it already holds: the session then leaves in the same macrostep, its
+     * commit is the record that counts, and (a resumed session's entry actions run when it starts,
+     * after the commit its first macrostep wrote) a `waiting` after it would show a wait that is over.
+     */
+    noteWaiting: ({ context }) => {
+      if (!waitSatisfied(context)) context.fixed.recorder.note({ type: 'waiting' });
+    },
     /** While waiting for sub-agents: a stop from outside still answers the open batch's calls. */
     holdBatch: ({ context, self }) => effectsFor(self, context)?.holdBatch(() => closeOpenCalls(context, 'cancelled')),
     releaseBatch: ({ context, self }) => effectsFor(self, context)?.releaseBatch(),

@@ -350,7 +350,9 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
     const there = await exarch(['run', '--db', db, '--spread', 'Survey'], { server: model, cwd });
     expect(there.code, there.stderr).toBe(0);
     expect(there.stdout).toBe(here.stdout);
+    // Agent by agent, the same progress lines as here: a root parked and taken up again shows no state it was not in.
     const id = runIdOf(there);
+    expect(progressOf(there.stderr, true)).toEqual(progressOf(here.stderr, true));
     for (const session of ['root', 'root/a', 'root/b']) expect(worker.stderr()).toContain(`exarch worker: run ${id} session ${session} taken`);
     expect(worker.stderr()).toContain(`exarch worker: run ${id} session root parked`);
     expect(await statusOf(db, id)).toBe('done');

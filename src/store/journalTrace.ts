@@ -388,8 +388,11 @@ export class JournalTraceStream {
         this.write({ kind: 'event', agent: session, type: 'retry', detail: `attempt ${record.attempt} in ${record.delayMs} ms: ${record.reason}` });
         break;
       case 'resumed':
-        track.ended = false;
         track.steps = track.committed;
+        // One session of a spread run taken up by a worker in the state it was shown in (it parked
+        // there): a run here would have shown nothing, so nothing is shown.
+        if (record.alone && !track.ended && track.state === record.state) break;
+        track.ended = false;
         track.state = '';
         this.enter(track, record.state);
         break;

@@ -127,7 +127,7 @@ export function restoreAlone(rows: readonly JournalRow[], agentId: string): Rest
   for (const [at, { session: id, record }] of rows.entries()) if (record.type === 'outcome') endedAt.set(id, at);
   const order = (actorId: string): number => endedAt.get(agentOf.get(actorId) ?? '') ?? Number.MAX_SAFE_INTEGER;
   const undelivered = [...restored.undelivered].sort((a, b) => order(a.actorId) - order(b.actorId));
-  return { kind: 'resumable', session: { ...restored, undelivered } };
+  return { kind: 'resumable', session: { ...restored, undelivered, alone: true } };
 }
 
 /** The agent ids of the children a session started and whose results its journal has not taken yet. */

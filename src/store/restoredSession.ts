@@ -32,6 +32,8 @@ export interface RestoredSession {
   readonly undelivered: readonly { readonly actorId: string; readonly result: AgentResult }[];
   /** The open batch of `dispatchingBatch`: the response that opened it and the calls answered so far. */
   readonly batch: RestoredBatch | null;
+  /** Restored alone, as one session of a spread run (`restoreAlone`). */
+  readonly alone?: true;
   /** The root only: tools a person approved for the rest of the run (`always`), anywhere in the tree. */
   readonly approvedTools?: readonly string[];
 }

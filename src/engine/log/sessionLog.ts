@@ -35,7 +35,8 @@ export type LogRecord =
   /** A finished child's result entered the inbox (`actorId`: which child it was). */
   | { readonly type: 'inbox'; readonly actorId: string; readonly result: AgentResult }
   /** A durable session was taken up again by a new process, in this state. */
-  | { readonly type: 'resumed'; readonly state: string }
+  /** Taken up again from the journal; `alone`: one session of a spread run, taken up by a worker where it parked or stopped. */
+  | { readonly type: 'resumed'; readonly state: string; readonly alone?: true }
   | { readonly type: 'nudge'; readonly latch: string; readonly text: string }
   | { readonly type: 'retry'; readonly attempt: number; readonly delayMs: number; readonly reason: string }
   /** The actor was stopped while at rest (a root in `readyForUser`): not a cancellation. */
