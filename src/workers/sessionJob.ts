@@ -10,7 +10,6 @@ import { childOptions, inheritOptions, resolveOptions, type ResolvedOptions } fr
 import type { RemoteChild, RemoteChildren, RemoteChildSpec } from '../engine/remoteChildren.js';
 import type { SessionSnapshot } from '../engine/runtime.js';
 import type { AgentIdentity, AgentResult } from '../engine/types.js';
-import { ZERO_USAGE } from '../engine/usage.js';
 import { RunError } from '../store/durableRun.js';
 import type { JournalRecord } from '../store/journalRecord.js';
 import type { PostgresRunStore } from '../store/postgresStore.js';
@@ -85,7 +84,7 @@ function parentOf(session: string): string {
  * Runs one session of a run whose sessions are jobs of their own, from where its journal left it,
  * until it ends or has nothing to do but wait for sub-agents running elsewhere; it then parks:
  * its actor stops, its claim is let go, its job is done, and the journal record that delivers a
- * sub-agent's result queues the job that wakes it (`queuedBy`). Its sub-agents are started as jobs
+ * sub-agent's result queues the job that wakes it (`jobsStartedBy`). Its sub-agents are started as jobs
  * the same way, in the transaction of the records that start them, so a started sub-agent always
  * has a job, and one whose parent crashed before the records were written never ran.
  *
@@ -218,17 +217,24 @@ async function runHere(
         // A session that keeps its subtree here (a budget) waits for sub-agents that run here: it never parks.
         if (keepsSubtree || !parkable(snapshot) || parkCheck) return;
         // Parks once the state has held for a moment: results that arrive together are taken first.
-        parkCheck = setTimeout(() => {
-          parkCheck = undefined;
-          void (async () => {
-            if (!parkable(actor.getSnapshot()) || settledWith) return;
-            // A sub-agent that ended since the last poll: its result is on its way here; stay for it.
-            const live = [...actor.getSnapshot().context.children.values()].map((child) => child.agent.id);
-            const waiting = await store.outcomes(runId, live).catch(() => [null]);
-            if (waiting.length > 0 || !parkable(actor.getSnapshot())) return;
-            settle('parked');
-          })();
-        }, 50);
+        const check = (afterMs: number): void => {
+          parkCheck = setTimeout(() => {
+            void (async () => {
+              if (!parkable(actor.getSnapshot()) || settledWith) {
+                parkCheck = undefined;
+                return;
+              }
+              // A sub-agent that ended since the last poll: its result is on its way here; stay for
+              // it, and look again later (a store that did not answer, likewise).
+              const live = [...actor.getSnapshot().context.children.values()].map((child) => child.agent.id);
+              const waiting = await store.outcomes(runId, live).catch(() => [null]);
+              if (settledWith) return;
+              if (waiting.length > 0 || !parkable(actor.getSnapshot())) return check(500);
+              settle('parked');
+            })();
+          }, afterMs);
+        };
+        check(50);
       },
       error: (error) => reject(error),
     });
@@ -245,12 +251,9 @@ async function runHere(
   try {
     actor.start();
     how = await ended;
-  } catch (error) {
-    // The session's actor crashed: it ends failed, and its parent hears so.
-    if (id !== 'root') {
-      const reason = `sub-agent crashed: ${error instanceof Error ? error.message : String(error)}`;
-      journal.open(id).append({ type: 'outcome', outcome: 'failed', text: '', reason, usage: ZERO_USAGE, totalUsage: ZERO_USAGE });
-    }
+  } catch {
+    // The session's actor crashed: stopping it below records it failed (`stopOrphansOf` closes its
+    // log), and that outcome wakes its parent.
     how = 'ended';
   } finally {
     abort.abort();
