@@ -92,7 +92,8 @@ const USAGE = `Usage:
                           whole on one worker)
   exarch worker --db URL [--concurrency N] [--drain-timeout S] [--job-expiry S] [--otel]
                                   take runs queued with run --db and run them here, N at a time
-                                  (default 1), with the options each was started with (its --mcp
+                                  (default 1; of a --spread run, N sessions at a time: its
+                                  sub-agents are jobs of their own), with the options each was started with (its --mcp
                                   servers started here); with no one to ask, a run whose calls
                                   wait for approval stops waiting (its follower on a terminal asks,
                                   or exarch approve --db answers them). SIGTERM drains: runs get S seconds (default 30) to
