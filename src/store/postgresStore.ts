@@ -116,6 +116,12 @@ const TOTALS = `
   coalesce(sum((j.body::jsonb #>> '{request,cacheCreationInputTokens}')::bigint) FILTER (WHERE j.type = 'usage'), 0)::bigint AS cache_creation_input_tokens,
   coalesce(sum((j.body::jsonb #>> '{request,cacheReadInputTokens}')::bigint) FILTER (WHERE j.type = 'usage'), 0)::bigint AS cache_read_input_tokens`;
 
+/** The rest of an UPDATE of `runs AS r` that lets go of a run (`$1`) and writes its totals, summed from its journal. */
+const LET_GO_WITH_TOTALS = `owner_host = NULL, owner_pid = NULL, owner_token = NULL, lease_until = 0,
+  agents = t.agents, requests = t.requests, input_tokens = t.input_tokens, output_tokens = t.output_tokens,
+  cache_creation_input_tokens = t.cache_creation_input_tokens, cache_read_input_tokens = t.cache_read_input_tokens
+  FROM (SELECT ${TOTALS} FROM exarch.journal AS j WHERE j.run_id = $1) AS t`;
+
 /** Released runs carry their totals; the others are summed from their journal, by key. */
 const LIST_RUNS = `
   SELECT r.id, r.task, r.cwd, r.options, r.started_at, r.status, r.owner_host, r.owner_pid, r.owner_token, r.lease_until, r.ended_at,
@@ -637,11 +643,7 @@ export class PostgresRunStore implements RunStore {
   async release(runId: string, owner: RunOwner, status: RunStatus): Promise<void> {
     await this.call(() =>
       this.pool.query(
-        `UPDATE exarch.runs AS r SET status = $3, ended_at = $4, owner_host = NULL, owner_pid = NULL, owner_token = NULL, lease_until = 0,
-           agents = t.agents, requests = t.requests, input_tokens = t.input_tokens, output_tokens = t.output_tokens,
-           cache_creation_input_tokens = t.cache_creation_input_tokens, cache_read_input_tokens = t.cache_read_input_tokens
-         FROM (SELECT ${TOTALS} FROM exarch.journal AS j WHERE j.run_id = $1) AS t
-         WHERE r.id = $1 AND r.owner_token = $2`,
+        `UPDATE exarch.runs AS r SET status = $3, ended_at = $4, ${LET_GO_WITH_TOTALS} WHERE r.id = $1 AND r.owner_token = $2`,
         [runId, owner.token, status, status === 'running' ? null : this.now()],
       ),
     );
@@ -654,11 +656,7 @@ export class PostgresRunStore implements RunStore {
   async endRun(runId: string, status: RunStatus): Promise<void> {
     await this.call(() =>
       this.pool.query(
-        `UPDATE exarch.runs AS r SET status = $2, ended_at = $3, owner_host = NULL, owner_pid = NULL, owner_token = NULL, lease_until = 0,
-           agents = t.agents, requests = t.requests, input_tokens = t.input_tokens, output_tokens = t.output_tokens,
-           cache_creation_input_tokens = t.cache_creation_input_tokens, cache_read_input_tokens = t.cache_read_input_tokens
-         FROM (SELECT ${TOTALS} FROM exarch.journal AS j WHERE j.run_id = $1) AS t
-         WHERE r.id = $1 AND r.status NOT IN ('done', 'capped', 'failed')`,
+        `UPDATE exarch.runs AS r SET status = $2, ended_at = $3, ${LET_GO_WITH_TOTALS} WHERE r.id = $1 AND r.status NOT IN ('done', 'capped', 'failed')`,
         [runId, status, this.now()],
       ),
     );
