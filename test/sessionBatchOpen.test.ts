@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineTool, waitForSettled } from '../src/index.js';
+import { defineTool, respond, waitForSettled, type ApprovalRequest } from '../src/index.js';
 import type { RemoteChild, RemoteChildren, RemoteChildSpec } from '../src/engine/remoteChildren.js';
 import type { Message, ModelRequest } from '../src/engine/types.js';
 import { resumeRun, startRun } from '../src/store/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider, type Script } from '../src/testing/index.js';
 import { RecordingStore, SkewedClock } from './support/durableStore.js';
-import { startTraced } from './helpers.js';
+import { startTraced, until } from './helpers.js';
 
 /**
  * What a session does as a batch opens (`openBatch` in machines/session.ts) that only a host
@@ -76,6 +76,53 @@ describe('a sub-agent started elsewhere', () => {
     expect(blocksOf(traced.provider.requestsOf('root')[1]?.lastMessage).at(-1)).toBe(
       "text: [agent 'r' replied]\nr did it far away\n\n[agent 'plain' replied]\nplain did it far away",
     );
+  });
+});
+
+/** Sub-agents elsewhere that run until cancelled; counts the cancels each gets. */
+class Running implements RemoteChildren {
+  readonly cancels: string[] = [];
+  start(child: RemoteChildSpec): RemoteChild {
+    let end: (reason: string) => void = () => undefined;
+    const result = new Promise<{ name: string; outcome: 'cancelled'; text: string; usage: typeof ZERO }>((resolve) => {
+      // A remote child's result comes a while after its cancel (another process answers).
+      end = (reason) => setTimeout(() => resolve({ name: child.agent.name, outcome: 'cancelled', text: '', usage: ZERO }), 20, reason);
+    });
+    return {
+      result,
+      cancel: (reason) => {
+        this.cancels.push(`${child.agent.name}: ${reason}`);
+        end(reason);
+      },
+    };
+  }
+}
+
+describe('a cancel_agent in a batch that waits for approval', () => {
+  it('reaches the sub-agent once, though the batch is entered twice (approval, then dispatch)', async () => {
+    const remote = new Running();
+    const note = defineTool({ name: 'note', description: 'Takes a note.', input: z.object({}), run: () => 'noted' });
+    const asked: ApprovalRequest[] = [];
+    const traced = startTraced(
+      {
+        root: [
+          { calls: [{ name: 'agent', input: { name: 'w', task: 'Work.' } }] },
+          {
+            calls: [
+              { name: 'cancel_agent', input: { name: 'w' } },
+              { name: 'note', input: {} },
+            ],
+          },
+          { text: 'Stopped it.' },
+          { text: 'Seen.' },
+        ],
+      },
+      { task: 'Go.', tools: [note], approve: ['note'], onApprovalRequest: (r) => asked.push(r), remoteChildren: remote },
+    );
+    await until(traced.actor, (s) => s.value === 'awaitingApproval');
+    expect(respond(traced.actor, { callId: asked[0]?.callId ?? '', decision: 'approve' })).toBe(true);
+    await until(traced.actor, (s) => s.value === 'readyForUser' && s.context.children.size === 0 && s.context.inbox.length === 0);
+    expect(remote.cancels).toEqual(['w: cancelled by root']);
   });
 });
 
