@@ -47,6 +47,8 @@ const SUITE = [
   'test/sessionTurnEdges.test.ts',
   // What a batch hands a sub-agent started elsewhere, the spawn record, the answers a crash keeps.
   'test/sessionBatchOpen.test.ts',
+  // A turn's edges: results joining a turn's first request, a profile's model, tool time limits.
+  'test/sessionTurnInput.test.ts',
 ];
 
 /**
