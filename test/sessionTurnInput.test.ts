@@ -185,3 +185,29 @@ describe('a session stopped while its batch waits', () => {
     ]);
   });
 });
+
+describe('a session cancelled while a tool runs', () => {
+  it("aborts the tool's signal with the reason 'cancelled', and answers the call so", async () => {
+    const reasons: string[] = [];
+    let started: () => void = () => undefined;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const wait = defineTool({
+      name: 'wait',
+      description: 'Waits until aborted.',
+      input: z.object({}),
+      run: (_input, { signal }) =>
+        new Promise<string>((_resolve, reject) => {
+          started();
+          signal.addEventListener('abort', () => {
+            reasons.push(signal.reason instanceof Error ? signal.reason.message : String(signal.reason));
+            reject(new Error('aborted'));
+          });
+        }),
+    });
+    const traced = startTraced({ root: [{ calls: [{ name: 'wait', input: {} }] }] }, { task: 'Go.', tools: [wait] });
+    await running;
+    traced.actor.send({ type: 'cancel' });
+    expect(reasons).toEqual(['cancelled']);
+    expect(blocksOf(traced.actor.getSnapshot().context.messages[2])).toEqual(['result: cancelled (error)']);
+  });
+});
