@@ -83,16 +83,16 @@ describe('a sub-agent started elsewhere', () => {
 class Running implements RemoteChildren {
   readonly cancels: string[] = [];
   start(child: RemoteChildSpec): RemoteChild {
-    let end: (reason: string) => void = () => undefined;
+    let end: () => void = () => undefined;
     const result = new Promise<{ name: string; outcome: 'cancelled'; text: string; usage: typeof ZERO }>((resolve) => {
       // A remote child's result comes a while after its cancel (another process answers).
-      end = (reason) => setTimeout(() => resolve({ name: child.agent.name, outcome: 'cancelled', text: '', usage: ZERO }), 20, reason);
+      end = () => setTimeout(() => resolve({ name: child.agent.name, outcome: 'cancelled', text: '', usage: ZERO }), 20);
     });
     return {
       result,
       cancel: (reason) => {
         this.cancels.push(`${child.agent.name}: ${reason}`);
-        end(reason);
+        end();
       },
     };
   }

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineTool, waitForSettled } from '../src/index.js';
 import type { Message } from '../src/engine/types.js';
-import type { JournalRow } from '../src/store/journalRecord.js';
+import type { JournalRow } from '../src/store/runStore.js';
 import { startRun } from '../src/store/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider } from '../src/testing/index.js';
@@ -34,7 +34,7 @@ class HeldStore extends RecordingStore {
     const copy = structuredClone(rows);
     return new Promise((resolve) => this.held.push(() => resolve(super.append(copy))));
   }
-  release(): void {
+  letThrough(): void {
     this.holding = false;
     for (const write of this.held.splice(0)) write();
   }
@@ -79,7 +79,7 @@ describe('a result that arrives while the first request of a turn waits for the 
     // b's result arrives while the turn's request waits for the journal.
     open();
     await until(run.actor, (s) => s.context.inbox.length > 0);
-    store.release();
+    store.letThrough();
     await until(run.actor, (s) => s.value === 'readyForUser' && s.context.children.size === 0 && s.context.inbox.length === 0);
     const requests = provider.requestsOf('root');
     expect(requests.map((r) => blocksOf(r.lastMessage))).toEqual([
