@@ -87,8 +87,9 @@ describe('a result that arrives while the first request of a turn waits for the 
       ["result: Sub-agent 'b' started. Its result will arrive later as a message beginning with [agent 'b' …]."],
       ['text: Next.', "text: [agent 'b' replied]\nb done"],
     ]);
-    run.interrupt();
-    await run.result;
+    // The turn delivered everything that waited: the run ends there, with no further request.
+    expect(await run.result).toMatchObject({ status: 'done', text: 'Both.' });
+    expect(provider.requestsOf('root')).toHaveLength(3);
   });
 });
 
