@@ -212,3 +212,29 @@ describe('a session cancelled while a tool runs', () => {
     expect(blocksOf(traced.actor.getSnapshot().context.messages[2])).toEqual(['result: cancelled (error)']);
   });
 });
+
+describe("a sub-agent's reply", () => {
+  it('hands up a parsed value only when the sub-agent was given a reply schema: an untyped reply is text alone', async () => {
+    const traced = await runTraced(
+      {
+        root: [
+          {
+            calls: [
+              { name: 'agent', input: { name: 'w', task: 'Work.' } },
+              { name: 'wait_for_agents', input: {} },
+            ],
+          },
+          { text: 'ok' },
+        ],
+        w: [{ calls: [{ name: 'reply', input: { result: { n: 1 } } }] }],
+      },
+      { task: 'Go.' },
+    );
+    const outcome = traced.logs.records('root/w').find((r) => r.type === 'outcome');
+    expect(outcome).toMatchObject({ outcome: 'replied', text: '{\n  "n": 1\n}' });
+    expect(outcome && 'value' in outcome).toBe(false);
+    const output = traced.last.get('root/w')?.output;
+    expect(output?.outcome).toBe('replied');
+    expect(output && 'value' in output).toBe(false);
+  });
+});
