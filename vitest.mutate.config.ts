@@ -45,6 +45,10 @@ const SUITE = [
   'test/mcp.specs.test.ts',
   'test/mcp.serverTrouble.test.ts',
   'test/sessionTurnEdges.test.ts',
+  // What a batch hands a sub-agent started elsewhere, the spawn record, the answers a crash keeps.
+  'test/sessionBatchOpen.test.ts',
+  // A turn's edges: results joining a turn's first request, a profile's model, tool time limits.
+  'test/sessionTurnInput.test.ts',
 ];
 
 /**
