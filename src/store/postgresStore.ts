@@ -642,10 +642,12 @@ export class PostgresRunStore implements RunStore {
   /** Lets go of the run and writes its totals (summed by the server), so `listRuns` need not sum them again. */
   async release(runId: string, owner: RunOwner, status: RunStatus): Promise<void> {
     await this.call(() =>
-      this.pool.query(
-        `UPDATE exarch.runs AS r SET status = $3, ended_at = $4, ${LET_GO_WITH_TOTALS} WHERE r.id = $1 AND r.owner_token = $2`,
-        [runId, owner.token, status, status === 'running' ? null : this.now()],
-      ),
+      this.pool.query(`UPDATE exarch.runs AS r SET status = $3, ended_at = $4, ${LET_GO_WITH_TOTALS} WHERE r.id = $1 AND r.owner_token = $2`, [
+        runId,
+        owner.token,
+        status,
+        status === 'running' ? null : this.now(),
+      ]),
     );
   }
 
