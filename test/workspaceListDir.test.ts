@@ -166,3 +166,24 @@ describe('what it refuses', () => {
     expect(listing.at(-1)).toBe('many/f0999');
   });
 });
+
+describe('directories it cannot read', () => {
+  it('a directory whose path outgrows PATH_MAX is named as not read, the rest still listed', async () => {
+    // 20 levels of 250-character names: about 5,000 bytes, past Linux's 4,096. Made and removed by
+    // mkdir -p and rm -rf, which go one level at a time; Node names each path whole.
+    const level = 'l'.repeat(250);
+    await writeFile(path.join(ws.root, 'z.txt'), '');
+    try {
+      execFileSync('mkdir', ['-p', Array.from({ length: 20 }, () => level).join('/')], { cwd: ws.root });
+      const lines = (await list({ recursive: true })).split('\n');
+      const listed = lines.filter((line) => line.startsWith(level));
+      // Every directory down to the first one that could not be read, each one level below the one before.
+      expect(listed).toEqual(listed.map((_, i) => `${level}/`.repeat(i + 1)));
+      expect(listed.length).toBeGreaterThan(10);
+      expect(listed.length).toBeLessThan(20);
+      expect(lines.slice(listed.length)).toEqual(['z.txt', `[could not read: ${listed.at(-1)}]`]);
+    } finally {
+      execFileSync('rm', ['-rf', path.join(ws.root, level)]);
+    }
+  });
+});

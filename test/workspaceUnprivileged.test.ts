@@ -62,3 +62,13 @@ describe.skipIf(!canSwitchUser)('write_file as a user without write permission (
     expect((await stat(inRoot('mine', 'f.txt'))).uid).toBe(NOBODY);
   });
 });
+
+describe.skipIf(!canSwitchUser)('list_dir as a user without read permission (needs root to switch to uid 65534)', () => {
+  it('a directory it may not read is listed and named as not read, its siblings still listed', async () => {
+    await mkdir(inRoot('closed'));
+    await writeFile(inRoot('closed', 'hidden.txt'), '');
+    await chmod(inRoot('closed'), 0o700);
+    await writeFile(inRoot('open.txt'), '');
+    expect(await callAsNobody(ws.root, 'list_dir', { recursive: true })).toEqual({ text: 'closed/\nopen.txt\n[could not read: closed/]' });
+  });
+});
