@@ -8,7 +8,8 @@ import { promisify } from 'node:util';
 /**
  * Workspace tools driven by a user without root's privileges. The tests run as root, who may open
  * any file and write any directory, so a refusal by permission is only met in a child process that
- * runs as `nobody` (uid and gid 65534) and loads the same source through jiti.
+ * loads the same source through jiti and then becomes `nobody` (uid and gid 65534). It switches
+ * after loading, as root, so the source may be anywhere (Stryker's sandbox is root's alone).
  */
 
 export const NOBODY = 65534;
@@ -25,8 +26,8 @@ export interface CallOutcome {
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
 const CHILD = fileURLToPath(new URL('./workspaceCallChild.ts', import.meta.url));
 const run = promisify(execFile);
-/** jiti's transpiled files, kept between children (made by the first one, so `nobody` may write it): a child starts in about half the time. */
-const JITI_CACHE = path.join(tmpdir(), `exarch-test-jiti-${NOBODY}`);
+/** jiti's transpiled files, kept between children (a child then starts in about half the time), outside the shared node_modules. */
+const JITI_CACHE = path.join(tmpdir(), 'exarch-test-jiti');
 
 /**
  * Stryker's mutant switch and coverage record (its default namespace). Under mutation testing the
@@ -42,13 +43,11 @@ interface StrykerNamespace {
 /** Calls tool `name` with `input` on `root` (write_file offered) as `nobody`, and returns its text or its error. */
 export async function callAsNobody(root: string, name: string, input: unknown): Promise<CallOutcome> {
   const stryker = (globalThis as { __stryker__?: StrykerNamespace }).__stryker__;
-  const env: NodeJS.ProcessEnv = { ...process.env, HOME: '/', JITI_FS_CACHE: JITI_CACHE };
+  const env: NodeJS.ProcessEnv = { ...process.env, JITI_FS_CACHE: JITI_CACHE };
   if (stryker?.activeMutant !== undefined) env['__STRYKER_ACTIVE_MUTANT__'] = String(stryker.activeMutant);
-  const { stdout } = await run(process.execPath, ['--import', 'jiti/register', CHILD, root, name, JSON.stringify(input)], {
+  const { stdout } = await run(process.execPath, ['--import', 'jiti/register', CHILD, String(NOBODY), root, name, JSON.stringify(input)], {
     cwd: REPO,
     env,
-    uid: NOBODY,
-    gid: NOBODY,
   });
   const reply = JSON.parse(stdout) as { outcome: CallOutcome; coverage?: Record<string, number> };
   if (stryker !== undefined && reply.coverage !== undefined) {
