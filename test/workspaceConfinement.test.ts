@@ -175,6 +175,14 @@ describe('symlinks: followed while they stay inside, refused once they lead out'
     await expect(ws.call('read_file', { path: 'escape' })).rejects.toThrow(/^refused: 'escape' leads outside the working directory through a symlink$/);
   });
 
+  it('an absolute link whose path leaves through a link out and comes back with .. is refused', async () => {
+    // The kernel would land on src/a.ts inside; the walk goes where the path goes, and it goes outside.
+    await symlink(ws.outside, path.join(ws.root, 'out'));
+    // Written out: path.join would fold the `..` away.
+    await symlink(`${ws.root}/out/../work/src/a.ts`, path.join(ws.root, 'round'));
+    await expect(ws.call('read_file', { path: 'round' })).rejects.toThrow(/^refused: 'round' leads outside the working directory through a symlink$/);
+  });
+
   it('a dangling link inside is written through: its target is created, parents included', async () => {
     await symlink('made/later.txt', path.join(ws.root, 'pending'));
     expect(await ws.call('write_file', { path: 'pending', content: 'now' })).toBe('wrote 3 bytes to pending');
@@ -327,6 +335,15 @@ describe('what is not a file-system fault is passed on as it is', () => {
       );
       expect([tool, (error as Error).name, error instanceof WorkspaceError]).toEqual([tool, 'AbortError', false]);
     }
+  });
+});
+
+describe('calls at the same time', () => {
+  it('writes in parallel into the same new directories all succeed, whichever makes each directory first', async () => {
+    const names = Array.from({ length: 8 }, (_, i) => `f${i}.txt`);
+    const results = await Promise.all(names.map((name) => ws.call('write_file', { path: `new/deeper/${name}`, content: name })));
+    expect(results).toEqual(names.map((name) => `wrote ${name.length} bytes to new/deeper/${name}`));
+    expect(readdirSync(path.join(ws.root, 'new', 'deeper')).sort()).toEqual(names);
   });
 });
 

@@ -29,6 +29,11 @@ async function tree(files: readonly string[]): Promise<void> {
 }
 
 describe('order and shape', () => {
+  it('an empty path is the working directory, like .', async () => {
+    await tree(['a.txt', 'd/']);
+    expect(await list({ path: '' })).toBe('a.txt\nd/');
+  });
+
   it('each directory sorted by code unit, its contents right after it', async () => {
     await tree(['b', 'a/x', 'a-b', 'B', 'a.txt', 'a/sub/y', 'empty/']);
     expect(await list({ recursive: true })).toBe(['B', 'a/', 'a/sub/', 'a/sub/y', 'a/x', 'a-b', 'a.txt', 'b', 'empty/'].join('\n'));

@@ -71,4 +71,10 @@ describe.skipIf(!canSwitchUser)('list_dir as a user without read permission (nee
     await writeFile(inRoot('open.txt'), '');
     expect(await callAsNobody(ws.root, 'list_dir', { recursive: true })).toEqual({ text: 'closed/\nopen.txt\n[could not read: closed/]' });
   });
+
+  it('a directory it may not read, named itself: permission denied', async () => {
+    await mkdir(inRoot('closed'));
+    await chmod(inRoot('closed'), 0o700);
+    expect(await callAsNobody(ws.root, 'list_dir', { path: 'closed' })).toEqual({ error: 'permission denied: closed', kind: 'io' });
+  });
 });
