@@ -78,3 +78,15 @@ describe.skipIf(!canSwitchUser)('list_dir as a user without read permission (nee
     expect(await callAsNobody(ws.root, 'list_dir', { path: 'closed' })).toEqual({ error: 'permission denied: closed', kind: 'io' });
   });
 });
+
+describe.skipIf(!canSwitchUser)('search_files as a user without read permission (needs root to switch to uid 65534)', () => {
+  it('a file and a directory it may not read are passed over, like grep -s, the rest searched', async () => {
+    await writeFile(inRoot('open.txt'), 'needle\n');
+    await writeFile(inRoot('secret.txt'), 'needle\n');
+    await chmod(inRoot('secret.txt'), 0o600);
+    await mkdir(inRoot('closed'));
+    await writeFile(inRoot('closed', 'inner.txt'), 'needle\n');
+    await chmod(inRoot('closed'), 0o700);
+    expect(await callAsNobody(ws.root, 'search_files', { pattern: 'needle' })).toEqual({ text: 'open.txt:1: needle' });
+  });
+});
