@@ -17,14 +17,14 @@ export const NOBODY = 65534;
 /** Only root can start a process as another user. */
 export const canSwitchUser = process.getuid?.() === 0 && process.platform === 'linux';
 
-export interface CallOutcome {
+interface CallOutcome {
   readonly text?: string;
   readonly error?: string;
   readonly kind?: string;
 }
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
-const CHILD = fileURLToPath(new URL('./workspaceCallChild.ts', import.meta.url));
+const CHILD = fileURLToPath(new URL('../fixtures/workspaceCallChild.ts', import.meta.url));
 const run = promisify(execFile);
 /** jiti's transpiled files, kept between children (a child then starts in about half the time), outside the shared node_modules. */
 const JITI_CACHE = path.join(tmpdir(), 'exarch-test-jiti');
