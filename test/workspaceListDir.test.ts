@@ -29,7 +29,7 @@ async function tree(files: readonly string[]): Promise<void> {
 }
 
 describe('order and shape', () => {
-  it('an empty path is the working directory, like .', async () => {
+  it('an empty path lists the working directory', async () => {
     await tree(['a.txt', 'd/']);
     expect(await list({ path: '' })).toBe('a.txt\nd/');
   });
