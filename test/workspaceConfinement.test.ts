@@ -272,6 +272,18 @@ describe('symlink chains and paths the walk must get exactly right', () => {
     await expect(ws.call('read_file', { path: 'x1' })).rejects.toThrow(/^cannot resolve 'x1': too many levels of symlinks$/);
   });
 
+  it('dangling links through a missing directory are counted one by one: 40 are followed, 41 are too many', async () => {
+    // Each target goes through `ghost`, which does not exist: every realpath stops after one link,
+    // so only the count of dangling links followed can stop a longer chain.
+    const chain = async (prefix: string, length: number): Promise<void> => {
+      for (let i = 1; i <= length; i++) await symlink(i === length ? 'end.txt' : `ghost/../${prefix}${i + 1}`, path.join(ws.root, `${prefix}${i}`));
+    };
+    await chain('k', 40);
+    await chain('m', 41);
+    await expect(ws.call('read_file', { path: 'k1' })).rejects.toThrow(/^no such file: k1$/);
+    await expect(ws.call('read_file', { path: 'm1' })).rejects.toThrow(/^cannot resolve 'm1': too many levels of symlinks$/);
+  });
+
   it('a file three directories down is found in the innermost one', async () => {
     await mkdir(path.join(ws.root, 'a', 'b', 'c'), { recursive: true });
     await writeFile(path.join(ws.root, 'a', 'b', 'c', 'f.txt'), 'deep\n');
