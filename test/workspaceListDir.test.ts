@@ -142,6 +142,16 @@ describe('what it refuses', () => {
     await expect(list({ path: 'file.txt' })).rejects.toThrow(/^'file\.txt' is a file, not a directory; use read_file to read it$/);
   });
 
+  it('each refusal carries its kind', async () => {
+    await tree(['file.txt']);
+    const kindOf = (input: Record<string, unknown>): Promise<unknown> =>
+      list(input).then(
+        () => 'no error',
+        (error: unknown) => (error instanceof WorkspaceError ? error.kind : String(error)),
+      );
+    expect(await Promise.all([{ path: 'nope' }, { path: 'file.txt/x' }, { path: 'file.txt' }].map(kindOf))).toEqual(['not-found', 'not-found', 'wrong-type']);
+  });
+
   it('an aborted call lists nothing', async () => {
     await tree(['a']);
     const controller = new AbortController();
