@@ -175,6 +175,14 @@ describe('symlinks: followed while they stay inside, refused once they lead out'
     await expect(ws.call('read_file', { path: 'escape' })).rejects.toThrow(/^refused: 'escape' leads outside the working directory through a symlink$/);
   });
 
+  it('an absolute link whose path leaves through a link out and comes back with .. is refused', async () => {
+    // The kernel would land on src/a.ts inside; the walk goes where the path goes, and it goes outside.
+    await symlink(ws.outside, path.join(ws.root, 'out'));
+    // Written out: path.join would fold the `..` away.
+    await symlink(`${ws.root}/out/../work/src/a.ts`, path.join(ws.root, 'round'));
+    await expect(ws.call('read_file', { path: 'round' })).rejects.toThrow(/^refused: 'round' leads outside the working directory through a symlink$/);
+  });
+
   it('a dangling link inside is written through: its target is created, parents included', async () => {
     await symlink('made/later.txt', path.join(ws.root, 'pending'));
     expect(await ws.call('write_file', { path: 'pending', content: 'now' })).toBe('wrote 3 bytes to pending');
@@ -264,6 +272,19 @@ describe('symlink chains and paths the walk must get exactly right', () => {
     await expect(ws.call('read_file', { path: 'x1' })).rejects.toThrow(/^cannot resolve 'x1': too many levels of symlinks$/);
   });
 
+  it('dangling links through a missing directory are counted one by one: 40 are followed, 41 are too many', async () => {
+    // Each target goes through `ghost`, which does not exist: every realpath stops after one link,
+    // so only the count of dangling links followed can stop a longer chain.
+    const chain = async (prefix: string, length: number): Promise<void> => {
+      for (let i = 1; i <= length; i++) await symlink(i === length ? 'end.txt' : `ghost/../${prefix}${i + 1}`, path.join(ws.root, `${prefix}${i}`));
+    };
+    await chain('k', 40);
+    await chain('m', 41);
+    await expect(ws.call('read_file', { path: 'k1' })).rejects.toThrow(/^no such file: k1$/);
+    await expect(ws.call('read_file', { path: 'm1' })).rejects.toThrow(/^cannot resolve 'm1': too many levels of symlinks$/);
+    expect(await ws.call('read_file', { path: 'm1' }).catch((error: unknown) => (error instanceof WorkspaceError ? error.kind : error))).toBe('io');
+  });
+
   it('a file three directories down is found in the innermost one', async () => {
     await mkdir(path.join(ws.root, 'a', 'b', 'c'), { recursive: true });
     await writeFile(path.join(ws.root, 'a', 'b', 'c', 'f.txt'), 'deep\n');
@@ -327,6 +348,15 @@ describe('what is not a file-system fault is passed on as it is', () => {
       );
       expect([tool, (error as Error).name, error instanceof WorkspaceError]).toEqual([tool, 'AbortError', false]);
     }
+  });
+});
+
+describe('calls at the same time', () => {
+  it('writes in parallel into the same new directories all succeed, whichever makes each directory first', async () => {
+    const names = Array.from({ length: 8 }, (_, i) => `f${i}.txt`);
+    const results = await Promise.all(names.map((name) => ws.call('write_file', { path: `new/deeper/${name}`, content: name })));
+    expect(results).toEqual(names.map((name) => `wrote ${name.length} bytes to new/deeper/${name}`));
+    expect(readdirSync(path.join(ws.root, 'new', 'deeper')).sort()).toEqual(names);
   });
 });
 

@@ -29,6 +29,11 @@ async function tree(files: readonly string[]): Promise<void> {
 }
 
 describe('order and shape', () => {
+  it('an empty path lists the working directory', async () => {
+    await tree(['a.txt', 'd/']);
+    expect(await list({ path: '' })).toBe('a.txt\nd/');
+  });
+
   it('each directory sorted by code unit, its contents right after it', async () => {
     await tree(['b', 'a/x', 'a-b', 'B', 'a.txt', 'a/sub/y', 'empty/']);
     expect(await list({ recursive: true })).toBe(['B', 'a/', 'a/sub/', 'a/sub/y', 'a/x', 'a-b', 'a.txt', 'b', 'empty/'].join('\n'));
@@ -137,6 +142,16 @@ describe('what it refuses', () => {
     await expect(list({ path: 'file.txt' })).rejects.toThrow(/^'file\.txt' is a file, not a directory; use read_file to read it$/);
   });
 
+  it('each refusal carries its kind', async () => {
+    await tree(['file.txt']);
+    const kindOf = (input: Record<string, unknown>): Promise<unknown> =>
+      list(input).then(
+        () => 'no error',
+        (error: unknown) => (error instanceof WorkspaceError ? error.kind : String(error)),
+      );
+    expect(await Promise.all([{ path: 'nope' }, { path: 'file.txt/x' }, { path: 'file.txt' }].map(kindOf))).toEqual(['not-found', 'not-found', 'wrong-type']);
+  });
+
   it('an aborted call lists nothing', async () => {
     await tree(['a']);
     const controller = new AbortController();
@@ -164,5 +179,26 @@ describe('what it refuses', () => {
     const listing = (await list({ path: 'many' })).split('\n');
     expect(listing).toHaveLength(1_000);
     expect(listing.at(-1)).toBe('many/f0999');
+  });
+});
+
+describe('directories it cannot read', () => {
+  it('a directory whose path outgrows PATH_MAX is named as not read, the rest still listed', async () => {
+    // 20 levels of 250-character names: about 5,000 bytes, past Linux's 4,096. Made and removed by
+    // mkdir -p and rm -rf, which go one level at a time; Node names each path whole.
+    const level = 'l'.repeat(250);
+    await writeFile(path.join(ws.root, 'z.txt'), '');
+    try {
+      execFileSync('mkdir', ['-p', Array.from({ length: 20 }, () => level).join('/')], { cwd: ws.root });
+      const lines = (await list({ recursive: true })).split('\n');
+      const listed = lines.filter((line) => line.startsWith(level));
+      // Every directory down to the first one that could not be read, each one level below the one before.
+      expect(listed).toEqual(listed.map((_, i) => `${level}/`.repeat(i + 1)));
+      expect(listed.length).toBeGreaterThan(10);
+      expect(listed.length).toBeLessThan(20);
+      expect(lines.slice(listed.length)).toEqual(['z.txt', `[could not read: ${listed.at(-1)}]`]);
+    } finally {
+      execFileSync('rm', ['-rf', path.join(ws.root, level)]);
+    }
   });
 });

@@ -40,6 +40,11 @@ describe('the lines reported', () => {
     expect(await search({ pattern: 'needle' })).toBe('tail.txt:3: needle');
   });
 
+  it('an empty path searches the working directory', async () => {
+    await put('d/a.txt', 'alpha\n');
+    expect(await search({ pattern: 'alpha', path: '' })).toBe('d/a.txt:1: alpha');
+  });
+
   it('case matters unless ignoreCase is set', async () => {
     await put('a.txt', 'TODO\n');
     expect(await search({ pattern: 'todo' })).toBe("no matches for /todo/ in '.'");

@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { readdirSync, readlinkSync } from 'node:fs';
 import { chmod, lstat, mkdir, readdir, readFile, readlink, stat, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -17,6 +18,20 @@ afterEach(async () => {
 
 const write = (file: string, content: string): Promise<string> => ws.call('write_file', { path: file, content });
 const onDisk = (file: string): Promise<string> => readFile(path.join(ws.root, file), 'utf8');
+
+/** What this process has open below `dir`, as the kernel lists it. */
+function openBelow(dir: string): string[] {
+  const open: string[] = [];
+  for (const fd of readdirSync('/proc/self/fd')) {
+    try {
+      const target = readlinkSync(`/proc/self/fd/${fd}`);
+      if (target === dir || target.startsWith(`${dir}/`)) open.push(target);
+    } catch {
+      // Closed since it was listed (the listing's own descriptor among them).
+    }
+  }
+  return open;
+}
 
 describe('what it writes', () => {
   it('counts bytes, not characters, and leaves no temporary file behind', async () => {
@@ -61,6 +76,14 @@ describe('what it writes', () => {
     expect((await lstat(path.join(ws.root, 'have', 'a', 'b'))).isDirectory()).toBe(true);
   });
 
+  it('holds nothing in the working directory open once it has answered, written or refused', async () => {
+    await writeFile(path.join(ws.root, 'old.txt'), 'old');
+    await write('old.txt', 'new');
+    await write('a/b/new.txt', 'new');
+    await expect(write('a', 'x')).rejects.toThrow(/is a directory/);
+    expect(openBelow(ws.base)).toEqual([]);
+  });
+
   it('a call aborted while it runs writes nothing', async () => {
     const controller = new AbortController();
     const pending = ws.call('write_file', { path: 'late.txt', content: 'x' }, controller.signal);
@@ -95,6 +118,7 @@ describe('what it refuses', () => {
         (error: unknown) => (error instanceof WorkspaceError ? error.kind : String(error)),
       );
     expect(await Promise.all(['d', '.', 'f/x/y', 'weird', 'pipe'].map(kindOf))).toEqual(['wrong-type', 'wrong-type', 'not-found', 'not-found', 'refused']);
+    await expect(write('weird', 'x')).rejects.toThrow(/^no such file: weird$/);
   });
 
   it('a directory, and the working directory itself, each in its own words', async () => {
