@@ -5,10 +5,25 @@ import PgBoss from 'pg-boss';
 import { newRunId } from '../store/durableRun.js';
 import type { PostgresRunStore } from '../store/postgresStore.js';
 import type { RunOptionsRecord } from '../store/runStore.js';
-import type { SpawnedSession } from './sessionJob.js';
+import type { AgentBudget } from '../engine/budget.js';
+import type { AgentIdentity } from '../engine/types.js';
 
 /** The pg-boss queue every exarch worker takes runs from. */
 export const RUN_QUEUE = 'exarch-runs';
+
+/**
+ * What a sub-agent's job says about it: what its parent's `spawn` record says, plus the declared
+ * type whose tools it is bound by (a profile's restriction holds for the subtree below it).
+ */
+export interface SpawnedSession {
+  readonly agent: AgentIdentity;
+  readonly actorId: string;
+  readonly task: string;
+  readonly profile?: string;
+  readonly budget?: AgentBudget;
+  /** The nearest declared type above it (itself excluded), whose tools its untyped self is given. */
+  readonly scope?: string;
+}
 
 /**
  * What a job carries: the run's id; for a run whose sessions are jobs of their own (`spread`), the

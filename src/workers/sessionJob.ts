@@ -3,7 +3,6 @@ import type PgBoss from 'pg-boss';
 import { createActor, type InspectionEvent } from 'xstate';
 import { sessionMachine, type SessionInput } from '../../machines/session.js';
 import { stopOrphansOf } from '../../machines/crew.js';
-import type { AgentBudget } from '../engine/budget.js';
 import { ExarchError } from '../engine/exarchError.js';
 import { childIdentity } from '../engine/identity.js';
 import { childOptions, inheritOptions, resolveOptions, type ResolvedOptions } from '../engine/options.js';
@@ -17,21 +16,7 @@ import { liveChildrenOf, restoreAlone } from '../store/restoreRun.js';
 import type { RestoredSession } from '../store/restoredSession.js';
 import { RunJournal } from '../store/runJournal.js';
 import type { JournalRow, RunOwner, RunRow, RunStatus } from '../store/runStore.js';
-import { RUN_QUEUE, type RunJob } from './runQueue.js';
-
-/**
- * What a sub-agent's job says about it: what its parent's `spawn` record says, plus the declared
- * type whose tools it is bound by (a profile's restriction holds for the subtree below it).
- */
-export interface SpawnedSession {
-  readonly agent: AgentIdentity;
-  readonly actorId: string;
-  readonly task: string;
-  readonly profile?: string;
-  readonly budget?: AgentBudget;
-  /** The nearest declared type above it (itself excluded), whose tools its untyped self is given. */
-  readonly scope?: string;
-}
+import { RUN_QUEUE, type RunJob, type SpawnedSession } from './runQueue.js';
 
 /** How a session job ended here. */
 export type SessionJobEnd = 'ended' | 'parked' | 'handed-back';
