@@ -160,6 +160,23 @@ function effects(cwd: string): string[] {
     : [];
 }
 
+/**
+ * Each side-effecting call of run `id` ran at most once (one in flight at a fault is answered, not
+ * run again), and a call its agent was told had run did run.
+ */
+async function expectEffectsAtMostOnce(db: string, id: string, cwd: string, names: readonly string[]): Promise<void> {
+  const done = effects(cwd);
+  expect(new Set(done).size).toBe(done.length);
+  expect(done.every((line) => names.includes(line))).toBe(true);
+  const ran = await query<{ session: string }>(
+    db,
+    `SELECT DISTINCT session FROM exarch.journal WHERE run_id = '${id}' AND type = 'message' AND body LIKE '%appended to effects.txt%'`,
+  );
+  const told = ran.map((r) => r.session.slice('root/'.length)).sort();
+  expect(told.length).toBeGreaterThan(0);
+  expect(told.filter((name) => !done.includes(name))).toEqual([]);
+}
+
 describe.skipIf(!postgres.available)('workers under faults', () => {
   it(`a run of ${AGENTS} sub-agents survives a SIGKILLed worker, a SIGTERMed one and a Postgres restart: each report once, each effect at most once, the answer of one process`, {
     timeout: 900_000,
@@ -233,18 +250,7 @@ describe.skipIf(!postgres.available)('workers under faults', () => {
 
     // Every report delivered to the root exactly once: the root counted them and listed each.
     expect(await rootAnswer(db, id)).toBe(single.stdout.trimEnd());
-    // Each side-effecting call ran at most once (one in flight at a fault is answered, not run again).
-    const done = effects(cwd);
-    expect(new Set(done).size).toBe(done.length);
-    expect(done.every((line) => names.includes(line))).toBe(true);
-    // A call its agent was told had run did run; one answered otherwise (in flight at a fault) may have.
-    const ran = await query<{ session: string }>(
-      db,
-      `SELECT DISTINCT session FROM exarch.journal WHERE run_id = '${id}' AND type = 'message' AND body LIKE '%appended to effects.txt%'`,
-    );
-    const told = ran.map((r) => r.session.slice('root/'.length)).sort();
-    expect(told.length).toBeGreaterThan(0);
-    expect(told.filter((name) => !done.includes(name))).toEqual([]);
+    await expectEffectsAtMostOnce(db, id, cwd, names);
     expect(model.pairingViolations).toEqual([]);
 
     // 4. Postgres restarts under a run the last worker is running: it completes, nothing lost.
@@ -357,17 +363,7 @@ describe.skipIf(!postgres.available)('workers under faults', () => {
     );
     expect(inbox).toHaveLength(AGENTS);
     expect(inbox[0]).toEqual({ n: 1 });
-    // Each side-effecting call ran at most once; a call its agent was told had run did run.
-    const done = effects(cwd);
-    expect(new Set(done).size).toBe(done.length);
-    expect(done.every((line) => names.includes(line))).toBe(true);
-    const ran = await query<{ session: string }>(
-      db,
-      `SELECT DISTINCT session FROM exarch.journal WHERE run_id = '${id}' AND type = 'message' AND body LIKE '%appended to effects.txt%'`,
-    );
-    const told = ran.map((r) => r.session.slice('root/'.length)).sort();
-    expect(told.length).toBeGreaterThan(0);
-    expect(told.filter((name) => !done.includes(name))).toEqual([]);
+    await expectEffectsAtMostOnce(db, id, cwd, names);
     expect(model.pairingViolations).toEqual([]);
 
     // 4. Postgres restarts under a spread run the last worker runs: it completes, nothing lost.
