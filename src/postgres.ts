@@ -7,3 +7,4 @@ export { openPostgresStore, PostgresRunStore, POSTGRES_SCHEMA_VERSION, type Post
 export { describeUrl, isPostgresUrl } from './store/postgresUrl.js';
 export { queueRun, RUN_QUEUE, startBoss, submitRun, type QueuePolicy, type RunJob, type Submission } from './workers/runQueue.js';
 export { startWorker, type Worker, type WorkerEvent, type WorkerOptions, type WorkerSession } from './workers/worker.js';
+export { recordSpreadApproval } from './workers/spreadApprovals.js';

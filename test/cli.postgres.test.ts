@@ -359,13 +359,55 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
     // What needs one process is refused, one line each.
     for (const [flags, line] of [
       [['--spread'], '--spread needs --db: sub-agents are spread over the workers of a database'],
-      [['--db', db, '--spread', '--approve', 'all'], '--spread with --approve: such a run runs whole on one worker; leave out --spread'],
       [['--db', db, '--spread', '--max-tokens', '100'], '--spread with --max-tokens: such a run runs whole on one worker; leave out --spread'],
     ] as const) {
       const refused = await exarch(['run', ...flags, 'Survey'], { cwd });
       expect(refused.code).toBe(2);
       expect(refused.stderr.split('\n')[0]).toBe(`exarch: ${line}`);
     }
+    expect(model.pairingViolations).toEqual([]);
+  });
+
+  it('run --db --spread --approve: the sub-agent that asks parks, the run is waiting, and approve --db wakes that sub-agent alone', {
+    timeout: 120_000,
+  }, async () => {
+    const db = await postgres.server().createDatabase();
+    const cwd = workdir();
+    const model = await serveByHistory({
+      root: [
+        stream({ toolCalls: [call('agent', { name: 'w', task: 'Write.' }), call('agent', { name: 'r', task: 'Read.' }), call('wait_for_agents', {})] }),
+        (request) => stream({ text: `Root heard:\n${lastUserText(request)}` }),
+      ],
+      w: [stream({ toolCalls: [call('write_file', { path: 'w.md', content: 'W' })] }), stream({ toolCalls: [call('reply', { result: 'written' })] })],
+      r: [stream({ toolCalls: [call('list_dir', { path: '.' })] }), stream({ toolCalls: [call('reply', { result: 'read' })] })],
+    });
+    const worker = await readyWorker(db, model, cwd, ['--concurrency', '4']);
+    const first = await exarch(['run', '--db', db, '--spread', '--allow-write', '--approve', 'write_file', 'Write and read'], { server: model, cwd });
+    // No terminal: the follower lists the call once nothing else can move, as for a whole run.
+    expect(first.code, first.stderr).toBe(4);
+    const id = runIdOf(first);
+    const callId = /^ {2}(toolu_\S+) {2}write_file {2}by root\/w {2}/m.exec(first.stderr)?.[1] ?? '';
+    expect(callId, first.stderr).toMatch(/^toolu_/);
+    expect(first.stderr).toContain(`exarch approve ${id} ${callId} --db ${db}`);
+    // r finished on its own; w and the root let go of their slots while they wait.
+    expect(model.requests.filter((r) => r.agent === 'r')).toHaveLength(2);
+    expect(worker.stderr()).toContain(`exarch worker: run ${id} session root/w parked`);
+    expect(existsSync(join(cwd, 'w.md'))).toBe(false);
+    const listed = await exarch(['runs', '--db', db], { cwd });
+    expect(listed.stdout).toMatch(new RegExp(`^${id} +[\\d-]+ [\\d:]+ +waiting `, 'm'));
+
+    const approved = await exarch(['approve', id, callId, '--db', db], { cwd });
+    expect(approved.code, approved.stderr).toBe(0);
+    expect(approved.stderr.trim()).toBe(
+      `exarch: write_file call ${callId} of root/w approved; the agent that asked goes on on the workers (follow it with exarch runs --db ${db})`,
+    );
+    await eventually(async () => (await statusOf(db, id)) === 'done', 'the workers to finish the run', 60_000, worker.stderr);
+    expect(readFileSync(join(cwd, 'w.md'), 'utf8')).toBe('W');
+    expect(await rootAnswer(db, id)).toMatch(/\[agent 'w' replied\]\nwritten/);
+    // Woken for its answer, w was taken again; r, done before, was not.
+    expect(worker.stderr().split(`exarch worker: run ${id} session root/w taken`)).toHaveLength(3);
+    expect(worker.stderr().split(`exarch worker: run ${id} session root/r taken`)).toHaveLength(2);
+    expect(model.requests.filter((r) => r.agent === 'w')).toHaveLength(2);
     expect(model.pairingViolations).toEqual([]);
   });
 

@@ -1,9 +1,15 @@
 import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineTool } from '../src/tools/defineTool.js';
+import { recordSpreadApproval } from '../src/workers/spreadApprovals.js';
 import { ScriptedProvider } from '../src/testing/scriptedProvider.js';
 import type { ModelRequest } from '../src/engine/types.js';
 import { resumeRun } from '../src/store/durableRun.js';
 import { openPostgresStore, type PostgresRunStore } from '../src/store/postgresStore.js';
+import type PgBoss from 'pg-boss';
 import { startBoss, submitRun } from '../src/workers/runQueue.js';
+import type { RunSessions } from '../src/workers/sessionJob.js';
+import type { RunOptionsRecord } from '../src/store/runStore.js';
 import { startWorker, type Worker, type WorkerEvent } from '../src/workers/worker.js';
 import { postgresForFile } from './support/postgresServer.js';
 import { query } from './support/storedRuns.js';
@@ -52,6 +58,12 @@ async function spreadRun(
   task: string,
   /** Run once the root has parked, with the run's id and a store of the test's own. */
   whileParked?: (id: string, store: PostgresRunStore) => Promise<void>,
+  /** More of the sessions' input (tools, an approval policy), and a step run as soon as the run is queued. */
+  more: {
+    readonly input?: Omit<RunSessions['input'], 'provider'>;
+    readonly record?: Omit<RunOptionsRecord, 'spread'>;
+    readonly during?: (run: { readonly id: string; readonly db: string; readonly store: PostgresRunStore; readonly boss: PgBoss }) => Promise<void>;
+  } = {},
 ): Promise<SpreadRun> {
   const db = await postgres.server().createDatabase();
   const events: { worker: string; event: WorkerEvent }[] = [];
@@ -66,15 +78,16 @@ async function spreadRun(
           concurrency: 4,
           pollingIntervalSeconds: 0.5,
           policy: { expireInSeconds: 30, retryDelaySeconds: 1 },
-          session: () => ({ input: { provider } }),
+          session: () => ({ input: { provider, ...more.input } }),
           onEvent: (event) => events.push({ worker: name, event }),
         }),
       );
     }
-    const id = await submitRun(store, boss, { task, cwd: process.cwd(), record: { tools: [], spread: true } });
+    const id = await submitRun(store, boss, { task, cwd: process.cwd(), record: { tools: [], ...more.record, spread: true } });
     const read = (): Promise<JournalLine[]> => query(db, `SELECT session, type, body FROM exarch.journal WHERE run_id = '${id}' ORDER BY seq`);
     const story = (journal: readonly JournalLine[]): string =>
       [...events.map((e) => `${e.worker} ${JSON.stringify(e.event)}`), ...journal.map((r) => `${r.session} ${r.type} ${r.body.slice(0, 160)}`)].join('\n');
+    await more.during?.({ id, db, store, boss });
     if (whileParked) {
       await until(async () => events.some(({ event }) => event.type === 'session' && event.session === 'root' && event.what === 'parked'), 'the root to park');
       await whileParked(id, store);
@@ -214,6 +227,243 @@ describe.skipIf(!postgres.available)('a run spread over workers', () => {
     const lead = run.journal.filter((r) => r.session === 'root/lead' && r.type === 'outcome');
     expect(lead).toHaveLength(1);
     expect(JSON.parse(lead[0]?.body ?? '{}')).toMatchObject({ outcome: 'capped', reason: 'budget' });
+    expect(provider.pairingViolations).toEqual([]);
+  });
+
+  it('a call waiting for a person parks its session: the run is waiting, and each answer wakes only the session that asked', { timeout: 120_000 }, async () => {
+    const effects: string[] = [];
+    const note = defineTool({
+      name: 'note',
+      description: 'Writes a note somewhere that matters.',
+      input: z.object({ text: z.string() }),
+      run: async ({ text }) => {
+        effects.push(text);
+        return 'noted';
+      },
+    });
+    const provider = new ScriptedProvider({
+      agents: {
+        root: (request, index) =>
+          index === 0
+            ? {
+                calls: [
+                  { name: 'agent', input: { name: 'a', task: 'Note a.' } },
+                  { name: 'agent', input: { name: 'b', task: 'Note b.' } },
+                  { name: 'wait_for_agents', input: {} },
+                ],
+              }
+            : { text: `root heard: ${lastUserText(request).replace(/\s+/g, ' ')}` },
+        '*': (request, index) =>
+          index === 0
+            ? { calls: [{ name: 'note', input: { text: `from ${request.agent.name}` } }] }
+            : { calls: [{ name: 'reply', input: { result: `${request.agent.name} saw: ${lastUserText(request)}` } }] },
+      },
+    });
+    let waitingSeen: { status: string | undefined; parked: string[]; awaiting: JournalLine[] } | undefined;
+    const run = await spreadRun(provider, 'Have two sub-agents take notes.', undefined, {
+      input: { tools: [note], approve: ['note'] },
+      record: { tools: ['note'], approve: ['note'] },
+      during: async ({ id, db, store, boss }) => {
+        const awaiting = (): Promise<JournalLine[]> =>
+          query(db, `SELECT session, type, body FROM exarch.journal WHERE run_id = '${id}' AND type = 'awaiting' ORDER BY seq`);
+        await until(async () => (await store.listRuns()).find((r) => r.id === id)?.status === 'waiting', 'the run to wait for a person');
+        const parked = await query<{ session: string }>(
+          db,
+          `SELECT session FROM exarch.sessions WHERE run_id = '${id}' AND owner_token IS NULL ORDER BY session`,
+        );
+        waitingSeen = { status: (await store.getRun(id))?.status, parked: parked.map((r) => r.session), awaiting: await awaiting() };
+        // Nothing ran before a person said so.
+        expect(effects).toEqual([]);
+        const callOf = (session: string): string => {
+          const line = waitingSeen?.awaiting.find((r) => r.session === session);
+          return (JSON.parse(line?.body ?? '{}') as { calls?: string[] }).calls?.[0] ?? '';
+        };
+        await recordSpreadApproval(store, boss, id, { callId: callOf('root/a'), decision: 'approve' });
+        await until(async () => effects.length === 1, 'the approved call to run');
+        // b still waits: the run is waiting again once a has done all it could.
+        await until(async () => (await store.listRuns()).find((r) => r.id === id)?.status === 'waiting', 'the run to wait for b');
+        expect(effects).toEqual(['from a']);
+        await recordSpreadApproval(store, boss, id, { callId: callOf('root/b'), decision: 'deny', reason: 'not b' });
+      },
+    });
+    expect(waitingSeen?.awaiting.map((r) => r.session).sort(), run.story()).toEqual(['root/a', 'root/b']);
+    // Every session let go of while the run waited: none holds a worker.
+    expect(waitingSeen?.parked).toEqual(['root', 'root/a', 'root/b']);
+    expect(effects).toEqual(['from a']);
+    const answer = run.journal.filter((r) => r.session === 'root' && r.type === 'message' && r.body.includes('"role":"assistant"')).at(-1)?.body ?? '';
+    expect(answer, run.story()).toContain('a saw: \\"noted\\"');
+    expect(answer).toContain('a person denied this call: not b');
+    // Each sub-agent was taken again once for its answer: parked while it waited, not polled.
+    expect(run.taken().filter((session) => session === 'root/a')).toHaveLength(2);
+    expect(run.taken().filter((session) => session === 'root/b')).toHaveLength(2);
+    expect(provider.pairingViolations).toEqual([]);
+  });
+
+  it("'always' answers the same tool's calls waiting in other sessions, and later ones anywhere in the run", { timeout: 120_000 }, async () => {
+    const effects: string[] = [];
+    const note = defineTool({
+      name: 'note',
+      description: 'Writes a note somewhere that matters.',
+      input: z.object({ text: z.string() }),
+      run: async ({ text }) => {
+        effects.push(text);
+        return 'noted';
+      },
+    });
+    const names = ['a', 'b', 'c'];
+    const provider = new ScriptedProvider({
+      agents: {
+        root: (_request, index) =>
+          [
+            {
+              calls: [
+                { name: 'agent', input: { name: 'a', task: 'Note.' } },
+                { name: 'agent', input: { name: 'b', task: 'Note.' } },
+                { name: 'wait_for_agents', input: {} },
+              ],
+            },
+            // Started after the answer: its call is approved without asking.
+            {
+              calls: [
+                { name: 'agent', input: { name: 'c', task: 'Note.' } },
+                { name: 'wait_for_agents', input: {} },
+              ],
+            },
+            { text: 'all noted' },
+          ][index] ?? { text: 'more than asked' },
+        '*': (request, index) =>
+          index === 0 ? { calls: [{ name: 'note', input: { text: request.agent.name } }] } : { calls: [{ name: 'reply', input: { result: 'done' } }] },
+      },
+    });
+    const run = await spreadRun(provider, 'Take notes.', undefined, {
+      input: { tools: [note], approve: ['note'] },
+      record: { tools: ['note'], approve: ['note'] },
+      during: async ({ id, db, store, boss }) => {
+        await until(async () => (await store.listRuns()).find((r) => r.id === id)?.status === 'waiting', 'the run to wait for a person');
+        const awaiting = await query(db, `SELECT session, type, body FROM exarch.journal WHERE run_id = '${id}' AND type = 'awaiting' ORDER BY seq`);
+        expect(awaiting.map((r) => r.session).sort()).toEqual(['root/a', 'root/b']);
+        const first = (JSON.parse(awaiting[0]?.body ?? '{}') as { calls?: string[] }).calls?.[0] ?? '';
+        await recordSpreadApproval(store, boss, id, { callId: first, decision: 'always' });
+      },
+    });
+    expect([...effects].sort(), run.story()).toEqual(names);
+    // c never asked.
+    expect(
+      run.journal
+        .filter((r) => r.type === 'awaiting')
+        .map((r) => r.session)
+        .sort(),
+    ).toEqual(['root/a', 'root/b']);
+    expect(run.journal.filter((r) => r.type === 'approval' && r.body.includes('"always"'))).toHaveLength(1);
+    expect(provider.pairingViolations).toEqual([]);
+  });
+
+  it('a call waiting inside a budgeted subtree parks the job that keeps it; the answer wakes that job, which goes on within the budget', {
+    timeout: 120_000,
+  }, async () => {
+    const effects: string[] = [];
+    const note = defineTool({
+      name: 'note',
+      description: 'Writes a note somewhere that matters.',
+      input: z.object({ text: z.string() }),
+      run: async ({ text }) => {
+        effects.push(text);
+        return 'noted';
+      },
+    });
+    const provider = new ScriptedProvider({
+      agents: {
+        root: (request, index) =>
+          index === 0
+            ? {
+                calls: [
+                  { name: 'agent', input: { name: 'lead', task: 'Lead one.', budget: { tokens: 10_000 } } },
+                  { name: 'wait_for_agents', input: {} },
+                ],
+              }
+            : { text: `root heard: ${lastUserText(request).replace(/\s+/g, ' ')}` },
+        lead: (request, index) =>
+          index === 0
+            ? {
+                calls: [
+                  { name: 'agent', input: { name: 'x', task: 'Note.' } },
+                  { name: 'wait_for_agents', input: {} },
+                ],
+              }
+            : { calls: [{ name: 'reply', input: { result: `lead heard: ${lastUserText(request).replace(/\s+/g, ' ')}` } }] },
+        x: (_request, index) =>
+          index === 0 ? { calls: [{ name: 'note', input: { text: 'x' } }] } : { calls: [{ name: 'reply', input: { result: 'x noted' } }] },
+      },
+    });
+    const run = await spreadRun(provider, 'Delegate a note within a budget.', undefined, {
+      input: { tools: [note], approve: ['note'] },
+      record: { tools: ['note'], approve: ['note'] },
+      during: async ({ id, db, store, boss }) => {
+        await until(async () => (await store.listRuns()).find((r) => r.id === id)?.status === 'waiting', 'the run to wait for a person');
+        const awaiting = await query(db, `SELECT session, type, body FROM exarch.journal WHERE run_id = '${id}' AND type = 'awaiting' ORDER BY seq`);
+        expect(awaiting.map((r) => r.session)).toEqual(['root/lead/x']);
+        expect(effects).toEqual([]);
+        const callId = (JSON.parse(awaiting[0]?.body ?? '{}') as { calls?: string[] }).calls?.[0] ?? '';
+        await recordSpreadApproval(store, boss, id, { callId, decision: 'approve' });
+      },
+    });
+    expect(effects, run.story()).toEqual(['x']);
+    // x has no job of its own: the lead's job parked with it and was woken for the answer.
+    expect(run.taken().filter((session) => session.startsWith('root/lead/'))).toEqual([]);
+    expect(run.events.some(({ event }) => event.type === 'session' && event.session === 'root/lead' && event.what === 'parked')).toBe(true);
+    expect(run.taken().filter((session) => session === 'root/lead')).toHaveLength(2);
+    const answer = run.journal.filter((r) => r.session === 'root' && r.type === 'message' && r.body.includes('"role":"assistant"')).at(-1)?.body ?? '';
+    expect(answer).toMatch(/\[agent 'lead' replied\] lead heard: .*\[agent 'x' replied\] x noted/);
+    expect(run.journal.filter((r) => r.session === 'root/lead/x' && r.type === 'session')).toHaveLength(1);
+    expect(provider.requestsOf('root/lead/x')).toHaveLength(2);
+    expect(provider.pairingViolations).toEqual([]);
+  });
+
+  it('a typed sub-agent woken in a job of its own keeps its type: its tools, and its sub-agents bound by them', { timeout: 120_000 }, async () => {
+    const ping = defineTool({ name: 'ping', description: 'Pings.', input: z.object({}), readOnly: true, run: async () => 'pong' });
+    const note = defineTool({ name: 'note', description: 'Notes.', input: z.object({}), run: async () => 'noted' });
+    const provider = new ScriptedProvider({
+      agents: {
+        root: (request, index) =>
+          index === 0
+            ? {
+                calls: [
+                  { name: 'agent', input: { name: 'lead', type: 'scout', task: 'Scout.' } },
+                  { name: 'wait_for_agents', input: {} },
+                ],
+              }
+            : { text: `root heard: ${lastUserText(request).replace(/\s+/g, ' ')}` },
+        lead: (_request, index) =>
+          [
+            {
+              calls: [
+                { name: 'agent', input: { name: 'x', task: 'Look.' } },
+                { name: 'wait_for_agents', input: {} },
+              ],
+            },
+            // Taken up in a new job: started again, its second sub-agent is still a scout's.
+            {
+              calls: [
+                { name: 'agent', input: { name: 'y', task: 'Look.' } },
+                { name: 'wait_for_agents', input: {} },
+              ],
+            },
+            { calls: [{ name: 'reply', input: { result: 'scouted' } }] },
+          ][index] ?? { text: 'more than asked' },
+        '*': () => ({ delayMs: 200, calls: [{ name: 'reply', input: { result: 'looked' } }] }),
+      },
+    });
+    const run = await spreadRun(provider, 'Send a scout.', undefined, {
+      input: { tools: [ping, note], agents: { scout: { description: 'Looks only.', tools: ['ping'] } } },
+      record: { tools: ['note', 'ping'], agentTypes: ['scout'] },
+    });
+    // The lead parked while x ran, and was taken again for its result.
+    expect(run.taken().filter((session) => session === 'root/lead').length, run.story()).toBeGreaterThanOrEqual(2);
+    const toolsOf = (agent: string): string[][] =>
+      provider.requestsOf(agent).map((request) => request.tools.filter((name) => name === 'ping' || name === 'note'));
+    for (const agent of ['root/lead', 'root/lead/x', 'root/lead/y'])
+      for (const tools of toolsOf(agent)) expect(tools, `${agent}\n${run.story()}`).toEqual(['ping']);
+    expect(toolsOf('root/lead')).toHaveLength(3);
     expect(provider.pairingViolations).toEqual([]);
   });
 });

@@ -14,7 +14,8 @@ export interface ApproveIo {
  * `exarch approve RUN_ID CALL_ID [--always]` and `exarch deny RUN_ID CALL_ID ["reason"]`: record a
  * person's answer to a call a stopped run waits on. Nothing runs here: `exarch resume` takes it
  * up. With `--db`, once no call of the run waits any more, the run is queued again and a worker
- * continues it (or `exarch resume --db` here, whichever comes first).
+ * continues it (or `exarch resume --db` here, whichever comes first); a spread run's answer wakes
+ * the session that asked at once, on a worker (`recordSpreadApproval`).
  */
 export async function answerCommand(
   runId: string,
@@ -29,13 +30,19 @@ export async function answerCommand(
     return EXIT.fatal;
   }
   try {
-    const call = await recordApproval(store, runId, { callId, ...answer });
+    // A spread run's sessions are held one by one: the answer wakes the one that asked, in its own transaction.
+    const spreadDb = target.db !== undefined && (await store.getRun(runId))?.options['spread'] === true ? target.db : undefined;
+    const call =
+      spreadDb === undefined
+        ? await recordApproval(store, runId, { callId, ...answer })
+        : await (await import('../workers/spreadApprovals.js')).recordSpreadApprovalAt(spreadDb, runId, { callId, ...answer });
     const what = answer.decision === 'deny' ? 'denied' : answer.decision === 'always' ? `approved, with every later ${call.tool} call of the run,` : 'approved';
     const resume = `exarch resume ${runId}${targetFlags(target)}`;
-    const left = (await waitingCalls(store, runId)).length;
+    const left = spreadDb === undefined ? (await waitingCalls(store, runId)).length : 0;
     let next: string;
     // With calls still waiting, a worker would only stop again: the run is queued once all are answered.
-    if (left > 0)
+    if (spreadDb !== undefined) next = `the agent that asked goes on on the workers (follow it with exarch runs${targetFlags(target)})`;
+    else if (left > 0)
       next = `it takes effect when the run continues (${left} other call${left === 1 ? ' still waits' : 's still wait'}${target.db === undefined ? '' : '; the workers continue it once all are answered'}): ${resume}`;
     else if (target.db === undefined) next = `it takes effect when the run continues: ${resume}`;
     else {

@@ -87,8 +87,8 @@ const USAGE = `Usage:
                           are cancelled and the root answers in one final turn (else exit 3)
       --detach            with --db: print the run id once it is queued and return
       --spread            with --db: each sub-agent a job of its own, spread over the workers;
-                          a parent waiting for its sub-agents holds no worker slot (not with
-                          --approve, --max-tokens, --max-cost or --steer: such a run runs
+                          a parent waiting for its sub-agents or a person holds no worker
+                          slot (not with --max-tokens, --max-cost or --steer: such a run runs
                           whole on one worker)
   exarch worker --db URL [--concurrency N] [--drain-timeout S] [--job-expiry S] [--otel]
                                   take runs queued with run --db and run them here, N at a time

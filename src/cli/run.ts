@@ -2,7 +2,7 @@ import { DEFAULTS } from '../engine/options.js';
 import { describeError } from '../engine/model/errors.js';
 import { createSessionActor, runResultOf, waitForSettled, type RunResult, type SessionActor } from '../engine/runtime.js';
 import { newRunId, resumeRun, RunError, startRun, type DurableSessionInput, type FinishedRun } from '../store/durableRun.js';
-import type { RunStore } from '../store/runStore.js';
+import type { RunRow, RunStore } from '../store/runStore.js';
 import { finalAssistantText } from '../engine/history.js';
 import { restoreRun } from '../store/restoreRun.js';
 import type { Submission } from '../workers/runQueue.js';
@@ -15,7 +15,7 @@ import type { InspectionEvent } from 'xstate';
 import { TraceRecorder } from '../watch/trace/recorder.js';
 import { OtelRunExporter } from '../watch/otel/otelExporter.js';
 import type { OtlpExport } from './otlpExport.js';
-import { respond, type ApprovalRequest } from '../engine/approvals.js';
+import { respond, type ApprovalAnswer, type ApprovalRequest } from '../engine/approvals.js';
 import { ApprovalStop } from '../engine/approvalStop.js';
 import { ApprovalPrompt, askApproval } from './approvalPrompt.js';
 import { steeringCommand } from './steeringCommands.js';
@@ -103,17 +103,8 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   if (flags.detach && flags.db === undefined) throw new UsageError('--detach needs --db: only a run queued for workers goes on without this process');
   if (flags.spread && flags.db === undefined) throw new UsageError('--spread needs --db: sub-agents are spread over the workers of a database');
   if (flags.spread) {
-    // A person's answers and a whole-tree budget are kept by the one process that runs the tree.
-    const whole =
-      flags.approve !== undefined
-        ? 'approve'
-        : flags.maxTokens !== undefined
-          ? 'max-tokens'
-          : flags.maxCost !== undefined
-            ? 'max-cost'
-            : flags.steer
-              ? 'steer'
-              : undefined;
+    // A whole-tree budget is kept by the one process that runs the tree.
+    const whole = flags.maxTokens !== undefined ? 'max-tokens' : flags.maxCost !== undefined ? 'max-cost' : flags.steer ? 'steer' : undefined;
     if (whole) throw new UsageError(`--spread with --${whole}: such a run runs whole on one worker; leave out --spread`);
   }
   if (flags.record !== undefined && flags.replay !== undefined) throw new UsageError('--record and --replay cannot be used together');
@@ -248,7 +239,7 @@ async function submitAndFollow(
       return EXIT.ok;
     }
     io.stderr.write(`exarch: run ${id} started (queued for the workers)\n`);
-    return await followStored(store, id, record, db, { noWait, steer }, io, ui);
+    return await followStored(store, id, record, db, { noWait, steer, spread }, io, ui);
   } finally {
     await store.close();
     await ui?.finish(io.interrupt);
@@ -271,7 +262,7 @@ async function followStored(
   id: string,
   record: CliRunRecord,
   db: string,
-  { noWait, steer }: { readonly noWait: boolean; readonly steer: boolean },
+  { noWait, steer, spread }: { readonly noWait: boolean; readonly steer: boolean; readonly spread: boolean },
   io: RunIo,
   ui?: CliUi,
 ): Promise<number> {
@@ -340,19 +331,24 @@ async function followStored(
       }
       await read();
       await showAnswers();
-      const run = await store.getRun(id);
+      const run = await statusOf(store, id, spread && record.approve !== undefined);
       // Waiting, on a terminal: asked about once the journal has moved since the questions were
       // last gone through (a worker took the run and stopped again; reading the whole journal on
       // every poll would cost a long run dearly).
       if (run?.status === 'waiting' && ask && terminal && answeredAt !== seq) {
-        const answered = await answerWaiting(store, id, terminal, board, io.stderr, asked);
+        // A spread run's answer wakes the session that asked, in the answer's own transaction.
+        const answerCall = spread
+          ? async (answer: ApprovalAnswer) => (await import('../workers/spreadApprovals.js')).recordSpreadApprovalAt(db, id, answer)
+          : (answer: ApprovalAnswer) => recordApproval(store, id, answer);
+        const answered = await answerWaiting(store, id, terminal, board, io.stderr, asked, answerCall);
         if (io.interrupt.aborted) continue;
         // Input ended, or a call the store would not take an answer for: listed below as without a terminal.
         if (answered === undefined) ask = false;
         else {
           // The approvals just appended are part of the journal the next poll reads.
           answeredAt = seq + answered;
-          if (answered > 0) {
+          if (answered > 0 && spread) board.print(`exarch: run ${id} answered; the sessions that asked go on on the workers`);
+          else if (answered > 0) {
             // Loaded only here, as for `exarch approve --db`.
             const { requeueRun } = await import('../workers/runQueue.js');
             await requeueRun(db, id);
@@ -451,6 +447,16 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
  * once no call waits any more; undefined if stdin closed first, or a call still waits that was
  * asked about (the store refused its answer, and said why).
  */
+/**
+ * The run's row, its status as a person sees it: a spread run (`approvals`: with an approval
+ * policy) is `waiting` once nothing in it can move without an answer, though no worker stopped it.
+ */
+async function statusOf(store: PostgresRunStore, id: string, approvals: boolean): Promise<RunRow | undefined> {
+  const run = await store.getRun(id);
+  if (run?.status !== 'running' || !approvals || !(await store.spreadWaiting(id))) return run;
+  return { ...run, status: 'waiting' };
+}
+
 async function answerWaiting(
   store: PostgresRunStore,
   id: string,
@@ -458,6 +464,7 @@ async function answerWaiting(
   board: ProgressBoard,
   out: NodeJS.WritableStream,
   asked: Set<string>,
+  answerCall: (answer: ApprovalAnswer) => Promise<unknown>,
 ): Promise<number | undefined> {
   const calls = (await waitingCalls(store, id)).filter((call) => !asked.has(call.callId));
   let recorded = 0;
@@ -469,7 +476,7 @@ async function answerWaiting(
         if (answer === undefined) return undefined;
         asked.add(call.callId);
         try {
-          await recordApproval(store, id, answer);
+          await answerCall(answer);
           recorded++;
         } catch (error) {
           // Answered meanwhile with `exarch approve`, or the run taken up: the store says which.

@@ -98,6 +98,13 @@ const MIGRATIONS: Readonly<Record<number, string>> = {
   `,
 };
 
+/** Lets go of a session (`$1`, `$2`) if the token `$3` holds it. */
+const RELEASE_SESSION =
+  'UPDATE exarch.sessions SET owner_host = NULL, owner_pid = NULL, owner_token = NULL, lease_until = 0 WHERE run_id = $1 AND session = $2 AND owner_token = $3';
+
+/** The pg-boss queue every exarch worker takes runs from (its jobs share this server with the store). */
+export const RUN_QUEUE = 'exarch-runs';
+
 /** A steering line taken this long ago and not answered was taken by a worker that died: another may take it. */
 const COMMAND_STALE_MS = 30_000;
 
@@ -281,7 +288,7 @@ export class PostgresRunStore implements RunStore {
   async listRuns(): Promise<RunSummary[]> {
     const { rows } = await this.call(() => this.pool.query<RunColumns & TotalsColumns>(LIST_RUNS));
     const now = this.now();
-    return rows.map((r) => {
+    const runs = rows.map((r) => {
       const run = this.toRunRow(r);
       const usage = {
         inputTokens: Number(r.input_tokens),
@@ -293,6 +300,11 @@ export class PostgresRunStore implements RunStore {
       const status = run.status === 'running' && run.options['spread'] === true ? 'running' : reportedStatus(run, now);
       return { ...run, status, agents: r.agents, requests: r.requests, usage };
     });
+    // One that asks for approvals is `waiting` once nothing in it can move without an answer.
+    for (const [i, run] of runs.entries())
+      if (run.status === 'running' && run.options['spread'] === true && run.options['approve'] !== undefined && (await this.spreadWaiting(run.id)))
+        runs[i] = { ...run, status: 'waiting' };
+    return runs;
   }
 
   /**
@@ -335,9 +347,15 @@ export class PostgresRunStore implements RunStore {
    * (whose lock is held to the commit), so seq order is commit order and a follower reading past its last seq misses nothing. One
    * transaction; a retry after a lost connection finds the rows it wrote (by a key per call)
    * rather than writing them twice. `also` writes in the same transaction (the jobs these rows
-   * start, queued with pg-boss's `insert({ db })`): both are committed, or neither.
+   * start, queued with pg-boss's `insert({ db })`): both are committed, or neither. `releasing`: a
+   * session `owner` holds, let go of in the same transaction (before the jobs that wake it can be
+   * taken).
    */
-  async appendShared(rows: readonly JournalRow[], also?: (db: SqlExecutor) => Promise<unknown>): Promise<void> {
+  async appendShared(
+    rows: readonly JournalRow[],
+    also?: (db: SqlExecutor) => Promise<unknown>,
+    releasing?: { readonly session: string; readonly owner: RunOwner },
+  ): Promise<void> {
     const first = rows[0];
     if (!first) return;
     const runId = first.runId;
@@ -375,10 +393,11 @@ export class PostgresRunStore implements RunStore {
       };
       // One statement, one round trip, unless something is to be written with it.
       const write = (): Promise<void> =>
-        also
+        also || releasing
           ? this.transaction(async (client) => {
               await insert(client);
-              await also({ executeSql: (text, values) => client.query(text, values) });
+              if (releasing) await client.query(RELEASE_SESSION, [runId, releasing.session, releasing.owner.token]);
+              await also?.({ executeSql: (text, values) => client.query(text, values) });
             })
           : insert(this.pool);
       try {
@@ -406,6 +425,18 @@ export class PostgresRunStore implements RunStore {
           ? "SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND (session = $2 OR left(session, length($2) + 1) = $2 || '/') ORDER BY seq"
           : 'SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND session = $2 ORDER BY seq',
         [runId, session],
+      ),
+    );
+    return rows.map((r) => ({ runId, seq: r.seq, session: r.session, ts: Number(r.ts), record: JSON.parse(r.body) as JournalRow['record'] }));
+  }
+
+  /** The `spawn` records that started these sessions (each in its parent's journal), in order. */
+  async spawnsOf(runId: string, sessions: readonly string[]): Promise<JournalRow[]> {
+    if (sessions.length === 0) return [];
+    const { rows } = await this.call(() =>
+      this.pool.query<{ seq: number; session: string; ts: string; body: string }>(
+        "SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND type = 'spawn' AND body::jsonb ->> 'id' = ANY($2) ORDER BY seq",
+        [runId, sessions],
       ),
     );
     return rows.map((r) => ({ runId, seq: r.seq, session: r.session, ts: Number(r.ts), record: JSON.parse(r.body) as JournalRow['record'] }));
@@ -478,12 +509,7 @@ export class PostgresRunStore implements RunStore {
 
   /** Lets go of a session `owner` holds. */
   async releaseSession(runId: string, session: string, owner: RunOwner): Promise<void> {
-    await this.call(() =>
-      this.pool.query(
-        'UPDATE exarch.sessions SET owner_host = NULL, owner_pid = NULL, owner_token = NULL, lease_until = 0 WHERE run_id = $1 AND session = $2 AND owner_token = $3',
-        [runId, session, owner.token],
-      ),
-    );
+    await this.call(() => this.pool.query(RELEASE_SESSION, [runId, session, owner.token]));
   }
 
   /** Asks that a session be cancelled, wherever it runs or next runs; the first reason stands. `also` as in `appendShared`. */
@@ -509,6 +535,37 @@ export class PostgresRunStore implements RunStore {
       ),
     );
     return new Map(rows.map((r) => [r.session, r.cancel]));
+  }
+
+  /**
+   * Whether nothing in a spread run can move until a person answers (its status `waiting`, as a
+   * whole run stops as `waiting`): a call waits for approval (a session's last `awaiting` record
+   * was followed by no `dispatching` and no `outcome`), no session is held by a live worker, and no
+   * job of the run is queued or running in pg-boss's table on this server.
+   */
+  async spreadWaiting(runId: string): Promise<boolean> {
+    const { rows } = await this.call(() =>
+      this.pool.query<{ waiting: boolean }>(
+        `SELECT EXISTS (
+             SELECT 1 FROM exarch.journal AS a WHERE a.run_id = $1 AND a.type = 'awaiting' AND NOT EXISTS (
+               SELECT 1 FROM exarch.journal AS b WHERE b.run_id = $1 AND b.session = a.session AND b.seq > a.seq AND b.type IN ('dispatching', 'outcome')))
+           AND NOT EXISTS (SELECT 1 FROM exarch.sessions AS s WHERE s.run_id = $1 AND s.owner_token IS NOT NULL AND s.lease_until > $2)
+           AND NOT EXISTS (SELECT 1 FROM pgboss.job AS q WHERE q.name = $3 AND q.state < 'completed' AND q.data ->> 'runId' = $1) AS waiting`,
+        [runId, this.now(), RUN_QUEUE],
+      ),
+    );
+    return rows[0]?.waiting === true;
+  }
+
+  /** The tools a person approved for the rest of a run (`always`), in any session's journal. */
+  async approvedAlways(runId: string): Promise<Set<string>> {
+    const { rows } = await this.call(() =>
+      this.pool.query<{ tool: string }>(
+        "SELECT DISTINCT body::jsonb ->> 'tool' AS tool FROM exarch.journal WHERE run_id = $1 AND type = 'approval' AND body::jsonb ->> 'decision' = 'always'",
+        [runId],
+      ),
+    );
+    return new Set(rows.map((r) => r.tool));
   }
 
   /** Whether the journal already holds exactly these rows (a retried append that had committed). */

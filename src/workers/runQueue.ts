@@ -3,13 +3,12 @@ import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import PgBoss from 'pg-boss';
 import { newRunId } from '../store/durableRun.js';
-import type { PostgresRunStore } from '../store/postgresStore.js';
+import { RUN_QUEUE, type PostgresRunStore } from '../store/postgresStore.js';
 import type { RunOptionsRecord } from '../store/runStore.js';
 import type { AgentBudget } from '../engine/budget.js';
 import type { AgentIdentity } from '../engine/types.js';
 
-/** The pg-boss queue every exarch worker takes runs from. */
-export const RUN_QUEUE = 'exarch-runs';
+export { RUN_QUEUE };
 
 /**
  * What a sub-agent's job says about it: what its parent's `spawn` record says, plus the declared

@@ -8,6 +8,7 @@ import { childIdentity } from '../engine/identity.js';
 import { childOptions, inheritOptions, resolveOptions, type ResolvedOptions } from '../engine/options.js';
 import type { RemoteChild, RemoteChildren, RemoteChildSpec } from '../engine/remoteChildren.js';
 import type { SessionSnapshot } from '../engine/runtime.js';
+import { blockedOnApprovals } from '../engine/approvals.js';
 import type { AgentIdentity, AgentResult } from '../engine/types.js';
 import { RunError } from '../store/durableRun.js';
 import type { JournalRecord } from '../store/journalRecord.js';
@@ -75,12 +76,12 @@ function parentOf(session: string): string {
  *
  * A sub-agent given a budget runs its whole subtree here (a budget is kept in one process).
  */
-export async function runSessionJob(job: RunJob, jobId: string, row: RunRow, ctx: SessionJobContext): Promise<SessionJobEnd> {
+export async function runSessionJob(offered: RunJob, jobId: string, row: RunRow, ctx: SessionJobContext): Promise<SessionJobEnd> {
   const { store, boss, leaseMs } = ctx;
   // A token per job: two slots of one worker never both hold a session (a holder may claim again).
   const owner: RunOwner = { ...ctx.owner, token: randomUUID() };
   const runId = row.id;
-  const id = job.session ?? 'root';
+  const id = offered.session ?? 'root';
   const claim = await store.claimSession(runId, id, owner, leaseMs, jobId);
   if (!claim.ok) {
     const held = `session ${id} of run ${runId} is being run by process ${claim.holder.pid} on ${claim.holder.host}`;
@@ -93,6 +94,9 @@ export async function runSessionJob(job: RunJob, jobId: string, row: RunRow, ctx
   const renew = setInterval(() => void store.renewSessions(runId, [id], owner, leaseMs).catch(() => undefined), Math.max(1, Math.floor(leaseMs / 3)));
   renew.unref();
   try {
+    // A wake carries no spawn: what started the session is in its ancestors' journals.
+    const spawn = offered.spawn ?? (id === 'root' ? undefined : await spawnFromJournal(store, runId, id));
+    const job: RunJob = spawn ? { ...offered, spawn } : offered;
     // A session with a budget keeps its subtree here: it is restored with it, as a resume restores a tree.
     const keepsSubtree = job.spawn?.budget !== undefined;
     const rows = await store.sessionJournal(runId, id, { subtree: keepsSubtree });
@@ -109,9 +113,10 @@ export async function runSessionJob(job: RunJob, jobId: string, row: RunRow, ctx
     }
     if (id !== 'root' && !job.spawn && restored.kind === 'empty') throw new Error(`exarch: session ${id} of run ${runId} has no records and no spawn`);
     let left: { how: SessionJobEnd; waitingOn: readonly string[] };
-    if (restored.kind === 'resumable' && waitsForAll(restored.session) && (await store.cancelRequests(runId, [id])).size === 0) {
+    if (!keepsSubtree && restored.kind === 'resumable' && waitsForAll(restored.session) && (await store.cancelRequests(runId, [id])).size === 0) {
       // Woken by one result while it waits for them all: nothing for it to do yet; the results wait in
       // the journal and are taken together once the last one is there (no actor made, nothing written).
+      // (Not so for a subtree kept here: its sub-agents run here, and it was woken for one of them.)
       left = { how: 'parked', waitingOn: restored.session.children.map((child) => child.agent.id) };
     } else {
       const sessions = await ctx.acquire(row);
@@ -181,8 +186,20 @@ async function runHere(
       }),
   };
   const runOptions = resolveOptions({ ...sessions.input, journal, remoteChildren });
+  // Tools a person approved for the rest of the run, in any session: its calls of them wait for no one.
+  if (sessions.input.approve !== undefined) runOptions.approvals.approveAlways(await store.approvedAlways(runId));
   const input = sessionInputOf(runOptions, row, restore, spawn);
-  const actor = createActor(sessionMachine, { input, ...(sessions.inspect ? { inspect: sessions.inspect } : {}) });
+  // A subtree kept here moves below the session without changing its snapshot: with calls that may
+  // wait for a person, every change in the tree is a moment it may have come to rest.
+  let treeMoved = (): void => undefined;
+  const inspect =
+    keepsSubtree && sessions.input.approve !== undefined
+      ? (event: InspectionEvent): void => {
+          sessions.inspect?.(event);
+          if (event.type === '@xstate.snapshot') treeMoved();
+        }
+      : sessions.inspect;
+  const actor = createActor(sessionMachine, { input, ...(inspect ? { inspect } : {}) });
   let handedBack = false;
   const ended = new Promise<SessionJobEnd>((resolve, reject) => {
     let parkCheck: NodeJS.Timeout | undefined;
@@ -195,31 +212,39 @@ async function runHere(
       resolve(how);
     };
     stopNow = () => settle('handed-back');
+    const consider = (): void => {
+      if (parkCheck || settledWith || !parkable(actor, keepsSubtree)) return;
+      // Parks once the state has held for a moment: results that arrive together are taken first.
+      const check = (afterMs: number): void => {
+        parkCheck = setTimeout(() => {
+          void (async () => {
+            if (!parkable(actor, keepsSubtree) || settledWith) {
+              parkCheck = undefined;
+              return;
+            }
+            // A sub-agent that ended since the last poll: its result is on its way here; stay for
+            // it, and look again later (a store that did not answer, likewise). A call of a tool
+            // approved for the rest of the run elsewhere since this job began is taken as approved.
+            const live = [...actor.getSnapshot().context.children.values()].map((child) => child.agent.id);
+            const [waiting, approved] = await Promise.all([
+              store.outcomes(runId, live).catch(() => [null]),
+              approvalsWait(actor) ? store.approvedAlways(runId).catch(() => new Set<string>()) : new Set<string>(),
+            ]);
+            if (settledWith) return;
+            if (approved.size > 0 && takeApproved(actor, approved)) return check(500);
+            if (waiting.length > 0 || !parkable(actor, keepsSubtree)) return check(500);
+            settle('parked');
+          })();
+        }, afterMs);
+      };
+      check(50);
+    };
+    treeMoved = consider;
     const subscription = actor.subscribe({
       next: (snapshot) => {
         if (snapshot.status === 'done') return settle('ended');
         if (id === 'root' && atRest(snapshot)) return settle('ended');
-        // A session that keeps its subtree here (a budget) waits for sub-agents that run here: it never parks.
-        if (keepsSubtree || !parkable(snapshot) || parkCheck) return;
-        // Parks once the state has held for a moment: results that arrive together are taken first.
-        const check = (afterMs: number): void => {
-          parkCheck = setTimeout(() => {
-            void (async () => {
-              if (!parkable(actor.getSnapshot()) || settledWith) {
-                parkCheck = undefined;
-                return;
-              }
-              // A sub-agent that ended since the last poll: its result is on its way here; stay for
-              // it, and look again later (a store that did not answer, likewise).
-              const live = [...actor.getSnapshot().context.children.values()].map((child) => child.agent.id);
-              const waiting = await store.outcomes(runId, live).catch(() => [null]);
-              if (settledWith) return;
-              if (waiting.length > 0 || !parkable(actor.getSnapshot())) return check(500);
-              settle('parked');
-            })();
-          }, afterMs);
-        };
-        check(50);
+        consider();
       },
       error: (error) => reject(error),
     });
@@ -276,9 +301,16 @@ function waitsForAll(session: RestoredSession): boolean {
   return wait?.type === 'tool_use' && wait.input['until'] !== 'any';
 }
 
-/** A session with nothing to do but wait for sub-agents that run elsewhere. */
-function parkable(snapshot: SessionSnapshot): boolean {
+/**
+ * A session with nothing to do but wait for sub-agents that run elsewhere, or for a person to
+ * answer its calls. One that keeps its subtree here (a budget) waits for sub-agents that run here:
+ * it parks only once nothing in its subtree can move without a person.
+ */
+function parkable(actor: SessionActor, keepsSubtree: boolean): boolean {
+  if (keepsSubtree) return approvalsWait(actor) && blockedOnApprovals(actor);
+  const snapshot = actor.getSnapshot();
   if (snapshot.status !== 'active') return false;
+  if (snapshot.value === 'awaitingApproval') return true;
   const { context } = snapshot;
   if (context.children.size === 0) return false;
   if (snapshot.value === 'waitingForAgents') return true;
@@ -286,6 +318,22 @@ function parkable(snapshot: SessionSnapshot): boolean {
   const turnInput = context.pendingUser.length > 0 || (context.inbox.length > 0 && context.options.wake === 'each');
   return !turnInput;
 }
+
+/** Whether a call of the session (or of its subtree here) waits for a person. */
+function approvalsWait(actor: SessionActor): boolean {
+  return actor.getSnapshot().context.options.approvals.waiting().length > 0;
+}
+
+/** Approves the waiting calls of `tools` (approved `always` elsewhere in the run); true if there were any. */
+function takeApproved(actor: SessionActor, tools: ReadonlySet<string>): boolean {
+  const desk = actor.getSnapshot().context.options.approvals;
+  const calls = desk.waiting().filter((request) => tools.has(request.tool));
+  desk.approveAlways(tools);
+  for (const { callId } of calls) desk.respond({ callId, decision: 'approve' });
+  return calls.length > 0;
+}
+
+type SessionActor = ReturnType<typeof createActor<typeof sessionMachine>>;
 
 /** The root at rest with nothing left: the run is done. */
 function atRest(snapshot: SessionSnapshot): boolean {
@@ -330,6 +378,21 @@ function spawnOf(record: Extract<JournalRecord, { type: 'spawn' }>, parent: Agen
     ...(record.budget === undefined ? {} : { budget: record.budget }),
     ...(scope === undefined ? {} : { scope }),
   };
+}
+
+/**
+ * What a sub-agent's first job said of it, rebuilt from the `spawn` records of it and its
+ * ancestors: the declared type it is bound by is the nearest ancestor's (`scope`).
+ */
+async function spawnFromJournal(store: PostgresRunStore, runId: string, id: string): Promise<SpawnedSession> {
+  const parts = id.split('/');
+  const lineage = parts.slice(2).map((_, i) => parts.slice(0, i + 2).join('/'));
+  const spawns = new Map<string, Extract<JournalRecord, { type: 'spawn' }>>();
+  for (const { record } of await store.spawnsOf(runId, [...lineage, id])) if (record.type === 'spawn') spawns.set(record.id, record);
+  const own = spawns.get(id);
+  if (!own) throw new Error(`exarch: session ${id} of run ${runId} has no spawn record`);
+  const scope = lineage.map((ancestor) => spawns.get(ancestor)?.profile).reduce<string | undefined>((nearest, profile) => profile ?? nearest, undefined);
+  return spawnOf(own, agentOfId(parentOf(id)), scope);
 }
 
 /** An agent's identity from its id alone: the path is the id's parts, without the `#2` of a reused name. */
