@@ -534,6 +534,50 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
     },
   );
 
+  it.skipIf(!terminalTests)(
+    "run --db --spread on a terminal asks about a sub-agent's calls once nothing else moves, and the woken sub-agent goes on",
+    {
+      timeout: 180_000,
+    },
+    async () => {
+      const db = await postgres.server().createDatabase();
+      const cwd = workdir();
+      const model = await serveByHistory({
+        root: [
+          stream({ toolCalls: [call('agent', { name: 'w', task: 'Write two.' }), call('agent', { name: 'r', task: 'Read.' }), call('wait_for_agents', {})] }),
+          (request) => stream({ text: `Root heard:\n${lastUserText(request)}` }),
+        ],
+        w: [
+          stream({ toolCalls: [call('write_file', { path: 'a.md', content: 'A' }), call('write_file', { path: 'b.md', content: 'B' })] }),
+          (request) => stream({ toolCalls: [call('reply', { result: `w saw: ${lastUserText(request)}` })] }),
+        ],
+        r: [stream({ toolCalls: [call('list_dir', { path: '.' })] }, { chunkDelayMs: 300 }), stream({ toolCalls: [call('reply', { result: 'r read' })] })],
+      });
+      const worker = await readyWorker(db, model, cwd, ['--concurrency', '4']);
+      const session = startInTerminal('db-spread-approve', cwd, model.url, `run --db '${db}' --spread --allow-write --approve write_file 'Write and read'`);
+      const first = await waitFor(session, /Approve\? \[y\]es, \[n\]o, \[a\]lways for write_file: $/m, 'the first question', 60_000);
+      const id = /exarch: run (\S+) started/.exec(first)?.[1] ?? '';
+      // Asked once nothing else could move: r had finished by then.
+      expect(model.requests.filter((r) => r.agent === 'r')).toHaveLength(2);
+      expect(first).toMatch(/^exarch: root\/w wants to run write_file \(toolu_\S+\)$/m);
+      tmux('send-keys', '-t', session, 'y', 'Enter');
+      await waitFor(session, /input: \{"path":"b\.md","content":"B"\}\n.*Approve\?/, 'the second question');
+      tmux('send-keys', '-t', session, 'n', 'Enter');
+      await waitFor(session, /Reason, for the agent \(optional\): $/m, 'the reason question');
+      tmux('send-keys', '-t', session, 'not b', 'Enter');
+      const final = await waitFor(session, /^EXIT=\d+$/m, 'the end of the run', 90_000);
+      expect(final).toMatch(/^EXIT=0$/m);
+      expect(final).toContain(`exarch: run ${id} answered; the sessions that asked go on on the workers`);
+      expect(final.match(/Approve\? /g)).toHaveLength(2);
+      expect(readFileSync(join(cwd, 'a.md'), 'utf8')).toBe('A');
+      expect(existsSync(join(cwd, 'b.md'))).toBe(false);
+      expect(await statusOf(db, id)).toBe('done');
+      expect(await rootAnswer(db, id)).toMatch(/\[agent 'w' replied\]\nw saw: .*wrote 1 bytes? to a\.md.*a person denied this call: not b/s);
+      expect(worker.stderr()).toContain(`exarch worker: run ${id} session root/w parked`);
+      expect(model.pairingViolations).toEqual([]);
+    },
+  );
+
   it('a worker keeps to the recorded budget: --max-tokens stops the tree, and run --db says so', { timeout: 120_000 }, async () => {
     const db = await postgres.server().createDatabase();
     const cwd = workdir();
