@@ -8,3 +8,4 @@ export { describeUrl, isPostgresUrl } from './store/postgresUrl.js';
 export { queueRun, RUN_QUEUE, startBoss, submitRun, type QueuePolicy, type RunJob, type Submission } from './workers/runQueue.js';
 export { startWorker, type Worker, type WorkerEvent, type WorkerOptions, type WorkerSession } from './workers/worker.js';
 export { recordSpreadApproval } from './workers/spreadApprovals.js';
+export { requeueSpreadRun } from './workers/spreadResume.js';

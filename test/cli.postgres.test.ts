@@ -368,6 +368,32 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
     expect(model.pairingViolations).toEqual([]);
   });
 
+  it('resume --db of a spread run whose jobs were lost queues its unfinished sessions again and follows it to the answer', { timeout: 120_000 }, async () => {
+    const db = await postgres.server().createDatabase();
+    const cwd = workdir();
+    const model = await serveByHistory({
+      root: [stream({ toolCalls: [call('agent', { name: 'a', task: 'Say a.' }), call('wait_for_agents', {})] }), echo],
+      a: [stream({ toolCalls: [call('reply', { result: 'a said' })] })],
+    });
+    const detached = await exarch(['run', '--db', db, '--spread', '--detach', 'Ask a'], { cwd });
+    expect(detached.code, detached.stderr).toBe(0);
+    const id = detached.stdout.trim();
+    // The queue lost the run's job (no worker was there to take it).
+    await query(db, `DELETE FROM pgboss.job WHERE data ->> 'runId' = '${id}'`);
+    await readyWorker(db, model, cwd);
+    const resumed = await exarch(['resume', id, '--db', db], { server: model, cwd });
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(resumed.stderr).toContain(`exarch: run ${id}: 1 session queued again for the workers (root)`);
+    expect(resumed.stdout).toContain("[agent 'a' replied]\na said");
+    expect(await statusOf(db, id)).toBe('done');
+    // Its sessions ran as jobs of their own; the viewer reads the run back as any other.
+    const viewed = await exarch(['view', id, '--db', db], { cwd });
+    expect(viewed.code, viewed.stderr).toBe(0);
+    expect(viewed.stderr).toMatch(/wrote the turn-flow viewer for 2 agents/);
+    expect(readFileSync(join(cwd, viewed.stdout.trim()), 'utf8')).toContain('root/a');
+    expect(model.pairingViolations).toEqual([]);
+  });
+
   it('run --db --spread --approve: the sub-agent that asks parks, the run is waiting, and approve --db wakes that sub-agent alone', {
     timeout: 120_000,
   }, async () => {

@@ -5,6 +5,8 @@ import { openPostgresStore, type PostgresRunStore } from '../src/store/postgresS
 import type { JournalRow, NewRun, RunOwner } from '../src/store/runStore.js';
 import { postgresForFile } from './support/postgresServer.js';
 import { query } from './support/storedRuns.js';
+import { startBoss } from '../src/workers/runQueue.js';
+import { requeueSpreadRun } from '../src/workers/spreadResume.js';
 
 /**
  * The Postgres store's side of sessions run as jobs of their own (issue 18): several writers on
@@ -163,6 +165,45 @@ describe.skipIf(!postgres.available)('postgres store: sessions as jobs', () => {
           ['root/b', 'stop'],
         ]),
       );
+    });
+  });
+
+  it('resuming a spread run queues each session that has not ended, once, root first; a budgeted subtree through the session that keeps it', async () => {
+    await withStores(1, async ([store], url) => {
+      if (!store) throw new Error('no store');
+      await store.createRun(newRun('r'));
+      const spawn = (id: string, budget?: { tokens: number }): JournalRecord => ({
+        type: 'spawn',
+        name: id.split('/').at(-1) ?? id,
+        id,
+        actorId: id,
+        task: 'work',
+        ...(budget ? { budget } : {}),
+      });
+      await store.appendShared([
+        row('root', note('root began')),
+        row('root', spawn('root/done')),
+        row('root', spawn('root/open')),
+        row('root', spawn('root/never')),
+        row('root', spawn('root/lead', { tokens: 100 })),
+      ]);
+      await store.appendShared([row('root/done', note('did')), row('root/done', outcome('done'))]);
+      await store.appendShared([row('root/open', note('working')), row('root/open', spawn('root/open/deep'))]);
+      await store.appendShared([row('root/lead', spawn('root/lead/x')), row('root/lead/x', note('inside'))]);
+      const boss = await startBoss(url);
+      try {
+        expect(await requeueSpreadRun(store, boss, 'r')).toEqual(['root', 'root/open', 'root/never', 'root/lead', 'root/open/deep']);
+      } finally {
+        await boss.stop({ graceful: false, wait: true });
+      }
+      const jobs = await query<{ session: string }>(url, "SELECT data ->> 'session' AS session FROM pgboss.job WHERE name = 'exarch-runs' ORDER BY session");
+      expect(jobs.map((j) => j.session)).toEqual(['root', 'root/lead', 'root/never', 'root/open', 'root/open/deep']);
+      // What started each session, read back for a wake that carries none.
+      const spawns = await store.spawnsOf('r', ['root/lead', 'root/lead/x', 'root/nobody']);
+      expect(spawns.map((r) => [r.session, r.record.type === 'spawn' ? r.record.id : ''])).toEqual([
+        ['root', 'root/lead'],
+        ['root/lead', 'root/lead/x'],
+      ]);
     });
   });
 });

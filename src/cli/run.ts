@@ -297,6 +297,7 @@ async function followStored(
           terminal: onTerminal,
           onCommand: (line) => {
             if (line.trim() === '') return;
+            if (spread) return board.print('exarch: steering lines do not reach a run spread over the workers (--spread); it goes on');
             sending = sending.then(() =>
               store.sendCommand(id, line).then(
                 (number) => void sent.add(number),
@@ -506,7 +507,8 @@ export interface ResumeFlags {
 
 /**
  * `exarch resume RUN_ID`: takes up a run that did not finish (killed, crashed or interrupted) in
- * the run store, with the options it was started with, and ends as `exarch run` would.
+ * the run store, with the options it was started with, and ends as `exarch run` would. A run
+ * spread over the workers (`--spread`) is queued again for them and followed (`requeueAndFollow`).
  */
 export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo): Promise<number> {
   usableTarget(flags);
@@ -530,6 +532,8 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
     }
     // The sessions as the run was started, from its record: the same servers started again (their tools must be the same: see resumeRun).
     const record = readRecord(row.options);
+    // A spread run is taken up where it runs: its sessions queued again for the workers, and followed.
+    if (row.options['spread'] === true && flags.db !== undefined) return await requeueAndFollow(flags.db, row.id, record, flags, io);
     built = await buildRunSession(
       { id: runId, cwd: row.cwd, startedAt: row.startedAt, record },
       { env: io.env, stderr: io.stderr, ...(io.provider ? { provider: io.provider } : {}) },
@@ -562,6 +566,35 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
   } finally {
     await store.close();
     await built?.close();
+    await ui?.finish(io.interrupt);
+  }
+}
+
+/**
+ * `exarch resume RUN_ID --db URL` of a spread run: every session of it that has not ended is
+ * queued again (`requeueSpreadRun`: one whose job was lost or gave up is taken up by a worker from
+ * its journal), then the run is followed as `run --db` follows it.
+ */
+async function requeueAndFollow(db: string, id: string, record: CliRunRecord, flags: ResumeFlags, io: RunIo): Promise<number> {
+  if (flags.steer) throw new UsageError(`--steer with run ${id}, spread over the workers: steering reaches a run that runs whole on one worker`);
+  const { openPostgresStore } = await import('../store/postgresStore.js');
+  const { startBoss } = await import('../workers/runQueue.js');
+  const { requeueSpreadRun } = await import('../workers/spreadResume.js');
+  const port = uiPort(flags.ui === true, flags.uiPort);
+  const ui = flags.ui ? await CliUi.startFed(port === undefined ? {} : { port }, io.stderr) : undefined;
+  const store = openPostgresStore(db);
+  try {
+    const boss = await startBoss(db);
+    let queued: string[];
+    try {
+      queued = await requeueSpreadRun(store, boss, id);
+    } finally {
+      await boss.stop({ graceful: false, wait: true });
+    }
+    io.stderr.write(`exarch: run ${id}: ${queued.length} session${queued.length === 1 ? '' : 's'} queued again for the workers (${queued.join(', ')})\n`);
+    return await followStored(store, id, record, db, { noWait: flags.noWait === true, steer: false, spread: true }, io, ui);
+  } finally {
+    await store.close();
     await ui?.finish(io.interrupt);
   }
 }

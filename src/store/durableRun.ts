@@ -157,7 +157,11 @@ export async function resumeRun(runId: string, session: DurableSessionInput, opt
   if (row.status !== 'running' && row.status !== 'interrupted' && row.status !== 'waiting') return finished(row, await store.journal(runId));
   // Its sessions are claimed one by one by the workers: a whole-tree resume here would run them beside those.
   if (row.options['spread'] === true) {
-    throw new RunError(`run ${runId} runs on the workers a session at a time (--spread): its sessions stay queued until a worker takes them`, 'spread', runId);
+    throw new RunError(
+      `run ${runId} runs on the workers a session at a time (--spread): queue its sessions again for them with requeueSpreadRun (exarch resume ${runId} --db)`,
+      'spread',
+      runId,
+    );
   }
   // The run's MCP servers are connected again (and closed again on any way out but a launch).
   const mcp = await withMcpTools(session);

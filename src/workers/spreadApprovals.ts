@@ -42,6 +42,7 @@ export async function recordSpreadApproval(store: PostgresRunStore, boss: PgBoss
       );
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
+  let answered = false;
   try {
     // Read again under the claim: the journal as the session will be taken up from it.
     const rows = await store.journal(runId);
@@ -56,9 +57,13 @@ export async function recordSpreadApproval(store: PostgresRunStore, boss: PgBoss
       // Let go of with the jobs' commit: a wake taken at once finds the session free.
       { session: host, owner },
     );
+    answered = true;
     return call;
   } finally {
     await store.releaseSession(runId, host, owner).catch(() => undefined);
+    // A sub-agent's result that woke the session while it was claimed here found it held, and its
+    // wake was dropped: with no answer to wake it, it is woken once to look (it parks again if nothing came).
+    if (!answered) await boss.send(RUN_QUEUE, { runId, session: host } satisfies RunJob).catch(() => undefined);
   }
 }
 
@@ -66,7 +71,7 @@ export async function recordSpreadApproval(store: PostgresRunStore, boss: PgBoss
  * The session whose job runs `agent`: itself, unless an ancestor was given a budget, whose job
  * then runs its whole subtree (the topmost such ancestor).
  */
-function jobSessionOf(agent: string, rows: readonly JournalRow[]): string {
+export function jobSessionOf(agent: string, rows: readonly JournalRow[]): string {
   const budgeted = new Set<string>();
   for (const { record } of rows) if (record.type === 'spawn' && record.budget !== undefined) budgeted.add(record.id);
   const parts = agent.split('/');
