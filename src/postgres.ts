@@ -6,6 +6,6 @@
 export { openPostgresStore, PostgresRunStore, POSTGRES_SCHEMA_VERSION, type PostgresStoreOptions } from './store/postgresStore.js';
 export { describeUrl, isPostgresUrl } from './store/postgresUrl.js';
 export { queueRun, RUN_QUEUE, startBoss, submitRun, type QueuePolicy, type RunJob, type Submission } from './workers/runQueue.js';
-export { startWorker, type Worker, type WorkerEvent, type WorkerOptions, type WorkerSession } from './workers/worker.js';
+export { startWorker, type Worker, type WorkerEvent, type WorkerOptions, type WorkerRunPlace, type WorkerSession } from './workers/worker.js';
 export { recordSpreadApproval } from './workers/spreadApprovals.js';
 export { requeueSpreadRun } from './workers/spreadResume.js';

@@ -72,7 +72,7 @@ describe.skipIf(!postgres.available)('postgres run store', () => {
     }
   });
 
-  it('migrates a database of schema 1 on first use: the steering table added, the runs kept', async () => {
+  it('migrates a database of schema 1 on first use: the steering table, the sessions and their spans added, the runs kept', async () => {
     const url = await postgres.server().createDatabase();
     const first = openPostgresStore(url);
     await first.createRun(newRun('r'));
@@ -87,8 +87,12 @@ describe.skipIf(!postgres.available)('postgres run store', () => {
     const store = openPostgresStore(url);
     try {
       expect((await store.listRuns()).map((r) => r.id)).toEqual(['r']);
-      expect(await query(url, 'SELECT version FROM exarch.schema_version')).toEqual([{ version: 3 }]);
+      expect(await query(url, 'SELECT version FROM exarch.schema_version')).toEqual([{ version: 4 }]);
       expect(await store.sendCommand('r', '/help')).toBeGreaterThan(0);
+      // Schema 4: a session's span, recorded once.
+      await store.recordSpan('r', 'root', '00-aa-bb-01');
+      await store.recordSpan('r', 'root', '00-cc-dd-01');
+      expect(await store.spansOf('r')).toEqual(new Map([['root', '00-aa-bb-01']]));
     } finally {
       await store.close();
     }

@@ -10,7 +10,10 @@ import type PgBoss from 'pg-boss';
 import { startBoss, submitRun } from '../src/workers/runQueue.js';
 import type { RunSessions } from '../src/workers/sessionJob.js';
 import type { RunOptionsRecord } from '../src/store/runStore.js';
-import { startWorker, type Worker, type WorkerEvent } from '../src/workers/worker.js';
+import { startWorker, type Worker, type WorkerEvent, type WorkerRunPlace } from '../src/workers/worker.js';
+import type { RunEventListener } from '../src/watch/observe/events.js';
+import { OtelRunExporter } from '../src/watch/otel/otelExporter.js';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { postgresForFile } from './support/postgresServer.js';
 import { query } from './support/storedRuns.js';
 
@@ -63,6 +66,10 @@ async function spreadRun(
     readonly input?: Omit<RunSessions['input'], 'provider'>;
     readonly record?: Omit<RunOptionsRecord, 'spread'>;
     readonly during?: (run: { readonly id: string; readonly db: string; readonly store: PostgresRunStore; readonly boss: PgBoss }) => Promise<void>;
+    /** The host's listener of a run's events on each worker (an OpenTelemetry exporter), and what closes it. */
+    readonly events?: (place: WorkerRunPlace) => { readonly listener: RunEventListener; close(): void };
+    /** Sessions each worker runs at once (default 4). */
+    readonly concurrency?: number;
   } = {},
 ): Promise<SpreadRun> {
   const db = await postgres.server().createDatabase();
@@ -75,10 +82,13 @@ async function spreadRun(
       workers.push(
         await startWorker({
           db,
-          concurrency: 4,
+          concurrency: more.concurrency ?? 4,
           pollingIntervalSeconds: 0.5,
           policy: { expireInSeconds: 30, retryDelaySeconds: 1 },
-          session: () => ({ input: { provider, ...more.input } }),
+          session: (_row, place) => {
+            const host = more.events?.(place);
+            return { input: { provider, ...more.input }, ...(host ? { events: host.listener, close: async () => host.close() } : {}) };
+          },
           onEvent: (event) => events.push({ worker: name, event }),
         }),
       );
@@ -465,5 +475,66 @@ describe.skipIf(!postgres.available)('a run spread over workers', () => {
       for (const tools of toolsOf(agent)) expect(tools, `${agent}\n${run.story()}`).toEqual(['ping']);
     expect(toolsOf('root/lead')).toHaveLength(3);
     expect(provider.pairingViolations).toEqual([]);
+  });
+
+  it("with OpenTelemetry, the run is one trace over both workers: one agent span per session, each under its parent's, its requests under it", {
+    timeout: 120_000,
+  }, async () => {
+    const collected = new InMemorySpanExporter();
+    const tracer = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(collected)] }).getTracer('test');
+    const provider = new ScriptedProvider({
+      agents: {
+        root: (_request, index) =>
+          index === 0
+            ? {
+                calls: [
+                  { name: 'agent', input: { name: 'a', task: 'Delegate.' } },
+                  { name: 'agent', input: { name: 'b', task: 'Say b.' } },
+                  { name: 'wait_for_agents', input: {} },
+                ],
+              }
+            : { text: 'heard both' },
+        a: (_request, index) =>
+          index === 0
+            ? {
+                calls: [
+                  { name: 'agent', input: { name: 'deep', task: 'Say deep.' } },
+                  { name: 'wait_for_agents', input: {} },
+                ],
+              }
+            : { calls: [{ name: 'reply', input: { result: 'a done' } }] },
+        '*': (request) => ({ delayMs: 400, calls: [{ name: 'reply', input: { result: `${request.agent.name} said` } }] }),
+      },
+    });
+    const run = await spreadRun(provider, 'Delegate twice.', undefined, {
+      events: (place) => {
+        const exporter = new OtelRunExporter({ tracer, directory: place.spans });
+        return { listener: exporter.onEvent, close: () => exporter.close() };
+      },
+      // One slot each: the sessions spread over both workers.
+      concurrency: 1,
+    });
+    expect(new Set(run.events.filter(({ event }) => event.type === 'session' && event.what === 'taken').map(({ worker }) => worker))).toEqual(
+      new Set(['w1', 'w2']),
+    );
+    const spans = collected.getFinishedSpans();
+    const agentSpans = spans.filter((span) => span.name.startsWith('invoke_agent'));
+    const agents = ['root', 'root/a', 'root/b', 'root/a/deep'];
+    // One span per session, though the root and a each ran in several jobs.
+    expect(agentSpans.map((span) => String(span.attributes['gen_ai.agent.id'])).sort(), run.story()).toEqual([...agents].sort());
+    expect(run.taken().filter((session) => session === 'root').length).toBeGreaterThanOrEqual(2);
+    expect(run.taken().filter((session) => session === 'root/a').length).toBeGreaterThanOrEqual(2);
+    expect(new Set(spans.map((span) => span.spanContext().traceId)).size).toBe(1);
+    const spanOf = (agent: string): string => agentSpans.find((span) => span.attributes['gen_ai.agent.id'] === agent)?.spanContext().spanId ?? 'none';
+    for (const agent of agents.filter((a) => a !== 'root'))
+      expect(agentSpans.find((span) => span.attributes['gen_ai.agent.id'] === agent)?.parentSpanContext?.spanId, agent).toBe(
+        spanOf(agent.slice(0, agent.lastIndexOf('/'))),
+      );
+    expect(agentSpans.find((span) => span.attributes['gen_ai.agent.id'] === 'root')?.parentSpanContext).toBeUndefined();
+    // Each session's model requests, whichever job made them, under its span.
+    for (const agent of agents) {
+      const chats = spans.filter((span) => span.name.startsWith('chat') && span.parentSpanContext?.spanId === spanOf(agent));
+      expect(chats, agent).toHaveLength(provider.requestsOf(agent).length);
+    }
   });
 });

@@ -5,7 +5,6 @@ import { buildRunSession, checkModelAccess } from './runSession.js';
 import { isPostgresUrl } from '../store/postgresUrl.js';
 import { startWorker, type WorkerEvent } from '../workers/worker.js';
 import { steeringCommand } from './steeringCommands.js';
-import { createRunObserver } from '../watch/observe/runObserver.js';
 import { OtelRunExporter } from '../watch/otel/otelExporter.js';
 import type { Provider } from '../engine/types.js';
 
@@ -79,17 +78,15 @@ export async function workerCommand(flags: WorkerFlags, io: WorkerIo): Promise<n
       return answer;
     },
     // Each run's sessions as `exarch run` built them here: from its record (MCP servers started for the run, closed after it).
-    session: async (row) => {
+    session: async (row, place) => {
       const built = await buildRunSession({ id: row.id, cwd: row.cwd, startedAt: row.startedAt, record: readRecord(row.options) }, io);
       if (!otel) return { input: built.session, close: built.close };
-      // The spans of what this worker runs of the run (a run taken up again elsewhere continues in
-      // that worker's spans), under the run's id as the conversation.
-      const observer = createRunObserver();
-      const spans = new OtelRunExporter({ tracer: otel.tracer, captureContent: otel.captureContent, conversationId: row.id });
-      observer.subscribe(spans.onEvent);
+      // The spans of what this worker runs of the run, under the run's id as the conversation: one
+      // trace with what other workers ran of it (a sub-agent elsewhere, a run taken up again).
+      const spans = new OtelRunExporter({ tracer: otel.tracer, captureContent: otel.captureContent, conversationId: row.id, directory: place.spans });
       return {
         input: built.session,
-        inspect: observer.inspect,
+        events: spans.onEvent,
         close: async () => {
           spans.close();
           await built.close();

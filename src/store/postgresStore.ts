@@ -96,6 +96,11 @@ const MIGRATIONS: Readonly<Record<number, string>> = {
       PRIMARY KEY (run_id, session)
     );
   `,
+  // The span each session's OpenTelemetry agent span was opened as (a W3C traceparent), so that a
+  // session's sub-agents and its later jobs, on any worker, continue the same trace under it.
+  4: `
+    ALTER TABLE exarch.sessions ADD COLUMN span TEXT;
+  `,
 };
 
 /** Lets go of a session (`$1`, `$2`) if the token `$3` holds it. */
@@ -566,6 +571,30 @@ export class PostgresRunStore implements RunStore {
       ),
     );
     return new Set(rows.map((r) => r.tool));
+  }
+
+  /** Records the span a session's agent span was opened as (`traceparent`); the first one recorded stands. */
+  async recordSpan(runId: string, session: string, traceparent: string): Promise<void> {
+    await this.call(() =>
+      this.pool.query(
+        `INSERT INTO exarch.sessions (run_id, session, span) VALUES ($1, $2, $3)
+         ON CONFLICT (run_id, session) DO UPDATE SET span = coalesce(exarch.sessions.span, EXCLUDED.span)`,
+        [runId, session, traceparent],
+      ),
+    );
+  }
+
+  /** The spans recorded for these sessions (all of the run's without `sessions`), by session. */
+  async spansOf(runId: string, sessions?: readonly string[]): Promise<Map<string, string>> {
+    const { rows } = await this.call(() =>
+      this.pool.query<{ session: string; span: string }>(
+        sessions === undefined
+          ? 'SELECT session, span FROM exarch.sessions WHERE run_id = $1 AND span IS NOT NULL'
+          : 'SELECT session, span FROM exarch.sessions WHERE run_id = $1 AND session = ANY($2) AND span IS NOT NULL',
+        sessions === undefined ? [runId] : [runId, sessions],
+      ),
+    );
+    return new Map(rows.map((r) => [r.session, r.span]));
   }
 
   /** Whether the journal already holds exactly these rows (a retried append that had committed). */

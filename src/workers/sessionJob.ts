@@ -17,7 +17,10 @@ import { liveChildrenOf, restoreAlone } from '../store/restoreRun.js';
 import type { RestoredSession } from '../store/restoredSession.js';
 import { RunJournal } from '../store/runJournal.js';
 import type { JournalRow, RunOwner, RunRow, RunStatus } from '../store/runStore.js';
+import type { RunEventListener } from '../watch/observe/events.js';
 import { RUN_QUEUE, type RunJob, type SpawnedSession } from './runQueue.js';
+import type { StoredSpans } from './storedSpans.js';
+import { createRunObserver } from '../watch/observe/runObserver.js';
 
 /** How a session job ended here. */
 export type SessionJobEnd = 'ended' | 'parked' | 'handed-back';
@@ -26,6 +29,9 @@ export type SessionJobEnd = 'ended' | 'parked' | 'handed-back';
 export interface RunSessions {
   readonly input: Omit<SessionInput, 'task' | 'agent' | 'restore' | 'journal' | 'history'>;
   readonly inspect?: (event: InspectionEvent) => void;
+  /** The host's listener of the run's events, and the spans its exporter reads and records (with `--otel`). */
+  readonly events?: RunEventListener;
+  readonly spans?: StoredSpans;
 }
 
 export interface SessionJobContext {
@@ -166,6 +172,8 @@ async function runHere(
       append: async (rows) => {
         const jobs = jobsStartedBy(runId, id, keepsSubtree, scope, rows);
         if (jobs.length === 0) return store.appendShared(rows);
+        // A sub-agent's job finds this session's span: written before the record that starts it.
+        await sessions.spans?.written();
         await store.appendShared(rows, (db) => boss.insert(jobs, { db: db as unknown as PgBoss.Db }));
         ctx.queued();
       },
@@ -192,13 +200,20 @@ async function runHere(
   // A subtree kept here moves below the session without changing its snapshot: with calls that may
   // wait for a person, every change in the tree is a moment it may have come to rest.
   let treeMoved = (): void => undefined;
+  // The host's run events come from an observer of this job's actors (each job is an actor system of its own).
+  const observer = sessions.events ? createRunObserver() : undefined;
+  if (sessions.events) observer?.subscribe(sessions.events);
+  // The spans of this session (opened by an earlier job), of its parent and of a subtree kept here.
+  if (sessions.events) await sessions.spans?.load([id, ...(id === 'root' ? [] : [parentOf(id)]), ...(keepsSubtree && restore ? subtreeOf(restore) : [])]);
+  const hosts = [sessions.inspect, observer?.inspect].filter((f): f is (event: InspectionEvent) => void => f !== undefined);
+  const watchTree = keepsSubtree && sessions.input.approve !== undefined;
   const inspect =
-    keepsSubtree && sessions.input.approve !== undefined
+    hosts.length > 0 || watchTree
       ? (event: InspectionEvent): void => {
-          sessions.inspect?.(event);
-          if (event.type === '@xstate.snapshot') treeMoved();
+          for (const host of hosts) host(event);
+          if (watchTree && event.type === '@xstate.snapshot') treeMoved();
         }
-      : sessions.inspect;
+      : undefined;
   const actor = createActor(sessionMachine, { input, ...(inspect ? { inspect } : {}) });
   let handedBack = false;
   const ended = new Promise<SessionJobEnd>((resolve, reject) => {
@@ -334,6 +349,11 @@ function takeApproved(actor: SessionActor, tools: ReadonlySet<string>): boolean 
 }
 
 type SessionActor = ReturnType<typeof createActor<typeof sessionMachine>>;
+
+/** The agent ids of a restored session's subtree (itself included). */
+function subtreeOf(session: RestoredSession): string[] {
+  return [session.agent.id, ...session.children.flatMap((child) => (child.restore ? subtreeOf(child.restore) : [child.agent.id]))];
+}
 
 /** The root at rest with nothing left: the run is done. */
 function atRest(snapshot: SessionSnapshot): boolean {

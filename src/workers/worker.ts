@@ -9,6 +9,10 @@ import { resumeRun, RunError, type DurableRun, type DurableSessionInput } from '
 import { isConnectionError, openPostgresStore, type PostgresRunStore } from '../store/postgresStore.js';
 import type { RunOwner, RunRow } from '../store/runStore.js';
 import { RUN_QUEUE, startBoss, type QueuePolicy, type RunJob } from './runQueue.js';
+import { createRunObserver } from '../watch/observe/runObserver.js';
+import type { RunEventListener } from '../watch/observe/events.js';
+import type { SpanDirectory } from '../watch/otel/otelExporter.js';
+import { StoredSpans } from './storedSpans.js';
 import { RemoteWatch, runSessionJob, SessionHandedBack, SessionHeld, type RunSessions, type SessionJobContext, type SessionJobEnd } from './sessionJob.js';
 import { withMcpTools } from '../tools/mcp/mcpOption.js';
 
@@ -33,7 +37,7 @@ export interface WorkerOptions {
    * taken; `close` (servers the host started for the run) is called once the run has stopped, or
    * could not start.
    */
-  readonly session: (run: RunRow) => WorkerSession | Promise<WorkerSession>;
+  readonly session: (run: RunRow, place: WorkerRunPlace) => WorkerSession | Promise<WorkerSession>;
   /** The run lease (default 30 s): how soon another worker may resume a run this one stopped renewing. */
   readonly leaseMs?: number;
   /** How often an idle worker asks the queue for work (default 1 s, at least 0.5). */
@@ -52,9 +56,20 @@ export interface WorkerOptions {
 /** What a worker runs a run with. */
 export interface WorkerSession {
   readonly input: DurableSessionInput;
-  /** The host's own observer of the run's actors (an OpenTelemetry exporter, say), beside the worker's. */
+  /** The host's own observer of the run's actors, beside the worker's (raw XState inspection, per actor system). */
   readonly inspect?: (event: InspectionEvent) => void;
+  /**
+   * The run's events as `RunObserver` decodes them (an `OtelRunExporter`'s `onEvent`, say): of
+   * every job of the run this worker runs, each job's actors decoded by an observer of its own.
+   */
+  readonly events?: RunEventListener;
   close?(): Promise<void>;
+}
+
+/** What a worker tells the host about where a run's parts run: other workers and jobs keep their spans here. */
+export interface WorkerRunPlace {
+  /** The run's agent spans, shared with the other workers (pass it as an `OtelRunExporter`'s `directory`). */
+  readonly spans: SpanDirectory;
 }
 
 export interface Worker {
@@ -109,7 +124,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   const running = new Set<InProgress>();
   const owner: RunOwner = { host: hostname(), pid: process.pid, token: randomUUID() };
   const watch = new RemoteWatch(store);
-  const setups = new RunSetups(options.session);
+  const setups = new RunSetups(options.session, store);
   const sessionJobs = {
     store,
     boss,
@@ -368,11 +383,16 @@ async function runJob(
   // Read before the run starts writing to it: a run with a journal was started before.
   const resumed = (await store.journal(runId)).length > 0;
   try {
-    setup = await options.session(row);
+    const spans = new StoredSpans(store, runId);
+    setup = await options.session(row, { spans });
+    // A run taken up again continues its trace: the spans its earlier processes opened, read first.
+    if (setup.events) await spans.load();
+    const observer = setup.events ? createRunObserver() : undefined;
+    if (setup.events) observer?.subscribe(setup.events);
     run = await resumeRun(runId, setup.input, {
       store,
       cwd: row.cwd,
-      actor: { inspect: withHost(approvals.inspect, setup.inspect) },
+      actor: { inspect: withHost(withHost(approvals.inspect, setup.inspect), observer?.inspect) },
       ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
     });
   } catch (error) {
@@ -422,7 +442,10 @@ const SETUP_IDLE_MS = 5_000;
 class RunSetups {
   private readonly made = new Map<string, { ready: Promise<RunSessions & { close(): Promise<void> }>; users: number; idle: NodeJS.Timeout | undefined }>();
 
-  constructor(private readonly build: WorkerOptions['session']) {}
+  constructor(
+    private readonly build: WorkerOptions['session'],
+    private readonly store: PostgresRunStore,
+  ) {}
 
   async acquire(row: RunRow): Promise<RunSessions> {
     let entry = this.made.get(row.id);
@@ -465,7 +488,8 @@ class RunSetups {
   }
 
   private async make(row: RunRow): Promise<RunSessions & { close(): Promise<void> }> {
-    const built = await this.build(row);
+    const spans = new StoredSpans(this.store, row.id);
+    const built = await this.build(row, { spans });
     const mcp = await withMcpTools(built.input).catch(async (error: unknown) => {
       await built.close?.();
       throw error;
@@ -479,6 +503,7 @@ class RunSetups {
     return {
       input: mcp.input,
       ...(built.inspect ? { inspect: built.inspect } : {}),
+      ...(built.events ? { events: built.events, spans } : {}),
       close: async () => {
         await mcp.close();
         await built.close?.();

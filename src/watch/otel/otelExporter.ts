@@ -1,4 +1,14 @@
-import { context as otelContext, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import {
+  context as otelContext,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Attributes,
+  type Context,
+  type Span,
+  type SpanContext,
+  type Tracer,
+} from '@opentelemetry/api';
 import type { AnyActorRef } from 'xstate';
 import type { AgentStartedEvent, RunEvent } from '../observe/events.js';
 import { observe } from '../observe/runObserver.js';
@@ -48,6 +58,22 @@ export interface OtelExporterOptions {
   readonly providerName?: string;
   /** Secrets kept out of exported text (default: those of `process.env`; see redact.ts). */
   readonly redactor?: Redactor;
+  /**
+   * Agents' spans opened in other processes, or earlier in this one, for a run whose sessions run
+   * in several (a run spread over workers, a run taken up again): an agent whose span is known
+   * continues under it (its model and tool spans become its children) instead of opening a second
+   * one, and an agent whose parent runs elsewhere is opened under the parent's span. Every span
+   * this exporter opens is recorded in it.
+   */
+  readonly directory?: SpanDirectory;
+}
+
+/** Where the agents' span contexts of one run are kept for every process that runs part of it. */
+export interface SpanDirectory {
+  /** The span an agent's span was opened as (elsewhere, or before), if any. */
+  get(agentId: string): SpanContext | undefined;
+  /** An agent's span was opened here. */
+  set(agentId: string, span: SpanContext): void;
 }
 
 /** The open spans of one agent. */
@@ -90,8 +116,10 @@ export class OtelRunExporter {
   private readonly providerName: string | undefined;
   private readonly redactor: Redactor;
   private readonly agents = new Map<string, AgentSpans>();
+  private readonly directory: SpanDirectory | undefined;
 
   constructor(options: OtelExporterOptions = {}) {
+    this.directory = options.directory;
     this.tracer = options.tracer ?? trace.getTracer(TRACER_NAME);
     this.capture = options.captureContent === true;
     this.base = options.context ?? otelContext.active();
@@ -208,8 +236,15 @@ export class OtelRunExporter {
   private openAgent(agent: AgentSpans, providerName: string | undefined): Context {
     if (agent.context) return agent.context;
     const { started } = agent;
+    // Opened before, in another job or process: continued under that span, not opened twice.
+    const opened = this.directory?.get(started.agent);
+    if (opened) {
+      agent.context = trace.setSpanContext(this.base, opened);
+      return agent.context;
+    }
     const parent = started.parent === null ? undefined : this.agents.get(started.parent);
-    const parentContext = parent ? this.contextOf(parent) : this.base;
+    const remoteParent = parent || started.parent === null ? undefined : this.directory?.get(started.parent);
+    const parentContext = parent ? this.contextOf(parent) : remoteParent ? trace.setSpanContext(this.base, remoteParent) : this.base;
     const provider = this.providerName ?? providerName;
     const span = this.tracer.startSpan(
       `invoke_agent ${started.name}`,
@@ -232,6 +267,7 @@ export class OtelRunExporter {
     );
     agent.span = span;
     agent.context = trace.setSpan(parentContext, span);
+    this.directory?.set(started.agent, span.spanContext());
     return agent.context;
   }
 
