@@ -17,6 +17,7 @@ async function refusal(specs: unknown[]): Promise<string> {
     (e: unknown) => e,
   );
   expect(error).toBeInstanceOf(McpSpecError);
+  expect(error).toMatchObject({ kind: 'mcp-spec' });
   return (error as Error).message;
 }
 
