@@ -68,7 +68,8 @@ export interface SessionInput extends SessionOptions {
 
 export type SessionEvent =
   /** A user message for the root; queued until the session's next turn boundary. */
-  | { readonly type: 'user.message'; readonly text: string }
+  /** `journaled`: the sender wrote it to the session's journal already (a steering line to a session running elsewhere). */
+  | { readonly type: 'user.message'; readonly text: string; readonly journaled?: boolean }
   /** Cancels the session and its whole subtree. */
   | { readonly type: 'cancel'; readonly reason?: string }
   /** A person's answer to a call the session waits on (routed by the tree's desk: see `respond`). */
@@ -869,7 +870,7 @@ const machineSetup = setup({
     queueUserMessage: assign({
       pendingUser: ({ context, event }) => {
         if (event.type !== 'user.message') return context.pendingUser;
-        context.fixed.recorder.note({ type: 'queued', text: event.text });
+        if (event.journaled !== true) context.fixed.recorder.note({ type: 'queued', text: event.text });
         return [...context.pendingUser, event.text];
       },
     }),

@@ -9,3 +9,4 @@ export { queueRun, RUN_QUEUE, startBoss, submitRun, type QueuePolicy, type RunJo
 export { startWorker, type Worker, type WorkerEvent, type WorkerOptions, type WorkerRunPlace, type WorkerSession } from './workers/worker.js';
 export { recordSpreadApproval } from './workers/spreadApprovals.js';
 export { requeueSpreadRun } from './workers/spreadResume.js';
+export { steerSpreadRun } from './workers/spreadSteering.js';

@@ -258,6 +258,57 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
     expect(model.pairingViolations).toEqual([]);
   });
 
+  it('run --db --spread --steer: the lines act through the store on agents in jobs of their own, stalled or parked', {
+    timeout: 120_000,
+  }, async () => {
+    const db = await postgres.server().createDatabase();
+    const cwd = workdir();
+    const model = await serveByHistory({
+      root: [
+        stream({
+          toolCalls: [call('agent', { name: 'slow', task: 'Take forever.' }), call('agent', { name: 'lead', task: 'Lead.' }), call('wait_for_agents', {})],
+        }),
+        (request) => stream({ text: `Root heard:\n${lastUserText(request)}` }),
+      ],
+      slow: [stream({ text: 'thinking about it' }, { stallAfter: 1 })],
+      // Rests with a sub-agent running (parked), until a message comes.
+      lead: [
+        stream({ toolCalls: [call('agent', { name: 'deep', task: 'Wait.' })] }),
+        stream({ text: 'resting' }),
+        (request) => stream({ toolCalls: [call('reply', { result: `lead read: ${lastUserText(request)}` })] }),
+      ],
+      deep: [stream({ text: 'deep thinking' }, { stallAfter: 1 })],
+    });
+    const worker = await readyWorker(db, model, cwd, ['--concurrency', '8']);
+    const run = startExarch(['run', '--db', db, '--spread', '--steer', 'Delegate'], model, cwd);
+    await run.until(
+      'lead to rest and the others to stream',
+      () =>
+        model.requests.filter((r) => r.agent === 'lead').length === 2 &&
+        model.requests.some((r) => r.agent === 'deep') &&
+        model.requests.some((r) => r.agent === 'slow'),
+    );
+    await run.until('lead to park', () => worker.stderr().includes('session root/lead parked'));
+    run.send('/help');
+    await run.until('the answer to /help', () => /^exarch: running: root, /m.test(run.stderr()));
+    run.send('/msg lead wrap it up');
+    run.send('/cancel root/slow');
+    await run.until('lead to read its message', () => model.requests.filter((r) => r.agent === 'lead').length === 3);
+    run.send('/cancel root/lead/deep');
+    expect(await run.exit, run.stderr()).toBe(0);
+    const stderr = run.stderr();
+    expect(stderr).toMatch(/^exarch: running: root, root\/slow, root\/lead, root\/lead\/deep$/m);
+    expect(stderr).toMatch(/^exarch: root\/lead gets the message at its next boundary$/m);
+    expect(stderr).toMatch(/^exarch: cancelling root\/slow and everything it started$/m);
+    expect(stderr).toMatch(/^exarch: cancelling root\/lead\/deep and everything it started$/m);
+    // No line went to the whole-run queue, where no worker of a spread run looks.
+    expect(await query(db, 'SELECT count(*)::int AS n FROM exarch.commands')).toEqual([{ n: 0 }]);
+    expect(run.stdout()).toContain("[agent 'slow' was cancelled]");
+    expect(run.stdout()).toMatch(/\[agent 'lead' replied\]\nlead read: .*wrap it up/s);
+    expect(model.requests.filter((r) => r.agent === 'slow')).toHaveLength(1);
+    expect(model.pairingViolations).toEqual([]);
+  });
+
   it('--detach prints the id; a worker SIGKILLed mid-run loses nothing: another takes the run up and finishes it', { timeout: 120_000 }, async () => {
     const db = await postgres.server().createDatabase();
     const cwd = workdir();

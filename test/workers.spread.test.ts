@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineTool } from '../src/tools/defineTool.js';
 import { recordSpreadApproval } from '../src/workers/spreadApprovals.js';
+import { steerSpreadRun } from '../src/workers/spreadSteering.js';
 import { ScriptedProvider } from '../src/testing/scriptedProvider.js';
 import type { ModelRequest } from '../src/engine/types.js';
 import { resumeRun } from '../src/store/durableRun.js';
@@ -536,5 +537,128 @@ describe.skipIf(!postgres.available)('a run spread over workers', () => {
       const chats = spans.filter((span) => span.name.startsWith('chat') && span.parentSpanContext?.spanId === spanOf(agent));
       expect(chats, agent).toHaveLength(provider.requestsOf(agent).length);
     }
+  });
+
+  it('steering lines reach agents wherever they are: a message to a parked root and to a running sub-agent, each taken once; /help and a wrong path', {
+    timeout: 120_000,
+  }, async () => {
+    const provider = new ScriptedProvider({
+      agents: {
+        root: (request, index) =>
+          [
+            { calls: [{ name: 'agent', input: { name: 'busy', task: 'Work a while.' } }] },
+            // Ends its turn with a sub-agent running: it parks, at rest.
+            { text: 'started busy' },
+            { text: `root read: ${lastUserText(request)}` },
+            { text: `root heard: ${lastUserText(request).replace(/\s+/g, ' ')}` },
+          ][index] ?? { text: 'more than asked' },
+        busy: (request, index) =>
+          index === 0
+            ? { delayMs: 2_500, text: 'still working' }
+            : { calls: [{ name: 'reply', input: { result: `busy read: ${lastUserText(request).replace(/\s+/g, ' ')}` } }] },
+      },
+    });
+    const answers: string[][] = [];
+    const run = await spreadRun(provider, 'Start one and rest.', undefined, {
+      during: async ({ id, db, store, boss }) => {
+        // The root rests with busy running: parked. busy is in its first request on a worker.
+        await until(async () => provider.requestsOf('root/busy').length === 1 && provider.requestsOf('root').length === 2, 'busy to be asked');
+        await until(
+          async () =>
+            (
+              await query<{ n: number }>(
+                db,
+                `SELECT count(*)::int AS n FROM exarch.sessions WHERE run_id = '${id}' AND session = 'root' AND owner_token IS NULL`,
+              )
+            )[0]?.n === 1,
+          'the root to park',
+        );
+        answers.push(await steerSpreadRun(store, boss, id, '/help'));
+        answers.push(await steerSpreadRun(store, boss, id, '/msg nobody hello'));
+        answers.push(await steerSpreadRun(store, boss, id, '/cancel root'));
+        answers.push(await steerSpreadRun(store, boss, id, '/msg root look up'));
+        answers.push(await steerSpreadRun(store, boss, id, '/msg busy hurry please'));
+      },
+    });
+    expect(answers).toEqual([
+      [
+        'exarch: commands, while the run goes on:',
+        '  /cancel PATH      cancel a sub-agent and everything it started (its parent is told it was cancelled)',
+        '  /msg PATH TEXT    give a running agent a message: it reads it at its next boundary',
+        '  /help             this help, and the agents running now',
+        "exarch: PATH is an agent's path in the tree (root/lead/scribe; the root/ may be left out). The whole run goes on on the workers; Ctrl-C stops following it.",
+        'exarch: running: root, root/busy',
+      ],
+      ['exarch: no agent root/nobody is running (running: root, root/busy)'],
+      ['exarch: /cancel takes a sub-agent; the whole run goes on on the workers (Ctrl-C stops following it)'],
+      ['exarch: root gets the message at its next boundary'],
+      ['exarch: root/busy gets the message at its next boundary'],
+    ]);
+    // The parked root was woken for its message; busy took its message while running, at its next turn.
+    const said = (agent: string, index: number): string => JSON.stringify(provider.requestsOf(agent)[index]?.lastMessage ?? null);
+    expect(said('root', 2), run.story()).toContain('look up');
+    expect(said('root/busy', 1)).toContain('hurry please');
+    // Each message is in the journal once: written by the line, not again by the session that took it.
+    expect(run.journal.filter((r) => r.type === 'queued').map((r) => [r.session, JSON.parse(r.body).text])).toEqual([
+      ['root', 'look up'],
+      ['root/busy', 'hurry please'],
+    ]);
+    const answer = run.journal.filter((r) => r.session === 'root' && r.type === 'message' && r.body.includes('"role":"assistant"')).at(-1)?.body ?? '';
+    expect(answer).toContain("[agent 'busy' replied] busy read:");
+    expect(provider.requestsOf('root/busy')).toHaveLength(2);
+    expect(provider.pairingViolations).toEqual([]);
+  });
+
+  it('/cancel of a parked sub-agent wakes it to cancel its own sub-agents: its parent is told it was cancelled, once', { timeout: 120_000 }, async () => {
+    const provider = new ScriptedProvider({
+      agents: {
+        root: (request, index) =>
+          index === 0
+            ? {
+                calls: [
+                  { name: 'agent', input: { name: 'lead', task: 'Lead.' } },
+                  { name: 'wait_for_agents', input: {} },
+                ],
+              }
+            : { text: `root heard: ${lastUserText(request).replace(/\s+/g, ' ')}` },
+        lead: () => ({
+          calls: [
+            { name: 'agent', input: { name: 'deep', task: 'Take forever.' } },
+            { name: 'wait_for_agents', input: {} },
+          ],
+        }),
+        deep: [{ text: 'thinking', stallAfter: 1 }],
+      },
+    });
+    let answer: string[] = [];
+    const run = await spreadRun(provider, 'Delegate deep.', undefined, {
+      during: async ({ id, db, store, boss }) => {
+        await until(async () => provider.requestsOf('root/lead/deep').length === 1, 'deep to be asked');
+        await until(
+          async () =>
+            (
+              await query<{ n: number }>(
+                db,
+                `SELECT count(*)::int AS n FROM exarch.sessions WHERE run_id = '${id}' AND session = 'root/lead' AND owner_token IS NULL`,
+              )
+            )[0]?.n === 1,
+          'lead to park',
+        );
+        answer = await steerSpreadRun(store, boss, id, '/cancel lead');
+      },
+    });
+    expect(answer).toEqual(['exarch: cancelling root/lead and everything it started']);
+    const outcomes = run.journal.filter((r) => r.type === 'outcome').map((r) => [r.session, JSON.parse(r.body).outcome]);
+    expect(outcomes, run.story()).toEqual(
+      expect.arrayContaining([
+        ['root/lead', 'cancelled'],
+        ['root/lead/deep', 'cancelled'],
+      ]),
+    );
+    expect(run.journal.filter((r) => r.session === 'root' && r.type === 'inbox')).toHaveLength(1);
+    const final = run.journal.filter((r) => r.session === 'root' && r.type === 'message' && r.body.includes('"role":"assistant"')).at(-1)?.body ?? '';
+    expect(final).toContain("[agent 'lead' was cancelled]");
+    expect(provider.requestsOf('root/lead')).toHaveLength(1);
+    expect(provider.pairingViolations).toEqual([]);
   });
 });

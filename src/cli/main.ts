@@ -88,8 +88,8 @@ const USAGE = `Usage:
       --detach            with --db: print the run id once it is queued and return
       --spread            with --db: each sub-agent a job of its own, spread over the workers;
                           a parent waiting for its sub-agents or a person holds no worker
-                          slot (not with --max-tokens, --max-cost or --steer: such a run runs
-                          whole on one worker)
+                          slot (not with --max-tokens or --max-cost: such a run runs whole on
+                          one worker)
   exarch worker --db URL [--concurrency N] [--drain-timeout S] [--job-expiry S] [--otel]
                                   take runs queued with run --db and run them here, N at a time
                                   (default 1; of a --spread run, N sessions at a time: its

@@ -31,6 +31,7 @@ import { JournalProgress } from './journalProgress.js';
 import { JournalTraceStream } from '../store/journalTrace.js';
 import { recordApproval, waitingCalls } from '../store/runApprovals.js';
 import type { PostgresRunStore } from '../store/postgresStore.js';
+import type PgBoss from 'pg-boss';
 import { UsageError } from './usageError.js';
 
 export const EXIT = { ok: 0, fatal: 1, usage: 2, capped: 3, waiting: 4, interrupted: 130 } as const;
@@ -104,7 +105,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   if (flags.spread && flags.db === undefined) throw new UsageError('--spread needs --db: sub-agents are spread over the workers of a database');
   if (flags.spread) {
     // A whole-tree budget is kept by the one process that runs the tree.
-    const whole = flags.maxTokens !== undefined ? 'max-tokens' : flags.maxCost !== undefined ? 'max-cost' : flags.steer ? 'steer' : undefined;
+    const whole = flags.maxTokens !== undefined ? 'max-tokens' : flags.maxCost !== undefined ? 'max-cost' : undefined;
     if (whole) throw new UsageError(`--spread with --${whole}: such a run runs whole on one worker; leave out --spread`);
   }
   if (flags.record !== undefined && flags.replay !== undefined) throw new UsageError('--record and --replay cannot be used together');
@@ -297,7 +298,18 @@ async function followStored(
           terminal: onTerminal,
           onCommand: (line) => {
             if (line.trim() === '') return;
-            if (spread) return board.print('exarch: steering lines do not reach a run spread over the workers (--spread); it goes on');
+            if (spread) {
+              // Acted on through the store at once, wherever the agent runs or waits (`steerSpreadRun`).
+              sending = sending.then(async () => {
+                try {
+                  const { steerSpreadRun } = await import('../workers/spreadSteering.js');
+                  for (const answer of await steerSpreadRun(store, await steeringBoss(), id, line)) board.print(answer);
+                } catch (error) {
+                  board.print(`exarch: the line was not sent to the run: ${describeError(error)}`);
+                }
+              });
+              return;
+            }
             sending = sending.then(() =>
               store.sendCommand(id, line).then(
                 (number) => void sent.add(number),
@@ -311,6 +323,12 @@ async function followStored(
           onInterrupt: () => process.kill(process.pid, 'SIGINT'),
         })
       : undefined;
+  // A spread run's steering queues jobs: a queue opened on the first line, stopped at the end.
+  let boss: Promise<PgBoss> | undefined;
+  const steeringBoss = (): Promise<PgBoss> => {
+    boss ??= import('../workers/runQueue.js').then(({ startBoss }) => startBoss(db));
+    return boss;
+  };
   terminal?.start();
   const closeTerminal = (): void => terminal?.close();
   io.interrupt.addEventListener('abort', closeTerminal, { once: true });
@@ -426,6 +444,8 @@ async function followStored(
     io.interrupt.removeEventListener('abort', closeTerminal);
     terminal?.close();
     board.stop();
+    await sending;
+    if (boss) await (await boss).stop({ graceful: false, wait: true });
   }
 }
 
@@ -576,7 +596,6 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
  * its journal), then the run is followed as `run --db` follows it.
  */
 async function requeueAndFollow(db: string, id: string, record: CliRunRecord, flags: ResumeFlags, io: RunIo): Promise<number> {
-  if (flags.steer) throw new UsageError(`--steer with run ${id}, spread over the workers: steering reaches a run that runs whole on one worker`);
   const { openPostgresStore } = await import('../store/postgresStore.js');
   const { startBoss } = await import('../workers/runQueue.js');
   const { requeueSpreadRun } = await import('../workers/spreadResume.js');
@@ -592,7 +611,7 @@ async function requeueAndFollow(db: string, id: string, record: CliRunRecord, fl
       await boss.stop({ graceful: false, wait: true });
     }
     io.stderr.write(`exarch: run ${id}: ${queued.length} session${queued.length === 1 ? '' : 's'} queued again for the workers (${queued.join(', ')})\n`);
-    return await followStored(store, id, record, db, { noWait: flags.noWait === true, steer: false, spread: true }, io, ui);
+    return await followStored(store, id, record, db, { noWait: flags.noWait === true, steer: flags.steer === true, spread: true }, io, ui);
   } finally {
     await store.close();
     await ui?.finish(io.interrupt);

@@ -98,8 +98,11 @@ const MIGRATIONS: Readonly<Record<number, string>> = {
   `,
   // The span each session's OpenTelemetry agent span was opened as (a W3C traceparent), so that a
   // session's sub-agents and its later jobs, on any worker, continue the same trace under it.
+  // And the seq of the last user message sent to a session from elsewhere (a steering line), so
+  // that the job running it looks for messages only when there are some.
   4: `
     ALTER TABLE exarch.sessions ADD COLUMN span TEXT;
+    ALTER TABLE exarch.sessions ADD COLUMN message_seq INTEGER;
   `,
 };
 
@@ -435,6 +438,40 @@ export class PostgresRunStore implements RunStore {
     return rows.map((r) => ({ runId, seq: r.seq, session: r.session, ts: Number(r.ts), record: JSON.parse(r.body) as JournalRow['record'] }));
   }
 
+  /** The sub-agents of a run started and not ended (`spawn` records without an `outcome`), in the order they were started. */
+  async liveSubAgents(runId: string): Promise<string[]> {
+    const { rows } = await this.call(() =>
+      this.pool.query<{ id: string }>(
+        `SELECT s.body::jsonb ->> 'id' AS id FROM exarch.journal AS s WHERE s.run_id = $1 AND s.type = 'spawn'
+           AND NOT EXISTS (SELECT 1 FROM exarch.journal AS o WHERE o.run_id = $1 AND o.session = s.body::jsonb ->> 'id' AND o.type = 'outcome')
+         ORDER BY s.seq`,
+        [runId],
+      ),
+    );
+    return rows.map((r) => r.id);
+  }
+
+  /** Whether a session has begun (its `session` record is in the journal). */
+  async hasBegun(runId: string, session: string): Promise<boolean> {
+    const { rows } = await this.call(() =>
+      this.pool.query("SELECT 1 FROM exarch.journal WHERE run_id = $1 AND session = $2 AND type = 'session' LIMIT 1", [runId, session]),
+    );
+    return rows.length > 0;
+  }
+
+  /** The `queued` records (user messages) of a session, with `subtree` of every session below it too, after seq `after`. */
+  async queuedAfter(runId: string, session: string, after: number, options: { readonly subtree?: boolean } = {}): Promise<JournalRow[]> {
+    const { rows } = await this.call(() =>
+      this.pool.query<{ seq: number; session: string; ts: string; body: string }>(
+        options.subtree
+          ? "SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND (session = $2 OR left(session, length($2) + 1) = $2 || '/') AND type = 'queued' AND seq > $3 ORDER BY seq"
+          : "SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND session = $2 AND type = 'queued' AND seq > $3 ORDER BY seq",
+        [runId, session, after],
+      ),
+    );
+    return rows.map((r) => ({ runId, seq: r.seq, session: r.session, ts: Number(r.ts), record: JSON.parse(r.body) as JournalRow['record'] }));
+  }
+
   /** The `spawn` records that started these sessions (each in its parent's journal), in order. */
   async spawnsOf(runId: string, sessions: readonly string[]): Promise<JournalRow[]> {
     if (sessions.length === 0) return [];
@@ -527,6 +564,38 @@ export class PostgresRunStore implements RunStore {
         );
         await also?.({ executeSql: (text, values) => client.query(text, values) });
       }),
+    );
+  }
+
+  /**
+   * Sends a user message to `session` of a spread run from elsewhere (a steering line): a `queued`
+   * record in its journal, read by the job that runs it (`host`: itself, or the session that keeps
+   * its subtree), which is told by `host`'s `message_seq`. `also` as in `appendShared` (the wake of
+   * `host`): all of it is committed, or none.
+   */
+  async sendMessage(runId: string, session: string, host: string, text: string, also?: (db: SqlExecutor) => Promise<unknown>): Promise<void> {
+    await this.appendShared([{ runId, seq: 0, session, ts: this.now(), record: { type: 'queued', text } }], async (db) => {
+      await db.executeSql(
+        `INSERT INTO exarch.sessions (run_id, session, message_seq)
+           VALUES ($1, $2, (SELECT max(seq) FROM exarch.journal WHERE run_id = $1 AND session = $3 AND type = 'queued'))
+         ON CONFLICT (run_id, session) DO UPDATE SET message_seq = EXCLUDED.message_seq`,
+        [runId, host, session],
+      );
+      await also?.(db);
+    });
+  }
+
+  /** What was asked of these sessions from elsewhere: a cancel (its reason), the seq of the last message sent. */
+  async sessionSignals(runId: string, sessions: readonly string[]): Promise<Map<string, { readonly cancel?: string; readonly messageSeq?: number }>> {
+    if (sessions.length === 0) return new Map();
+    const { rows } = await this.call(() =>
+      this.pool.query<{ session: string; cancel: string | null; message_seq: number | null }>(
+        'SELECT session, cancel, message_seq FROM exarch.sessions WHERE run_id = $1 AND session = ANY($2) AND (cancel IS NOT NULL OR message_seq IS NOT NULL)',
+        [runId, sessions],
+      ),
+    );
+    return new Map(
+      rows.map((r) => [r.session, { ...(r.cancel === null ? {} : { cancel: r.cancel }), ...(r.message_seq === null ? {} : { messageSeq: r.message_seq }) }]),
     );
   }
 

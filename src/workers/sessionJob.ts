@@ -21,6 +21,7 @@ import type { RunEventListener } from '../watch/observe/events.js';
 import { RUN_QUEUE, type RunJob, type SpawnedSession } from './runQueue.js';
 import type { StoredSpans } from './storedSpans.js';
 import { createRunObserver } from '../watch/observe/runObserver.js';
+import { findAgent } from '../engine/steering.js';
 
 /** How a session job ended here. */
 export type SessionJobEnd = 'ended' | 'parked' | 'handed-back';
@@ -112,6 +113,8 @@ export async function runSessionJob(offered: RunJob, jobId: string, row: RunRow,
       [...rows, ...delivered].sort((a, b) => a.seq - b.seq),
       id,
     );
+    // Every record it is restored from, messages included: a message after these is new to it.
+    const seen = { seq: rows.at(-1)?.seq ?? 0 };
     if (restored.kind === 'ended') {
       // Ended before (its outcome's commit queued its parent's wake): only a root's run is left to close.
       if (id === 'root') await store.endRun(runId, statusOf(restored.result));
@@ -127,7 +130,7 @@ export async function runSessionJob(offered: RunJob, jobId: string, row: RunRow,
     } else {
       const sessions = await ctx.acquire(row);
       try {
-        left = await runHere(job, row, id, restored.kind === 'resumable' ? restored.session : undefined, sessions, ctx);
+        left = await runHere(job, row, id, restored.kind === 'resumable' ? restored.session : undefined, sessions, ctx, seen);
       } finally {
         ctx.release(row);
       }
@@ -138,8 +141,12 @@ export async function runSessionJob(offered: RunJob, jobId: string, row: RunRow,
       // A wake that came while this job held the session was dropped (see the worker): a result or
       // a cancel that arrived between the last look and the release is looked for once more, now
       // that a new wake would find the session free.
-      const [results, cancels] = await Promise.all([store.outcomes(runId, left.waitingOn), store.cancelRequests(runId, [id])]);
-      if (results.length > 0 || cancels.size > 0) {
+      const [results, cancels, messages] = await Promise.all([
+        store.outcomes(runId, left.waitingOn),
+        store.cancelRequests(runId, [id]),
+        store.queuedAfter(runId, id, seen.seq, { subtree: keepsSubtree }),
+      ]);
+      if (results.length > 0 || cancels.size > 0 || messages.length > 0) {
         await boss.send(RUN_QUEUE, { runId, session: id } satisfies RunJob);
         ctx.queued();
       }
@@ -158,6 +165,8 @@ async function runHere(
   restore: RestoredSession | undefined,
   sessions: RunSessions,
   ctx: SessionJobContext,
+  /** The last seq of the journal the session was restored from: messages after it are new to it. */
+  seen: { seq: number },
 ): Promise<{ how: SessionJobEnd; waitingOn: readonly string[] }> {
   const { store, boss } = ctx;
   const runId = row.id;
@@ -241,13 +250,15 @@ async function runHere(
             // it, and look again later (a store that did not answer, likewise). A call of a tool
             // approved for the rest of the run elsewhere since this job began is taken as approved.
             const live = [...actor.getSnapshot().context.children.values()].map((child) => child.agent.id);
-            const [waiting, approved] = await Promise.all([
+            const [waiting, approved, messages] = await Promise.all([
               store.outcomes(runId, live).catch(() => [null]),
               approvalsWait(actor) ? store.approvedAlways(runId).catch(() => new Set<string>()) : new Set<string>(),
+              // A message sent meanwhile is taken here first (the watch hands it over within a poll).
+              store.queuedAfter(runId, id, seen.seq, { subtree: keepsSubtree }).catch(() => [null]),
             ]);
             if (settledWith) return;
             if (approved.size > 0 && takeApproved(actor, approved)) return check(500);
-            if (waiting.length > 0 || !parkable(actor, keepsSubtree)) return check(500);
+            if (waiting.length > 0 || messages.length > 0 || !parkable(actor, keepsSubtree)) return check(500);
             settle('parked');
           })();
         }, afterMs);
@@ -271,7 +282,24 @@ async function runHere(
       stopNow();
     },
   });
-  ctx.watch.cancels(runId, id, abort.signal, (reason) => actor.send({ type: 'cancel', reason }));
+  // Messages sent from elsewhere (steering) are in the journal already: handed to the session (or
+  // to one of the subtree it keeps here) without being written again, each once, in order.
+  const takeMessages = async (): Promise<void> => {
+    const rows = await store.queuedAfter(runId, id, seen.seq, { subtree: keepsSubtree });
+    for (const { seq, session, record } of rows) {
+      if (seq <= seen.seq || record.type !== 'queued') continue;
+      seen.seq = seq;
+      const target = session === id ? actor : findAgent(actor, session);
+      target?.send({ type: 'user.message', text: record.text, journaled: true });
+    }
+  };
+  let taking: Promise<void> = Promise.resolve();
+  ctx.watch.steering(runId, id, abort.signal, {
+    onCancel: (reason) => actor.send({ type: 'cancel', reason }),
+    onMessages: () => {
+      taking = taking.then(takeMessages).catch(() => undefined);
+    },
+  });
   let how: SessionJobEnd = 'handed-back';
   try {
     actor.start();
@@ -439,7 +467,7 @@ const WATCH_MS = 200;
  */
 export class RemoteWatch {
   private readonly children = new Map<string, Map<string, (outcome: Extract<JournalRecord, { type: 'outcome' }>) => void>>();
-  private readonly cancelled = new Map<string, Map<string, (reason: string) => void>>();
+  private readonly steered = new Map<string, Map<string, SteeringWatch>>();
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
 
@@ -463,12 +491,15 @@ export class RemoteWatch {
     };
   }
 
-  /** Calls `onCancel` once if a cancel is asked of `session` while `signal` is not aborted. */
-  cancels(runId: string, session: string, signal: AbortSignal, onCancel: (reason: string) => void): void {
-    let watched = this.cancelled.get(runId);
-    if (!watched) this.cancelled.set(runId, (watched = new Map()));
-    watched.set(session, onCancel);
-    signal.addEventListener('abort', () => this.cancelled.get(runId)?.delete(session), { once: true });
+  /**
+   * While `signal` is not aborted: calls `onCancel` once if a cancel is asked of `session`, and
+   * `onMessages` with the seq of the last message sent to it from elsewhere whenever that grows.
+   */
+  steering(runId: string, session: string, signal: AbortSignal, watch: Omit<SteeringWatch, 'messageSeq' | 'cancelled'>): void {
+    let watched = this.steered.get(runId);
+    if (!watched) this.steered.set(runId, (watched = new Map()));
+    watched.set(session, { ...watch, messageSeq: 0, cancelled: false });
+    signal.addEventListener('abort', () => this.steered.get(runId)?.delete(session), { once: true });
     this.arm();
   }
 
@@ -497,23 +528,38 @@ export class RemoteWatch {
           resolve(record);
         }
       }
-      for (const [runId, watched] of [...this.cancelled]) {
+      for (const [runId, watched] of [...this.steered]) {
         if (watched.size === 0) {
-          this.cancelled.delete(runId);
+          this.steered.delete(runId);
           continue;
         }
-        for (const [session, reason] of await this.store.cancelRequests(runId, [...watched.keys()])) {
-          const onCancel = watched.get(session);
-          watched.delete(session);
-          onCancel?.(reason);
+        for (const [session, { cancel, messageSeq }] of await this.store.sessionSignals(runId, [...watched.keys()])) {
+          const watch = watched.get(session);
+          if (!watch) continue;
+          if (messageSeq !== undefined && messageSeq > watch.messageSeq) {
+            watch.messageSeq = messageSeq;
+            watch.onMessages(messageSeq);
+          }
+          if (cancel !== undefined && !watch.cancelled) {
+            watch.cancelled = true;
+            watch.onCancel(cancel);
+          }
         }
       }
     } catch {
       // Looked at again at the next poll.
     }
     this.timer = undefined;
-    if (!this.stopped && (this.children.size > 0 || this.cancelled.size > 0)) this.timer = setTimeout(() => void this.poll(), WATCH_MS);
+    if (!this.stopped && (this.children.size > 0 || this.steered.size > 0)) this.timer = setTimeout(() => void this.poll(), WATCH_MS);
   }
+}
+
+/** What a running session is told of what was asked of it from elsewhere. */
+interface SteeringWatch {
+  onCancel(reason: string): void;
+  onMessages(upTo: number): void;
+  messageSeq: number;
+  cancelled: boolean;
 }
 
 /** A sub-agent's result from its `outcome` record, as its session's `done` output has it. */

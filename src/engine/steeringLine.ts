@@ -1,0 +1,80 @@
+/**
+ * Steering lines as a person types them (`/cancel PATH`, `/msg PATH TEXT`, `/help`): parsed, and
+ * answered in the same words wherever the tree runs (here, or spread over workers).
+ */
+
+/** What `/help` says; `whole`: what stops the whole run, where the person is. */
+const steeringHelp = (whole: string): string[] => [
+  'exarch: commands, while the run goes on:',
+  '  /cancel PATH      cancel a sub-agent and everything it started (its parent is told it was cancelled)',
+  '  /msg PATH TEXT    give a running agent a message: it reads it at its next boundary',
+  '  /help             this help, and the agents running now',
+  `exarch: PATH is an agent's path in the tree (root/lead/scribe; the root/ may be left out). ${whole}.`,
+];
+
+/** Where the person steering is: at the run's own terminal, or following a run on the workers (`run --db`). */
+export type SteeringPlace = 'here' | 'followed';
+
+const WHOLE_RUN: Record<SteeringPlace, string> = {
+  here: 'Ctrl-C stops the whole run',
+  followed: 'The whole run goes on on the workers; Ctrl-C stops following it',
+};
+
+/** A steering line, parsed: what to do, or the one line that says why it is no command. */
+export type SteeringLine =
+  | { readonly kind: 'none' }
+  | { readonly kind: 'help' }
+  | { readonly kind: 'cancel'; readonly agent: string }
+  | { readonly kind: 'msg'; readonly agent: string; readonly text: string }
+  | { readonly kind: 'wrong'; readonly answer: readonly string[] };
+
+/** Parses one steering line (`/cancel PATH`, `/msg PATH TEXT`, `/help`); `place` words the refusals. */
+export function parseSteeringLine(line: string, place: SteeringPlace = 'here'): SteeringLine {
+  const text = line.trim();
+  if (text === '') return { kind: 'none' };
+  const match = /^\/(\S+)\s*(.*)$/s.exec(text);
+  const [, command = '', rest = ''] = match ?? [];
+  switch (command) {
+    case 'help':
+    case '?':
+      return { kind: 'help' };
+    case 'cancel': {
+      const [path, ...extra] = rest.split(/\s+/).filter(Boolean);
+      if (path === undefined || extra.length > 0) return { kind: 'wrong', answer: ['exarch: /cancel takes one agent path: /cancel root/lead'] };
+      const id = agentId(path);
+      if (id === 'root')
+        return {
+          kind: 'wrong',
+          answer: [
+            `exarch: /cancel takes a sub-agent; ${place === 'here' ? 'Ctrl-C stops the whole run' : 'the whole run goes on on the workers (Ctrl-C stops following it)'}`,
+          ],
+        };
+      return { kind: 'cancel', agent: id };
+    }
+    case 'msg': {
+      const split = /^(\S+)\s+(\S[\s\S]*)$/.exec(rest);
+      if (!split) return { kind: 'wrong', answer: ['exarch: /msg takes an agent path and the message: /msg root/lead also check the README'] };
+      return { kind: 'msg', agent: agentId(split[1] ?? ''), text: (split[2] ?? '').trim() };
+    }
+    default:
+      return { kind: 'wrong', answer: [`exarch: ${match ? `unknown command /${command}` : 'commands start with /'}; type /help`] };
+  }
+}
+
+/** What a steering command says back, wherever the tree runs (`running`: the agents running now, root first). */
+export const steeringAnswers = {
+  help: (running: readonly string[], place: SteeringPlace): string[] => [
+    ...steeringHelp(WHOLE_RUN[place]),
+    `exarch: running: ${running.length > 0 ? running.join(', ') : 'nothing'}`,
+  ],
+  noSubAgent: (id: string, running: readonly string[]): string[] => [`exarch: no sub-agent ${id} is running (running: ${running.join(', ')})`],
+  cancelling: (id: string): string[] => [`exarch: cancelling ${id} and everything it started`],
+  noAgent: (id: string, running: readonly string[]): string[] => [`exarch: no agent ${id} is running (running: ${running.join(', ')})`],
+  messaged: (id: string): string[] => [`exarch: ${id} gets the message at its next boundary`],
+};
+
+/** `lead/scribe` and `root/lead/scribe` name the same agent. */
+function agentId(path: string): string {
+  const trimmed = path.replace(/^\/+|\/+$/g, '');
+  return trimmed === 'root' || trimmed.startsWith('root/') ? trimmed : `root/${trimmed}`;
+}
