@@ -48,6 +48,7 @@ interface JournalLine {
 
 interface SpreadRun {
   readonly id: string;
+  readonly db: string;
   readonly journal: readonly JournalLine[];
   readonly events: readonly { readonly worker: string; readonly event: WorkerEvent }[];
   /** The workers' events and the journal, for a failure's message. */
@@ -109,6 +110,7 @@ async function spreadRun(
     const journal = await read();
     return {
       id,
+      db,
       journal,
       events,
       story: () => story(journal),
@@ -649,16 +651,65 @@ describe.skipIf(!postgres.available)('a run spread over workers', () => {
     });
     expect(answer).toEqual(['exarch: cancelling root/lead and everything it started']);
     const outcomes = run.journal.filter((r) => r.type === 'outcome').map((r) => [r.session, JSON.parse(r.body).outcome]);
-    expect(outcomes, run.story()).toEqual(
-      expect.arrayContaining([
-        ['root/lead', 'cancelled'],
-        ['root/lead/deep', 'cancelled'],
-      ]),
-    );
+    // deep is told to stop too (its cancel stored, its job woken); the run may end before it has.
+    expect(outcomes, run.story()).toEqual(expect.arrayContaining([['root/lead', 'cancelled']]));
+    expect(outcomes.filter(([session]) => session === 'root/lead/deep').every(([, outcome]) => outcome === 'cancelled')).toBe(true);
+    expect(await query(run.db, `SELECT cancel FROM exarch.sessions WHERE run_id = '${run.id}' AND session = 'root/lead/deep'`)).toEqual([
+      { cancel: expect.any(String) },
+    ]);
+    expect(provider.requestsOf('root/lead/deep')).toHaveLength(1);
     expect(run.journal.filter((r) => r.session === 'root' && r.type === 'inbox')).toHaveLength(1);
     const final = run.journal.filter((r) => r.session === 'root' && r.type === 'message' && r.body.includes('"role":"assistant"')).at(-1)?.body ?? '';
     expect(final).toContain("[agent 'lead' was cancelled]");
     expect(provider.requestsOf('root/lead')).toHaveLength(1);
+    expect(provider.pairingViolations).toEqual([]);
+  });
+
+  it('/cancel of a sub-agent inside a budgeted subtree reaches it through the job that keeps it; the rest of the subtree goes on', {
+    timeout: 120_000,
+  }, async () => {
+    const provider = new ScriptedProvider({
+      agents: {
+        root: (request, index) =>
+          index === 0
+            ? {
+                calls: [
+                  { name: 'agent', input: { name: 'lead', task: 'Lead.', budget: { tokens: 100_000 } } },
+                  { name: 'wait_for_agents', input: {} },
+                ],
+              }
+            : { text: `root heard: ${lastUserText(request).replace(/\s+/g, ' ')}` },
+        lead: (request, index) =>
+          index === 0
+            ? {
+                calls: [
+                  { name: 'agent', input: { name: 'deep', task: 'Take forever.' } },
+                  { name: 'wait_for_agents', input: {} },
+                ],
+              }
+            : { calls: [{ name: 'reply', input: { result: `lead heard: ${lastUserText(request).replace(/\s+/g, ' ')}` } }] },
+        deep: [{ text: 'thinking', stallAfter: 1 }],
+      },
+    });
+    let answer: string[] = [];
+    const run = await spreadRun(provider, 'Lead within a budget.', undefined, {
+      during: async ({ id, store, boss }) => {
+        await until(async () => provider.requestsOf('root/lead/deep').length === 1, 'deep to be asked');
+        answer = await steerSpreadRun(store, boss, id, '/cancel root/lead/deep');
+      },
+    });
+    expect(answer).toEqual(['exarch: cancelling root/lead/deep and everything it started']);
+    // deep had no job of its own: the lead's job cancelled it, and the lead went on.
+    expect(run.taken().filter((session) => session.startsWith('root/lead/'))).toEqual([]);
+    const outcomes = run.journal.filter((r) => r.type === 'outcome').map((r) => [r.session, JSON.parse(r.body).outcome]);
+    expect(outcomes, run.story()).toEqual(
+      expect.arrayContaining([
+        ['root/lead/deep', 'cancelled'],
+        ['root/lead', 'replied'],
+      ]),
+    );
+    const final = run.journal.filter((r) => r.session === 'root' && r.type === 'message' && r.body.includes('"role":"assistant"')).at(-1)?.body ?? '';
+    expect(final).toMatch(/lead heard: .*\[agent 'deep' was cancelled\]/);
     expect(provider.pairingViolations).toEqual([]);
   });
 });

@@ -585,13 +585,22 @@ export class PostgresRunStore implements RunStore {
     });
   }
 
-  /** What was asked of these sessions from elsewhere: a cancel (its reason), the seq of the last message sent. */
-  async sessionSignals(runId: string, sessions: readonly string[]): Promise<Map<string, { readonly cancel?: string; readonly messageSeq?: number }>> {
-    if (sessions.length === 0) return new Map();
+  /**
+   * What was asked of these sessions from elsewhere (and of every session below those of
+   * `subtrees`): a cancel (its reason), the seq of the last message sent.
+   */
+  async sessionSignals(
+    runId: string,
+    sessions: readonly string[],
+    subtrees: readonly string[] = [],
+  ): Promise<Map<string, { readonly cancel?: string; readonly messageSeq?: number }>> {
+    if (sessions.length === 0 && subtrees.length === 0) return new Map();
     const { rows } = await this.call(() =>
       this.pool.query<{ session: string; cancel: string | null; message_seq: number | null }>(
-        'SELECT session, cancel, message_seq FROM exarch.sessions WHERE run_id = $1 AND session = ANY($2) AND (cancel IS NOT NULL OR message_seq IS NOT NULL)',
-        [runId, sessions],
+        `SELECT session, cancel, message_seq FROM exarch.sessions WHERE run_id = $1
+           AND (session = ANY($2) OR EXISTS (SELECT 1 FROM unnest($3::text[]) AS p(top) WHERE left(session, length(p.top) + 1) = p.top || '/'))
+           AND (cancel IS NOT NULL OR message_seq IS NOT NULL)`,
+        [runId, sessions, subtrees],
       ),
     );
     return new Map(

@@ -21,7 +21,7 @@ import type { RunEventListener } from '../watch/observe/events.js';
 import { RUN_QUEUE, type RunJob, type SpawnedSession } from './runQueue.js';
 import type { StoredSpans } from './storedSpans.js';
 import { createRunObserver } from '../watch/observe/runObserver.js';
-import { findAgent } from '../engine/steering.js';
+import { cancelAgent, findAgent } from '../engine/steering.js';
 
 /** How a session job ended here. */
 export type SessionJobEnd = 'ended' | 'parked' | 'handed-back';
@@ -121,7 +121,7 @@ export async function runSessionJob(offered: RunJob, jobId: string, row: RunRow,
       return 'ended';
     }
     if (id !== 'root' && !job.spawn && restored.kind === 'empty') throw new Error(`exarch: session ${id} of run ${runId} has no records and no spawn`);
-    let left: { how: SessionJobEnd; waitingOn: readonly string[] };
+    let left: { how: SessionJobEnd; waitingOn: readonly string[]; cancelTaken?: boolean };
     if (!keepsSubtree && restored.kind === 'resumable' && waitsForAll(restored.session) && (await store.cancelRequests(runId, [id])).size === 0) {
       // Woken by one result while it waits for them all: nothing for it to do yet; the results wait in
       // the journal and are taken together once the last one is there (no actor made, nothing written).
@@ -146,7 +146,7 @@ export async function runSessionJob(offered: RunJob, jobId: string, row: RunRow,
         store.cancelRequests(runId, [id]),
         store.queuedAfter(runId, id, seen.seq, { subtree: keepsSubtree }),
       ]);
-      if (results.length > 0 || cancels.size > 0 || messages.length > 0) {
+      if (results.length > 0 || (cancels.size > 0 && left.cancelTaken !== true) || messages.length > 0) {
         await boss.send(RUN_QUEUE, { runId, session: id } satisfies RunJob);
         ctx.queued();
       }
@@ -167,7 +167,7 @@ async function runHere(
   ctx: SessionJobContext,
   /** The last seq of the journal the session was restored from: messages after it are new to it. */
   seen: { seq: number },
-): Promise<{ how: SessionJobEnd; waitingOn: readonly string[] }> {
+): Promise<{ how: SessionJobEnd; waitingOn: readonly string[]; cancelTaken: boolean }> {
   const { store, boss } = ctx;
   const runId = row.id;
   const spawn = job.spawn;
@@ -294,8 +294,18 @@ async function runHere(
     }
   };
   let taking: Promise<void> = Promise.resolve();
+  // A cancel asked before this job began is taken at once: the session must not park before it
+  // sees it (the watch's first look may be a poll away).
+  const askedBefore = (await store.cancelRequests(runId, [id])).get(id);
+  let cancelTaken = false;
+  const cancel = (reason: string): void => {
+    if (cancelTaken) return;
+    cancelTaken = true;
+    actor.send({ type: 'cancel', reason });
+  };
   ctx.watch.steering(runId, id, abort.signal, {
-    onCancel: (reason) => actor.send({ type: 'cancel', reason }),
+    subtree: keepsSubtree,
+    onCancel: (reason, session) => (session === id ? cancel(reason) : cancelAgent(actor, session, reason)),
     onMessages: () => {
       taking = taking.then(takeMessages).catch(() => undefined);
     },
@@ -303,6 +313,7 @@ async function runHere(
   let how: SessionJobEnd = 'handed-back';
   try {
     actor.start();
+    if (askedBefore !== undefined) cancel(askedBefore);
     how = await ended;
   } catch {
     // The session's actor crashed: stopping it below records it failed (`stopOrphansOf` closes its
@@ -325,7 +336,7 @@ async function runHere(
   if (how === 'ended' && id === 'root') {
     await store.endRun(runId, snapshot.status === 'done' && snapshot.output ? statusOf(snapshot.output) : snapshot.status === 'error' ? 'failed' : 'done');
   }
-  return { how, waitingOn: how === 'parked' ? [...snapshot.context.children.values()].map((child) => child.agent.id) : [] };
+  return { how, waitingOn: how === 'parked' ? [...snapshot.context.children.values()].map((child) => child.agent.id) : [], cancelTaken };
 }
 
 /** The session's input: the root's from the run, a sub-agent's from its job, bound as its parent's options bound it. */
@@ -498,7 +509,7 @@ export class RemoteWatch {
   steering(runId: string, session: string, signal: AbortSignal, watch: Omit<SteeringWatch, 'messageSeq' | 'cancelled'>): void {
     let watched = this.steered.get(runId);
     if (!watched) this.steered.set(runId, (watched = new Map()));
-    watched.set(session, { ...watch, messageSeq: 0, cancelled: false });
+    watched.set(session, { ...watch, messageSeq: 0, cancelled: new Set() });
     signal.addEventListener('abort', () => this.steered.get(runId)?.delete(session), { once: true });
     this.arm();
   }
@@ -533,16 +544,19 @@ export class RemoteWatch {
           this.steered.delete(runId);
           continue;
         }
-        for (const [session, { cancel, messageSeq }] of await this.store.sessionSignals(runId, [...watched.keys()])) {
-          const watch = watched.get(session);
+        const subtrees = [...watched].filter(([, watch]) => watch.subtree).map(([session]) => session);
+        for (const [session, { cancel, messageSeq }] of await this.store.sessionSignals(runId, [...watched.keys()], subtrees)) {
+          // The session's own watch, or that of the job that keeps its subtree.
+          const top = watched.has(session) ? session : subtrees.find((root) => session.startsWith(`${root}/`));
+          const watch = top === undefined ? undefined : watched.get(top);
           if (!watch) continue;
-          if (messageSeq !== undefined && messageSeq > watch.messageSeq) {
+          if (session === top && messageSeq !== undefined && messageSeq > watch.messageSeq) {
             watch.messageSeq = messageSeq;
             watch.onMessages(messageSeq);
           }
-          if (cancel !== undefined && !watch.cancelled) {
-            watch.cancelled = true;
-            watch.onCancel(cancel);
+          if (cancel !== undefined && !watch.cancelled.has(session)) {
+            watch.cancelled.add(session);
+            watch.onCancel(cancel, session);
           }
         }
       }
@@ -556,10 +570,13 @@ export class RemoteWatch {
 
 /** What a running session is told of what was asked of it from elsewhere. */
 interface SteeringWatch {
-  onCancel(reason: string): void;
+  /** Also the sessions below it: a subtree kept in its job (a budget). */
+  readonly subtree: boolean;
+  /** A cancel asked of `session` (the watched one, or one of its subtree). */
+  onCancel(reason: string, session: string): void;
   onMessages(upTo: number): void;
   messageSeq: number;
-  cancelled: boolean;
+  readonly cancelled: Set<string>;
 }
 
 /** A sub-agent's result from its `outcome` record, as its session's `done` output has it. */
