@@ -46,6 +46,26 @@ interface JournalLine {
   readonly body: string;
 }
 
+/** A side-effecting tool, and what it did (one entry per call that ran). */
+function noteTool(): { effects: string[]; note: ReturnType<typeof defineTool> } {
+  const effects: string[] = [];
+  const note = defineTool({
+    name: 'note',
+    description: 'Writes a note somewhere that matters.',
+    input: z.object({ text: z.string() }),
+    run: async ({ text }) => {
+      effects.push(text);
+      return 'noted';
+    },
+  });
+  return { effects, note };
+}
+
+/** The root's last assistant message, as its journal record's body. */
+function rootAnswerOf(journal: readonly JournalLine[]): string {
+  return journal.filter((r) => r.session === 'root' && r.type === 'message' && r.body.includes('"role":"assistant"')).at(-1)?.body ?? '';
+}
+
 interface SpreadRun {
   readonly id: string;
   readonly db: string;
@@ -146,7 +166,7 @@ describe.skipIf(!postgres.available)('a run spread over workers', () => {
       await expect(resumeRun(id, { provider }, { store })).rejects.toMatchObject({ kind: 'spread' });
     });
     const { journal } = run;
-    const rootText = journal.filter((r) => r.session === 'root' && r.type === 'message' && r.body.includes('"role":"assistant"')).at(-1)?.body ?? '';
+    const rootText = rootAnswerOf(journal);
     expect(rootText, run.story()).toContain('heard: a,b,c,d');
     // Each sub-agent started once, ended once, and was delivered to the root once.
     for (const name of names) {
@@ -195,7 +215,7 @@ describe.skipIf(!postgres.available)('a run spread over workers', () => {
     expect(slowEnd, run.story()).toHaveLength(1);
     expect(JSON.parse(slowEnd[0]?.body ?? '{}')).toMatchObject({ outcome: 'cancelled' });
     expect(journal.filter((r) => r.session === 'root' && r.type === 'inbox' && r.body.includes('"name":"slow"'))).toHaveLength(1);
-    const answer = journal.filter((r) => r.session === 'root' && r.type === 'message' && r.body.includes('"role":"assistant"')).at(-1)?.body ?? '';
+    const answer = rootAnswerOf(journal);
     expect(answer).toContain("[agent 'slow' was cancelled]");
     expect(provider.requestsOf('root/slow')).toHaveLength(1);
     expect(provider.requestsOf('root')).toHaveLength(3);
@@ -244,16 +264,7 @@ describe.skipIf(!postgres.available)('a run spread over workers', () => {
   });
 
   it('a call waiting for a person parks its session: the run is waiting, and each answer wakes only the session that asked', { timeout: 120_000 }, async () => {
-    const effects: string[] = [];
-    const note = defineTool({
-      name: 'note',
-      description: 'Writes a note somewhere that matters.',
-      input: z.object({ text: z.string() }),
-      run: async ({ text }) => {
-        effects.push(text);
-        return 'noted';
-      },
-    });
+    const { effects, note } = noteTool();
     const provider = new ScriptedProvider({
       agents: {
         root: (request, index) =>
@@ -303,7 +314,7 @@ describe.skipIf(!postgres.available)('a run spread over workers', () => {
     // Every session let go of while the run waited: none holds a worker.
     expect(waitingSeen?.parked).toEqual(['root', 'root/a', 'root/b']);
     expect(effects).toEqual(['from a']);
-    const answer = run.journal.filter((r) => r.session === 'root' && r.type === 'message' && r.body.includes('"role":"assistant"')).at(-1)?.body ?? '';
+    const answer = rootAnswerOf(run.journal);
     expect(answer, run.story()).toContain('a saw: \\"noted\\"');
     expect(answer).toContain('a person denied this call: not b');
     // Each sub-agent was taken again once for its answer: parked while it waited, not polled.
@@ -313,16 +324,7 @@ describe.skipIf(!postgres.available)('a run spread over workers', () => {
   });
 
   it("'always' answers the same tool's calls waiting in other sessions, and later ones anywhere in the run", { timeout: 120_000 }, async () => {
-    const effects: string[] = [];
-    const note = defineTool({
-      name: 'note',
-      description: 'Writes a note somewhere that matters.',
-      input: z.object({ text: z.string() }),
-      run: async ({ text }) => {
-        effects.push(text);
-        return 'noted';
-      },
-    });
+    const { effects, note } = noteTool();
     const names = ['a', 'b', 'c'];
     const provider = new ScriptedProvider({
       agents: {
@@ -374,16 +376,7 @@ describe.skipIf(!postgres.available)('a run spread over workers', () => {
   it('a call waiting inside a budgeted subtree parks the job that keeps it; the answer wakes that job, which goes on within the budget', {
     timeout: 120_000,
   }, async () => {
-    const effects: string[] = [];
-    const note = defineTool({
-      name: 'note',
-      description: 'Writes a note somewhere that matters.',
-      input: z.object({ text: z.string() }),
-      run: async ({ text }) => {
-        effects.push(text);
-        return 'noted';
-      },
-    });
+    const { effects, note } = noteTool();
     const provider = new ScriptedProvider({
       agents: {
         root: (request, index) =>
@@ -425,7 +418,7 @@ describe.skipIf(!postgres.available)('a run spread over workers', () => {
     expect(run.taken().filter((session) => session.startsWith('root/lead/'))).toEqual([]);
     expect(run.events.some(({ event }) => event.type === 'session' && event.session === 'root/lead' && event.what === 'parked')).toBe(true);
     expect(run.taken().filter((session) => session === 'root/lead')).toHaveLength(2);
-    const answer = run.journal.filter((r) => r.session === 'root' && r.type === 'message' && r.body.includes('"role":"assistant"')).at(-1)?.body ?? '';
+    const answer = rootAnswerOf(run.journal);
     expect(answer).toMatch(/\[agent 'lead' replied\] lead heard: .*\[agent 'x' replied\] x noted/);
     expect(run.journal.filter((r) => r.session === 'root/lead/x' && r.type === 'session')).toHaveLength(1);
     expect(provider.requestsOf('root/lead/x')).toHaveLength(2);
@@ -605,7 +598,7 @@ describe.skipIf(!postgres.available)('a run spread over workers', () => {
       ['root', 'look up'],
       ['root/busy', 'hurry please'],
     ]);
-    const answer = run.journal.filter((r) => r.session === 'root' && r.type === 'message' && r.body.includes('"role":"assistant"')).at(-1)?.body ?? '';
+    const answer = rootAnswerOf(run.journal);
     expect(answer).toContain("[agent 'busy' replied] busy read:");
     expect(provider.requestsOf('root/busy')).toHaveLength(2);
     expect(provider.pairingViolations).toEqual([]);
@@ -659,7 +652,7 @@ describe.skipIf(!postgres.available)('a run spread over workers', () => {
     ]);
     expect(provider.requestsOf('root/lead/deep')).toHaveLength(1);
     expect(run.journal.filter((r) => r.session === 'root' && r.type === 'inbox')).toHaveLength(1);
-    const final = run.journal.filter((r) => r.session === 'root' && r.type === 'message' && r.body.includes('"role":"assistant"')).at(-1)?.body ?? '';
+    const final = rootAnswerOf(run.journal);
     expect(final).toContain("[agent 'lead' was cancelled]");
     expect(provider.requestsOf('root/lead')).toHaveLength(1);
     expect(provider.pairingViolations).toEqual([]);
@@ -708,7 +701,7 @@ describe.skipIf(!postgres.available)('a run spread over workers', () => {
         ['root/lead', 'replied'],
       ]),
     );
-    const final = run.journal.filter((r) => r.session === 'root' && r.type === 'message' && r.body.includes('"role":"assistant"')).at(-1)?.body ?? '';
+    const final = rootAnswerOf(run.journal);
     expect(final).toMatch(/lead heard: .*\[agent 'deep' was cancelled\]/);
     expect(provider.pairingViolations).toEqual([]);
   });
