@@ -43,7 +43,9 @@ describe('the mcp option', () => {
   it("without host tools, offers the servers' alone; close ends the servers it started", async () => {
     const made = await withMcpTools({ mcp: [stdio] });
     // No host tools: the servers' alone.
-    expect((made.input.tools ?? []).every((tool) => typeof tool === 'object' && tool.name.startsWith('mcp__test_server__'))).toBe(true);
+    const tools: readonly { readonly name: string }[] = (made.input as { tools?: readonly { readonly name: string }[] }).tools ?? [];
+    expect(tools.length).toBeGreaterThan(0);
+    expect(tools.every((tool) => typeof tool === 'object' && tool.name.startsWith('mcp__test_server__'))).toBe(true);
     const pid = made.toolset?.servers[0]?.pid ?? 0;
     expect(pid).toBeGreaterThan(0);
     expect(alive(pid)).toBe(true);
