@@ -1,4 +1,4 @@
-import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { SpanKind, SpanStatusCode, type SpanContext } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -281,5 +281,28 @@ describe('OpenTelemetry export (GenAI semantic conventions)', () => {
     actor.stop();
     stop();
     expect(settled.value).toBe('readyForUser');
+  });
+
+  it('a session stopped to go on in another job (a directory given): its open calls end unfailed, marked continued; without one they are cancelled', () => {
+    const stoppedWithCallOpen = (directory: Map<string, SpanContext> | undefined): ReadableSpan[] => {
+      const { exporter, provider } = collector();
+      const spans = new OtelRunExporter({ tracer: provider.getTracer('test'), ...(directory ? { directory } : {}) });
+      const base = { agent: 'root', path: ['root'] };
+      spans.onEvent({ type: 'agent.started', ...base, time: 1_000, name: 'root', depth: 0, parent: null, task: 'Delegate.' });
+      spans.onEvent({ type: 'tool.call', ...base, time: 1_100, id: 'toolu_wait', name: 'wait_for_agents', input: {}, complete: true });
+      // A park: the actor is stopped from outside, no outcome.
+      spans.onEvent({ type: 'agent.ended', ...base, time: 1_200, status: 'stopped' });
+      return exporter.getFinishedSpans();
+    };
+    const parked = stoppedWithCallOpen(new Map());
+    const wait = parked.find((s) => s.name === 'execute_tool wait_for_agents');
+    expect(wait?.status.code).toBe(SpanStatusCode.UNSET);
+    expect(wait?.attributes['error.type']).toBeUndefined();
+    expect(wait?.attributes['exarch.tool.continued']).toBe(true);
+    expect(parked.find((s) => s.name === 'invoke_agent root')?.attributes['exarch.agent.continued']).toBe(true);
+    // A run of one process stopped for good: the call never got its answer.
+    const stopped = stoppedWithCallOpen(undefined);
+    expect(stopped.find((s) => s.name === 'execute_tool wait_for_agents')?.status.code).toBe(SpanStatusCode.ERROR);
+    expect(stopped.find((s) => s.name === 'invoke_agent root')?.attributes['exarch.agent.continued']).toBeUndefined();
   });
 });

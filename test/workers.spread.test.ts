@@ -14,6 +14,7 @@ import type { RunOptionsRecord } from '../src/store/runStore.js';
 import { startWorker, type Worker, type WorkerEvent, type WorkerRunPlace } from '../src/workers/worker.js';
 import type { RunEventListener } from '../src/watch/observe/events.js';
 import { OtelRunExporter } from '../src/watch/otel/otelExporter.js';
+import { SpanStatusCode } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { postgresForFile } from './support/postgresServer.js';
 import { query } from './support/storedRuns.js';
@@ -473,7 +474,7 @@ describe.skipIf(!postgres.available)('a run spread over workers', () => {
     expect(provider.pairingViolations).toEqual([]);
   });
 
-  it("with OpenTelemetry, the run is one trace over both workers: one agent span per session, each under its parent's, its requests under it", {
+  it("with OpenTelemetry, the run is one trace over both workers: one agent span per session, each under its parent's, its requests under it, no call of a parked session failed", {
     timeout: 120_000,
   }, async () => {
     const collected = new InMemorySpanExporter();
@@ -532,6 +533,9 @@ describe.skipIf(!postgres.available)('a run spread over workers', () => {
       const chats = spans.filter((span) => span.name.startsWith('chat') && span.parentSpanContext?.spanId === spanOf(agent));
       expect(chats, agent).toHaveLength(provider.requestsOf(agent).length);
     }
+    // Nothing failed: the calls a parked session left open went on in its next job.
+    expect(spans.filter((span) => span.status.code === SpanStatusCode.ERROR).map((span) => span.name)).toEqual([]);
+    expect(spans.some((span) => span.attributes['exarch.tool.continued'] === true)).toBe(true);
   });
 
   it('steering lines reach agents wherever they are: a message to a parked root and to a running sub-agent, each taken once; /help and a wrong path', {

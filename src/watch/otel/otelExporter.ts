@@ -63,7 +63,9 @@ export interface OtelExporterOptions {
    * in several (a run spread over workers, a run taken up again): an agent whose span is known
    * continues under it (its model and tool spans become its children) instead of opening a second
    * one, and an agent whose parent runs elsewhere is opened under the parent's span. Every span
-   * this exporter opens is recorded in it.
+   * this exporter opens is recorded in it. With a directory, an agent stopped from outside goes on
+   * elsewhere: its open calls end unfailed, marked `exarch.tool.continued` (its span, if opened
+   * here, `exarch.agent.continued`).
    */
   readonly directory?: SpanDirectory;
 }
@@ -346,8 +348,12 @@ export class OtelRunExporter {
     this.agents.delete(id);
     this.openAgent(agent, undefined);
     const span = agent.span;
+    // With a directory, a session stopped from outside is taken up again by another job (a spread
+    // session parked to wait for its sub-agents, a run handed back): its calls go on there.
+    const continued = this.directory !== undefined && ended?.status === 'stopped';
     for (const tool of agent.tools.values()) {
-      this.fail(tool, 'cancelled', 'the session ended before the call was answered');
+      if (continued) tool.setAttribute('exarch.tool.continued', true);
+      else this.fail(tool, 'cancelled', 'the session ended before the call was answered');
       tool.end(time);
     }
     agent.tools.clear();
@@ -357,6 +363,7 @@ export class OtelRunExporter {
       agent.chat = undefined;
     }
     if (!span) return;
+    if (continued) span.setAttribute('exarch.agent.continued', true);
     if (ended?.outcome !== undefined) span.setAttribute('exarch.agent.outcome', ended.outcome);
     if (ended?.status === 'error') this.fail(span, 'crash', ended.reason ?? 'the session crashed');
     else if (ended?.outcome === 'failed') this.fail(span, 'failed', ended.reason ?? 'the agent failed');
