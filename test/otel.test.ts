@@ -1,10 +1,11 @@
-import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { SpanKind, SpanStatusCode, type SpanContext } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createRunObserver, createSessionActor, defineTool, runAgent, waitForSettled } from '../src/index.js';
 import { otelExporter, OtelRunExporter } from '../src/watch/otel/otelExporter.js';
 import { Redactor } from '../src/engine/redact.js';
+import { PlannedIds } from '../src/watch/otel/plannedIds.js';
 import { scriptedProvider, type ScriptedStep } from '../src/testing/index.js';
 
 /**
@@ -281,5 +282,75 @@ describe('OpenTelemetry export (GenAI semantic conventions)', () => {
     actor.stop();
     stop();
     expect(settled.value).toBe('readyForUser');
+  });
+
+  it('a session stopped to go on in another job (a directory given): its open calls end unfailed, marked continued; without one they are cancelled', () => {
+    const stoppedWithCallOpen = (directory: Map<string, SpanContext> | undefined): ReadableSpan[] => {
+      const { exporter, provider } = collector();
+      const spans = new OtelRunExporter({ tracer: provider.getTracer('test'), ...(directory ? { directory } : {}) });
+      const base = { agent: 'root', path: ['root'] };
+      spans.onEvent({ type: 'agent.started', ...base, time: 1_000, name: 'root', depth: 0, parent: null, task: 'Delegate.' });
+      spans.onEvent({ type: 'tool.call', ...base, time: 1_100, id: 'toolu_wait', name: 'wait_for_agents', input: {}, complete: true });
+      // A park: the actor is stopped from outside, no outcome.
+      spans.onEvent({ type: 'agent.ended', ...base, time: 1_200, status: 'stopped' });
+      return exporter.getFinishedSpans();
+    };
+    const parked = stoppedWithCallOpen(new Map());
+    const wait = parked.find((s) => s.name === 'execute_tool wait_for_agents');
+    expect(wait?.status.code).toBe(SpanStatusCode.UNSET);
+    expect(wait?.attributes['error.type']).toBeUndefined();
+    expect(wait?.attributes['exarch.tool.continued']).toBe(true);
+    expect(parked.find((s) => s.name === 'invoke_agent root')?.attributes['exarch.agent.continued']).toBe(true);
+    // A run of one process stopped for good: the call never got its answer.
+    const stopped = stoppedWithCallOpen(undefined);
+    expect(stopped.find((s) => s.name === 'execute_tool wait_for_agents')?.status.code).toBe(SpanStatusCode.ERROR);
+    expect(stopped.find((s) => s.name === 'invoke_agent root')?.attributes['exarch.agent.continued']).toBeUndefined();
+  });
+
+  it('with planned ids, a session run in two jobs is one agent span, emitted by the job it ends in, from its first start, over the calls of both', () => {
+    const ids = new PlannedIds();
+    const exporter = new InMemorySpanExporter();
+    const tracer = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)], idGenerator: ids }).getTracer('test');
+    // The store between the jobs: span contexts and starts by agent.
+    const known = new Map<string, SpanContext>();
+    const starts = new Map<string, number>();
+    const directory = {
+      get: (agent: string) => known.get(agent),
+      set: (agent: string, span: SpanContext, start?: number) => {
+        known.set(agent, span);
+        if (start !== undefined) starts.set(agent, start);
+      },
+      startOf: (agent: string) => starts.get(agent),
+    };
+    const base = { agent: 'root', path: ['root'] };
+    const job = (at: number, ended: 'stopped' | 'done'): void => {
+      const spans = new OtelRunExporter({ tracer, directory, ids });
+      spans.onEvent({ type: 'agent.started', ...base, time: at, name: 'root', depth: 0, parent: null, task: 'Delegate.' });
+      spans.onEvent({ type: 'tool.call', ...base, time: at + 100, id: `toolu_${at}`, name: 'wait_for_agents', input: {}, complete: true });
+      spans.onEvent(
+        ended === 'done'
+          ? { type: 'agent.ended', ...base, time: at + 200, status: 'done', outcome: 'replied' }
+          : { type: 'agent.ended', ...base, time: at + 200, status: 'stopped' },
+      );
+    };
+    // Epoch times (the SDK reads small numbers as relative to the process's start).
+    const first = 1_700_000_000_000;
+    job(first, 'stopped');
+    // The first job parked: no agent span yet.
+    expect(exporter.getFinishedSpans().map((s) => s.name)).toEqual(['execute_tool wait_for_agents']);
+    job(first + 4_000, 'done');
+    const spans = exporter.getFinishedSpans();
+    const agents = spans.filter((s) => s.name === 'invoke_agent root');
+    expect(agents).toHaveLength(1);
+    const [agent] = agents;
+    expect(agent?.startTime).toEqual([1_700_000_000, 0]);
+    expect(agent?.endTime).toEqual([1_700_000_004, 200_000_000]);
+    expect(agent?.attributes['exarch.agent.outcome']).toBe('replied');
+    const calls = spans.filter((s) => s.name === 'execute_tool wait_for_agents');
+    expect(calls).toHaveLength(2);
+    for (const call of calls) {
+      expect(call.parentSpanContext?.spanId).toBe(agent?.spanContext().spanId);
+      expect(call.spanContext().traceId).toBe(agent?.spanContext().traceId);
+    }
   });
 });

@@ -14,6 +14,8 @@ import type { RunOptionsRecord } from '../src/store/runStore.js';
 import { startWorker, type Worker, type WorkerEvent, type WorkerRunPlace } from '../src/workers/worker.js';
 import type { RunEventListener } from '../src/watch/observe/events.js';
 import { OtelRunExporter } from '../src/watch/otel/otelExporter.js';
+import { PlannedIds } from '../src/watch/otel/plannedIds.js';
+import { SpanStatusCode } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { postgresForFile } from './support/postgresServer.js';
 import { query } from './support/storedRuns.js';
@@ -473,66 +475,105 @@ describe.skipIf(!postgres.available)('a run spread over workers', () => {
     expect(provider.pairingViolations).toEqual([]);
   });
 
-  it("with OpenTelemetry, the run is one trace over both workers: one agent span per session, each under its parent's, its requests under it", {
-    timeout: 120_000,
-  }, async () => {
-    const collected = new InMemorySpanExporter();
-    const tracer = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(collected)] }).getTracer('test');
-    const provider = new ScriptedProvider({
-      agents: {
-        root: (_request, index) =>
-          index === 0
-            ? {
-                calls: [
-                  { name: 'agent', input: { name: 'a', task: 'Delegate.' } },
-                  { name: 'agent', input: { name: 'b', task: 'Say b.' } },
-                  { name: 'wait_for_agents', input: {} },
-                ],
-              }
-            : { text: 'heard both' },
-        a: (_request, index) =>
-          index === 0
-            ? {
-                calls: [
-                  { name: 'agent', input: { name: 'deep', task: 'Say deep.' } },
-                  { name: 'wait_for_agents', input: {} },
-                ],
-              }
-            : { calls: [{ name: 'reply', input: { result: 'a done' } }] },
-        '*': (request) => ({ delayMs: 400, calls: [{ name: 'reply', input: { result: `${request.agent.name} said` } }] }),
-      },
-    });
-    const run = await spreadRun(provider, 'Delegate twice.', undefined, {
-      events: (place) => {
-        const exporter = new OtelRunExporter({ tracer, directory: place.spans });
-        return { listener: exporter.onEvent, close: () => exporter.close() };
-      },
-      // One slot each: the sessions spread over both workers.
-      concurrency: 1,
-    });
-    expect(new Set(run.events.filter(({ event }) => event.type === 'session' && event.what === 'taken').map(({ worker }) => worker))).toEqual(
-      new Set(['w1', 'w2']),
-    );
-    const spans = collected.getFinishedSpans();
-    const agentSpans = spans.filter((span) => span.name.startsWith('invoke_agent'));
-    const agents = ['root', 'root/a', 'root/b', 'root/a/deep'];
-    // One span per session, though the root and a each ran in several jobs.
-    expect(agentSpans.map((span) => String(span.attributes['gen_ai.agent.id'])).sort(), run.story()).toEqual([...agents].sort());
-    expect(run.taken().filter((session) => session === 'root').length).toBeGreaterThanOrEqual(2);
-    expect(run.taken().filter((session) => session === 'root/a').length).toBeGreaterThanOrEqual(2);
-    expect(new Set(spans.map((span) => span.spanContext().traceId)).size).toBe(1);
-    const spanOf = (agent: string): string => agentSpans.find((span) => span.attributes['gen_ai.agent.id'] === agent)?.spanContext().spanId ?? 'none';
-    for (const agent of agents.filter((a) => a !== 'root'))
-      expect(agentSpans.find((span) => span.attributes['gen_ai.agent.id'] === agent)?.parentSpanContext?.spanId, agent).toBe(
-        spanOf(agent.slice(0, agent.lastIndexOf('/'))),
+  // With the provider's ids planned (as `exarch worker --otel` makes it), and with any provider (a library host's).
+  it.each([
+    { ids: 'planned', extent: 'whole: from its start to its end, with its outcome' },
+    { ids: "the SDK's", extent: 'opened by its first job' },
+  ])(
+    "with OpenTelemetry ($ids ids), the run is one trace over both workers: one agent span per session ($extent), each under its parent's, its requests under it, no call of a parked session failed",
+    {
+      timeout: 120_000,
+    },
+    async ({ ids: which }) => {
+      const collected = new InMemorySpanExporter();
+      const ids = which === 'planned' ? new PlannedIds() : undefined;
+      const tracer = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(collected)], ...(ids ? { idGenerator: ids } : {}) }).getTracer('test');
+      const provider = new ScriptedProvider({
+        agents: {
+          root: (_request, index) =>
+            index === 0
+              ? {
+                  calls: [
+                    { name: 'agent', input: { name: 'a', task: 'Delegate.' } },
+                    { name: 'agent', input: { name: 'b', task: 'Say b.' } },
+                    { name: 'wait_for_agents', input: {} },
+                  ],
+                }
+              : { text: 'heard both' },
+          a: (_request, index) =>
+            index === 0
+              ? {
+                  calls: [
+                    { name: 'agent', input: { name: 'deep', task: 'Say deep.' } },
+                    { name: 'wait_for_agents', input: {} },
+                  ],
+                }
+              : { calls: [{ name: 'reply', input: { result: 'a done' } }] },
+          '*': (request) => ({ delayMs: 400, calls: [{ name: 'reply', input: { result: `${request.agent.name} said` } }] }),
+        },
+      });
+      const run = await spreadRun(provider, 'Delegate twice.', undefined, {
+        events: (place) => {
+          const exporter = new OtelRunExporter({ tracer, directory: place.spans, ...(ids ? { ids } : {}) });
+          return { listener: exporter.onEvent, close: () => exporter.close() };
+        },
+        // One slot each: the sessions spread over both workers.
+        concurrency: 1,
+      });
+      expect(new Set(run.events.filter(({ event }) => event.type === 'session' && event.what === 'taken').map(({ worker }) => worker))).toEqual(
+        new Set(['w1', 'w2']),
       );
-    expect(agentSpans.find((span) => span.attributes['gen_ai.agent.id'] === 'root')?.parentSpanContext).toBeUndefined();
-    // Each session's model requests, whichever job made them, under its span.
-    for (const agent of agents) {
-      const chats = spans.filter((span) => span.name.startsWith('chat') && span.parentSpanContext?.spanId === spanOf(agent));
-      expect(chats, agent).toHaveLength(provider.requestsOf(agent).length);
-    }
-  });
+      const spans = collected.getFinishedSpans();
+      const agentSpans = spans.filter((span) => span.name.startsWith('invoke_agent'));
+      const agents = ['root', 'root/a', 'root/b', 'root/a/deep'];
+      // One span per session, though the root and a each ran in several jobs.
+      expect(agentSpans.map((span) => String(span.attributes['gen_ai.agent.id'])).sort(), run.story()).toEqual([...agents].sort());
+      expect(run.taken().filter((session) => session === 'root').length).toBeGreaterThanOrEqual(2);
+      expect(run.taken().filter((session) => session === 'root/a').length).toBeGreaterThanOrEqual(2);
+      expect(new Set(spans.map((span) => span.spanContext().traceId)).size).toBe(1);
+      const spanOf = (agent: string): string => agentSpans.find((span) => span.attributes['gen_ai.agent.id'] === agent)?.spanContext().spanId ?? 'none';
+      for (const agent of agents.filter((a) => a !== 'root'))
+        expect(agentSpans.find((span) => span.attributes['gen_ai.agent.id'] === agent)?.parentSpanContext?.spanId, agent).toBe(
+          spanOf(agent.slice(0, agent.lastIndexOf('/'))),
+        );
+      expect(agentSpans.find((span) => span.attributes['gen_ai.agent.id'] === 'root')?.parentSpanContext).toBeUndefined();
+      // Each session's model requests, whichever job made them, under its span.
+      for (const agent of agents) {
+        const chats = spans.filter((span) => span.name.startsWith('chat') && span.parentSpanContext?.spanId === spanOf(agent));
+        expect(chats, agent).toHaveLength(provider.requestsOf(agent).length);
+      }
+      // Nothing failed: the calls a parked session left open went on in its next job.
+      expect(spans.filter((span) => span.status.code === SpanStatusCode.ERROR).map((span) => span.name)).toEqual([]);
+      expect(spans.some((span) => span.attributes['exarch.tool.continued'] === true)).toBe(true);
+      if (!ids) return;
+      // Each agent span whole: emitted by the job in which its session ended, covering every span of
+      // the session (those of earlier jobs too) and those of its sub-agents, with its outcome.
+      const ms = (time: readonly [number, number]): number => time[0] * 1_000 + time[1] / 1e6;
+      const byId = new Map(spans.map((span) => [span.spanContext().spanId, span]));
+      const agentOf = (span: (typeof spans)[number]): string | undefined => {
+        for (let at = span.parentSpanContext?.spanId; at !== undefined; at = byId.get(at)?.parentSpanContext?.spanId) {
+          const agent = byId.get(at)?.attributes['gen_ai.agent.id'];
+          if (agent !== undefined) return String(agent);
+        }
+        return undefined;
+      };
+      for (const agent of agents) {
+        const own = agentSpans.find((span) => span.attributes['gen_ai.agent.id'] === agent);
+        // Its session's spans and its descendants' (by path, not by span ids).
+        const inside = spans.filter(
+          (span) => span !== own && (agentOf(span) === agent || String(span.attributes['gen_ai.agent.id'] ?? '').startsWith(`${agent}/`)),
+        );
+        expect(inside.length, agent).toBeGreaterThan(0);
+        for (const span of inside) {
+          expect(ms(span.startTime), `${span.name} starts within ${agent}`).toBeGreaterThanOrEqual(ms(own?.startTime ?? [0, 0]));
+          expect(ms(span.endTime), `${span.name} ends within ${agent}`).toBeLessThanOrEqual(ms(own?.endTime ?? [0, 0]));
+        }
+        expect(own?.attributes['exarch.agent.continued'], agent).toBeUndefined();
+      }
+      for (const agent of ['root/a', 'root/b', 'root/a/deep'])
+        expect(agentSpans.find((span) => span.attributes['gen_ai.agent.id'] === agent)?.attributes['exarch.agent.outcome'], agent).toBe('replied');
+    },
+  );
 
   it('steering lines reach agents wherever they are: a message to a parked root and to a running sub-agent, each taken once; /help and a wrong path', {
     timeout: 120_000,

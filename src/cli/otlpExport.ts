@@ -1,4 +1,5 @@
 import type { Tracer } from '@opentelemetry/api';
+import { PlannedIds } from '../watch/otel/plannedIds.js';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { ExarchError } from '../engine/exarchError.js';
 import { describeError } from '../engine/model/errors.js';
@@ -21,6 +22,8 @@ export class OtelSetupError extends ExarchError<'otel-setup'> {
 
 export interface OtlpExport {
   readonly tracer: Tracer;
+  /** The provider's id generator: a worker's agent spans are planned and emitted whole by the job where a session ends. */
+  readonly ids: PlannedIds;
   /** Where spans go. */
   readonly url: string;
   /** `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`: message content is exported too. */
@@ -69,12 +72,15 @@ export async function startOtlpExport(env: NodeJS.ProcessEnv): Promise<OtlpExpor
   const timeoutRaw = Number(env['OTEL_EXPORTER_OTLP_TRACES_TIMEOUT'] ?? env['OTEL_EXPORTER_OTLP_TIMEOUT']);
   const timeoutMs = Number.isFinite(timeoutRaw) && timeoutRaw > 0 ? timeoutRaw : DEFAULT_TIMEOUT_MS;
   const exporter = new ReportingExporter(new OTLPTraceExporter({ url, timeoutMillis: timeoutMs }));
+  const ids = new PlannedIds();
   const provider = new BasicTracerProvider({
     resource: resourceFromAttributes({ 'service.name': env['OTEL_SERVICE_NAME'] || 'exarch' }),
+    idGenerator: ids,
     spanProcessors: [new BatchSpanProcessor(exporter)],
   });
   return {
     tracer: provider.getTracer('exarch'),
+    ids,
     url,
     captureContent: env['OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT']?.toLowerCase() === 'true',
     async finish() {

@@ -83,7 +83,13 @@ export async function workerCommand(flags: WorkerFlags, io: WorkerIo): Promise<n
       if (!otel) return { input: built.session, close: built.close };
       // The spans of what this worker runs of the run, under the run's id as the conversation: one
       // trace with what other workers ran of it (a sub-agent elsewhere, a run taken up again).
-      const spans = new OtelRunExporter({ tracer: otel.tracer, captureContent: otel.captureContent, conversationId: row.id, directory: place.spans });
+      const spans = new OtelRunExporter({
+        tracer: otel.tracer,
+        captureContent: otel.captureContent,
+        conversationId: row.id,
+        directory: place.spans,
+        ids: otel.ids,
+      });
       return {
         input: built.session,
         events: spans.onEvent,

@@ -4,13 +4,14 @@ import type { PostgresRunStore } from '../store/postgresStore.js';
 import type { SpanDirectory } from '../watch/otel/otelExporter.js';
 
 /**
- * One run's agent spans as the store keeps them (`exarch.sessions.span`, a W3C traceparent), for
+ * One run's agent spans as the store keeps them (`exarch.sessions.span`: a W3C traceparent and its start), for
  * the OpenTelemetry exporter of a worker: what other workers and earlier jobs opened is read
  * before a job starts (`load`), and what this worker opens is written back. A span is written
  * before the records that start its sub-agents (`written`), so a sub-agent's job always finds it.
  */
 export class StoredSpans implements SpanDirectory {
   private readonly known = new Map<string, SpanContext>();
+  private readonly starts = new Map<string, number>();
   private writes: Promise<unknown> = Promise.resolve();
 
   constructor(
@@ -20,9 +21,12 @@ export class StoredSpans implements SpanDirectory {
 
   /** Reads the spans of these sessions (every session of the run without `sessions`). */
   async load(sessions?: readonly string[]): Promise<void> {
-    for (const [session, traceparent] of await this.store.spansOf(this.runId, sessions)) {
+    for (const [session, stored] of await this.store.spansOf(this.runId, sessions)) {
+      // A traceparent, then (with planned ids) when the span starts, in ms.
+      const [traceparent = '', start] = stored.split(' ');
       const span = parseTraceparent(traceparent);
       if (span) this.known.set(session, span);
+      if (span && start !== undefined && Number.isFinite(Number(start))) this.starts.set(session, Number(start));
     }
   }
 
@@ -30,11 +34,17 @@ export class StoredSpans implements SpanDirectory {
     return this.known.get(agentId);
   }
 
-  set(agentId: string, span: SpanContext): void {
+  startOf(agentId: string): number | undefined {
+    return this.starts.get(agentId);
+  }
+
+  set(agentId: string, span: SpanContext, start?: number): void {
     this.known.set(agentId, span);
+    if (start !== undefined) this.starts.set(agentId, start);
     // A span that was not sampled (or a no-op tracer's) has nothing for others to join.
     if (!isSpanContextValid(span)) return;
-    const write = this.store.recordSpan(this.runId, agentId, formatTraceparent(span)).catch(() => undefined);
+    const stored = start === undefined ? formatTraceparent(span) : `${formatTraceparent(span)} ${start}`;
+    const write = this.store.recordSpan(this.runId, agentId, stored).catch(() => undefined);
     this.writes = Promise.all([this.writes, write]);
   }
 

@@ -1,8 +1,10 @@
 import {
   context as otelContext,
+  isSpanContextValid,
   SpanKind,
   SpanStatusCode,
   trace,
+  TraceFlags,
   type Attributes,
   type Context,
   type Span,
@@ -10,6 +12,7 @@ import {
   type Tracer,
 } from '@opentelemetry/api';
 import type { AnyActorRef } from 'xstate';
+import type { PlannedIds } from './plannedIds.js';
 import type { AgentStartedEvent, RunEvent } from '../observe/events.js';
 import { observe } from '../observe/runObserver.js';
 import { Redactor } from '../../engine/redact.js';
@@ -63,17 +66,28 @@ export interface OtelExporterOptions {
    * in several (a run spread over workers, a run taken up again): an agent whose span is known
    * continues under it (its model and tool spans become its children) instead of opening a second
    * one, and an agent whose parent runs elsewhere is opened under the parent's span. Every span
-   * this exporter opens is recorded in it.
+   * this exporter opens is recorded in it. With a directory, an agent stopped from outside goes on
+   * elsewhere: its open calls end unfailed, marked `exarch.tool.continued` (its span, if opened
+   * here, `exarch.agent.continued`).
    */
   readonly directory?: SpanDirectory;
+  /**
+   * The tracer provider's id generator, when it is a `PlannedIds` (with a `directory`): then an
+   * agent span is not opened when the session starts but planned (its ids and start recorded in
+   * the directory, its model and tool spans parented under them), and emitted once, whole, by the
+   * job in which the session ends (`exarch.agent.outcome` and all), not by one it parks in.
+   */
+  readonly ids?: PlannedIds;
 }
 
 /** Where the agents' span contexts of one run are kept for every process that runs part of it. */
 export interface SpanDirectory {
   /** The span an agent's span was opened as (elsewhere, or before), if any. */
   get(agentId: string): SpanContext | undefined;
-  /** An agent's span was opened here. */
-  set(agentId: string, span: SpanContext): void;
+  /** An agent's span was opened (or planned) here, starting at `start`. */
+  set(agentId: string, span: SpanContext, start?: number): void;
+  /** When an agent's span started (or was planned to), if recorded. */
+  startOf?(agentId: string): number | undefined;
 }
 
 /** The open spans of one agent. */
@@ -87,6 +101,12 @@ interface AgentSpans {
   pendingRequest: number | undefined;
   chat: OpenChat | undefined;
   readonly tools: Map<string, Span>;
+  /** With planned ids: the span's ids, its start and its parent, the span emitted when the session ends. */
+  planned: { readonly span: SpanContext; readonly start: number; readonly parent: Context; readonly provider: string | undefined } | undefined;
+  /** Its last snapshot was at rest with nothing left (no sub-agent, nothing to take): a stop then ends it. */
+  atRest: boolean;
+  /** Deliveries seen while the span is only planned, added to it when it is emitted. */
+  readonly deliveries: { readonly attributes: Attributes; readonly time: number }[];
   /** Each message of the history in the conventions' JSON form (only with `captureContent`). */
   readonly content: string[];
 }
@@ -117,9 +137,11 @@ export class OtelRunExporter {
   private readonly redactor: Redactor;
   private readonly agents = new Map<string, AgentSpans>();
   private readonly directory: SpanDirectory | undefined;
+  private readonly ids: PlannedIds | undefined;
 
   constructor(options: OtelExporterOptions = {}) {
     this.directory = options.directory;
+    this.ids = options.directory ? options.ids : undefined;
     this.tracer = options.tracer ?? trace.getTracer(TRACER_NAME);
     this.capture = options.captureContent === true;
     this.base = options.context ?? otelContext.active();
@@ -140,6 +162,9 @@ export class OtelRunExporter {
           pendingRequest: undefined,
           chat: undefined,
           tools: new Map(),
+          planned: undefined,
+          atRest: false,
+          deliveries: [],
           content: [],
         });
         break;
@@ -155,7 +180,8 @@ export class OtelRunExporter {
       case 'agent.snapshot': {
         const agent = this.agents.get(event.agent);
         if (!agent) break;
-        const { options, fixed } = event.snapshot.context;
+        const { options, fixed, children, inbox, pendingUser } = event.snapshot.context;
+        agent.atRest = event.snapshot.value === 'readyForUser' && children.size === 0 && inbox.length === 0 && pendingUser.length === 0;
         this.openAgent(agent, options.provider.name);
         this.endChat(agent, event.time);
         if (agent.pendingRequest !== undefined) {
@@ -211,8 +237,10 @@ export class OtelRunExporter {
         this.endTool(event.agent, event.id, event.isError, event.content, event.time);
         break;
       case 'delivery': {
-        const span = this.agents.get(event.agent)?.span;
-        span?.addEvent('exarch.delivery', { 'exarch.child.id': event.child, 'exarch.child.name': event.name, 'exarch.outcome': event.outcome }, event.time);
+        const agent = this.agents.get(event.agent);
+        const attributes = { 'exarch.child.id': event.child, 'exarch.child.name': event.name, 'exarch.outcome': event.outcome };
+        if (agent?.planned) agent.deliveries.push({ attributes, time: event.time });
+        else agent?.span?.addEvent('exarch.delivery', attributes, event.time);
         break;
       }
       case 'agent.ended':
@@ -236,21 +264,48 @@ export class OtelRunExporter {
   private openAgent(agent: AgentSpans, providerName: string | undefined): Context {
     if (agent.context) return agent.context;
     const { started } = agent;
-    // Opened before, in another job or process: continued under that span, not opened twice.
+    const parent = started.parent === null ? undefined : this.agents.get(started.parent);
+    const remoteParent = parent || started.parent === null ? undefined : this.directory?.get(started.parent);
+    const parentContext = parent ? this.contextOf(parent) : remoteParent ? trace.setSpanContext(this.base, remoteParent) : this.base;
+    // Opened (or planned) before, in another job or process: continued under that span, not opened twice.
     const opened = this.directory?.get(started.agent);
+    if (opened && this.ids) {
+      agent.planned = { span: opened, start: this.directory?.startOf?.(started.agent) ?? started.time, parent: parentContext, provider: providerName };
+      agent.context = trace.setSpanContext(this.base, opened);
+      return agent.context;
+    }
     if (opened) {
       agent.context = trace.setSpanContext(this.base, opened);
       return agent.context;
     }
-    const parent = started.parent === null ? undefined : this.agents.get(started.parent);
-    const remoteParent = parent || started.parent === null ? undefined : this.directory?.get(started.parent);
-    const parentContext = parent ? this.contextOf(parent) : remoteParent ? trace.setSpanContext(this.base, remoteParent) : this.base;
+    if (this.ids) {
+      // Planned: its children parent under these ids now; the span itself is emitted when the session ends.
+      const above = trace.getSpanContext(parentContext);
+      const span: SpanContext = {
+        traceId: above && isSpanContextValid(above) ? above.traceId : this.ids.traceId(),
+        spanId: this.ids.spanId(),
+        traceFlags: above?.traceFlags ?? TraceFlags.SAMPLED,
+        isRemote: true,
+      };
+      agent.planned = { span, start: started.time, parent: parentContext, provider: providerName };
+      agent.context = trace.setSpanContext(this.base, span);
+      this.directory?.set(started.agent, span, started.time);
+      return agent.context;
+    }
+    agent.span = this.startAgentSpan(agent, providerName, started.time, parentContext);
+    agent.context = trace.setSpan(parentContext, agent.span);
+    this.directory?.set(started.agent, agent.span.spanContext(), started.time);
+    return agent.context;
+  }
+
+  private startAgentSpan(agent: AgentSpans, providerName: string | undefined, startTime: number, parentContext: Context): Span {
+    const { started } = agent;
     const provider = this.providerName ?? providerName;
-    const span = this.tracer.startSpan(
+    return this.tracer.startSpan(
       `invoke_agent ${started.name}`,
       {
         kind: SpanKind.INTERNAL,
-        startTime: started.time,
+        startTime,
         attributes: {
           ...this.common,
           'gen_ai.operation.name': 'invoke_agent',
@@ -265,10 +320,6 @@ export class OtelRunExporter {
       },
       parentContext,
     );
-    agent.span = span;
-    agent.context = trace.setSpan(parentContext, span);
-    this.directory?.set(started.agent, span.spanContext());
-    return agent.context;
   }
 
   private openChat(agent: AgentSpans, time: number, providerName: string | undefined, model: string | undefined, system: string | undefined): OpenChat {
@@ -345,9 +396,13 @@ export class OtelRunExporter {
     if (!agent) return;
     this.agents.delete(id);
     this.openAgent(agent, undefined);
-    const span = agent.span;
+    // With a directory, a session stopped from outside is taken up again by another job (a spread
+    // session parked to wait for its sub-agents, a run handed back): its calls go on there. One at
+    // rest with nothing left (a root whose run is done) has ended.
+    const continued = this.directory !== undefined && ended?.status === 'stopped' && !agent.atRest;
     for (const tool of agent.tools.values()) {
-      this.fail(tool, 'cancelled', 'the session ended before the call was answered');
+      if (continued) tool.setAttribute('exarch.tool.continued', true);
+      else this.fail(tool, 'cancelled', 'the session ended before the call was answered');
       tool.end(time);
     }
     agent.tools.clear();
@@ -356,7 +411,15 @@ export class OtelRunExporter {
       agent.chat.span.end(agent.chat.respondedAt ?? time);
       agent.chat = undefined;
     }
+    // A planned span is emitted once, whole, by the job in which the session ends.
+    const planned = agent.planned;
+    if (planned && !continued && this.ids) {
+      agent.span = this.ids.startWith(planned.span, () => this.startAgentSpan(agent, planned.provider, planned.start, planned.parent));
+      for (const delivery of agent.deliveries) agent.span.addEvent('exarch.delivery', delivery.attributes, delivery.time);
+    }
+    const span = agent.span;
     if (!span) return;
+    if (continued) span.setAttribute('exarch.agent.continued', true);
     if (ended?.outcome !== undefined) span.setAttribute('exarch.agent.outcome', ended.outcome);
     if (ended?.status === 'error') this.fail(span, 'crash', ended.reason ?? 'the session crashed');
     else if (ended?.outcome === 'failed') this.fail(span, 'failed', ended.reason ?? 'the agent failed');
@@ -430,3 +493,4 @@ function conventionMessages(message: Message): { role: string; parts: Convention
   }
   return [...(results.length > 0 ? [{ role: 'tool', parts: results }] : []), ...(texts.length > 0 ? [{ role: 'user', parts: texts }] : [])];
 }
+export { PlannedIds } from './plannedIds.js';
