@@ -96,7 +96,7 @@ const MIGRATIONS: Readonly<Record<number, string>> = {
       PRIMARY KEY (run_id, session)
     );
   `,
-  // The span each session's OpenTelemetry agent span was opened as (a W3C traceparent), so that a
+  // The span each session's OpenTelemetry agent span was opened as (a W3C traceparent, then its start), so that a
   // session's sub-agents and its later jobs, on any worker, continue the same trace under it.
   // And the seq of the last user message sent to a session from elsewhere (a steering line), so
   // that the job running it looks for messages only when there are some.
