@@ -18,7 +18,8 @@ import { PlannedIds } from '../src/watch/otel/plannedIds.js';
 import { SpanStatusCode } from '@opentelemetry/api';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { postgresForFile } from './support/postgresServer.js';
-import { query } from './support/storedRuns.js';
+import { journalOf, query, type JournalLine } from './support/storedRuns.js';
+import { until } from './support/until.js';
 
 /**
  * Issue 18: each sub-agent of a spread run is a job of its own. Two workers in this process share
@@ -32,20 +33,6 @@ function lastUserText(request: ModelRequest): string {
   const last = request.messages.at(-1);
   if (last?.role !== 'user') return '';
   return last.content.map((block) => (block.type === 'text' ? block.text : block.type === 'tool_result' ? JSON.stringify(block.content) : '')).join('\n');
-}
-
-async function until(check: () => Promise<boolean>, what: string, ms = 60_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
-interface JournalLine {
-  readonly session: string;
-  readonly type: string;
-  readonly body: string;
 }
 
 /** A side-effecting tool, and what it did (one entry per call that ran). */
@@ -118,7 +105,7 @@ async function spreadRun(
       );
     }
     const id = await submitRun(store, boss, { task, cwd: process.cwd(), record: { tools: [], ...more.record, spread: true } });
-    const read = (): Promise<JournalLine[]> => query(db, `SELECT session, type, body FROM exarch.journal WHERE run_id = '${id}' ORDER BY seq`);
+    const read = (): Promise<JournalLine[]> => journalOf(db, id);
     const story = (journal: readonly JournalLine[]): string =>
       [...events.map((e) => `${e.worker} ${JSON.stringify(e.event)}`), ...journal.map((r) => `${r.session} ${r.type} ${r.body.slice(0, 160)}`)].join('\n');
     await more.during?.({ id, db, store, boss });

@@ -9,7 +9,8 @@ import { startBoss, submitRun } from '../src/workers/runQueue.js';
 import { steerSpreadRun } from '../src/workers/spreadSteering.js';
 import { startWorker, type Worker, type WorkerEvent } from '../src/workers/worker.js';
 import { postgresForFile } from './support/postgresServer.js';
-import { query } from './support/storedRuns.js';
+import { journalOf, query, type JournalLine } from './support/storedRuns.js';
+import { until } from './support/until.js';
 
 /**
  * Steering a run spread over workers: each line acted on through the store, wherever the agent it
@@ -23,20 +24,6 @@ const postgres = postgresForFile('test/workers.spreadSteering.test.ts');
 function textOf(message: Message | undefined): string {
   if (!message || typeof message.content === 'string') return String(message?.content ?? '');
   return message.content.map((block) => (block.type === 'text' ? block.text : block.type === 'tool_result' ? JSON.stringify(block.content) : '')).join('\n');
-}
-
-async function until(check: () => Promise<boolean> | boolean, what: string, ms = 60_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
-interface JournalLine {
-  readonly session: string;
-  readonly type: string;
-  readonly body: string;
 }
 
 /** Calls of `hold` wait, by the agent's name, until the test lets them go (or they are cancelled). */
@@ -91,7 +78,7 @@ async function steeredRun(provider: ScriptedProvider, holds: Holds, task: string
         }),
       );
     const id = await submitRun(store, boss, { task, cwd: process.cwd(), record: { tools: ['hold'], spread: true } });
-    const journal = (): Promise<JournalLine[]> => query(db, `SELECT session, type, body FROM exarch.journal WHERE run_id = '${id}' ORDER BY seq`);
+    const journal = (): Promise<JournalLine[]> => journalOf(db, id);
     const story = async (): Promise<string> =>
       [...events.map((e) => JSON.stringify(e)), ...(await journal()).map((r) => `${r.session} ${r.type} ${r.body.slice(0, 200)}`)].join('\n');
     try {

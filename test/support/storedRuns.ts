@@ -36,3 +36,15 @@ export async function rootAnswer(db: string, id: string): Promise<string> {
   }
   return '';
 }
+
+/** A journal row as the tests read it back, with a connection of their own. */
+export interface JournalLine {
+  readonly session: string;
+  readonly type: string;
+  readonly body: string;
+}
+
+/** A run's journal, in seq order. */
+export function journalOf(url: string, runId: string): Promise<JournalLine[]> {
+  return query<JournalLine & pg.QueryResultRow>(url, 'SELECT session, type, body FROM exarch.journal WHERE run_id = $1 ORDER BY seq', [runId]);
+}
