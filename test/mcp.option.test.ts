@@ -52,4 +52,18 @@ describe('the mcp option', () => {
     await made.close();
     expect(alive(pid)).toBe(false);
   });
+
+  it("a server's tool takes only an object as its input: anything else is refused with one line, before the server is asked", async () => {
+    const made = await withMcpTools({ mcp: [stdio] });
+    try {
+      const echo = made.toolset?.tools.find((tool) => tool.name === 'mcp__test_server__echo');
+      if (!echo) throw new Error('no echo tool');
+      for (const input of [null, 'text', 42, ['text']])
+        expect(echo.prepare(input)).toEqual({ ok: false, error: "invalid input for tool 'mcp__test_server__echo': (input): expected an object" });
+      const prepared = echo.prepare({ text: 'hi' });
+      expect(prepared.ok).toBe(true);
+    } finally {
+      await made.close();
+    }
+  });
 });
