@@ -47,6 +47,7 @@ const SUITE = [
   'test/mcp.specs.test.ts',
   'test/mcp.serverTrouble.test.ts',
   'test/mcp.option.test.ts',
+  'test/mcp.calls.test.ts',
   'test/sessionTurnEdges.test.ts',
   // What a batch hands a sub-agent started elsewhere, the spawn record, the answers a crash keeps.
   'test/sessionBatchOpen.test.ts',
