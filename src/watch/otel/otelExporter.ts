@@ -13,6 +13,9 @@ import {
 } from '@opentelemetry/api';
 import type { AnyActorRef } from 'xstate';
 import type { PlannedIds } from './plannedIds.js';
+
+// `exarch/otel` offers the id generator with the exporter that reads it.
+export { PlannedIds } from './plannedIds.js';
 import type { AgentStartedEvent, RunEvent } from '../observe/events.js';
 import { observe } from '../observe/runObserver.js';
 import { Redactor } from '../../engine/redact.js';
@@ -493,4 +496,3 @@ function conventionMessages(message: Message): { role: string; parts: Convention
   }
   return [...(results.length > 0 ? [{ role: 'tool', parts: results }] : []), ...(texts.length > 0 ? [{ role: 'user', parts: texts }] : [])];
 }
-export { PlannedIds } from './plannedIds.js';
