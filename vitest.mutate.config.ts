@@ -48,6 +48,8 @@ const SUITE = [
   'test/mcp.serverTrouble.test.ts',
   'test/mcp.option.test.ts',
   'test/mcp.calls.test.ts',
+  'test/mcp.http.test.ts',
+  'test/mcp.cappedFetch.test.ts',
   'test/sessionTurnEdges.test.ts',
   // What a batch hands a sub-agent started elsewhere, the spawn record, the answers a crash keeps.
   'test/sessionBatchOpen.test.ts',

@@ -1,3 +1,7 @@
+import { createHook } from 'node:async_hooks';
+import { mkdtemp, realpath, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { connectMcpServers, type McpServerSpec, type McpToolset } from '../src/index.js';
@@ -66,5 +70,50 @@ describe("an MCP server's tool, called", () => {
     } finally {
       await toolset.close();
     }
+  });
+});
+
+describe('a stdio server', () => {
+  const SCRIPTED = fileURLToPath(new URL('./fixtures/mcp/scripted.mjs', import.meta.url));
+  const whereami = JSON.stringify({ tools: [{ name: 'whereami', inputSchema: { type: 'object' } }], results: { whereami: 'whereami' } });
+
+  it('starts in the working directory and with the environment it was given, and without them in exarch’s', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'exarch-mcp-cwd-'));
+    const given = await connectMcpServers([
+      { command: process.execPath, args: [SCRIPTED, whereami], name: 'probe', cwd: dir, env: { EXARCH_MCP_PROBE: 'given' } },
+    ]);
+    // Set here too: a server given no environment gets only the SDK's safe default set, not this.
+    process.env['EXARCH_MCP_PROBE'] = 'inherited?';
+    const plain = await connectMcpServers([{ command: process.execPath, args: [SCRIPTED, whereami], name: 'probe' }]);
+    try {
+      const signal = new AbortController().signal;
+      expect(JSON.parse(String(await call(given, 'mcp__probe__whereami', {}, signal)))).toEqual({ cwd: await realpath(dir), probe: 'given' });
+      expect(JSON.parse(String(await call(plain, 'mcp__probe__whereami', {}, signal)))).toEqual({ cwd: process.cwd(), probe: null });
+    } finally {
+      delete process.env['EXARCH_MCP_PROBE'];
+      await Promise.all([given.close(), plain.close()]);
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('closed, leaves no timer behind that would keep the process alive', async () => {
+    // Every timer created while the server is opened and closed, until it fires or is cleared.
+    const live = new Map<number, { hasRef(): boolean }>();
+    const hook = createHook({
+      init(id, type, _trigger, resource) {
+        if (type === 'Timeout') live.set(id, resource as { hasRef(): boolean });
+      },
+      destroy(id) {
+        live.delete(id);
+      },
+    }).enable();
+    try {
+      const toolset = await connectMcpServers([stdio]);
+      await toolset.close();
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      hook.disable();
+    }
+    expect([...live.values()].filter((timer) => timer.hasRef())).toEqual([]);
   });
 });

@@ -50,6 +50,12 @@ describe('a server that cannot list its tools', () => {
     expect(longest.message).toBe(`MCP server 'lister' could not list its tools: the process exited (its last words: ${'v'.repeat(300)})`);
   });
 
+  it('writes more than it keeps: the quote comes from the last 4,096 characters of its stderr', async () => {
+    // One unbroken line of 10,000 characters: the tail kept is all 'b', the start of it is quoted.
+    const error = await failure([scripted({ onList: 'exit', stderr: `${'a'.repeat(5_000)}${'b'.repeat(5_000)}` })]);
+    expect(error.message).toBe(`MCP server 'lister' could not list its tools: the process exited (its last words: ${'b'.repeat(300)}…)`);
+  });
+
   it('exits without a word: the line says only that it exited', async () => {
     const error = await failure([scripted({ onList: 'exit' })]);
     expect(error.message).toBe("MCP server 'lister' could not list its tools: the process exited");

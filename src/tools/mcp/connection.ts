@@ -5,6 +5,7 @@ import type { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdi
 import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
 import { describeError } from '../../engine/model/errors.js';
+import { cappedFetch } from './cappedFetch.js';
 import { McpServerError } from './mcpError.js';
 import { provisionalName, type McpServerSpec } from './serverSpec.js';
 
@@ -224,28 +225,4 @@ function describeFailure(error: unknown): string {
   const message = describeError(error);
   const cause = error instanceof Error ? error.cause : undefined;
   return cause === undefined ? message : `${message}: ${describeError(cause)}`;
-}
-
-/**
- * `fetch`, with the body of a message's response (POST) cut off past `maxBytes`: a server cannot
- * make exarch buffer an unbounded answer. The long-lived GET event stream is left alone.
- */
-function cappedFetch(maxBytes: number, onOversize: (error: Error) => void): (url: string | URL, init?: RequestInit) => Promise<Response> {
-  return async (url, init) => {
-    const response = await fetch(url, init);
-    if (init?.method !== 'POST' || !response.body) return response;
-    let seen = 0;
-    const capped = response.body.pipeThrough(
-      new TransformStream<Uint8Array, Uint8Array>({
-        transform(chunk, controller) {
-          seen += chunk.byteLength;
-          if (seen <= maxBytes) return controller.enqueue(chunk);
-          const error = new Error(`a response exceeded ${maxBytes} bytes`);
-          controller.error(error);
-          onOversize(error);
-        },
-      }),
-    );
-    return new Response(capped, { status: response.status, statusText: response.statusText, headers: response.headers });
-  };
 }
