@@ -1,11 +1,14 @@
 import { createHook } from 'node:async_hooks';
-import { mkdtemp, realpath, rm } from 'node:fs/promises';
+import { getEventListeners } from 'node:events';
+import { mkdtemp, realpath, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { connectMcpServers, type McpServerSpec, type McpToolset } from '../src/index.js';
 import type { ToolContext } from '../src/tools/defineTool.js';
+import { alive, processesWith } from './support/processes.js';
+import { within } from './support/until.js';
 
 /**
  * A server's tool called as a session calls it (`prepare`, then the run with the call's context):
@@ -77,24 +80,65 @@ describe('a stdio server', () => {
   const SCRIPTED = fileURLToPath(new URL('./fixtures/mcp/scripted.mjs', import.meta.url));
   const whereami = JSON.stringify({ tools: [{ name: 'whereami', inputSchema: { type: 'object' } }], results: { whereami: 'whereami' } });
 
-  it('starts in the working directory and with the environment it was given, and without them in exarch’s', async () => {
+  it('starts with the arguments, working directory and environment it was given, and without them in exarch’s', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'exarch-mcp-cwd-'));
+    // A command given no arguments gets none: a wrapper that hands scripted.mjs its own.
+    const wrapper = join(dir, 'server.sh');
+    await writeFile(wrapper, `#!/bin/sh\nexec '${process.execPath}' '${SCRIPTED}' '${whereami}' "$@"\n`, { mode: 0o755 });
     const given = await connectMcpServers([
-      { command: process.execPath, args: [SCRIPTED, whereami], name: 'probe', cwd: dir, env: { EXARCH_MCP_PROBE: 'given' } },
+      { command: process.execPath, args: [SCRIPTED, whereami, 'one', 'two words'], name: 'probe', cwd: dir, env: { EXARCH_MCP_PROBE: 'given' } },
     ]);
     // Set here too: a server given no environment gets only the SDK's safe default set, not this.
     process.env['EXARCH_MCP_PROBE'] = 'inherited?';
-    const plain = await connectMcpServers([{ command: process.execPath, args: [SCRIPTED, whereami], name: 'probe' }]);
+    const plain = await connectMcpServers([{ command: wrapper, name: 'probe' }]);
     try {
       const signal = new AbortController().signal;
-      expect(JSON.parse(String(await call(given, 'mcp__probe__whereami', {}, signal)))).toEqual({ cwd: await realpath(dir), probe: 'given' });
-      expect(JSON.parse(String(await call(plain, 'mcp__probe__whereami', {}, signal)))).toEqual({ cwd: process.cwd(), probe: null });
+      const client = { name: 'exarch', version: '0.1.0' };
+      expect(JSON.parse(String(await call(given, 'mcp__probe__whereami', {}, signal)))).toEqual({
+        argv: ['one', 'two words'],
+        cwd: await realpath(dir),
+        probe: 'given',
+        client,
+        capabilities: {},
+      });
+      expect(JSON.parse(String(await call(plain, 'mcp__probe__whereami', {}, signal)))).toEqual({
+        argv: [],
+        cwd: process.cwd(),
+        probe: null,
+        client,
+        capabilities: {},
+      });
     } finally {
       delete process.env['EXARCH_MCP_PROBE'];
       await Promise.all([given.close(), plain.close()]);
       await rm(dir, { recursive: true, force: true });
     }
   });
+
+  it('many calls under one signal (a session’s) leave no listener on it', async () => {
+    const toolset = await connectMcpServers([{ command: process.execPath, args: [SCRIPTED, whereami], name: 'probe' }]);
+    try {
+      const session = new AbortController();
+      for (let i = 0; i < 20; i++) await call(toolset, 'mcp__probe__whereami', {}, session.signal);
+      expect(getEventListeners(session.signal, 'abort')).toEqual([]);
+    } finally {
+      await toolset.close();
+    }
+  });
+
+  it('whose own helper process keeps its output open: closing still returns, once the server is gone', async () => {
+    const marker = `daemon-${process.pid}-${Date.now()}`;
+    const scenario = JSON.stringify({ tools: [], daemon: marker });
+    const toolset = await connectMcpServers([{ command: process.execPath, args: [SCRIPTED, scenario], name: 'forking' }]);
+    const pid = toolset.servers[0]?.pid;
+    try {
+      // The SDK's close takes up to 4 s (EOF, SIGTERM, SIGKILL) and exarch's wait for the pipes 5 s more.
+      await within(toolset.close(), 15_000, 'closing a server whose helper holds its pipes');
+      expect(pid !== undefined && alive(pid)).toBe(false);
+    } finally {
+      for (const daemon of processesWith(marker)) process.kill(daemon, 'SIGKILL');
+    }
+  }, 30_000);
 
   it('closed, leaves no timer behind that would keep the process alive', async () => {
     // Every timer created while the server is opened and closed, until it fires or is cleared.

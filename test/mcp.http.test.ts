@@ -7,6 +7,7 @@ import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprot
 import { afterEach, describe, expect, it } from 'vitest';
 import { connectMcpServers, McpServerError, type McpToolset } from '../src/index.js';
 import type { ToolContext } from '../src/tools/defineTool.js';
+import { within } from './support/until.js';
 
 /**
  * An MCP server over streamable HTTP, as a host reaches it: the headers it was given, the
@@ -122,15 +123,6 @@ async function call(toolset: McpToolset, tool: string, input: object = {}): Prom
   );
 }
 
-/** Rejects with a line saying what did not finish, instead of leaving it to the test's timeout. */
-function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
-}
-
 describe('headers given for a server', () => {
   it('go with every request, the end of its session too; without them a server that needs them is one line', async () => {
     const server = await mcpOverHttp({ requireHeader: ['authorization', 'Bearer t0ken'] });
@@ -213,6 +205,7 @@ describe('a call that fails in transport', () => {
       (error: unknown) => error,
     );
     expect(refused).toMatchObject({ kind: 'start' });
+    expect((refused as Error).cause).toBeInstanceOf(Error);
     expect((refused as Error).message).toMatch(/^MCP server 'web' could not start: .*fetch failed: connect ECONNREFUSED 127\.0\.0\.1:\d+$/);
   });
 });

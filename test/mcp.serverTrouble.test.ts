@@ -2,6 +2,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { connectMcpServers, McpServerError, type McpServerSpec } from '../src/index.js';
 import { processesWith } from './support/processes.js';
+import { within } from './support/until.js';
 
 /**
  * A server that starts but then fails exarch: its tool list refused or cut off by its exit, with
@@ -16,8 +17,8 @@ const scripted = (scenario: object, marker = 'none'): McpServerSpec => ({
   name: 'lister',
 });
 
-async function failure(specs: McpServerSpec[]): Promise<McpServerError> {
-  const error = await connectMcpServers(specs).then(
+async function failure(specs: McpServerSpec[], options: { startTimeoutMs?: number } = {}): Promise<McpServerError> {
+  const error = await connectMcpServers(specs, options).then(
     async (toolset) => {
       await toolset.close();
       throw new Error('the servers were connected');
@@ -36,6 +37,7 @@ describe('a server that cannot list its tools', () => {
     expect(error.kind).toBe('start');
     expect(error.server).toBe('lister');
     expect(processesWith(marker)).toEqual([]);
+    expect(error.cause).toMatchObject({ code: -32603 });
   });
 
   it('exits instead: the line quotes the last non-blank line it wrote to stderr, trimmed', async () => {
@@ -56,8 +58,24 @@ describe('a server that cannot list its tools', () => {
     expect(error.message).toBe(`MCP server 'lister' could not list its tools: the process exited (its last words: ${'b'.repeat(300)}…)`);
   });
 
+  it('never answers tools/list: fails once the start time is up, with the SDK error as its cause', async () => {
+    const error = await within(failure([scripted({ onList: 'hang' })], { startTimeoutMs: 300 }), 10_000, 'a tool list that never comes');
+    expect(error.message).toBe("MCP server 'lister' could not list its tools: MCP error -32001: Request timed out");
+    expect(error.kind).toBe('start');
+    expect(error.cause).toMatchObject({ code: -32001 });
+  });
+
   it('exits without a word: the line says only that it exited', async () => {
     const error = await failure([scripted({ onList: 'exit' })]);
     expect(error.message).toBe("MCP server 'lister' could not list its tools: the process exited");
+  });
+});
+
+describe('a server that does not finish its handshake', () => {
+  it('fails once the start time is up, with one line and the SDK error as its cause', async () => {
+    const error = await within(failure([scripted({ onInitialize: 'hang' })], { startTimeoutMs: 300 }), 10_000, 'a handshake that never comes');
+    expect(error.message).toBe("MCP server 'lister' could not start: MCP error -32001: Request timed out");
+    expect(error.kind).toBe('start');
+    expect(error.cause).toMatchObject({ code: -32001 });
   });
 });

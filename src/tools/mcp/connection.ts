@@ -94,7 +94,8 @@ export class McpConnection {
       });
       transport = { kind: 'stdio', stdio };
     }
-    const client = new Client(CLIENT_INFO, { capabilities: {} });
+    // No client capabilities (the SDK's default): exarch offers servers no sampling, roots or elicitation.
+    const client = new Client(CLIENT_INFO);
     try {
       await client.connect(transport.kind === 'http' ? transport.http : transport.stdio, { timeout: startTimeoutMs });
     } catch (error) {
