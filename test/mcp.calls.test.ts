@@ -140,6 +140,15 @@ describe('a stdio server', () => {
     }
   }, 30_000);
 
+  it('that ignores the end of its input and SIGTERM is killed, and gone when closing returns', async () => {
+    const toolset = await connectMcpServers([{ command: process.execPath, args: [SCRIPTED, JSON.stringify({ tools: [], stubborn: true })], name: 'stubborn' }]);
+    const pid = toolset.servers[0]?.pid;
+    expect(pid).toBeTypeOf('number');
+    // EOF, 2 s, SIGTERM, 2 s, SIGKILL: then the close waits for the exit.
+    await within(toolset.close(), 15_000, 'closing a server that ignores SIGTERM');
+    expect(pid !== undefined && alive(pid)).toBe(false);
+  }, 30_000);
+
   it('closed, leaves no timer behind that would keep the process alive', async () => {
     // Every timer created while the server is opened and closed, until it fires or is cleared.
     const live = new Map<number, { hasRef(): boolean }>();

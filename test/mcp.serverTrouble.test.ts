@@ -72,6 +72,12 @@ describe('a server that cannot list its tools', () => {
 });
 
 describe('a server that does not finish its handshake', () => {
+  it('exits during it: the line quotes the last line it wrote to stderr', async () => {
+    const error = await failure([scripted({ onInitialize: 'exit', stderr: 'fatal: no configuration found\n' })]);
+    expect(error.message).toMatch(/^MCP server 'lister' could not start: .+ \(its last words: fatal: no configuration found\)$/);
+    expect(error.kind).toBe('start');
+  });
+
   it('fails once the start time is up, with one line and the SDK error as its cause', async () => {
     const error = await within(failure([scripted({ onInitialize: 'hang' })], { startTimeoutMs: 300 }), 10_000, 'a handshake that never comes');
     expect(error.message).toBe("MCP server 'lister' could not start: MCP error -32001: Request timed out");
