@@ -38,6 +38,8 @@ const SUITE = [
   'test/workspaceSearchFiles.test.ts',
   'test/workspaceReadFile.test.ts',
   'test/workspaceWriteFile.test.ts',
+  // Targets swapped between write_file's checks, at a chosen moment (its fs calls wrapped).
+  'test/workspaceWriteRaces.test.ts',
   // As `nobody` in a child process (test/support/asUser.ts), for the refusals root never meets.
   'test/workspaceUnprivileged.test.ts',
   'test/workspaceToolSet.test.ts',
