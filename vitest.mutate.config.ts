@@ -40,6 +40,7 @@ const SUITE = [
   'test/workspaceWriteFile.test.ts',
   // Targets swapped between write_file's checks, at a chosen moment (its fs calls wrapped).
   'test/workspaceWriteRaces.test.ts',
+  'test/workspaceFsErrors.test.ts',
   // As `nobody` in a child process (test/support/asUser.ts), for the refusals root never meets.
   'test/workspaceUnprivileged.test.ts',
   'test/workspaceToolSet.test.ts',
