@@ -101,7 +101,10 @@ describe('a target swapped after it was found to be a regular file', () => {
       unlinkSync(target());
       mkdirSync(target());
     };
-    expect(await write()).toBe("error: 'f.txt' is a directory, not a file");
+    await expect(ws.call('write_file', { path: 'f.txt', content: 'new' })).rejects.toMatchObject({
+      kind: 'wrong-type',
+      message: "'f.txt' is a directory, not a file",
+    });
     expect(lstatSync(target()).isDirectory()).toBe(true);
     expect(leftovers()).toEqual([]);
   });
