@@ -60,6 +60,8 @@ const SUITE = [
   'test/sessionBatchOpen.test.ts',
   // A turn's edges: results joining a turn's first request, a profile's model, tool time limits.
   'test/sessionTurnInput.test.ts',
+  // Resuming from a journal whose last burst was written only in part.
+  'test/sessionResumeEdges.test.ts',
 ];
 
 /**
