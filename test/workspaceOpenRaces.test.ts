@@ -56,11 +56,13 @@ const inRoot = (...parts: string[]): string => path.join(ws.root, ...parts);
 const endsWith = (name: string) => (file: string) => file.endsWith(`/${name}`);
 const write = (file: string): Promise<string> =>
   within(
-    ws.call('write_file', { path: file, content: 'new' }).catch((error: unknown) => `error: ${(error as Error).message}`),
+    ws
+      .call('write_file', { path: file, content: 'new' })
+      .catch((error: unknown) => `error (${String((error as { kind?: unknown }).kind)}): ${(error as Error).message}`),
     10_000,
     'write_file',
   );
-const changed = (shown: string) => `error: refused: '${shown}' changed while it was being opened (a part of it was replaced, perhaps by a symlink)`;
+const changed = (shown: string) => `error (refused): refused: '${shown}' changed while it was being opened (a part of it was replaced, perhaps by a symlink)`;
 /** Moves `sub` away (kept inside the root) and puts `make()` in its place. */
 const replaceSub = (make: (at: string) => void) => () => {
   renameSync(inRoot('sub'), inRoot('sub.moved'));
