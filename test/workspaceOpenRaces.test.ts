@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { constants, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { within } from './support/until.js';
@@ -36,8 +36,6 @@ vi.mock('node:fs/promises', async (importOriginal) => {
     },
   };
 });
-
-const { constants } = await import('node:fs');
 
 let ws: Workspace;
 beforeEach(async () => {
