@@ -61,7 +61,7 @@ describe('a resume from a burst cut short', () => {
       if (assistants(r) === 0) return { calls: [{ name: 'agent', input: { name: 'kid', task: 'count the files' } }] };
       return textsOf(r).some((t) => t.startsWith("[agent 'kid'")) ? { text: 'done' } : { text: 'waiting for kid' };
     },
-    'root/kid': [{ calls: [{ name: 'reply', input: { result: 'R' } }] }],
+    'root/kid': [{ calls: [{ name: 'reply', input: { result: 'kid counted 42 files' } }] }],
   };
 
   it('a result the sub-agent journaled but its parent never did is delivered on resume, once, and the sub-agent is not run again', async () => {
@@ -72,7 +72,7 @@ describe('a resume from a burst cut short', () => {
     expect(provider.requestsOf('root/kid')).toEqual([]);
     const delivered = textsOf(result.snapshot.context).filter((t) => t.startsWith("[agent 'kid'"));
     expect(delivered).toHaveLength(1);
-    expect(delivered[0]).toContain('R');
+    expect(delivered[0]).toContain('kid counted 42 files');
     expect(journal.filter(is('inbox', 'root'))).toHaveLength(1);
   });
 
@@ -88,10 +88,11 @@ describe('a resume from a burst cut short', () => {
   });
 
   it('a cancel_agent answered before the stop whose sub-agent had not ended is sent again: the sub-agent never reports', async () => {
+    const cancelId = 'toolu_cancel_kid';
     const scripts: Record<string, Script> = {
       root: (r) => {
         if (assistants(r) === 0) return { calls: [{ name: 'agent', input: { name: 'kid', task: 'slow work' } }] };
-        if (assistants(r) === 1) return { calls: [{ name: 'cancel_agent', input: { name: 'kid' } }] };
+        if (assistants(r) === 1) return { calls: [{ id: cancelId, name: 'cancel_agent', input: { name: 'kid' } }] };
         return { text: 'done' };
       },
       // Slow enough to be cancelled mid-request, in the first run and after the resume alike.
@@ -99,8 +100,10 @@ describe('a resume from a burst cut short', () => {
     };
     const { runId, store } = await cutAfter(
       scripts,
-      (row) => row.session === 'root' && row.record.type === 'tool' && JSON.stringify(row.record.result).includes('cancel'),
+      (row) => row.session === 'root' && row.record.type === 'tool' && row.record.result.tool_use_id === cancelId,
     );
+    // What the name promises: the cancel is answered in the journal, the sub-agent's end is not.
+    expect(store.journal(runId).some(is('outcome', 'root/kid'))).toBe(false);
     const { result, journal } = await resume(runId, store, scripts);
     expect(result.status).toBe('done');
     expect(textsOf(result.snapshot.context).some((t) => t.includes('should never arrive'))).toBe(false);
