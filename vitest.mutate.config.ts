@@ -62,6 +62,8 @@ const SUITE = [
   'test/sessionTurnInput.test.ts',
   // Resuming from a journal whose last burst was written only in part.
   'test/sessionResumeEdges.test.ts',
+  // A durable turn's first request: late results join it, a resumed one is asked from the committed history.
+  'test/durableWake.test.ts',
 ];
 
 /**

@@ -246,7 +246,9 @@ function replay(records: readonly JournalRecord[], agent?: AgentIdentity): Repla
     batch: null,
     outcome: null,
   };
-  // The content of the response being committed: its message record comes before its usage record.
+  // The content of the response being committed: its message record comes before its usage record,
+  // and joins the history only with it. A journal cut between the two (a store that does not write
+  // a burst at once) holds a response that was never committed: the request is asked again.
   let response: readonly AssistantBlock[] = [];
   for (const record of records) {
     switch (record.type) {
@@ -259,7 +261,6 @@ function replay(records: readonly JournalRecord[], agent?: AgentIdentity): Repla
         break;
       case 'message':
         if (record.role === 'assistant') {
-          appendAssistantBlocks(session.messages, record.content as readonly AssistantBlock[]);
           response = record.content as readonly AssistantBlock[];
           break;
         }
@@ -280,6 +281,7 @@ function replay(records: readonly JournalRecord[], agent?: AgentIdentity): Repla
         session.state = 'streaming';
         break;
       case 'usage': {
+        appendAssistantBlocks(session.messages, response);
         session.usage = record.session;
         session.steps += 1;
         const calls = response.some((block) => block.type === 'tool_use');
