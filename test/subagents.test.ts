@@ -173,6 +173,20 @@ describe('delivery', () => {
     expect(snapshot.context.children.size).toBe(0);
   });
 
+  it("an inspector tells a crew from a session by its machine id, 'crew' (one per batch, beside a session per agent)", async () => {
+    const ids: unknown[] = [];
+    await runAgent(
+      'go',
+      { provider: scriptedProvider({ agents: { root: [{ calls: [spawn('a'), spawn('b')] }, { text: 'wait' }, { text: 'done' }], a: [reply('a')], b: [reply('b')] } }) },
+      {
+        inspect: (e) => {
+          if (e.type === '@xstate.actor') ids.push((e.actorRef as unknown as { logic?: { id?: unknown } }).logic?.id);
+        },
+      },
+    );
+    expect(ids).toEqual(['session', 'crew', 'session', 'session']);
+  });
+
   it("token usage rolls up from grandchildren through children to the root's result", async () => {
     const usage = { inputTokens: 100, outputTokens: 10, cacheReadInputTokens: 1, cacheCreationInputTokens: 2 };
     const step = (s: ScriptedStep): ScriptedStep => ({ ...s, usage });
