@@ -93,6 +93,15 @@ describe('a resume from a burst cut short', () => {
     expect(journal.filter(is('inbox', 'root'))).toHaveLength(1);
   });
 
+  it('a root whose session record is all its journal holds starts on its task', async () => {
+    const { runId, store, lost } = await cutAfter(spawnsKid, is('session', 'root'));
+    expect(store.journal(runId).map((row) => row.record.type)).toEqual(['session']);
+    expect(lost).toEqual([]);
+    const { provider, result } = await resume(runId, store, spawnsKid);
+    expect(result.status).toBe('done');
+    expect(provider.requestsOf('root')[0]?.lastMessage).toEqual({ role: 'user', content: [{ type: 'text', text: 'task' }] });
+  });
+
   it('a sub-agent whose spawn was journaled but none of its own records starts afresh on its task', async () => {
     const { runId, store, lost } = await cutAfter(spawnsKid, is('spawn', 'root'));
     expect(lost.some((row) => row.session === 'root/kid')).toBe(true);

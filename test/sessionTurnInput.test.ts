@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { createActor } from 'xstate';
+import { sessionMachine } from '../machines/session.js';
 import { z } from 'zod';
 import { defineTool, waitForSettled } from '../src/index.js';
 import type { Message } from '../src/engine/types.js';
@@ -236,5 +238,42 @@ describe("a sub-agent's reply", () => {
     const output = traced.last.get('root/w')?.output;
     expect(output?.outcome).toBe('replied');
     expect(output && 'value' in output).toBe(false);
+  });
+});
+
+describe('a session given a history', () => {
+  const history: Message[] = [
+    { role: 'user', content: [{ type: 'text', text: 'What is 2 + 2?' }] },
+    { role: 'assistant', content: [{ type: 'text', text: '4.' }] },
+  ];
+
+  it('continues it: its first request shows the history, then its task', async () => {
+    const asked: string[][][] = [];
+    await runTraced(
+      {
+        root: (request) => {
+          asked.push(request.messages.map(blocksOf));
+          return { text: '8.' };
+        },
+      },
+      { task: 'And doubled?', history },
+    );
+    expect(asked).toEqual([[['text: What is 2 + 2?'], ['text: 4.'], ['text: And doubled?']]]);
+  });
+
+  it('that breaks the pairing rule is refused at creation, with the problem named', () => {
+    const broken: Message[] = [
+      { role: 'user', content: [{ type: 'text', text: 'Look.' }] },
+      { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'read_file', input: {} }] },
+      { role: 'user', content: [{ type: 'text', text: 'Never mind.' }] },
+    ];
+    const problem = 'history breaks the tool_use/tool_result pairing rule: message 1: tool_use toolu_1 has no tool_result in message 2';
+    expect(() => startTraced({ root: [] }, { task: 'go', history: broken })).toThrow(problem);
+    // An embedder's own actor of the machine (no createSessionActor in between) errors with it as it starts.
+    const actor = createActor(sessionMachine, { input: { provider: new ScriptedProvider({ agents: { root: [] } }), task: 'go', history: broken } });
+    actor.subscribe({ error: () => undefined });
+    actor.start();
+    expect(actor.getSnapshot().status).toBe('error');
+    expect(String(actor.getSnapshot().error)).toBe(`PairingError: ${problem}`);
   });
 });
