@@ -189,29 +189,60 @@ describe('a session stopped while its batch waits', () => {
   });
 });
 
-describe('a session cancelled while a tool runs', () => {
-  it("aborts the tool's signal with the reason 'cancelled', and answers the call so", async () => {
-    const reasons: string[] = [];
-    let started: () => void = () => undefined;
-    const running = new Promise<void>((resolve) => (started = resolve));
-    const wait = defineTool({
-      name: 'wait',
-      description: 'Waits until aborted.',
-      input: z.object({}),
-      run: (_input, { signal }) =>
-        new Promise<string>((_resolve, reject) => {
-          started();
-          signal.addEventListener('abort', () => {
-            reasons.push(signal.reason instanceof Error ? signal.reason.message : String(signal.reason));
-            reject(new Error('aborted'));
-          });
-        }),
-    });
+/** A tool that runs until its call is aborted, keeping each abort's reason; `running` settles once a call has started. */
+function hangingTool() {
+  const reasons: string[] = [];
+  let started: () => void = () => undefined;
+  const running = new Promise<void>((resolve) => (started = resolve));
+  const wait = defineTool({
+    name: 'wait',
+    description: 'Waits until aborted.',
+    input: z.object({}),
+    run: (_input, { signal }) =>
+      new Promise<string>((_resolve, reject) => {
+        started();
+        signal.addEventListener('abort', () => {
+          reasons.push(signal.reason instanceof Error ? signal.reason.message : String(signal.reason));
+          reject(new Error('aborted'));
+        });
+      }),
+  });
+  return { wait, running, reasons };
+}
+
+describe('a session stopped while a tool runs', () => {
+  it("by a cancel: aborts the tool's signal with the reason 'cancelled', and answers the call so", async () => {
+    const { wait, running, reasons } = hangingTool();
     const traced = startTraced({ root: [{ calls: [{ name: 'wait', input: {} }] }] }, { task: 'Go.', tools: [wait] });
     await running;
     traced.actor.send({ type: 'cancel' });
     expect(reasons).toEqual(['cancelled']);
     expect(blocksOf(traced.actor.getSnapshot().context.messages[2])).toEqual(['result: cancelled (error)']);
+  });
+
+  it("by its spent budget: aborts the tool's signal as a cancel does, answers the call with the budget, and ends capped", async () => {
+    const { wait, running, reasons } = hangingTool();
+    // The root's own request costs 100 tokens of its 1,000; its sub-agent's first costs 5,000.
+    const traced = startTraced(
+      {
+        root: [
+          {
+            usage: { inputTokens: 100, outputTokens: 0 },
+            calls: [
+              { name: 'agent', input: { name: 'kid', task: 'Spend.' } },
+              { name: 'wait', input: {} },
+            ],
+          },
+        ],
+        kid: [{ delayMs: 20, usage: { inputTokens: 5_000, outputTokens: 0 }, text: 'spent' }],
+      },
+      { task: 'Go.', tools: [wait], subtreeBudget: { tokens: 1_000 } },
+    );
+    await running;
+    const snapshot = await until(traced.actor, (s) => s.status === 'done');
+    expect(snapshot.value).toBe('capped');
+    expect(reasons).toEqual(['cancelled']);
+    expect(blocksOf(snapshot.context.messages[2]).at(-1)).toBe('result: not run: the budget is spent (error)');
   });
 });
 
