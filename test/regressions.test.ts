@@ -4,6 +4,8 @@ import { createSessionActor, findPairingProblems, MemoryLogSink, runAgent, type 
 import { scriptedProvider } from '../src/testing/index.js';
 import { runScenario, type Scenario } from './support/fuzzScenario.js';
 import { sleep, until } from './helpers.js';
+import { within } from './support/until.js';
+import { stopOrphansOf } from '../machines/crew.js';
 
 /**
  * Bugs found by the model-based and property-based tests (issue 5), each kept as the shrunk case
@@ -82,6 +84,21 @@ describe('regressions', () => {
     expect(active.map((a) => a.id)).toEqual([]);
     expect(inner.records('root/c').at(-1)).toMatchObject({ type: 'outcome', outcome: 'failed', reason: 'session crashed: ENOSPC: no space left on device' });
     expect(inner.records('root/c/g').at(-1)).toMatchObject({ type: 'outcome', outcome: 'cancelled' });
+    actor.stop();
+  });
+
+  it('stopping the orphans of an actor that did not crash stops nothing: its request goes on and it finishes', async () => {
+    const actor = createSessionActor({ provider: scriptedProvider({ agents: { root: [{ text: 'finished', delayMs: 20 }] } }), task: 'go' });
+    actor.start();
+    await until(actor, (s: SessionSnapshot) => s.value === 'streaming');
+    stopOrphansOf(actor);
+    stopOrphansOf(undefined);
+    const settled = await within(
+      until(actor, (s: SessionSnapshot) => s.value === 'readyForUser'),
+      5_000,
+      'the session after stopOrphansOf',
+    );
+    expect(settled.context.messages.at(-1)).toEqual({ role: 'assistant', content: [{ type: 'text', text: 'finished' }] });
     actor.stop();
   });
 
