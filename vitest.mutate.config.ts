@@ -16,6 +16,7 @@ const SUITE = [
   'test/render.test.ts',
   'test/stopReasons.test.ts',
   'test/subagents.test.ts',
+  'test/waitForAgents.test.ts',
   'test/tools.test.ts',
   'test/workspaceTools.test.ts',
   'test/regressions.test.ts',

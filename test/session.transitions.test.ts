@@ -8,6 +8,9 @@ import { runTraced, startTraced, until, userTexts } from './helpers.js';
  * sees. Each asserts the exact state trail, so removing or rerouting the transition fails it.
  */
 
+/** An assistant message of one text block. */
+const said = (text: string) => ({ role: 'assistant', content: [{ type: 'text', text }] });
+
 const echo = defineTool({ name: 'echo', description: 'Echo', input: z.object({ text: z.string() }), run: ({ text }) => text });
 
 describe('readyForUser', () => {
@@ -76,6 +79,7 @@ describe('streaming', () => {
     const { trail, snapshot } = await runTraced({ root: [{ text: 'I cannot help with that.', stopReason: 'refusal' }] }, { task: 't' });
     expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'failed']);
     expect(snapshot.output?.reason).toMatch(/refus/);
+    expect(snapshot.context.messages.at(-1)).toEqual(said('I cannot help with that.'));
   });
 
   it('fails when the model context window is exceeded', async () => {
@@ -97,6 +101,7 @@ describe('streaming', () => {
   it('is nudged after output truncated without tool calls, and continues', async () => {
     const { trail, snapshot } = await runTraced({ root: [{ text: 'long text cut', stopReason: 'max_tokens' }, { text: 'rest' }] }, { task: 't' });
     expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'nudged', 'streaming', 'readyForUser']);
+    expect(snapshot.context.messages[1]).toEqual(said('long text cut'));
     expect(userTexts(snapshot.context.messages)[1]).toMatch(/cut off/);
   });
 
@@ -104,12 +109,14 @@ describe('streaming', () => {
     const cut = { text: 'cut', stopReason: 'max_tokens' as const };
     const { trail, snapshot } = await runTraced({ root: [cut, cut, cut] }, { task: 't', truncationBudget: 2 });
     expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'nudged', 'streaming', 'nudged', 'streaming', 'failed']);
-    expect(snapshot.output?.reason).toBe('output truncated repeatedly');
+    expect(snapshot.output?.reason).toBe('output truncated repeatedly'); // The last cut response is committed before the session fails: its history ends with it.
+    expect(snapshot.context.messages.at(-1)).toEqual(said('cut'));
   });
 
   it('is capped instead of nudged for truncation when the step cap is reached', async () => {
-    const { trail } = await runTraced({ root: [{ text: 'cut', stopReason: 'max_tokens' }] }, { task: 't', maxSteps: 1 });
+    const { trail, snapshot } = await runTraced({ root: [{ text: 'cut', stopReason: 'max_tokens' }] }, { task: 't', maxSteps: 1 });
     expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'capped']);
+    expect(snapshot.context.messages.at(-1)).toEqual(said('cut'));
   });
 
   it('continues the same message after pause_turn', async () => {
@@ -124,12 +131,13 @@ describe('streaming', () => {
   });
 
   it('is capped at pause_turn when the step cap is reached', async () => {
-    const { trail } = await runTraced({ root: [{ text: 'paused', stopReason: 'pause_turn' }] }, { task: 't', maxSteps: 1 });
+    const { trail, snapshot } = await runTraced({ root: [{ text: 'paused', stopReason: 'pause_turn' }] }, { task: 't', maxSteps: 1 });
     expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'capped']);
+    expect(snapshot.context.messages.at(-1)).toEqual(said('paused'));
   });
 
   it('nudges a quiet sub-agent that ends a step without replying', async () => {
-    const { trail } = await runTraced(
+    const { trail, last } = await runTraced(
       {
         root: [{ calls: [{ name: 'agent', input: { name: 'c', task: 't' } }] }, { text: 'wait' }, { text: 'done' }],
         c: [{ text: 'my report' }, { calls: [{ name: 'reply', input: { result: 'r' } }] }],
@@ -137,11 +145,13 @@ describe('streaming', () => {
       { task: 'go' },
     );
     expect(trail.get('root/c')).toEqual(['readyForUser', 'streaming', 'nudged', 'streaming', 'dispatchingBatch', 'replied']);
+    // The quiet response stays in the history, the reminder after it.
+    expect(last.get('root/c')?.context.messages[1]).toEqual(said('my report'));
   });
 
   it('is capped instead of nudged when the reminder would exceed the step cap', async () => {
     const echoStep = { calls: [{ name: 'echo', input: { text: 'x' } }] };
-    const { trail } = await runTraced(
+    const { trail, last } = await runTraced(
       {
         root: [{ calls: [{ name: 'agent', input: { name: 'c', task: 't' } }] }, { text: 'wait' }, { text: 'done' }],
         c: [echoStep, echoStep, { text: 'my report, no reply' }],
@@ -149,10 +159,11 @@ describe('streaming', () => {
       { task: 'go', maxSteps: 3, tools: [echo] },
     );
     expect(trail.get('root/c')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'streaming', 'dispatchingBatch', 'streaming', 'capped']);
+    expect(last.get('root/c')?.context.messages.at(-1)).toEqual(said('my report, no reply'));
   });
 
   it('finishes a sub-agent with no output when it stays quiet without replying after the reminder', async () => {
-    const { trail } = await runTraced(
+    const { trail, last } = await runTraced(
       {
         root: [{ calls: [{ name: 'agent', input: { name: 'c', task: 't' } }] }, { text: 'wait' }, { text: 'done' }],
         c: [{ text: 'report' }, { text: 'still no reply' }],
@@ -160,6 +171,7 @@ describe('streaming', () => {
       { task: 'go' },
     );
     expect(trail.get('root/c')).toEqual(['readyForUser', 'streaming', 'nudged', 'streaming', 'finishedWithoutReply']);
+    expect(last.get('root/c')?.context.messages.at(-1)).toEqual(said('still no reply'));
   });
 });
 

@@ -144,3 +144,36 @@ describe('wait_for_agents', () => {
     expect(provider.requestsOf('root')).toHaveLength(4);
   });
 });
+
+describe('a cut-off response whose wait held its batch open', () => {
+  // The third call was cut off by the output limit (max_tokens): once the wait holds, the session
+  // decides as after any truncated batch, with the batch's results and the report committed first.
+  const root = (then: object[] = []) => [{ calls: [spawn('a'), wait(), { ...spawn('b'), cutOff: true }] }, ...then];
+  const committed = [
+    "result: Sub-agent 'a' started. Its result will arrive later as a message beginning with [agent 'a' …].",
+    'result: 1 sub-agent finished; their results follow.',
+    expect.stringMatching(/^result \(error\): /),
+    "[agent 'a' replied]\nok",
+  ];
+
+  it('is reminded of the cut and goes on', async () => {
+    const { snapshot, trail } = await runTraced({ root: root([{ text: 'went on' }]), a: [reply('ok', 5)] }, { task: 'go' });
+    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'waitingForAgents', 'nudged', 'streaming', 'readyForUser']);
+    const [results, reminder] = [lastUserBlocks(snapshot.context.messages[2]), snapshot.context.messages[2]];
+    expect(results.slice(0, 4)).toEqual(committed);
+    expect(reminder?.content.at(-1)).toMatchObject({ type: 'text', text: expect.stringMatching(/cut off/) });
+  });
+
+  it('fails once the truncation budget is spent', async () => {
+    const { snapshot, trail } = await runTraced({ root: root(), a: [reply('ok', 5)] }, { task: 'go', truncationBudget: 0 });
+    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'waitingForAgents', 'failed']);
+    expect(snapshot.output?.reason).toBe('output truncated repeatedly');
+    expect(lastUserBlocks(snapshot.context.messages.at(-1))).toEqual(committed);
+  });
+
+  it('is capped when the step cap is reached', async () => {
+    const { snapshot, trail } = await runTraced({ root: root(), a: [reply('ok', 5)] }, { task: 'go', maxSteps: 1 });
+    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'waitingForAgents', 'capped']);
+    expect(lastUserBlocks(snapshot.context.messages.at(-1))).toEqual(committed);
+  });
+});
