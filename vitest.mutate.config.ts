@@ -17,6 +17,8 @@ const SUITE = [
   'test/stopReasons.test.ts',
   'test/subagents.test.ts',
   'test/waitForAgents.test.ts',
+  // Session logs, and what is on disk whenever a session rests (the states' flushLog entries).
+  'test/logs.test.ts',
   'test/tools.test.ts',
   'test/workspaceTools.test.ts',
   'test/regressions.test.ts',

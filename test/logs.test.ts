@@ -2,8 +2,10 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { runAgent, type LogRecord } from '../src/index.js';
-import { scriptedProvider } from '../src/testing/index.js';
+import { z } from 'zod';
+import { createSessionActor, defineTool, runAgent, type LogRecord, type SessionInput } from '../src/index.js';
+import { scriptedProvider, type Script } from '../src/testing/index.js';
+import { until } from './helpers.js';
 
 /** CONTRACT §6: every session writes its own append-only JSONL log; usage rolls up. */
 
@@ -79,5 +81,42 @@ describe('session logs', () => {
     await runAgent('go', { provider, logs: dir });
     expect(readdirSync(dir).sort()).toEqual(['root.c.jsonl', 'root.c~2.jsonl', 'root.jsonl']);
     expect(readLog(dir, 'root.c~2.jsonl')[0]).toMatchObject({ task: 'two' });
+  });
+});
+
+describe('a JSONL log whenever its session rests', () => {
+  const spawn = (name: string) => ({ name: 'agent', input: { name, task: `task for ${name}` } });
+  /** What root.jsonl holds on disk now, as `type` or `type role`. */
+  const onDisk = (dir: string): string[] => readLog(dir, 'root.jsonl').map((r) => (r.type === 'message' ? `message ${r.role}` : r.type));
+
+  async function restingIn(state: string, input: Omit<SessionInput, 'provider' | 'logs'>, agents: Record<string, Script>) {
+    const dir = mkdtempSync(join(tmpdir(), 'exarch-logs-'));
+    dirs.push(dir);
+    const actor = createSessionActor({ ...input, provider: scriptedProvider({ agents }), logs: dir });
+    actor.start();
+    await until(actor, (s) => s.value === state);
+    return { dir, actor };
+  }
+
+  it('holds the turn that just ended (readyForUser)', async () => {
+    const { dir, actor } = await restingIn('readyForUser', { task: 'go' }, { root: [{ text: 'hello' }] });
+    await until(actor, (s) => s.context.messages.length === 2);
+    expect(onDisk(dir)).toEqual(['session', 'message user', 'message assistant', 'usage']);
+    actor.stop();
+  });
+
+  it('holds the batch it waits in (waitingForAgents)', async () => {
+    const agents = { root: [{ calls: [spawn('slow'), { name: 'wait_for_agents', input: {} }] }], slow: [{ delayMs: 10_000, text: 'late' }] };
+    const { dir, actor } = await restingIn('waitingForAgents', { task: 'go' }, agents);
+    expect(onDisk(dir)).toEqual(['session', 'message user', 'message assistant', 'usage', 'spawn']);
+    actor.stop();
+  });
+
+  it('holds the calls a person is asked about (awaitingApproval)', async () => {
+    const note = defineTool({ name: 'note', description: 'Takes a note.', input: z.object({}), run: () => 'noted' });
+    const agents = { root: [{ calls: [{ name: 'note', input: {} }] }] };
+    const { dir, actor } = await restingIn('awaitingApproval', { task: 'go', tools: [note], approve: ['note'], onApprovalRequest: () => undefined }, agents);
+    expect(onDisk(dir)).toEqual(['session', 'message user', 'message assistant', 'usage']);
+    actor.stop();
   });
 });
