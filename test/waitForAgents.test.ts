@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Message } from '../src/engine/types.js';
+import { waitForSettled, type SessionInput } from '../src/index.js';
 import { runTraced, startTraced, toolResults, until } from './helpers.js';
 
 /**
@@ -156,8 +157,18 @@ describe('a cut-off response whose wait held its batch open', () => {
     "[agent 'a' replied]\nok",
   ];
 
+  /** Runs `script` with a's reply held until the root waits, so the wait is what holds the batch, on any machine. */
+  async function heldRun(rootSteps: object[], input: Omit<SessionInput, 'provider'>) {
+    let open = (): void => undefined;
+    const rootWaits = new Promise<void>((resolve) => (open = resolve));
+    const traced = startTraced({ root: rootSteps, a: [{ ...reply('ok'), after: rootWaits }] }, input);
+    await until(traced.actor, (s) => s.value === 'waitingForAgents');
+    open();
+    return { trail: traced.trail, snapshot: await waitForSettled(traced.actor) };
+  }
+
   it('is reminded of the cut and goes on', async () => {
-    const { snapshot, trail } = await runTraced({ root: root([{ text: 'went on' }]), a: [reply('ok', 5)] }, { task: 'go' });
+    const { snapshot, trail } = await heldRun(root([{ text: 'went on' }]), { task: 'go' });
     expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'waitingForAgents', 'nudged', 'streaming', 'readyForUser']);
     const [results, reminder] = [lastUserBlocks(snapshot.context.messages[2]), snapshot.context.messages[2]];
     expect(results.slice(0, 4)).toEqual(committed);
@@ -165,14 +176,14 @@ describe('a cut-off response whose wait held its batch open', () => {
   });
 
   it('fails once the truncation budget is spent', async () => {
-    const { snapshot, trail } = await runTraced({ root: root(), a: [reply('ok', 5)] }, { task: 'go', truncationBudget: 0 });
+    const { snapshot, trail } = await heldRun(root(), { task: 'go', truncationBudget: 0 });
     expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'waitingForAgents', 'failed']);
     expect(snapshot.output?.reason).toBe('output truncated repeatedly');
     expect(lastUserBlocks(snapshot.context.messages.at(-1))).toEqual(committed);
   });
 
   it('is capped when the step cap is reached', async () => {
-    const { snapshot, trail } = await runTraced({ root: root(), a: [reply('ok', 5)] }, { task: 'go', maxSteps: 1 });
+    const { snapshot, trail } = await heldRun(root(), { task: 'go', maxSteps: 1 });
     expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'waitingForAgents', 'capped']);
     expect(lastUserBlocks(snapshot.context.messages.at(-1))).toEqual(committed);
   });

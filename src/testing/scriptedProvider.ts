@@ -43,6 +43,11 @@ export interface ScriptedStep {
   readonly usage?: Partial<Usage>;
   /** Wait before the first event. */
   readonly delayMs?: number;
+  /**
+   * Hold the response until this settles (then `delayMs`): a test lets an agent answer once
+   * something else has happened, on any machine, where a delay would only make that likely.
+   */
+  readonly after?: PromiseLike<unknown>;
   /** Characters per text delta (default 64) and a wait between deltas (default none). */
   readonly chunkSize?: number;
   readonly chunkDelayMs?: number;
@@ -136,6 +141,7 @@ export class ScriptedProvider implements Provider {
   private async play(step: ScriptedStep, request: ModelRequest, sink: StreamSink): Promise<ModelResponse> {
     const { signal } = request;
     if (step.crash !== undefined) throw new Error(step.crash);
+    if (step.after) await heldUntil(step.after, signal);
     if (step.delayMs) await sleep(step.delayMs, signal);
     let events = 0;
     // What the API's message_start reports: the input side is known (and billed) before any output.
@@ -202,4 +208,23 @@ function faultError(fault: ScriptedFault, events: number): ProviderError {
 
 export function scriptedProvider(options: ScriptedProviderOptions): ScriptedProvider {
   return new ScriptedProvider(options);
+}
+
+/** Settles when `after` does, or rejects with the abort reason once `signal` aborts (a cancelled request stops waiting). */
+function heldUntil(after: PromiseLike<unknown>, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    after.then(
+      () => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
 }
