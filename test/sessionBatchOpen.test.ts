@@ -99,7 +99,7 @@ class Running implements RemoteChildren {
 }
 
 describe('a cancel_agent in a batch that waits for approval', () => {
-  it('reaches the sub-agent once, though the batch is entered twice (approval, then dispatch)', async () => {
+  it('reaches the sub-agent at once and only once, though the batch is entered twice (approval, then dispatch)', async () => {
     const remote = new Running();
     const note = defineTool({ name: 'note', description: 'Takes a note.', input: z.object({}), run: () => 'noted' });
     const asked: ApprovalRequest[] = [];
@@ -120,6 +120,8 @@ describe('a cancel_agent in a batch that waits for approval', () => {
       { task: 'Go.', tools: [note], approve: ['note'], onApprovalRequest: (r) => asked.push(r), remoteChildren: remote },
     );
     await until(traced.actor, (s) => s.value === 'awaitingApproval');
+    // At once, as the batch opens: the sub-agent is not kept running while a person decides.
+    expect(remote.cancels).toEqual(['w: cancelled by root']);
     expect(respond(traced.actor, { callId: asked[0]?.callId ?? '', decision: 'approve' })).toBe(true);
     await until(traced.actor, (s) => s.value === 'readyForUser' && s.context.children.size === 0 && s.context.inbox.length === 0);
     expect(remote.cancels).toEqual(['w: cancelled by root']);

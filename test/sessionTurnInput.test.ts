@@ -187,6 +187,20 @@ describe('a session stopped while its batch waits', () => {
       ['wait', 'cancelled', true],
     ]);
   });
+
+  it("answers the calls waiting for a person as cancelled in its log, so the log's history pairs", async () => {
+    const note = defineTool({ name: 'note', description: 'Takes a note.', input: z.object({}), run: () => 'noted' });
+    const traced = startTraced(
+      { root: [{ calls: [{ name: 'note', input: {}, id: 'toolu_note' }] }, { text: 'never' }] },
+      { task: 'Go.', tools: [note], approve: ['note'], onApprovalRequest: () => undefined },
+    );
+    await until(traced.actor, (s) => s.value === 'awaitingApproval');
+    traced.actor.stop();
+    const answers = traced.logs
+      .records('root')
+      .flatMap((r) => (r.type === 'message' && r.role === 'user' ? r.content.filter((b) => b.type === 'tool_result') : []));
+    expect(answers.map((b) => [b.tool_use_id, String(b.content), b.is_error === true])).toEqual([['toolu_note', 'cancelled', true]]);
+  });
 });
 
 /** A tool that runs until its call is aborted, keeping each abort's reason; `running` settles once a call has started. */
