@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import type { Message } from '../src/engine/types.js';
-import { waitForSettled, type SessionInput } from '../src/index.js';
+import { defineTool, waitForSettled, type SessionInput } from '../src/index.js';
 import { runTraced, startTraced, toolResults, until } from './helpers.js';
 
 /**
@@ -143,6 +144,27 @@ describe('wait_for_agents', () => {
       { task: 'go' },
     );
     expect(provider.requestsOf('root')).toHaveLength(4);
+  });
+});
+
+describe('a batch held open by its wait', () => {
+  it("keeps the result of the call that settled last, before the wait (the drain's own result)", async () => {
+    const echo = defineTool({ name: 'echo', description: 'Echoes.', input: z.object({ text: z.string() }), run: ({ text }) => `echo: ${text}` });
+    let open = (): void => undefined;
+    const rootWaits = new Promise<void>((resolve) => (open = resolve));
+    const traced = startTraced(
+      { root: [{ calls: [spawn('a'), wait(), { name: 'echo', input: { text: 'x' } }] }, { text: 'done' }], a: [{ ...reply('ok'), after: rootWaits }] },
+      { task: 'go', tools: [echo] },
+    );
+    await until(traced.actor, (s) => s.value === 'waitingForAgents');
+    open();
+    const snapshot = await waitForSettled(traced.actor);
+    expect(lastUserBlocks(snapshot.context.messages[2])).toEqual([
+      "result: Sub-agent 'a' started. Its result will arrive later as a message beginning with [agent 'a' …].",
+      'result: 1 sub-agent finished; their results follow.',
+      'result: echo: x',
+      "[agent 'a' replied]\nok",
+    ]);
   });
 });
 
