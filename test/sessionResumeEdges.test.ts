@@ -102,6 +102,21 @@ describe('a resume from a burst cut short', () => {
     expect(provider.requestsOf('root')[0]?.lastMessage).toEqual({ role: 'user', content: [{ type: 'text', text: 'task' }] });
   });
 
+  it('a sub-agent stopped right after it was reminded to reply goes on from the reminder', async () => {
+    const quietKid: Record<string, Script> = {
+      ...spawnsKid,
+      // Ends its first step without replying: the machine reminds it (nudged), then it replies.
+      'root/kid': (r) => (assistants(r) === 0 ? { text: 'I counted them.' } : { calls: [{ name: 'reply', input: { result: 'kid counted 42 files' } }] }),
+    };
+    const { runId, store } = await cutAfter(quietKid, is('nudge', 'root/kid'));
+    const { provider, result } = await resume(runId, store, quietKid);
+    expect(result.status).toBe('done');
+    const [asked] = provider.requestsOf('root/kid');
+    expect(asked?.messageCount).toBe(3);
+    expect(asked?.lastMessage).toMatchObject({ role: 'user', content: [{ type: 'text', text: expect.stringMatching(/reply/) }] });
+    expect(textsOf(result.snapshot.context).filter((t) => t.startsWith("[agent 'kid'"))).toEqual(["[agent 'kid' replied]\nkid counted 42 files"]);
+  });
+
   it('a sub-agent whose spawn was journaled but none of its own records starts afresh on its task', async () => {
     const { runId, store, lost } = await cutAfter(spawnsKid, is('spawn', 'root'));
     expect(lost.some((row) => row.session === 'root/kid')).toBe(true);
