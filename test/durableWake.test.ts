@@ -75,10 +75,18 @@ describe('a durable parent woken by a result', () => {
     // b's request fails only when the test says so: its failure is delivered without any tool
     // (and so without waiting for the journal), straight into the root's inbox.
     const failB = deferred();
+    // What the journal held when the root's turn request left: it must show what the request shows.
+    let runId = '';
+    let journaledAtAsk: string[] = [];
     const provider: Provider = {
       name: 'held',
       async stream(request: ModelRequest, sink: StreamSink) {
         if (request.agent.name === 'b') await failB.promise;
+        if (request.agent.id === 'root' && scripted.requestsOf('root').length === 2) {
+          journaledAtAsk = (await store.inner.journal(runId)).flatMap((row) =>
+            row.session === 'root' && row.record.type === 'message' && row.record.role === 'user' ? texts(row.record as Message) : [],
+          );
+        }
         return scripted.stream(request, sink);
       },
     };
@@ -102,6 +110,7 @@ describe('a durable parent woken by a result', () => {
     };
 
     const run = await startRun('go', { provider, maxSteps: 10 }, { store, cwd: dir });
+    runId = run.id;
     rootActor = run.actor;
     const result = await run.result;
     expect(result.status).toBe('done');
@@ -110,6 +119,8 @@ describe('a durable parent woken by a result', () => {
     // spawn, "spawned both", then ONE request carrying both results.
     expect(root).toHaveLength(3);
     expect(texts(root[2]?.lastMessage)).toEqual(["[agent 'a' replied]\nfrom a", "[agent 'b' failed: model overloaded]"]);
+    // ... which left only once the journal held the joined turn, b's failure with it.
+    expect(journaledAtAsk.slice(-2)).toEqual(["[agent 'a' replied]\nfrom a", "[agent 'b' failed: model overloaded]"]);
 
     // The journal holds the turn as the model saw it: a resume of the finished run reads it back.
     const finished = await resumeRun(run.id, { provider, maxSteps: 10 }, { store, cwd: dir });
