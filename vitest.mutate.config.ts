@@ -67,6 +67,18 @@ const SUITE = [
   'test/sessionResumeEdges.test.ts',
   // A durable turn's first request: late results join it, a resumed one is asked from the committed history.
   'test/durableWake.test.ts',
+  // Durable runs, budgets, approvals and declared agents in-process: they reach the session
+  // machine's journal notes, resume paths and budget handlers that the tests above do not.
+  'test/runJournal.test.ts',
+  'test/journalTrace.test.ts',
+  'test/restoreAlone.test.ts',
+  'test/durable.regressions.test.ts',
+  'test/durableTurns.test.ts',
+  'test/agentBudget.test.ts',
+  'test/budget.test.ts',
+  'test/approvals.test.ts',
+  'test/declaredAgents.test.ts',
+  'test/errors.test.ts',
 ];
 
 /**
