@@ -117,6 +117,15 @@ describe('a resume from a burst cut short', () => {
     expect(textsOf(result.snapshot.context).filter((t) => t.startsWith("[agent 'kid'"))).toEqual(["[agent 'kid' replied]\nkid counted 42 files"]);
   });
 
+  it('a sub-agent resumed after its reminder keeps the reminder spent: quiet again, it ends without a second one', async () => {
+    const alwaysQuiet: Record<string, Script> = { ...spawnsKid, 'root/kid': () => ({ text: 'I counted them.' }) };
+    const { runId, store } = await cutAfter(alwaysQuiet, is('nudge', 'root/kid'));
+    const { provider, result, journal } = await resume(runId, store, alwaysQuiet);
+    expect(result.status).toBe('done');
+    expect(provider.requestsOf('root/kid')).toHaveLength(1);
+    expect(journal.filter(is('nudge', 'root/kid'))).toHaveLength(1);
+  });
+
   it('a sub-agent whose spawn was journaled but none of its own records starts afresh on its task', async () => {
     const { runId, store, lost } = await cutAfter(spawnsKid, is('spawn', 'root'));
     expect(lost.some((row) => row.session === 'root/kid')).toBe(true);
