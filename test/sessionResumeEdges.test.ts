@@ -224,6 +224,16 @@ describe('a resumed batch', () => {
     expect(journal.flatMap((row) => (is('outcome', 'root/kid')(row) && row.record.type === 'outcome' ? [row.record.outcome] : []))).toEqual(['replied']);
   });
 
+  it('a call of an idempotent tool running at the stop is run again, and its answer is that of the new run', async () => {
+    let runs = 0;
+    const fetch = defineTool({ name: 'fetch', description: 'Fetches.', input: z.object({}), idempotent: true, run: () => `fetched ${++runs}` });
+    const scripts: Record<string, Script> = { root: (r) => (assistants(r) === 0 ? { calls: [{ name: 'fetch', input: {} }] } : { text: 'done' }) };
+    const { runId, store } = await cutAfter(scripts, is('usage', 'root'), { tools: [fetch] });
+    const { provider, result } = await resume(runId, store, scripts, { tools: [fetch] });
+    expect(result.status).toBe('done');
+    expect(resultsOf(provider.requestsOf('root')[0])).toEqual(['fetched 2']);
+  });
+
   it("a cancel_agent whose sub-agent ended before the stop, while another call of the batch ran, is not sent again: the sub-agent's end is delivered once", async () => {
     const pause = defineTool({
       name: 'pause',
