@@ -177,7 +177,11 @@ describe('delivery', () => {
     const ids: unknown[] = [];
     await runAgent(
       'go',
-      { provider: scriptedProvider({ agents: { root: [{ calls: [spawn('a'), spawn('b')] }, { text: 'wait' }, { text: 'done' }], a: [reply('a')], b: [reply('b')] } }) },
+      {
+        provider: scriptedProvider({
+          agents: { root: [{ calls: [spawn('a'), spawn('b')] }, { text: 'wait' }, { text: 'done' }], a: [reply('a')], b: [reply('b')] },
+        }),
+      },
       {
         inspect: (e) => {
           if (e.type === '@xstate.actor') ids.push((e.actorRef as unknown as { logic?: { id?: unknown } }).logic?.id);
