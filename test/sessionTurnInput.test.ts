@@ -322,3 +322,18 @@ describe('a session given a history', () => {
     expect(String(actor.getSnapshot().error)).toBe(`PairingError: ${problem}`);
   });
 });
+
+describe('a user message to a durable session', () => {
+  it('is journaled as queued once, unless it says it is journaled already (a worker hands on one read from the journal)', async () => {
+    const store = new MemoryRunStore();
+    const provider = new ScriptedProvider({ agents: { root: [{ text: 'busy', delayMs: 100 }, { text: 'read both' }] } });
+    const run = await startRun('Task.', { provider }, { store });
+    await until(run.actor, (s) => s.value === 'streaming');
+    run.actor.send({ type: 'user.message', text: 'typed here' });
+    run.actor.send({ type: 'user.message', text: 'from the journal', journaled: true });
+    expect((await run.result).status).toBe('done');
+    const queued = store.journal(run.id).flatMap((row) => (row.record.type === 'queued' ? [row.record.text] : []));
+    expect(queued).toEqual(['typed here']);
+    expect(blocksOf(provider.requestsOf('root')[1]?.lastMessage)).toEqual(['text: typed here', 'text: from the journal']);
+  });
+});
