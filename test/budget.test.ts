@@ -92,6 +92,21 @@ describe('a tree budget', () => {
     expect(snapshot.output?.reason).toBe('budget');
   });
 
+  it('a sub-agent started by the response that spent the budget never asks the model: it ends capped', async () => {
+    const { snapshot, provider } = await runTraced(
+      {
+        root: [
+          { calls: [{ name: 'agent', input: { name: 'late', task: 'work' } }], usage: { inputTokens: 500 } },
+          { text: 'Final answer.', usage: { inputTokens: 10 } },
+        ],
+        late: [{ text: 'never asked' }],
+      },
+      { task: 'go', budget: { maxTokens: 300 } },
+    );
+    expect(provider.requestsOf('root/late')).toEqual([]);
+    expect(textOf(snapshot.context.messages.find((m) => m.role === 'user' && textOf(m).startsWith("[agent 'late'")))).toMatch(/^\[agent 'late' hit /);
+  });
+
   it('maxCost counts with the host price; bad budgets are one line', async () => {
     const { snapshot, provider } = await runTraced(
       { root: [{ calls: [{ name: 'ping', input: {} }], usage: { outputTokens: 1000 } }, { text: 'final' }] },
