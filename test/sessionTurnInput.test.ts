@@ -248,7 +248,8 @@ describe('a session stopped while a tool runs', () => {
             ],
           },
         ],
-        kid: [{ delayMs: 20, usage: { inputTokens: 5_000, outputTokens: 0 }, text: 'spent' }],
+        // It answers once the root's tool runs, so the budget is spent while that call is in flight.
+        kid: [{ after: running, usage: { inputTokens: 5_000, outputTokens: 0 }, text: 'spent' }],
       },
       { task: 'Go.', tools: [wait], subtreeBudget: { tokens: 1_000 } },
     );
