@@ -109,7 +109,8 @@ describe('streaming', () => {
     const cut = { text: 'cut', stopReason: 'max_tokens' as const };
     const { trail, snapshot } = await runTraced({ root: [cut, cut, cut] }, { task: 't', truncationBudget: 2 });
     expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'nudged', 'streaming', 'nudged', 'streaming', 'failed']);
-    expect(snapshot.output?.reason).toBe('output truncated repeatedly'); // The last cut response is committed before the session fails: its history ends with it.
+    expect(snapshot.output?.reason).toBe('output truncated repeatedly');
+    // The last cut response is committed before the session fails: its history ends with it.
     expect(snapshot.context.messages.at(-1)).toEqual(said('cut'));
   });
 

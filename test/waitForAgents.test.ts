@@ -147,18 +147,23 @@ describe('wait_for_agents', () => {
   });
 });
 
+/** Runs the root's `rootSteps` with a's reply held until the root waits: the wait is what holds the batch open, on any machine. */
+async function heldRun(rootSteps: object[], input: Omit<SessionInput, 'provider'>) {
+  let open = (): void => undefined;
+  const rootWaits = new Promise<void>((resolve) => (open = resolve));
+  const traced = startTraced({ root: rootSteps, a: [{ ...reply('ok'), after: rootWaits }] }, input);
+  await until(traced.actor, (s) => s.value === 'waitingForAgents');
+  open();
+  return { trail: traced.trail, snapshot: await waitForSettled(traced.actor) };
+}
+
 describe('a batch held open by its wait', () => {
   it("keeps the result of the call that settled last, before the wait (the drain's own result)", async () => {
     const echo = defineTool({ name: 'echo', description: 'Echoes.', input: z.object({ text: z.string() }), run: ({ text }) => `echo: ${text}` });
-    let open = (): void => undefined;
-    const rootWaits = new Promise<void>((resolve) => (open = resolve));
-    const traced = startTraced(
-      { root: [{ calls: [spawn('a'), wait(), { name: 'echo', input: { text: 'x' } }] }, { text: 'done' }], a: [{ ...reply('ok'), after: rootWaits }] },
-      { task: 'go', tools: [echo] },
-    );
-    await until(traced.actor, (s) => s.value === 'waitingForAgents');
-    open();
-    const snapshot = await waitForSettled(traced.actor);
+    const { snapshot } = await heldRun([{ calls: [spawn('a'), wait(), { name: 'echo', input: { text: 'x' } }] }, { text: 'done' }], {
+      task: 'go',
+      tools: [echo],
+    });
     expect(lastUserBlocks(snapshot.context.messages[2])).toEqual([
       "result: Sub-agent 'a' started. Its result will arrive later as a message beginning with [agent 'a' …].",
       'result: 1 sub-agent finished; their results follow.',
@@ -178,16 +183,6 @@ describe('a cut-off response whose wait held its batch open', () => {
     expect.stringMatching(/^result \(error\): /),
     "[agent 'a' replied]\nok",
   ];
-
-  /** Runs `script` with a's reply held until the root waits, so the wait is what holds the batch, on any machine. */
-  async function heldRun(rootSteps: object[], input: Omit<SessionInput, 'provider'>) {
-    let open = (): void => undefined;
-    const rootWaits = new Promise<void>((resolve) => (open = resolve));
-    const traced = startTraced({ root: rootSteps, a: [{ ...reply('ok'), after: rootWaits }] }, input);
-    await until(traced.actor, (s) => s.value === 'waitingForAgents');
-    open();
-    return { trail: traced.trail, snapshot: await waitForSettled(traced.actor) };
-  }
 
   it('is reminded of the cut and goes on', async () => {
     const { snapshot, trail } = await heldRun(root([{ text: 'went on' }]), { task: 'go' });
