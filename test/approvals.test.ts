@@ -141,6 +141,29 @@ describe('approvals', () => {
     expect(written).toEqual(['safe']);
   });
 
+  it("names the session's task: the whole text of its first user message, a given history's included", async () => {
+    const { tool } = noteTool();
+    const asked = requests(1);
+    const history: Message[] = [
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'Keep notes. ' },
+          { type: 'text', text: 'Ask before writing.' },
+        ],
+      },
+      { role: 'assistant', content: [{ type: 'text', text: 'Will do.' }] },
+    ];
+    const traced = startTraced(
+      { root: [{ calls: [note('first')] }, { text: 'ok' }] },
+      { task: 'Write the first note.', history, tools: [tool], approve: 'all', onApprovalRequest: asked.onApprovalRequest },
+    );
+    await asked.arrived;
+    expect(asked.seen[0]?.task).toBe('Keep notes. Ask before writing.');
+    respond(traced.actor, { callId: asked.seen[0]?.callId ?? '', decision: 'deny' });
+    await waitForSettled(traced.actor);
+  });
+
   it('cancelling a session that waits answers its calls cancelled and withdraws the request', async () => {
     const { tool, written } = noteTool();
     const asked = requests(1);

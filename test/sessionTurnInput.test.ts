@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createActor } from 'xstate';
 import { sessionMachine } from '../machines/session.js';
 import { z } from 'zod';
-import { defineTool, waitForSettled } from '../src/index.js';
+import { createSessionActor, defineTool, waitForSettled } from '../src/index.js';
 import type { Message } from '../src/engine/types.js';
 import type { JournalRow } from '../src/store/runStore.js';
 import { startRun } from '../src/store/durableRun.js';
@@ -321,6 +321,12 @@ describe('a session given a history', () => {
     actor.start();
     expect(actor.getSnapshot().status).toBe('error');
     expect(String(actor.getSnapshot().error)).toBe(`PairingError: ${problem}`);
+  });
+
+  it('with a task that is not a string is refused at creation, in one line', () => {
+    const provider = new ScriptedProvider({ agents: { root: [] } });
+    expect(() => createSessionActor({ provider, task: 42 as unknown as string })).toThrow(new TypeError('exarch: `task` must be a string'));
+    expect(() => createSessionActor({ provider })).not.toThrow();
   });
 });
 
