@@ -87,6 +87,40 @@ describe('a resume from a burst cut short', () => {
     expect(journal.filter(is('inbox', 'root'))).toHaveLength(1);
   });
 
+  it("a wait whose sub-agent's result was journaled before the stop is answered as the session resumes, with no new 'waiting' record", async () => {
+    const waitsForKid: Record<string, Script> = {
+      ...spawnsKid,
+      root: (r) => {
+        if (assistants(r) === 0)
+          return {
+            calls: [
+              { name: 'agent', input: { name: 'kid', task: 'count the files' } },
+              { name: 'wait_for_agents', input: {} },
+            ],
+          };
+        return { text: 'done' };
+      },
+      // Slow enough that the root is waiting (its `waiting` record journaled) when the result comes.
+      'root/kid': [{ calls: [{ name: 'reply', input: { result: 'kid counted 42 files' } }], delayMs: 50 }],
+    };
+    const { runId, store, lost } = await cutAfter(waitsForKid, is('inbox', 'root'));
+    expect(store.journal(runId).filter(is('waiting', 'root'))).toHaveLength(1);
+    expect(lost.length).toBeGreaterThan(0);
+    const { provider, result, journal } = await resume(runId, store, waitsForKid);
+    expect(result.status).toBe('done');
+    expect(provider.requestsOf('root/kid')).toEqual([]);
+    const resumedAt = journal.findIndex(is('resumed', 'root'));
+    expect(resumedAt).toBeGreaterThan(0);
+    // The wait held as the session came back: its commit is the record that counts, and a `waiting`
+    // after it would tell a reader (the trace, a later resume) that the session waits again.
+    expect(journal.slice(resumedAt).filter(is('waiting', 'root'))).toEqual([]);
+    const [asked] = provider.requestsOf('root');
+    expect(asked?.lastMessage?.content.slice(1)).toEqual([
+      { type: 'tool_result', tool_use_id: expect.any(String), content: '1 sub-agent finished; their results follow.' },
+      { type: 'text', text: "[agent 'kid' replied]\nkid counted 42 files" },
+    ]);
+  });
+
   it('a root whose session record is all its journal holds starts on its task', async () => {
     const { runId, store, lost } = await cutAfter(spawnsKid, is('session', 'root'));
     expect(store.journal(runId).map((row) => row.record.type)).toEqual(['session']);
