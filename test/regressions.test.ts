@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { AnyActorRef, InspectionEvent } from 'xstate';
-import { createSessionActor, findPairingProblems, MemoryLogSink, runAgent, type LogSink, type SessionSnapshot } from '../src/index.js';
+import { createSessionActor, findPairingProblems, MemoryLogSink, runAgent, ZERO_USAGE, type LogSink, type SessionSnapshot } from '../src/index.js';
 import { scriptedProvider } from '../src/testing/index.js';
 import { runScenario, type Scenario } from './support/fuzzScenario.js';
 import { sleep, until } from './helpers.js';
@@ -84,6 +84,14 @@ describe('regressions', () => {
     expect(active.map((a) => a.id)).toEqual([]);
     expect(inner.records('root/c').at(-1)).toMatchObject({ type: 'outcome', outcome: 'failed', reason: 'session crashed: ENOSPC: no space left on device' });
     expect(inner.records('root/c/g').at(-1)).toMatchObject({ type: 'outcome', outcome: 'cancelled' });
+    // The parent's log holds the crash as c's result: failed, no text of its own, the crash as its reason.
+    expect(inner.records('root').filter((r) => r.type === 'inbox')).toEqual([
+      expect.objectContaining({
+        result: { name: 'c', outcome: 'failed', text: '', reason: 'sub-agent crashed: ENOSPC: no space left on device', usage: ZERO_USAGE },
+      }),
+    ]);
+    // The crew that ran c held no one else: it is stopped with it, not kept as an empty actor of the root.
+    expect(Object.keys(actor.getSnapshot().children)).toEqual([]);
     actor.stop();
   });
 
