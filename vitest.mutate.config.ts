@@ -96,6 +96,9 @@ export default defineConfig({
   resolve: base.resolve,
   test: {
     testTimeout: 30_000,
+    // A session a mutant stalls fails its test in 5 s with the states it passed (test/helpers.ts),
+    // so Stryker counts it killed, with a reason, not timed out.
+    env: { EXARCH_TEST_SESSION_WAIT_MS: '5000' },
     include: narrowed && narrowed.length > 0 ? narrowed : SUITE,
   },
 });

@@ -52,7 +52,7 @@ export async function runTraced(
   input: Omit<SessionInput, 'provider'> = {},
 ): Promise<Traced & { snapshot: SessionSnapshot }> {
   const traced = startTraced(script, input);
-  const snapshot = await waitForSettled(traced.actor);
+  const snapshot = await withinSessionWait(waitForSettled(traced.actor), () => `the root did not settle: ${trailText(traced)}`);
   // Every request of every test goes through the one pairing check.
   if (traced.provider.pairingViolations.length > 0) {
     throw new Error(`requests broke the pairing rule: ${JSON.stringify(traced.provider.pairingViolations)}`);
@@ -71,17 +71,58 @@ export function toolResults(messages: readonly Message[]) {
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-/** Waits until `predicate` holds for the actor's snapshot. */
-export function until(actor: SessionActor, predicate: (s: SessionSnapshot) => boolean): Promise<SessionSnapshot> {
-  return new Promise((resolve) => {
-    if (predicate(actor.getSnapshot())) return resolve(actor.getSnapshot());
-    const sub = actor.subscribe((s) => {
-      if (predicate(s)) {
-        sub.unsubscribe();
-        resolve(s);
-      }
-    });
+/**
+ * How long the helpers here wait for a session before failing with what they saw. A scripted
+ * session takes milliseconds; this stays below the suite's test timeout (and, at the 5 s
+ * vitest.mutate.config.ts sets, below Stryker's 10-s minimum per mutant), so a session that
+ * stalls (a bug, a mutant) fails its test, saying where it rests, instead of running into a
+ * timeout that says nothing.
+ */
+const SESSION_WAIT_MS = Number(process.env['EXARCH_TEST_SESSION_WAIT_MS'] ?? 20_000);
+
+/** Each session's states so far, one agent per line part: `root: streaming → readyForUser; …`. */
+function trailText(traced: Traced): string {
+  return [...traced.trail].map(([agent, states]) => `${agent}: ${states.join(' → ')}`).join('; ');
+}
+
+function withinSessionWait<T>(promise: Promise<T>, what: () => string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what()} (waited ${SESSION_WAIT_MS} ms)`)), SESSION_WAIT_MS);
   });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * Waits until `predicate` holds for the actor's snapshot. Fails at once if the session ends (or
+ * crashes) first, and after SESSION_WAIT_MS if it never holds, each time naming the states the
+ * session passed through.
+ */
+export function until(actor: SessionActor, predicate: (s: SessionSnapshot) => boolean): Promise<SessionSnapshot> {
+  const seen: string[] = [];
+  const note = (s: SessionSnapshot): void => {
+    const value = String(s.value);
+    if (seen[seen.length - 1] !== value) seen.push(value);
+  };
+  const states = (): string => seen.join(' → ');
+  let unsubscribe = (): void => undefined;
+  const reached = new Promise<SessionSnapshot>((resolve, reject) => {
+    const check = (s: SessionSnapshot): boolean => {
+      note(s);
+      if (predicate(s)) resolve(s);
+      else if (s.status === 'error') reject(new Error(`the session crashed before the awaited condition held: ${String(s.error)}; its states: ${states()}`));
+      else if (s.status !== 'active') reject(new Error(`the session ended (${s.status}) before the awaited condition held; its states: ${states()}`));
+      else return false;
+      return true;
+    };
+    if (check(actor.getSnapshot())) return;
+    const sub = actor.subscribe({
+      next: (s) => void (check(s) && sub.unsubscribe()),
+      error: () => void (check(actor.getSnapshot()) && sub.unsubscribe()),
+    });
+    unsubscribe = () => sub.unsubscribe();
+  });
+  return withinSessionWait(reached, () => `the awaited condition did not hold; the session's states: ${states()}`).finally(unsubscribe);
 }
 
 /** The root's script: it gives `name` the `task`, waits for it, then ends with "done". */
