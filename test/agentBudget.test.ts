@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineTool, waitForSettled } from '../src/index.js';
+import { defineTool } from '../src/index.js';
 import { sleep } from '../src/engine/model/streamModel.js';
 import { resumeRun, startRun, type DurableRun } from '../src/store/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider, type Script, type ScriptedStep } from '../src/testing/scriptedProvider.js';
 import type { Message, ToolResultBlock } from '../src/engine/types.js';
-import { runTraced, startTraced } from './helpers.js';
+import { runTraced, untilSettled, startTraced } from './helpers.js';
 import { interruptingEffect } from './support/interruptingEffect.js';
 
 /**
@@ -65,7 +65,7 @@ describe('a budget given to a sub-agent', () => {
       expect(crossing).toMatchObject({ scope: 'agent', agent: { id: 'root/lead' }, limit: { tokens: BUDGET } });
       requestsAtCrossing = traced.provider.requests.length;
     });
-    const settled = await waitForSettled(traced.actor);
+    const settled = await untilSettled(traced.actor);
     expect(settled.value).toBe('readyForUser');
     expect(traced.provider.pairingViolations).toEqual([]);
 

@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createSessionActor, defineTool, MemoryLogSink, waitForSettled, type AgentIdentity, type SessionInput } from '../src/index.js';
+import { createSessionActor, defineTool, MemoryLogSink, type AgentIdentity, type SessionInput } from '../src/index.js';
 import { AnthropicProvider } from '../src/providers/anthropic.js';
 import { httpError, responseEvents, scriptedHandler, startAnthropicServer, type AnthropicTestServer, type ServerPlan } from './support/anthropicServer.js';
-import { toolResults, userTexts } from './helpers.js';
+import { untilSettled, toolResults, userTexts } from './helpers.js';
 
 /** The real SDK against a local server speaking the real wire format: CONTRACT §5 row by row. */
 
@@ -27,7 +27,7 @@ async function run(scripts: Parameters<typeof scriptedHandler>[0], input: Omit<S
   const logs = new MemoryLogSink();
   const actor = createSessionActor({ provider, logs, retry: { maxRetries: 2, baseDelayMs: 1, maxDelayMs: 5 }, ...input });
   actor.start();
-  const snapshot = await waitForSettled(actor);
+  const snapshot = await untilSettled(actor);
   actor.stop();
   expect(server.pairingViolations).toEqual([]);
   return { snapshot, logs, server };

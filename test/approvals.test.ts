@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { createSessionActor, defineTool, respond, waitForSettled, ZERO_USAGE, type ApprovalRequest } from '../src/index.js';
+import { createSessionActor, defineTool, respond, ZERO_USAGE, type ApprovalRequest } from '../src/index.js';
 import type { Message, ModelResponse, Provider } from '../src/engine/types.js';
 import { ApprovalStop } from '../src/engine/approvalStop.js';
 import { resumeRun, startRun } from '../src/store/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { recordApproval } from '../src/store/runApprovals.js';
 import { ScriptedProvider } from '../src/testing/index.js';
-import { runTraced, startTraced, toolResults } from './helpers.js';
+import { runTraced, untilSettled, startTraced, toolResults } from './helpers.js';
 
 /**
  * Issue 17, approvals: a call of a tool that needs a person is not run; its session rests in
@@ -76,7 +76,7 @@ describe('approvals', () => {
     expect(traced.last.get('root/lead/scribe')?.value).toBe('awaitingApproval');
     expect(written).toEqual([]);
     respond(traced.actor, { callId: request?.callId ?? '', decision: 'approve' });
-    const settled = await waitForSettled(traced.actor);
+    const settled = await untilSettled(traced.actor);
     expect(settled.context.failure).toBe(null);
     expect(settled.value).toBe('readyForUser');
     expect(written).toEqual(['hello']);
@@ -101,7 +101,7 @@ describe('approvals', () => {
     );
     await asked.arrived;
     respond(traced.actor, { callId: asked.seen[0]?.callId ?? '', decision: 'deny', reason: 'not in this folder' });
-    await waitForSettled(traced.actor);
+    await untilSettled(traced.actor);
     expect(written).toEqual([]);
     expect(resultsOf(lastMessageOf(traced, 'root', 1))).toEqual(["error: tool 'write_note' was not run: a person denied this call: not in this folder"]);
   });
@@ -118,7 +118,7 @@ describe('approvals', () => {
     );
     await asked.arrived;
     respond(traced.actor, { callId: asked.seen[0]?.callId ?? '', decision: 'always' });
-    await waitForSettled(traced.actor);
+    await untilSettled(traced.actor);
     expect(asked.seen).toHaveLength(1);
     expect(written.sort()).toEqual(['one', 'three', 'two']);
     expect(traced.trail.get('root/helper')).not.toContain('awaitingApproval');
@@ -136,7 +136,7 @@ describe('approvals', () => {
     expect(respond(traced.actor, { callId: 'toolu_not_waiting', decision: 'approve' })).toBe(false);
     expect(traced.actor.getSnapshot().value).toBe('awaitingApproval');
     respond(traced.actor, { callId: asked.seen[0]?.callId ?? '', decision: 'deny' });
-    await waitForSettled(traced.actor);
+    await untilSettled(traced.actor);
     // Nothing of a batch runs while one of its calls waits: the safe call ran after the answer.
     expect(written).toEqual(['safe']);
   });
@@ -161,7 +161,7 @@ describe('approvals', () => {
     await asked.arrived;
     expect(asked.seen[0]?.task).toBe('Keep notes. Ask before writing.');
     respond(traced.actor, { callId: asked.seen[0]?.callId ?? '', decision: 'deny' });
-    await waitForSettled(traced.actor);
+    await untilSettled(traced.actor);
   });
 
   it('cancelling a session that waits answers its calls cancelled and withdraws the request', async () => {
@@ -194,7 +194,7 @@ describe('approvals', () => {
     expect(traced.actor.getSnapshot()).toMatchObject({ status: 'active', value: 'awaitingApproval' });
     expect(written).toEqual([]);
     respond(traced.actor, { callId: asked.seen[0]?.callId ?? '', decision: 'approve' });
-    const settled = await waitForSettled(traced.actor);
+    const settled = await untilSettled(traced.actor);
     expect(settled.context.failure).toBe(null);
     expect(written).toEqual(['x']);
   });
@@ -273,7 +273,7 @@ describe('which calls the approval policy is asked about', () => {
       },
     });
     actor.start();
-    const settled = await waitForSettled(actor);
+    const settled = await untilSettled(actor);
     expect(settled.value).toBe('readyForUser');
     expect(askedAbout).toEqual(['b']);
     expect(written).toEqual(['x', 'x']);

@@ -2,11 +2,12 @@ import { readFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createSessionActor, MemoryLogSink, waitForSettled, type ModelRequest, type SessionActor } from '../src/index.js';
+import { createSessionActor, MemoryLogSink, type ModelRequest, type SessionActor } from '../src/index.js';
 import { AnthropicProvider } from '../src/providers/anthropic.js';
 import { ScriptedProvider, type Script } from '../src/testing/index.js';
 import { TraceRecorder } from '../src/watch/trace/recorder.js';
 import { responseEvents, scriptedHandler, startAnthropicServer, type AnthropicTestServer } from './support/anthropicServer.js';
+import { untilSettled, withinSessionWait } from './helpers.js';
 
 /**
  * Contract rules checked with oracles that share nothing with `src/`: requests are counted where
@@ -56,7 +57,7 @@ function liveSessions(children: Tree['children']): string[] {
 
 async function settle(actor: SessionActor): Promise<void> {
   actor.start();
-  await waitForSettled(actor);
+  await untilSettled(actor);
   cleanups.push(() => actor.stop());
 }
 
@@ -135,10 +136,10 @@ describe('contract oracles', () => {
     cleanups.push(() => sub.unsubscribe());
     actor.start();
     cleanups.push(() => actor.stop());
-    expect(await stopped).toBe('quick');
+    expect(await withinSessionWait(stopped, () => 'no sub-agent stopped')).toBe('quick');
     // While the slow sibling still answers, the quick one is gone from the tree.
     expect(liveSessions(actor.getSnapshot().children)).toEqual(['slow']);
-    await waitForSettled(actor);
+    await untilSettled(actor);
   });
 
   it('the trace keeps a delivery whose text is empty', async () => {

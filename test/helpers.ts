@@ -85,12 +85,21 @@ function trailText(traced: Traced): string {
   return [...traced.trail].map(([agent, states]) => `${agent}: ${states.join(' → ')}`).join('; ');
 }
 
-function withinSessionWait<T>(promise: Promise<T>, what: () => string): Promise<T> {
+/** Settles as `promise` does, or fails after SESSION_WAIT_MS with the line `what` gives then. */
+export function withinSessionWait<T>(promise: Promise<T>, what: () => string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`${what()} (waited ${SESSION_WAIT_MS} ms)`)), SESSION_WAIT_MS);
   });
   return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
+/** `waitForSettled`, failing after SESSION_WAIT_MS with where the session rests and what it waits on. */
+export function untilSettled(actor: SessionActor): Promise<SessionSnapshot> {
+  return withinSessionWait(waitForSettled(actor), () => {
+    const { value, context } = actor.getSnapshot();
+    return `the session did not settle: it rests in '${String(value)}' with ${context.children.size} sub-agent(s) running, ${context.inbox.length} result(s) in its inbox and ${context.pendingUser.length} queued message(s)`;
+  });
 }
 
 /**

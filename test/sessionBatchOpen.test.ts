@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineTool, respond, waitForSettled, type ApprovalRequest } from '../src/index.js';
+import { defineTool, respond, type ApprovalRequest } from '../src/index.js';
 import type { RemoteChild, RemoteChildren, RemoteChildSpec } from '../src/engine/remoteChildren.js';
 import type { Message, ModelRequest } from '../src/engine/types.js';
 import { resumeRun, startRun } from '../src/store/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider, type Script } from '../src/testing/index.js';
 import { RecordingStore, SkewedClock } from './support/durableStore.js';
-import { startTraced, until } from './helpers.js';
+import { untilSettled, startTraced, until } from './helpers.js';
 
 /**
  * What a session does as a batch opens (`openBatch` in machines/session.ts) that only a host
@@ -57,7 +57,7 @@ describe('a sub-agent started elsewhere', () => {
       },
       { task: 'Go.', agents: profiles, remoteChildren: remote },
     );
-    await waitForSettled(traced.actor);
+    await untilSettled(traced.actor);
     const root = { name: 'root', path: ['root'], depth: 0, id: 'root' };
     // Strict: an absent type or budget is no key at all, not one holding undefined.
     expect(remote.specs).toStrictEqual([

@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineTool, findPairingProblems, messageAgent, waitForSettled } from '../src/index.js';
+import { defineTool, findPairingProblems, messageAgent } from '../src/index.js';
 import type { Message } from '../src/engine/types.js';
 import { startRun } from '../src/store/durableRun.js';
 import type { JournalRecord } from '../src/store/journalRecord.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider, type ScriptedProviderOptions } from '../src/testing/index.js';
-import { delegating, runTraced, startTraced } from './helpers.js';
+import { delegating, runTraced, untilSettled, startTraced } from './helpers.js';
 
 /**
  * Edges of a turn the other suites do not reach: a refusal that leaves calls open, a message the
@@ -83,7 +83,7 @@ describe('messages to the root while its batch runs', () => {
     await started;
     traced.actor.send({ type: 'user.message', text: 'Also this.' });
     state.release();
-    await waitForSettled(traced.actor);
+    await untilSettled(traced.actor);
     const requests = traced.provider.requestsOf('root');
     expect(requests.map((r) => blocksOf(r.lastMessage))).toEqual([['text: Go.'], ['result: slow result'], ['text: Also this.']]);
     expect(traced.actor.getSnapshot().context.pendingUser).toEqual([]);
@@ -105,7 +105,7 @@ describe('input that reaches a sub-agent while it works', () => {
       },
       { task: 'Go.' },
     );
-    await waitForSettled(traced.actor);
+    await untilSettled(traced.actor);
     const lead = traced.provider.requestsOf('root/lead');
     expect(lead).toHaveLength(3);
     expect(blocksOf(lead[2]?.lastMessage)).toEqual(["text: [agent 'worker' replied]\nworked"]);
@@ -122,7 +122,7 @@ describe('input that reaches a sub-agent while it works', () => {
     await started;
     expect(messageAgent(traced.actor, 'root/worker', '')).toBe(true);
     state.release();
-    await waitForSettled(traced.actor);
+    await untilSettled(traced.actor);
     expect(blocksOf(traced.provider.requestsOf('root/worker')[1]?.lastMessage)).toEqual(['result: slow result']);
   });
 });

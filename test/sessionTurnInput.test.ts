@@ -2,14 +2,14 @@ import { describe, expect, it } from 'vitest';
 import { createActor } from 'xstate';
 import { sessionMachine } from '../machines/session.js';
 import { z } from 'zod';
-import { createSessionActor, defineTool, waitForSettled } from '../src/index.js';
+import { createSessionActor, defineTool } from '../src/index.js';
 import type { Message } from '../src/engine/types.js';
 import type { JournalRow } from '../src/store/runStore.js';
 import { startRun } from '../src/store/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider } from '../src/testing/index.js';
 import { RecordingStore } from './support/durableStore.js';
-import { runTraced, startTraced, until } from './helpers.js';
+import { runTraced, untilSettled, startTraced, until } from './helpers.js';
 
 /**
  * What a session's actions hand the provider, its tools and its log at a turn's edges (the
@@ -152,9 +152,9 @@ describe('a nudge with a total', () => {
       { root: [{ text: 'Done.' }, { text: 'Checked.' }, { text: 'Next done.' }, { text: 'never' }] },
       { task: 'Go.', nudges: [check] },
     );
-    await waitForSettled(traced.actor);
+    await untilSettled(traced.actor);
     traced.actor.send({ type: 'user.message', text: 'Next.' });
-    await waitForSettled(traced.actor);
+    await untilSettled(traced.actor);
     expect(traced.provider.requestsOf('root').map((r) => blocksOf(r.lastMessage))).toEqual([['text: Go.'], ['text: Check your work.'], ['text: Next.']]);
     expect(traced.logs.records('root').filter((r) => r.type === 'nudge')).toHaveLength(1);
   });

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { Message } from '../src/engine/types.js';
-import { defineTool, waitForSettled, type SessionInput } from '../src/index.js';
-import { runTraced, startTraced, toolResults, until } from './helpers.js';
+import { defineTool, type SessionInput } from '../src/index.js';
+import { runTraced, untilSettled, startTraced, toolResults, until } from './helpers.js';
 
 /**
  * Issue 15: `wait_for_agents` ends a step without a request; the session waits in
@@ -154,7 +154,7 @@ async function heldRun(rootSteps: object[], input: Omit<SessionInput, 'provider'
   const traced = startTraced({ root: rootSteps, a: [{ ...reply('ok'), after: rootWaits }] }, input);
   await until(traced.actor, (s) => s.value === 'waitingForAgents');
   open();
-  return { trail: traced.trail, snapshot: await waitForSettled(traced.actor) };
+  return { trail: traced.trail, snapshot: await untilSettled(traced.actor) };
 }
 
 describe('a batch held open by its wait', () => {
