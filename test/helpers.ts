@@ -80,7 +80,7 @@ export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeou
  */
 const SESSION_WAIT_MS = Number(process.env['EXARCH_TEST_SESSION_WAIT_MS'] ?? 20_000);
 
-/** Each session's states so far, one agent per line part: `root: streaming → readyForUser; …`. */
+/** Each session's states so far, agent by agent: `root: streaming → readyForUser; root/kid: streaming`. */
 function trailText(traced: Traced): string {
   return [...traced.trail].map(([agent, states]) => `${agent}: ${states.join(' → ')}`).join('; ');
 }
