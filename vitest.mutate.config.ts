@@ -79,6 +79,8 @@ const SUITE = [
   'test/approvals.test.ts',
   'test/declaredAgents.test.ts',
   'test/errors.test.ts',
+  // Host steering: a message to a sub-agent, a cancel by path (and what a cancel leaves of a queued message).
+  'test/steering.test.ts',
 ];
 
 /**

@@ -5,7 +5,7 @@ import { resumeRun, startRun, type DurableRun } from '../src/store/durableRun.js
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider, type Script } from '../src/testing/scriptedProvider.js';
 import type { Message } from '../src/engine/types.js';
-import { delegating, startTraced } from './helpers.js';
+import { delegating, startTraced, untilSettled } from './helpers.js';
 import { interruptingEffect } from './support/interruptingEffect.js';
 
 /** Issue 17, steering: from the host, cancel one sub-agent's subtree by path, or give a running sub-agent a message. */
@@ -118,6 +118,31 @@ describe('steering a live tree', () => {
     expect(findPairingProblems(history)).toEqual([]);
     expect(traced.provider.pairingViolations).toEqual([]);
     expect(traced.last.get('root/worker')?.value).toBe('replied');
+  });
+
+  it('a sub-agent cancelled while it runs a tool, with a message queued, closes its batch with the cancellation alone', async () => {
+    let started: () => void = () => undefined;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const slow = defineTool({
+      name: 'slow',
+      description: 'A call that runs until it is cancelled.',
+      input: z.object({}),
+      run: (_input, { signal }) => {
+        started();
+        return new Promise<string>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true }));
+      },
+    });
+    const traced = startTraced({ root: delegating('worker', 'work'), worker: [{ calls: [{ name: 'slow', input: {} }] }] }, { task: 'go', tools: [slow] });
+    await running;
+    expect(messageAgent(traced.actor, 'root/worker', 'Focus on the tests.')).toBe(true);
+    expect(cancelAgent(traced.actor, 'root/worker', 'not needed')).toBe(true);
+    await untilSettled(traced.actor);
+    expect(traced.last.get('root/worker')?.value).toBe('cancelled');
+    // The message was for a turn that never comes: the closing message holds the call's answer only.
+    const history = traced.last.get('root/worker')?.context.messages ?? [];
+    expect(history.at(-1)?.content.map((b) => b.type)).toEqual(['tool_result']);
+    expect(history.some((m) => textOf(m).includes('Focus on the tests.'))).toBe(false);
+    expect(findPairingProblems(history)).toEqual([]);
   });
 
   it('a message sent while a sub-agent makes its last request is its next turn, not lost to the reply reminder', async () => {
