@@ -140,7 +140,7 @@ describe('steering a live tree', () => {
     expect(traced.last.get('root/worker')?.value).toBe('cancelled');
     // The message was for a turn that never comes: the closing message holds the call's answer only.
     const history = traced.last.get('root/worker')?.context.messages ?? [];
-    expect(history.at(-1)?.content.map((b) => b.type)).toEqual(['tool_result']);
+    expect(history.at(-1)?.content).toEqual([{ type: 'tool_result', tool_use_id: expect.any(String), content: 'cancelled', is_error: true }]);
     expect(history.some((m) => textOf(m).includes('Focus on the tests.'))).toBe(false);
     expect(findPairingProblems(history)).toEqual([]);
   });
