@@ -9,6 +9,7 @@ import { startRun } from '../src/store/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider } from '../src/testing/index.js';
 import { RecordingStore } from './support/durableStore.js';
+import { hangingTool } from './support/hangingTool.js';
 import { runTraced, untilSettled, startTraced, until } from './helpers.js';
 
 /**
@@ -202,27 +203,6 @@ describe('a session stopped while its batch waits', () => {
     expect(answers.map((b) => [b.tool_use_id, String(b.content), b.is_error === true])).toEqual([['toolu_note', 'cancelled', true]]);
   });
 });
-
-/** A tool that runs until its call is aborted, keeping each abort's reason; `running` settles once a call has started. */
-function hangingTool() {
-  const reasons: string[] = [];
-  let started: () => void = () => undefined;
-  const running = new Promise<void>((resolve) => (started = resolve));
-  const wait = defineTool({
-    name: 'wait',
-    description: 'Waits until aborted.',
-    input: z.object({}),
-    run: (_input, { signal }) =>
-      new Promise<string>((_resolve, reject) => {
-        started();
-        signal.addEventListener('abort', () => {
-          reasons.push(signal.reason instanceof Error ? signal.reason.message : String(signal.reason));
-          reject(new Error('aborted'));
-        });
-      }),
-  });
-  return { wait, running, reasons };
-}
 
 describe('a session stopped while a tool runs', () => {
   it("by a cancel: aborts the tool's signal with the reason 'cancelled', and answers the call so", async () => {

@@ -1,11 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { cancelAgent, defineTool, findPairingProblems, messageAgent, waitForSettled } from '../src/index.js';
+import { cancelAgent, defineTool, findPairingProblems, messageAgent } from '../src/index.js';
 import { resumeRun, startRun, type DurableRun } from '../src/store/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider, type Script } from '../src/testing/scriptedProvider.js';
 import type { Message } from '../src/engine/types.js';
 import { delegating, startTraced, untilSettled } from './helpers.js';
+import { hangingTool } from './support/hangingTool.js';
 import { interruptingEffect } from './support/interruptingEffect.js';
 
 /** Issue 17, steering: from the host, cancel one sub-agent's subtree by path, or give a running sub-agent a message. */
@@ -43,7 +44,7 @@ describe('steering a live tree', () => {
     await until(() => traced.last.get('root/lead/slow/deep')?.value === 'streaming');
     expect(cancelAgent(traced.actor, 'root/lead/nobody')).toBe(false);
     expect(cancelAgent(traced.actor, 'root/lead/slow')).toBe(true);
-    const settled = await waitForSettled(traced.actor);
+    const settled = await untilSettled(traced.actor);
     expect(settled.value).toBe('readyForUser');
     expect(traced.last.get('root/lead/slow/deep')?.value).toBe('cancelled');
     const told = textOf(traced.provider.requestsOf('root/lead')[1]?.lastMessage);
@@ -68,7 +69,7 @@ describe('steering a live tree', () => {
     );
     await until(() => traced.last.get('root/lead')?.value === 'readyForUser' && traced.provider.requestsOf('root/lead').length === 2);
     expect(messageAgent(traced.actor, 'root/lead', 'Also check the README.')).toBe(true);
-    await waitForSettled(traced.actor);
+    await untilSettled(traced.actor);
     expect(textOf(traced.provider.requestsOf('root/lead')[2]?.lastMessage)).toBe('Also check the README.');
     expect(messageAgent(traced.actor, 'root/lead', 'too late')).toBe(false);
   });
@@ -111,7 +112,7 @@ describe('steering a live tree', () => {
       'text: Focus on the tests.',
     ]);
     release();
-    await waitForSettled(traced.actor);
+    await untilSettled(traced.actor);
     // Exactly once in the whole history, which the API accepts.
     const history = traced.last.get('root/worker')?.context.messages ?? [];
     expect(history.flatMap((m) => m.content.flatMap((b) => (b.type === 'text' ? [b.text] : []))).filter((t) => t === 'Focus on the tests.')).toHaveLength(1);
@@ -121,22 +122,13 @@ describe('steering a live tree', () => {
   });
 
   it('a sub-agent cancelled while it runs a tool, with a message queued, closes its batch with the cancellation alone', async () => {
-    let started: () => void = () => undefined;
-    const running = new Promise<void>((resolve) => (started = resolve));
-    const slow = defineTool({
-      name: 'slow',
-      description: 'A call that runs until it is cancelled.',
-      input: z.object({}),
-      run: (_input, { signal }) => {
-        started();
-        return new Promise<string>((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true }));
-      },
-    });
-    const traced = startTraced({ root: delegating('worker', 'work'), worker: [{ calls: [{ name: 'slow', input: {} }] }] }, { task: 'go', tools: [slow] });
+    const { wait, running, reasons } = hangingTool();
+    const traced = startTraced({ root: delegating('worker', 'work'), worker: [{ calls: [{ name: 'wait', input: {} }] }] }, { task: 'go', tools: [wait] });
     await running;
     expect(messageAgent(traced.actor, 'root/worker', 'Focus on the tests.')).toBe(true);
     expect(cancelAgent(traced.actor, 'root/worker', 'not needed')).toBe(true);
     await untilSettled(traced.actor);
+    expect(reasons).toEqual(['cancelled']);
     expect(traced.last.get('root/worker')?.value).toBe('cancelled');
     // The message was for a turn that never comes: the closing message holds the call's answer only.
     const history = traced.last.get('root/worker')?.context.messages ?? [];
@@ -156,7 +148,7 @@ describe('steering a live tree', () => {
     );
     await until(() => traced.provider.requestsOf('root/worker').length === 1);
     expect(messageAgent(traced.actor, 'root/worker', 'Reply now.')).toBe(true);
-    await waitForSettled(traced.actor);
+    await untilSettled(traced.actor);
     expect(textOf(traced.provider.requestsOf('root/worker')[1]?.lastMessage)).toBe('Reply now.');
     expect(traced.last.get('root/worker')?.output?.text).toBe('heard you');
     expect(traced.logs.records('root/worker').filter((r) => r.type === 'nudge')).toEqual([]);
