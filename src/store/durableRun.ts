@@ -12,7 +12,7 @@ import { withMcpTools, type McpOption } from '../tools/mcp/mcpOption.js';
 import { restoreRun, type RestoredRun } from './restoreRun.js';
 import { RunJournal } from './runJournal.js';
 import { RunError } from './runError.js';
-import type { JournalRow, RunOptionsRecord, RunOwner, RunRow, RunStatus, RunStore, RunSummary } from './runStore.js';
+import type { JournalRow, RunListing, RunOptionsRecord, RunOwner, RunRow, RunStatus, RunStore } from './runStore.js';
 
 // Kept in a file of its own so that what this file imports can throw it too; exported from here as before.
 export { RunError, type RunErrorKind } from './runError.js';
@@ -202,8 +202,8 @@ async function resumeConnected(
   return launch(store, runId, owner, leaseMs, nextSeq, input, options, true, closeMcp);
 }
 
-/** Every run in the store, newest first (`exarch runs`). */
-export async function listRuns(store: RunStore): Promise<RunSummary[]> {
+/** Every run in the store, newest first (`exarch runs`); one the store cannot read back is an `UnreadableRun`. */
+export async function listRuns(store: RunStore): Promise<RunListing[]> {
   return store.listRuns();
 }
 

@@ -10,8 +10,11 @@ import { ExarchError } from '../engine/exarchError.js';
  * - `unknown-run`: no run with that id.
  * - `conflict`: the id (or the journal row) is taken.
  * - `full`: past what the store can number (runs in one SQLite file, records in one run).
+ * - `damaged`: one run's row or one of its journal records cannot be read back (a column of the
+ *   wrong type, options that are not a JSON object, a record that is not JSON or not a journal
+ *   record): that run cannot be resumed or viewed; the store's other runs can.
  */
-export type StoreErrorKind = 'not-exarch' | 'corrupt' | 'newer-schema' | 'unreadable' | 'unknown-run' | 'conflict' | 'full';
+export type StoreErrorKind = 'not-exarch' | 'corrupt' | 'newer-schema' | 'unreadable' | 'unknown-run' | 'conflict' | 'full' | 'damaged';
 
 /**
  * A run store's refusal. The message is one line naming the file (the user sees it as is, e.g.
@@ -22,7 +25,7 @@ export class StoreError extends ExarchError<StoreErrorKind> {
    * @param file the store's file; undefined for a store without one (memory).
    * @param detail what the message adds in its kind's wording: SQLite's complaint for
    *   `corrupt` and `unreadable`, `schema 7; this exarch reads 1` for `newer-schema`, the run id
-   *   for `unknown-run`, what is taken for `conflict`.
+   *   for `unknown-run`, what is taken for `conflict`, the run and what is wrong with it for `damaged`.
    */
   constructor(
     kind: StoreErrorKind,
@@ -51,6 +54,8 @@ function describe(kind: StoreErrorKind, where: string, detail: string | undefine
       return `the run store ${where} already holds ${detail ?? 'that'}`;
     case 'full':
       return `the run store ${where} cannot hold more${paren}`;
+    case 'damaged':
+      return `the run store ${where} holds a damaged record${paren}`;
   }
 }
 

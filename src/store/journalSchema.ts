@@ -1,0 +1,71 @@
+import { z } from 'zod';
+import { schemaProblem } from '../engine/schemaProblem.js';
+import { STOP_REASONS } from '../engine/types.js';
+import type { JournalRecord } from './journalRecord.js';
+
+/**
+ * What a journal record must hold to be read back: every field a resume (`restoreRun`), the
+ * viewer (`traceFromJournal`) and the totals read, of the type they read it as. A store's file is
+ * hostile like any input (an agent with a shell can write the SQLite file in its workspace), and a
+ * record of the wrong shape would otherwise fail deep inside a resume with JavaScript's own words.
+ * Fields a reader does not know are kept, so a record of a later exarch with more fields still reads.
+ */
+
+const count = z.number().min(0).max(Number.MAX_SAFE_INTEGER);
+const usage = z.looseObject({ inputTokens: count, outputTokens: count, cacheCreationInputTokens: count, cacheReadInputTokens: count });
+const identity = z.looseObject({ name: z.string(), path: z.array(z.string()), depth: z.int().min(0), id: z.string() });
+const textBlock = z.looseObject({ type: z.literal('text'), text: z.string() });
+const toolUse = z.looseObject({ type: z.literal('tool_use'), id: z.string(), name: z.string(), input: z.record(z.string(), z.unknown()) });
+const toolResult = z.looseObject({ type: z.literal('tool_result'), tool_use_id: z.string(), content: z.string(), is_error: z.boolean().optional() });
+const outcome = z.enum(['replied', 'empty', 'capped', 'failed', 'cancelled']);
+const agentResult = z.looseObject({ name: z.string(), outcome, text: z.string(), reason: z.string().optional(), usage });
+
+const RECORD = z.discriminatedUnion('type', [
+  z.looseObject({ type: z.literal('session'), agent: identity, task: z.string().optional() }),
+  z.discriminatedUnion('role', [
+    z.looseObject({ type: z.literal('message'), role: z.literal('user'), content: z.array(z.discriminatedUnion('type', [textBlock, toolResult])) }),
+    z.looseObject({ type: z.literal('message'), role: z.literal('assistant'), content: z.array(z.discriminatedUnion('type', [textBlock, toolUse])) }),
+  ]),
+  z.looseObject({ type: z.literal('usage'), request: usage, session: usage, stopReason: z.enum(STOP_REASONS), incomplete: z.array(z.string()).optional() }),
+  z.looseObject({
+    type: z.literal('spawn'),
+    name: z.string(),
+    id: z.string(),
+    actorId: z.string(),
+    task: z.string(),
+    profile: z.string().optional(),
+    budget: z.looseObject({ tokens: count.optional(), cost: z.number().min(0).optional() }).optional(),
+  }),
+  z.looseObject({ type: z.literal('inbox'), actorId: z.string(), result: agentResult }),
+  z.looseObject({ type: z.literal('resumed'), state: z.string(), alone: z.literal(true).optional() }),
+  z.looseObject({ type: z.literal('nudge'), latch: z.string(), text: z.string() }),
+  z.looseObject({ type: z.literal('retry'), attempt: z.number(), delayMs: z.number(), reason: z.string() }),
+  z.looseObject({ type: z.literal('stopped'), state: z.string(), usage, totalUsage: usage }),
+  z.looseObject({ type: z.literal('outcome'), outcome, text: z.string(), reason: z.string().optional(), usage, totalUsage: usage }),
+  z.looseObject({ type: z.literal('tool'), result: toolResult }),
+  z.looseObject({ type: z.literal('waiting') }),
+  z.looseObject({ type: z.literal('awaiting'), calls: z.array(z.string()) }),
+  z.looseObject({
+    type: z.literal('approval'),
+    callId: z.string(),
+    tool: z.string(),
+    decision: z.enum(['approve', 'deny', 'always']),
+    reason: z.string().optional(),
+  }),
+  z.looseObject({ type: z.literal('dispatching') }),
+  z.looseObject({ type: z.literal('queued'), text: z.string() }),
+  z.looseObject({ type: z.literal('interrupt') }),
+  z.looseObject({ type: z.literal('resume') }),
+]);
+
+/** Why `value` is not a journal record, in one line (`usage.inputTokens is missing`); undefined when it is one. */
+function journalRecordProblem(value: unknown): string | undefined {
+  const parsed = RECORD.safeParse(value, { reportInput: true });
+  return parsed.success ? undefined : schemaProblem(parsed.error);
+}
+
+/** `value` as a journal record, or why it is not one. The value itself is kept (not zod's copy): fields a reader does not know stay as written. */
+export function asJournalRecord(value: unknown): { readonly record: JournalRecord } | { readonly problem: string } {
+  const problem = journalRecordProblem(value);
+  return problem === undefined ? { record: value as JournalRecord } : { problem };
+}
