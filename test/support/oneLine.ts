@@ -6,8 +6,22 @@ import { expect } from 'vitest';
  * error: no stack frame, no zod dump, no name of a JavaScript error class, no `undefined`.
  */
 
-/** What JavaScript and its libraries say that a person cannot act on. */
-const INTERNAL = [/^\s+at /m, /ZodError/, /\bTypeError\b/, /\bSyntaxError\b/, /\bRangeError\b/, /\bReferenceError\b/, /undefined/, /"code":\s*"invalid_/];
+/** What JavaScript and its libraries say that a person cannot act on (V8's TypeError messages among them). */
+const INTERNAL = [
+  /^\s+at /m,
+  /ZodError/,
+  /\bTypeError\b/,
+  /\bSyntaxError\b/,
+  /\bRangeError\b/,
+  /\bReferenceError\b/,
+  /undefined/,
+  /"code":\s*"invalid_/,
+  /Cannot read propert/,
+  /is not a function/,
+  /is not iterable/,
+  /is not valid JSON/,
+  /Maximum call stack/,
+];
 
 /** Checks `stderr` says `about` in one line of exarch's, and holds no internal text; returns that line. */
 export function expectOneLine(stderr: string, about: RegExp): string {
