@@ -337,6 +337,13 @@ async function view(positionals: readonly string[], values: Values): Promise<num
     written = writeViewer(target, values.out ?? htmlFor(target));
   }
   process.stdout.write(`${written.outFile}\n`);
+  const [first] = written.leftOut;
+  if (first) {
+    const count = written.leftOut.length;
+    process.stderr.write(
+      `exarch: ${target}: left out ${count === 1 ? 'a line that is not a trace record' : `${count} lines that are not trace records`} (line ${first.line}: ${first.problem})\n`,
+    );
+  }
   process.stderr.write(`exarch: wrote the turn-flow viewer for ${written.agents} agent${written.agents === 1 ? '' : 's'} (${written.records} trace records)\n`);
   return EXIT_OK;
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { AGENT_OUTCOME, ASSISTANT_CONTENT, COUNT, TOOL_RESULT_BLOCK, USAGE, USER_CONTENT } from '../engine/messageSchema.js';
 import { schemaProblem } from '../engine/schemaProblem.js';
 import { STOP_REASONS } from '../engine/types.js';
 import type { JournalRecord } from './journalRecord.js';
@@ -11,20 +12,16 @@ import type { JournalRecord } from './journalRecord.js';
  * Fields a reader does not know are kept, so a record of a later exarch with more fields still reads.
  */
 
-const count = z.number().min(0).max(Number.MAX_SAFE_INTEGER);
-const usage = z.looseObject({ inputTokens: count, outputTokens: count, cacheCreationInputTokens: count, cacheReadInputTokens: count });
+const usage = USAGE;
+const count = COUNT;
 const identity = z.looseObject({ name: z.string(), path: z.array(z.string()), depth: z.int().min(0), id: z.string() });
-const textBlock = z.looseObject({ type: z.literal('text'), text: z.string() });
-const toolUse = z.looseObject({ type: z.literal('tool_use'), id: z.string(), name: z.string(), input: z.record(z.string(), z.unknown()) });
-const toolResult = z.looseObject({ type: z.literal('tool_result'), tool_use_id: z.string(), content: z.string(), is_error: z.boolean().optional() });
-const outcome = z.enum(['replied', 'empty', 'capped', 'failed', 'cancelled']);
-const agentResult = z.looseObject({ name: z.string(), outcome, text: z.string(), reason: z.string().optional(), usage });
+const agentResult = z.looseObject({ name: z.string(), outcome: AGENT_OUTCOME, text: z.string(), reason: z.string().optional(), usage });
 
 const RECORD = z.discriminatedUnion('type', [
   z.looseObject({ type: z.literal('session'), agent: identity, task: z.string().optional() }),
   z.discriminatedUnion('role', [
-    z.looseObject({ type: z.literal('message'), role: z.literal('user'), content: z.array(z.discriminatedUnion('type', [textBlock, toolResult])) }),
-    z.looseObject({ type: z.literal('message'), role: z.literal('assistant'), content: z.array(z.discriminatedUnion('type', [textBlock, toolUse])) }),
+    z.looseObject({ type: z.literal('message'), role: z.literal('user'), content: USER_CONTENT }),
+    z.looseObject({ type: z.literal('message'), role: z.literal('assistant'), content: ASSISTANT_CONTENT }),
   ]),
   z.looseObject({ type: z.literal('usage'), request: usage, session: usage, stopReason: z.enum(STOP_REASONS), incomplete: z.array(z.string()).optional() }),
   z.looseObject({
@@ -41,8 +38,8 @@ const RECORD = z.discriminatedUnion('type', [
   z.looseObject({ type: z.literal('nudge'), latch: z.string(), text: z.string() }),
   z.looseObject({ type: z.literal('retry'), attempt: z.number(), delayMs: z.number(), reason: z.string() }),
   z.looseObject({ type: z.literal('stopped'), state: z.string(), usage, totalUsage: usage }),
-  z.looseObject({ type: z.literal('outcome'), outcome, text: z.string(), reason: z.string().optional(), usage, totalUsage: usage }),
-  z.looseObject({ type: z.literal('tool'), result: toolResult }),
+  z.looseObject({ type: z.literal('outcome'), outcome: AGENT_OUTCOME, text: z.string(), reason: z.string().optional(), usage, totalUsage: usage }),
+  z.looseObject({ type: z.literal('tool'), result: TOOL_RESULT_BLOCK }),
   z.looseObject({ type: z.literal('waiting') }),
   z.looseObject({ type: z.literal('awaiting'), calls: z.array(z.string()) }),
   z.looseObject({

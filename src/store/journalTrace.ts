@@ -87,7 +87,7 @@ export async function writeViewerForRun(store: RunStore, runId: string, outFile:
   const html = renderViewerHtml(records);
   mkdirSync(dirname(outFile), { recursive: true });
   writeFileSync(outFile, html);
-  return { outFile, agents: records.filter((record) => record.kind === 'agent.start').length, records: records.length };
+  return { outFile, agents: records.filter((record) => record.kind === 'agent.start').length, records: records.length, leftOut: [] };
 }
 
 const TASK_EXCERPT = 500;
