@@ -317,6 +317,7 @@ async function followStored(
               ),
             );
           },
+          onRefused: (answer) => board.print(answer),
           onCommandOpen: () => board.pause(),
           onCommandClose: () => board.resume(),
           // Raw mode keeps Ctrl-C from the terminal's signal: raised here as the terminal would.
@@ -755,6 +756,7 @@ class RunOutput {
       onCommand: (line) => {
         for (const said of steeringCommand(line, run.actor)) board.print(said);
       },
+      onRefused: (answer) => board.print(answer),
       onCommandOpen: () => board.pause(),
       onCommandClose: () => board.resume(),
       // Raw mode keeps Ctrl-C from the terminal's signal: raised here as the terminal would.
