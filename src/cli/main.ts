@@ -31,7 +31,8 @@ const USAGE = `Usage:
       --max-depth N       how deep sub-agents may nest (default 2: root → child → grandchild)
       --reply-cap CHARS   longest reply a sub-agent hands up (default 16000)
       --max-retry-wait S  longest wait a rate-limited or overloaded API may ask for before a
-                          request is retried (default 60); longer, and the request fails
+                          request is retried (default 60, at most 2147483); longer, and the
+                          request fails
       --wake each|all     an agent that ended its turn while sub-agents run is woken by each
                           result (each, the default) or once, when all have reported (all)
       --log-dir DIR       where each agent's JSONL log goes (default .exarch/runs/<time>/)
@@ -578,10 +579,15 @@ function interruptSignal(): AbortSignal {
   return interrupt.signal;
 }
 
+/** The slowest demo: its longest wait (the 30 s watchdog) at this speed is still far within what a timer holds. */
+const MIN_SPEED = 0.001;
+
 function speedOf(raw: string | undefined): number {
   if (raw === undefined) return 1;
   const speed = Number(raw);
   if (!Number.isFinite(speed) || speed <= 0) throw new UsageError(`--speed must be a positive number, got '${raw}'`);
+  // The demo's delays are divided by the speed: slower than this, its timers would overflow and fire at once.
+  if (speed < MIN_SPEED) throw new UsageError(`--speed must be at least ${MIN_SPEED} (slower, the demo's waits pass what a timer holds), got '${raw}'`);
   return speed;
 }
 

@@ -1,4 +1,5 @@
 import { ExarchError } from '../../engine/exarchError.js';
+import { MAX_TIMER_MS } from '../../engine/maxTimer.js';
 
 /**
  * How to reach one MCP server: a command run as a child process speaking MCP over stdio, or a
@@ -67,6 +68,9 @@ export function checkSpec(spec: McpServerSpec): McpServerSpec {
   }
   if (spec.timeoutMs !== undefined && (!Number.isSafeInteger(spec.timeoutMs) || spec.timeoutMs < 1)) {
     throw new McpSpecError(`mcp server timeoutMs must be an integer ≥ 1, got ${String(spec.timeoutMs)}`);
+  }
+  if (spec.timeoutMs !== undefined && spec.timeoutMs > MAX_TIMER_MS) {
+    throw new McpSpecError(`mcp server timeoutMs must be at most ${MAX_TIMER_MS} (the longest a timer can wait), got ${spec.timeoutMs}`);
   }
   return spec;
 }
