@@ -13,6 +13,13 @@ import { provisionalName, type McpServerSpec } from './serverSpec.js';
 // 4 MiB: far more than a model is shown (outputs are clipped at 50,000 characters by default), and
 // the SDK's stdio reader copies its whole buffer on every chunk, so a larger cap costs time squared.
 const MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
+/** What a server that sent more is told apart by, in the SDK's words (its stdio reader's; pinned by test/hostile/internalErrors.mcp.test.ts). */
+const STDIO_OVER_CAP = /ReadBuffer exceeded maximum size/;
+
+/** A server that sent a message over the cap, as a person reads it. */
+function overCap(label: string): string {
+  return `MCP server '${label}' sent a message over the ${MAX_MESSAGE_BYTES / 1024 / 1024} MiB cap (${MAX_MESSAGE_BYTES} bytes)`;
+}
 /** Pages of `tools/list` read, and tools kept per server: a server is not let to flood every request. */
 const MAX_LIST_PAGES = 20;
 const MAX_TOOLS_PER_SERVER = 128;
@@ -43,6 +50,8 @@ export class McpConnection {
     private readonly exited: Promise<void>,
     /** What the server calls itself (`serverInfo.name`), as it sent it. */
     readonly reportedName: string | undefined,
+    /** Set when a stdio server sent a message over the cap: the SDK then stops it, and that is why it went. */
+    private readonly trouble: { overCap: boolean },
   ) {
     client.onclose = () => {
       this.gone ??= this.exitLine();
@@ -96,6 +105,13 @@ export class McpConnection {
     }
     // No client capabilities (the SDK's default): exarch offers servers no sampling, roots or elicitation.
     const client = new Client(CLIENT_INFO);
+    // The transport's errors, which the SDK reports here and otherwise drops: a line past the stdio
+    // cap is one, and the SDK stops the server for it; the others (a line that is not JSON-RPC)
+    // leave the connection as it was.
+    const trouble = { overCap: false };
+    client.onerror = (error) => {
+      if (transport.kind === 'stdio' && STDIO_OVER_CAP.test(describeError(error))) trouble.overCap = true;
+    };
     try {
       await client.connect(transport.kind === 'http' ? transport.http : transport.stdio, { timeout: startTimeoutMs });
     } catch (error) {
@@ -103,12 +119,13 @@ export class McpConnection {
       // The client's own close may still be escalating to SIGTERM and SIGKILL: the error is not
       // reported before the process is gone (or the escalation had its time).
       await boundedWait(exited, EXIT_WAIT_MS);
+      if (trouble.overCap) throw new McpServerError(`${overCap(label)} and could not start`, 'start', label, { cause: error });
       const why = describeFailure(error);
       const last = lastLine(tail);
       throw new McpServerError(`MCP server '${label}' could not start: ${why}${last ? ` (its last words: ${last})` : ''}`, 'start', label, { cause: error });
     }
     const reported = client.getServerVersion()?.name;
-    const connection = new McpConnection(spec, client, transport, () => tail, exited, typeof reported === 'string' ? reported : undefined);
+    const connection = new McpConnection(spec, client, transport, () => tail, exited, typeof reported === 'string' ? reported : undefined, trouble);
     onOversize = (error) => connection.failInFlight(error);
     return connection;
   }
@@ -155,6 +172,8 @@ export class McpConnection {
       if (own.signal.aborted) throw own.signal.reason instanceof Error ? own.signal.reason : error;
       // The transport reports a process's exit just after it fails the requests in flight.
       await new Promise((resolve) => setImmediate(resolve));
+      if (this.trouble.overCap)
+        throw new McpServerError(`${overCap(this.label)}: the call failed, and the server was stopped`, 'exited', this.label, { cause: error });
       if (this.gone !== undefined)
         throw new McpServerError(`MCP server '${this.label}' stopped during the call: ${this.gone}`, 'exited', this.label, { cause: error });
       throw new McpServerError(`MCP server '${this.label}': ${describeFailure(error)}`, 'call', this.label, { cause: error });
@@ -169,7 +188,8 @@ export class McpConnection {
    * of an event stream, cannot tell which request it answered.
    */
   private failInFlight(error: Error): void {
-    for (const call of this.inFlight) call.abort(new McpServerError(`MCP server '${this.label}': ${error.message}`, 'call', this.label, { cause: error }));
+    for (const call of this.inFlight)
+      call.abort(new McpServerError(`${overCap(this.label)}: the calls it was answering failed`, 'call', this.label, { cause: error }));
   }
 
   /** Closes the connection; a stdio server gets EOF, then SIGTERM, then SIGKILL (2 s apart) until it has exited. */
@@ -199,6 +219,7 @@ export class McpConnection {
   }
 
   private exitLine(): string {
+    if (this.trouble.overCap) return `it sent a message over the ${MAX_MESSAGE_BYTES / 1024 / 1024} MiB cap (${MAX_MESSAGE_BYTES} bytes), and was stopped`;
     const last = lastLine(this.stderrTail());
     const what = 'url' in this.spec ? 'the connection was closed' : 'the process exited';
     return last ? `${what} (its last words: ${last})` : what;
