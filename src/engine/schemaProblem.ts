@@ -8,14 +8,15 @@ import type { z } from 'zod';
  * that is absent is told from one of the wrong type. The value itself is never quoted: it is what
  * came from outside, of any size.
  */
-export function schemaProblem(error: z.ZodError): string {
+export function schemaProblem(error: z.core.$ZodError): string {
   const issue = error.issues[0];
   if (!issue) return 'it is not valid';
   const subject = pathText(issue.path) || 'it';
   switch (issue.code) {
     case 'invalid_type':
-      // JSON has no undefined: an undefined input is a key that is not there.
-      return issue.input === undefined ? `${subject} is missing` : `${subject} is not ${kindOf(issue.expected)}`;
+      // JSON has no undefined: an undefined input is a key that is not there. (Parsed without
+      // reportInput, as the MCP SDK parses, there is no input to tell by: "is not" is true either way.)
+      return 'input' in issue && issue.input === undefined ? `${subject} is missing` : `${subject} is not ${kindOf(issue.expected)}`;
     case 'invalid_value':
       return `${subject} is not ${oneOf(issue.values.map((value) => JSON.stringify(value) ?? String(value)))}`;
     case 'invalid_union':

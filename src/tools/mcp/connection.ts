@@ -4,7 +4,9 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
 import { describeError } from '../../engine/model/errors.js';
+import { schemaProblem } from '../../engine/schemaProblem.js';
 import { cappedFetch } from './cappedFetch.js';
 import { McpServerError } from './mcpError.js';
 import { provisionalName, type McpServerSpec } from './serverSpec.js';
@@ -130,16 +132,23 @@ export class McpConnection {
     return connection;
   }
 
-  /** The server's tools, at most MAX_TOOLS_PER_SERVER (the rest are reported in `dropped`). */
-  async listTools(timeoutMs: number): Promise<{ tools: McpTool[]; dropped: number }> {
+  /**
+   * The server's tools, at most MAX_TOOLS_PER_SERVER (the rest are reported in `dropped`). A tool
+   * entry that is not one MCP allows (an input schema that is not an object schema, no name) is
+   * left out, with why, in `leftOut`: the SDK refuses the whole list for one such entry.
+   */
+  async listTools(timeoutMs: number): Promise<{ tools: McpTool[]; dropped: number; leftOut: LeftOutTool[] }> {
     const tools: McpTool[] = [];
+    const leftOut: LeftOutTool[] = [];
     let dropped = 0;
     let cursor: string | undefined;
     try {
       for (let page = 0; page < MAX_LIST_PAGES; page++) {
-        const listed = await this.client.listTools(cursor === undefined ? {} : { cursor }, { timeout: timeoutMs });
-        for (const tool of listed.tools) {
-          if (tools.length < MAX_TOOLS_PER_SERVER) tools.push(tool);
+        const listed = await this.listPage(cursor, timeoutMs);
+        for (const entry of listed.tools) {
+          const tool = await checkedTool(entry);
+          if ('problem' in tool) leftOut.push(tool);
+          else if (tools.length < MAX_TOOLS_PER_SERVER) tools.push(tool.tool);
           else dropped += 1;
         }
         cursor = listed.nextCursor;
@@ -150,7 +159,23 @@ export class McpConnection {
         cause: error,
       });
     }
-    return { tools, dropped };
+    return { tools, dropped, leftOut };
+  }
+
+  /**
+   * One page of `tools/list`: through the SDK's own `listTools` (which also keeps each tool's
+   * output schema, to check the results of its calls), or, when one entry of the page is not a tool
+   * MCP allows and the SDK refuses the page for it, the page asked for again and taken as a list
+   * of entries, each checked on its own by `listTools`.
+   */
+  private async listPage(cursor: string | undefined, timeoutMs: number): Promise<{ tools: readonly unknown[]; nextCursor?: string | undefined }> {
+    const params = cursor === undefined ? {} : { cursor };
+    try {
+      return await this.client.listTools(params, { timeout: timeoutMs });
+    } catch (error) {
+      if (!isZodError(error)) throw error;
+      return await this.client.request({ method: 'tools/list', params }, LOOSE_TOOL_LIST, { timeout: timeoutMs });
+    }
   }
 
   /**
@@ -242,8 +267,40 @@ function lastLine(text: string): string {
   return last.length > 300 ? `${last.slice(0, 300)}…` : last;
 }
 
+/** A tool entry left out of a server's list: its name as the server gave it (cleaned for a line), and why. */
+export interface LeftOutTool {
+  readonly name: string;
+  readonly problem: string;
+}
+
+/** A page of `tools/list` taken as it comes: a list of entries, each checked apart. */
+const LOOSE_TOOL_LIST = z.looseObject({ tools: z.array(z.unknown()), nextCursor: z.string().optional() });
+
+/** `entry` as a tool of MCP's schema (the SDK's own), or what is wrong with it. */
+async function checkedTool(entry: unknown): Promise<{ readonly tool: McpTool } | LeftOutTool> {
+  const { ToolSchema } = await import('@modelcontextprotocol/sdk/types.js');
+  const parsed = ToolSchema.safeParse(entry, { reportInput: true });
+  if (parsed.success) return { tool: entry as McpTool };
+  const raw = typeof entry === 'object' && entry !== null ? (entry as { name?: unknown }).name : undefined;
+  const name = typeof raw === 'string' && raw !== '' ? clipName(raw) : '(no name)';
+  return { name, problem: schemaProblem(parsed.error) };
+}
+
+/** A name a server gave, for a line: control characters replaced, at most 80 characters. */
+function clipName(name: string): string {
+  const clean = name.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?');
+  return clean.length > 80 ? `${clean.slice(0, 79)}…` : clean;
+}
+
+/** A zod error (the SDK checks what servers send with zod, its core's `$ZodError`): its issues, not its JSON dump, are what a person reads. */
+function isZodError(error: unknown): error is z.core.$ZodError {
+  return error instanceof z.core.$ZodError;
+}
+
 /** An error's message with its cause's (`fetch failed` says little without `ECONNREFUSED`). */
 function describeFailure(error: unknown): string {
+  // The SDK's check of a message from the server: said in one line, not as zod's dump.
+  if (isZodError(error)) return `it sent an answer that is not what MCP allows (${schemaProblem(error)})`;
   const message = describeError(error);
   const cause = error instanceof Error ? error.cause : undefined;
   return cause === undefined ? message : `${message}: ${describeError(cause)}`;

@@ -85,7 +85,8 @@ export async function connectMcpServers(specs: readonly McpServerSpec[], options
     }
     const listed = await Promise.all(connections.map((c) => c.listTools(startTimeoutMs)));
     connections.forEach((connection, i) => {
-      const { tools: serverTools, dropped } = listed[i] ?? { tools: [], dropped: 0 };
+      const { tools: serverTools, dropped, leftOut } = listed[i] ?? { tools: [], dropped: 0, leftOut: [] };
+      for (const tool of leftOut) warnings.push(`MCP server '${connection.name}': its tool '${tool.name}' is left out: ${tool.problem}`);
       if (dropped > 0)
         warnings.push(
           `MCP server '${connection.name}' offers ${serverTools.length + dropped} tools; only the first ${serverTools.length} are offered to agents`,
