@@ -17,6 +17,7 @@ import { listRunsCommand } from './runs.js';
 import { DEFAULT_MODEL } from '../providers/anthropic.js';
 import { Redactor } from '../engine/redact.js';
 import { redactProcessOutput } from './redactedOutput.js';
+import { failureLine } from './failureLine.js';
 
 /**
  * The `exarch` command line (CONTRACT §7). Exit codes: 0 done, 1 fatal, 2 bad usage. Errors are
@@ -125,9 +126,9 @@ const USAGE = `Usage:
   exarch --version                print the version
 
 Environment: ANTHROPIC_API_KEY (required by run, not by --replay), ANTHROPIC_BASE_URL, EXARCH_MODEL,
-EXARCH_STALL_TIMEOUT_MS (default 120000); with --otel: OTEL_EXPORTER_OTLP_ENDPOINT (or
-OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), OTEL_EXPORTER_OTLP_HEADERS, OTEL_EXPORTER_OTLP_TIMEOUT
-(default 10000), OTEL_SERVICE_NAME.
+EXARCH_STALL_TIMEOUT_MS (default 120000), EXARCH_DEBUG (1: an internal error in full); with --otel:
+OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), OTEL_EXPORTER_OTLP_HEADERS,
+OTEL_EXPORTER_OTLP_TIMEOUT (default 10000), OTEL_SERVICE_NAME.
 Exit codes: 0 done, 1 fatal, 2 bad usage, 3 root capped, 4 waiting for approval (resumable),
 130 interrupted (resumable).`;
 
@@ -214,7 +215,7 @@ async function main(argv: readonly string[]): Promise<number> {
     }
   } catch (error) {
     if (error instanceof UsageError) return usageError(error.message);
-    process.stderr.write(`exarch: ${describeError(error)}\n`);
+    process.stderr.write(`${failureLine(error)}\n`);
     return EXIT_FATAL;
   }
 }
@@ -629,12 +630,21 @@ process.stdout.on('error', (error: NodeJS.ErrnoException) => {
   process.exit(error.code === 'EPIPE' ? EXIT_OK : EXIT_FATAL);
 });
 
+// What no caller caught (an error thrown from a timer, a rejection no one awaited) ends the command
+// as any failure does: one line, not Node's stack trace.
+const fail = (error: unknown): void => {
+  process.stderr.write(`${failureLine(error)}\n`);
+  process.exit(EXIT_FATAL);
+};
+process.on('uncaughtException', fail);
+process.on('unhandledRejection', fail);
+
 main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code;
   },
   (error: unknown) => {
-    process.stderr.write(`exarch: ${describeError(error)}\n`);
+    process.stderr.write(`${failureLine(error)}\n`);
     process.exitCode = EXIT_FATAL;
   },
 );

@@ -26,6 +26,8 @@ export function schemaProblem(error: z.core.$ZodError): string {
     case 'too_small':
     case 'too_big':
       return `${subject} is out of range`;
+    case 'unrecognized_keys':
+      return `${subject} has ${issue.keys.length === 1 ? 'a field' : 'fields'} it may not: ${oneOf(issue.keys.map((key) => JSON.stringify(key.slice(0, 60)))).replace(/^one of /, '')}`;
     default:
       return `${subject} is not valid`;
   }

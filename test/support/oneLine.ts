@@ -19,7 +19,7 @@ const INTERNAL = [
   /Cannot read propert/,
   /is not a function/,
   /is not iterable/,
-  /is not valid JSON/,
+  /" is not valid JSON/,
   /Maximum call stack/,
 ];
 
