@@ -200,7 +200,7 @@ export class SqliteRunStore implements RunStore {
   private readonly selectStoredRun: Database.Statement<[string], StoredRunColumns>;
   private readonly selectSummaries: Database.Statement<[], SummaryColumns>;
   private readonly selectJournal: Database.Statement<[{ base: number; end: number }], BurstColumns>;
-  private readonly selectNumber: Database.Statement<[string], { num: number }>;
+  private readonly selectNumber: Database.Statement<[string], { num: unknown }>;
   /** Each run's number (see SEQ_SPAN), as this store has looked it up: it never changes. */
   private readonly numbers = new Map<string, number>();
   private readonly takeRun: Database.Statement<[Record<string, unknown>]>;
@@ -410,11 +410,16 @@ export class SqliteRunStore implements RunStore {
   private numberOf(runId: string, required = true): number | undefined {
     let num = this.numbers.get(runId);
     if (num === undefined) {
-      num = this.selectNumber.get(runId)?.num;
-      if (num === undefined) {
+      const row = this.selectNumber.get(runId);
+      if (row === undefined) {
         if (required) throw new StoreError('unknown-run', this.file, runId);
         return undefined;
       }
+      // Where the run's journal lies: a number of another type would find no journal, and a resume would start the run afresh.
+      const stored = row.num;
+      if (typeof stored !== 'number' || !Number.isSafeInteger(stored) || stored < 1 || stored > MAX_RUN_NUMBER)
+        throw new StoreError('damaged', this.file, `run ${runId}: its number is not a count`);
+      num = stored;
       this.numbers.set(runId, num);
     }
     return num;

@@ -88,6 +88,20 @@ describe('one run of the store damaged', () => {
     ['an owner pid that is text', "UPDATE runs SET owner_token = 't', owner_pid = 'x' WHERE id = ?", 'its owner is not'],
   ];
 
+  it('a run number that is text: its journal is not looked for elsewhere; resume and view of it are one line', async () => {
+    const { cwd, waiting, second } = store;
+    damage("UPDATE runs SET num = 'x' WHERE id = ?", waiting);
+    for (const command of [
+      ['resume', waiting],
+      ['view', waiting],
+    ]) {
+      const refused = await exarch(command, { cwd, env: { ANTHROPIC_API_KEY: 'unused' } });
+      expect(refused.code, refused.stderr).toBe(1);
+      expectOneLine(refused.stderr, new RegExp(`holds a damaged record \\(run ${waiting}: its number is not a count\\)`));
+    }
+    expect((await exarch(['view', second], { cwd })).code).toBe(0);
+  });
+
   it.each(rowDamages)('%s: runs lists the others and marks it, resume and view of it are one line each', async (_what, sql, problem) => {
     const { cwd, first, second, waiting } = store;
     damage(sql, first);
