@@ -17,6 +17,7 @@ import { clip, renderValue } from '../src/engine/render.js';
 import { buildToolbox, errorResult, okResult, planBatch, type PlannedCall, type Toolbox } from '../src/tools/toolbox.js';
 import type { RunnableCall } from '../src/tools/runTools.js';
 import { effectsOf, type EffectEvent, type SessionEffects } from '../src/engine/sessionEffects.js';
+import type { RequestSpend } from '../src/engine/model/streamModel.js';
 import { addUsage, ZERO_USAGE } from '../src/engine/usage.js';
 import type { RestoredSession, ResumeState } from '../src/store/restoredSession.js';
 import type {
@@ -151,7 +152,12 @@ export interface SessionContext {
   /** Children ever spawned (per name: see `children`). */
   readonly spawned: number;
   readonly latchCounts: Readonly<Record<string, LatchCount>>;
-  /** This session's own tokens, and those delivered by finished children (their whole subtrees). */
+  /**
+   * Model requests of this session that reached the provider, over its life: each retry and each
+   * aborted or failed request counts, as the provider counts them.
+   */
+  readonly requests: number;
+  /** This session's own tokens (those of its retried, aborted and failed requests included), and those delivered by finished children (their whole subtrees). */
   readonly usage: Usage;
   readonly childUsage: Usage;
   /** Why the session is failing, set by the transition into `failed`. */
@@ -226,21 +232,34 @@ function settleCallIn(context: SessionContext, event: SessionEvent): void {
   context.fixed.recorder.note({ type: 'tool', result: event.result });
 }
 
-/** Appends a complete assistant message to the history; returns the session's usage with its tokens. */
-function commitResponseTo(context: SessionContext, response: ModelResponse): Usage {
+/**
+ * Appends a complete assistant message to the history; returns the session's requests and usage
+ * with the step's (a retried step made more than one request, and its retries spent tokens too).
+ */
+function commitResponseTo(context: SessionContext, event: SessionEvent): Pick<SessionContext, 'requests' | 'usage'> {
+  const response = responseOf(event);
   const blocks = nonEmptyBlocks(response.content);
   appendAssistantBlocks(context.messages, blocks);
   if (blocks.length > 0) context.fixed.recorder.record({ type: 'message', role: 'assistant', content: blocks });
   // (Budgets counted these tokens as they streamed: see `requestModel`.)
-  const usage = addUsage(context.usage, response.usage);
+  const retried = event.type === 'model.done' && event.requests !== undefined ? { requests: event.requests, lost: event.lost ?? ZERO_USAGE } : undefined;
+  const usage = addUsage(context.usage, retried ? addUsage(response.usage, retried.lost) : response.usage);
   context.fixed.recorder.record({
     type: 'usage',
     request: response.usage,
     session: usage,
     stopReason: response.stopReason,
     ...(response.incompleteToolUseIds.length > 0 ? { incomplete: response.incompleteToolUseIds } : {}),
+    ...(retried ? { requests: retried.requests, lost: retried.lost } : {}),
   });
-  return usage;
+  return { requests: context.requests + (retried?.requests ?? 1), usage };
+}
+
+/** Counts requests that ended with nothing to keep (failed, or aborted: see the `lost` record). */
+function countLost(context: SessionContext, spent: RequestSpend | undefined): Partial<Pick<SessionContext, 'requests' | 'usage'>> {
+  if (!spent) return {};
+  context.fixed.recorder.lost(spent);
+  return { requests: context.requests + spent.requests, usage: addUsage(context.usage, spent.usage) };
 }
 
 /**
@@ -437,6 +456,7 @@ function resumedContext(made: MadeContext, restore: RestoredSession, spawn: Spaw
     children,
     spawned: restore.spawned,
     latchCounts: { ...restore.latchCounts },
+    requests: restore.requests,
     usage: restore.usage,
     childUsage,
     joinable: false,
@@ -679,15 +699,17 @@ const machineSetup = setup({
     /** While waiting for sub-agents: a stop from outside still answers the open batch's calls. */
     holdBatch: ({ context, self }) => effectsFor(self, context)?.holdBatch(() => closeOpenCalls(context, 'cancelled')),
     releaseBatch: ({ context, self }) => effectsFor(self, context)?.releaseBatch(),
-    /** Aborts the model request and abandons the tool batch, whichever runs. */
-    abortEffects: ({ context, self }) => effectsFor(self, context)?.abort('cancelled'),
+    /** Aborts the model request and abandons the tool batch, whichever runs; an aborted request that had left is counted. */
+    abortEffects: assign(({ context, self }) => countLost(context, effectsFor(self, context)?.abort('cancelled'))),
+    /** A failed step's requests were served all the same. */
+    countFailedRequests: assign(({ context, event }) => countLost(context, event.type === 'model.error' ? event.spent : undefined)),
     /**
      * Rest until the next turn of the event loop. In `readyForUser` it is armed again by each result
      * that arrives, so the turn starts with everything that arrived by then.
      */
     armTick: ({ context, self }) => effectsFor(self, context)?.armTick(),
     /** Commits a complete assistant message; nothing of a failed or aborted stream is ever committed. */
-    commitResponse: assign(({ context, event }) => ({ usage: commitResponseTo(context, responseOf(event)), batch: null })),
+    commitResponse: assign(({ context, event }) => ({ ...commitResponseTo(context, event), batch: null })),
     /**
      * Commits the response and plans its batch, in one assign (each assign makes a snapshot).
      * Protocol calls are answered here, in model order: `agent` spawns a child, `cancel_agent`
@@ -696,7 +718,7 @@ const machineSetup = setup({
      */
     openBatch: assign(({ context, event, spawn }) => {
       const response = responseOf(event);
-      const usage = commitResponseTo(context, response);
+      const { requests, usage } = commitResponseTo(context, event);
       const plan = planBatch(response.content, context.fixed.toolbox, new Set(response.incompleteToolUseIds), response.invalidToolInputs);
       const results = new Map<string, ToolResultBlock>();
       let reply: Batch['reply'] = null;
@@ -808,7 +830,12 @@ const machineSetup = setup({
       // Sub-agents live in crews (machines/crew.ts), each spawned with its share of this batch.
       children.closeCrew();
       for (const [crewId, members] of crews) spawn('crew', { id: crewId, input: { members } });
-      return { usage, batch: { plan, results, reply, cancels, wait, awaiting, stepEnd: stepEndOf(response), committed: false, cancelsSent: false }, spawned };
+      return {
+        requests,
+        usage,
+        batch: { plan, results, reply, cancels, wait, awaiting, stepEnd: stepEndOf(response), committed: false, cancelsSent: false },
+        spawned,
+      };
     }),
     /** Sends the batch's `cancel_agent` calls to the children's crews; after `openBatch`, so they reach children it spawned. */
     sendCancels: enqueueActions(({ context, enqueue }) => {
@@ -976,6 +1003,7 @@ export const sessionMachine = machineSetup.createMachine({
       children: new ChildRegistry(),
       spawned: 0,
       latchCounts: {},
+      requests: 0,
       usage: ZERO_USAGE,
       childUsage: ZERO_USAGE,
       failure: null,
@@ -1066,7 +1094,7 @@ export const sessionMachine = machineSetup.createMachine({
           { target: 'readyForUser', actions: 'commitResponse' },
         ],
         // Only a complete message is ever committed: a failed stream leaves the history as it was.
-        'model.error': { target: 'failed', actions: { type: 'fail', params: {} } },
+        'model.error': { target: 'failed', actions: ['countFailedRequests', { type: 'fail', params: {} }] },
         // The request is about to leave: late input joins the turn, and the request is made again
         // (after the journal holds what the join recorded) with it.
         'model.starting': { guard: 'lateResults', actions: ['joinTurn', 'requestModel'] },

@@ -1,18 +1,23 @@
 import type { AnyActorRef } from 'xstate';
 import type { SessionRecorder } from './log/recorder.js';
-import { runModelStep, StepCancellation, type StreamModelInput } from './model/streamModel.js';
+import { runModelStep, StepCancellation, type RequestSpend, type StreamModelInput } from './model/streamModel.js';
 import { isRootWithOneObserver } from '../watch/observe/actors.js';
 import { withDeltaTaps } from '../watch/observe/deltaTaps.js';
 import { startToolBatch, type RunnableCall, type RunToolsInput, type ToolBatch, type ToolBatchEvent } from '../tools/runTools.js';
-import type { ModelResponse } from './types.js';
+import type { ModelResponse, Usage } from './types.js';
 
 const readOnly = (call: RunnableCall): boolean => call.readOnly;
 
 /** What the effects report back to the session. */
 export type EffectEvent =
   | { readonly type: 'tick' }
-  | { readonly type: 'model.done'; readonly output: ModelResponse }
-  | { readonly type: 'model.error'; readonly error: unknown }
+  /**
+   * `requests`: the step's requests that reached the provider (more than one when it was retried;
+   * absent: one); `lost`: what the retried ones spent (absent: nothing).
+   */
+  | { readonly type: 'model.done'; readonly output: ModelResponse; readonly requests?: number; readonly lost?: Usage }
+  /** `spent`: the step's requests, none of which the session keeps, and what they spent (absent: none left). */
+  | { readonly type: 'model.error'; readonly error: unknown; readonly spent?: RequestSpend }
   /** Sent when a request that waited for the journal is about to leave (see `requestModel`). */
   | { readonly type: 'model.starting' }
   | ToolBatchEvent;
@@ -94,12 +99,15 @@ export class SessionEffects {
       (output) => {
         if (cancellation.isAborted) return;
         this.model = undefined;
-        this.send({ type: 'model.done', output });
+        // The usual step, one request and nothing lost, adds no fields to its event.
+        const { requests, lost } = cancellation;
+        this.send(requests === 1 && isZero(lost) ? { type: 'model.done', output } : { type: 'model.done', output, requests, lost });
       },
       (error: unknown) => {
         if (cancellation.isAborted) return;
         this.model = undefined;
-        this.send({ type: 'model.error', error });
+        const spent = cancellation.spent();
+        this.send(spent.requests === 0 ? { type: 'model.error', error } : { type: 'model.error', error, spent });
       },
     );
   }
@@ -157,23 +165,35 @@ export class SessionEffects {
     this.held = undefined;
   }
 
-  /** Aborts the model request and abandons the tool batch (every call is answered), whichever runs. */
-  abort(reason: string): void {
-    this.model?.abort(new Error(reason));
+  /**
+   * Aborts the model request and abandons the tool batch (every call is answered), whichever runs.
+   * Returns what the aborted step had sent and spent, when a request of it had left: the session
+   * counts it (nothing of it is committed, but the provider served it).
+   */
+  abort(reason: string): RequestSpend | undefined {
+    const step = this.model;
+    step?.abort(new Error(reason));
     this.model = undefined;
     this.tools?.abandon(new Error(reason));
     this.tools = undefined;
+    const spent = step?.spent();
+    return spent && spent.requests > 0 ? spent : undefined;
   }
 
-  close(): void {
+  /** Ends every effect (see `abort`, whose spend it returns). */
+  close(): RequestSpend | undefined {
     this.closed = true;
     if (this.tick) clearImmediate(this.tick);
     this.tick = undefined;
-    this.abort('session stopped');
+    return this.abort('session stopped');
   }
 }
 
 const noBarrier = (): undefined => undefined;
+
+function isZero(usage: Usage): boolean {
+  return usage.inputTokens === 0 && usage.outputTokens === 0 && usage.cacheCreationInputTokens === 0 && usage.cacheReadInputTokens === 0;
+}
 
 interface Running {
   readonly effects: SessionEffects;
@@ -246,7 +266,9 @@ export function closeEffects(session: AnyActorRef): void {
   if (!entry) return;
   running.delete(session);
   entry.subscription.unsubscribe();
-  entry.effects.close();
+  // A request aborted by the stop was served all the same: its log and journal count it.
+  const spent = entry.effects.close();
+  if (spent) entry.recorder.lost(spent);
   queueMicrotask(() => {
     const snapshot = session.getSnapshot() as { status: string; error?: unknown; value?: unknown };
     entry.recorder.stopped({

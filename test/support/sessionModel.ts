@@ -256,6 +256,7 @@ function restoredFromModel(snapshot: SessionSnapshot, journaled?: ResumeState): 
     inbox: [...c.inbox],
     steps: value === 'streaming' ? c.steps - 1 : c.steps,
     latchCounts: { ...c.latchCounts },
+    requests: c.requests,
     usage: c.usage,
     childUsage: c.childUsage,
     spawned: c.spawned,

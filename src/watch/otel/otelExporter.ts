@@ -20,6 +20,7 @@ import type { AgentStartedEvent, RunEvent } from '../observe/events.js';
 import { observe } from '../observe/runObserver.js';
 import { Redactor } from '../../engine/redact.js';
 import type { Message, Usage } from '../../engine/types.js';
+import { addUsage, ZERO_USAGE } from '../../engine/usage.js';
 
 /**
  * A run as OpenTelemetry spans, following the GenAI semantic conventions (agent spans, inference
@@ -112,6 +113,9 @@ interface AgentSpans {
   readonly deliveries: { readonly attributes: Attributes; readonly time: number }[];
   /** Each message of the history in the conventions' JSON form (only with `captureContent`). */
   readonly content: string[];
+  /** Its requests served and not kept (retried, failed, aborted), set on its span as it ends. */
+  lostRequests: number;
+  lostUsage: Usage;
 }
 
 interface OpenChat {
@@ -169,6 +173,8 @@ export class OtelRunExporter {
           atRest: false,
           deliveries: [],
           content: [],
+          lostRequests: 0,
+          lostUsage: ZERO_USAGE,
         });
         break;
       case 'agent.state': {
@@ -212,6 +218,27 @@ export class OtelRunExporter {
         chat.span.end(event.time);
         const agent = this.agents.get(event.agent);
         if (agent) agent.chat = undefined;
+        break;
+      }
+      case 'model.lost': {
+        const agent = this.agents.get(event.agent);
+        if (!agent) break;
+        agent.lostRequests += event.requests;
+        agent.lostUsage = addUsage(agent.lostUsage, event.usage);
+        const chat = agent.chat;
+        if (!chat) break;
+        if (event.reason === 'retried') {
+          // The chat's usage is its kept response's: what the retried streams spent is an event of it.
+          chat.span.addEvent('exarch.request.retried', { 'exarch.requests': event.requests, ...usageAttributes(event.usage) }, event.time);
+          break;
+        }
+        // The request of this chat: served, its tokens spent, its response never kept.
+        chat.span.setAttributes(usageAttributes(event.usage));
+        if (event.reason === 'aborted') {
+          this.fail(chat.span, 'cancelled', 'the request was aborted');
+          chat.span.end(event.time);
+          agent.chat = undefined;
+        }
         break;
       }
       case 'tool.call': {
@@ -423,6 +450,12 @@ export class OtelRunExporter {
     const span = agent.span;
     if (!span) return;
     if (continued) span.setAttribute('exarch.agent.continued', true);
+    if (agent.lostRequests > 0)
+      span.setAttributes({
+        'exarch.requests.lost': agent.lostRequests,
+        'exarch.usage.lost.input_tokens': agent.lostUsage.inputTokens + agent.lostUsage.cacheReadInputTokens + agent.lostUsage.cacheCreationInputTokens,
+        'exarch.usage.lost.output_tokens': agent.lostUsage.outputTokens,
+      });
     if (ended?.outcome !== undefined) span.setAttribute('exarch.agent.outcome', ended.outcome);
     if (ended?.status === 'error') this.fail(span, 'crash', ended.reason ?? 'the session crashed');
     else if (ended?.outcome === 'failed') this.fail(span, 'failed', ended.reason ?? 'the agent failed');
