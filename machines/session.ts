@@ -1,6 +1,14 @@
 import { and, assign, enqueueActions, setup, type AnyActorLogic, type AnyActorRef } from 'xstate';
 import { denialMessage, type ApprovalAnswerEvent, type ApprovalDesk } from '../src/engine/approvals.js';
-import { checkAgentBudget, type AgentBudget, type BudgetScope, type BudgetSpentEvent } from '../src/engine/budget.js';
+import {
+  checkAgentBudget,
+  type AgentBudget,
+  type BudgetRoomEvent,
+  type BudgetScope,
+  type BudgetSpentEvent,
+  type BudgetWaitEvent,
+} from '../src/engine/budget.js';
+import { RequestAdmitter } from '../src/engine/requestAdmitter.js';
 import type { RemoteChildSpec, RemoteMemberInput } from '../src/engine/remoteChildren.js';
 import { childIdentity, ROOT_AGENT } from '../src/engine/identity.js';
 import { assertToolPairing } from '../src/engine/pairing.js';
@@ -17,7 +25,7 @@ import { clip, renderValue } from '../src/engine/render.js';
 import { buildToolbox, errorResult, okResult, planBatch, type PlannedCall, type Toolbox } from '../src/tools/toolbox.js';
 import type { RunnableCall } from '../src/tools/runTools.js';
 import { effectsOf, type EffectEvent, type SessionEffects } from '../src/engine/sessionEffects.js';
-import type { RequestSpend } from '../src/engine/model/streamModel.js';
+import type { RequestSpend, StreamModelInput } from '../src/engine/model/streamModel.js';
 import { addUsage, ZERO_USAGE } from '../src/engine/usage.js';
 import type { RestoredSession, ResumeState } from '../src/store/restoredSession.js';
 import type {
@@ -77,6 +85,9 @@ export type SessionEvent =
   | ApprovalAnswerEvent
   /** Its budget (given by its parent, or one around it) is spent: it ends `capped` at once (src/engine/budget.ts). */
   | BudgetSpentEvent
+  /** Its budgets have no room for its request yet (`queued`), then have it (`budget.room`). */
+  | BudgetWaitEvent
+  | BudgetRoomEvent
   /** From the session's effects: the model's response or failure, tool results, ticks. */
   | EffectEvent
   /** A spawned sub-agent finished (actor ids of sub-agents are decimal numbers). */
@@ -126,6 +137,8 @@ export interface SessionFixed {
   readonly recorder: SessionRecorder;
   /** The nearest budget it spends within: its own (given by its parent) or an ancestor's; undefined: the tree's only. */
   readonly budgetScope: BudgetScope | undefined;
+  /** Asks its budgets for room before each request, and keeps its place while it is `queued`. */
+  readonly admitter: RequestAdmitter;
 }
 
 export interface SessionContext {
@@ -253,6 +266,43 @@ function commitResponseTo(context: SessionContext, event: SessionEvent): Pick<Se
     ...(retried ? { requests: retried.requests, lost: retried.lost } : {}),
   });
   return { requests: context.requests + (retried?.requests ?? 1), usage };
+}
+
+/** The bytes of `session`'s next request: its history, and the results and messages waiting for it. */
+function nextRequestBytes(session: AnyActorRef, admitter: RequestAdmitter): number {
+  const context = (session.getSnapshot() as { context?: SessionContext } | undefined)?.context;
+  return context ? admitter.nextRequestBytes(context.messages, context.inbox, context.pendingUser) : 0;
+}
+
+/** The model step of `streaming`: the request as the history stands, and how its usage is counted. */
+function modelStepInput(context: SessionContext): StreamModelInput {
+  const meter = context.options.budget;
+  const { agent } = context;
+  const { budgetScope } = context.fixed;
+  const model = context.options.model;
+  return {
+    provider: context.options.provider,
+    request: {
+      agent,
+      system: context.fixed.system,
+      messages: context.messages,
+      tools: context.fixed.toolbox.specs,
+      ...(model === undefined ? {} : { model }),
+    },
+    listener: context.options.listener,
+    retry: context.options.retry,
+    stallTimeoutMs: context.options.stallTimeoutMs,
+    onRetry: (info) => context.fixed.recorder.record({ type: 'retry', ...info }),
+    // Counted as the stream reports it, so a budget is reached before the response completes.
+    onUsage: (added) => meter.charge(agent, model, budgetScope, added),
+  };
+}
+
+/** Whether results arrived for the turn's first request while it waited for the journal (see `joinTurn`). */
+function lateResultsOf(context: SessionContext): (() => boolean) | undefined {
+  // Results are appended to this very array until the turn's first request leaves.
+  const inbox = context.inbox;
+  return context.joinable && context.steps === 1 ? () => inbox.length > 0 : undefined;
 }
 
 /** Counts requests that ended with nothing to keep (failed, or aborted: see the `lost` record). */
@@ -383,7 +433,8 @@ function atRest(snapshot: unknown): boolean {
 function effectsFor(self: AnyActorRef, context: SessionContext): SessionEffects | undefined {
   return effectsOf(self, () => {
     const journal = context.options.journal;
-    return { recorder: context.fixed.recorder, atRest, ...(journal ? { barrier: () => journal.barrier() } : {}) };
+    const { recorder, admitter } = context.fixed;
+    return { recorder, atRest, onClose: () => admitter.leave(), ...(journal ? { barrier: () => journal.barrier() } : {}) };
   });
 }
 
@@ -634,42 +685,42 @@ const machineSetup = setup({
       return { inbox: [], pendingUser: [] };
     }),
     countStep: assign({ steps: ({ context }) => context.steps + 1 }),
-    /** Starts the model request (see src/engine/sessionEffects.ts); it answers with `model.done` or `model.error`. */
-    requestModel: ({ context, self }) => {
-      const meter = context.options.budget;
-      const { agent } = context;
-      const { budgetScope } = context.fixed;
-      // No request starts once a budget it spends within is spent: it ends `capped` instead (a
-      // crossing already sent it that, or cancels it; this covers one that began just after).
-      if (meter.blocks(agent, budgetScope)) {
+    /**
+     * No request leaves before its budgets admit it (see `RequestAdmitter`). One that must wait for
+     * a running request to end makes the session `queued` (raised, so no snapshot shows it
+     * streaming); one that never can be admitted ends it `capped` (a crossing already sent it
+     * that, or cancels it; this covers one that began just after). Resolved in order with the
+     * entry's other actions even while the actor starts (a plain action would then be deferred).
+     */
+    admitRequest: enqueueActions(({ context, self, enqueue }) => {
+      const { admitter } = context.fixed;
+      const answer = admitter.ask(context.messages);
+      if (answer === 'spent') {
         queueMicrotask(() => self.send({ type: 'budget.spent' } satisfies BudgetSpentEvent));
         return;
       }
-      meter.requestStarting(agent);
-      const model = context.options.model;
-      // Results are appended to this very array until the turn's first request leaves (see joinTurn).
-      const inbox = context.inbox;
-      const lateResults = context.joinable && context.steps === 1 ? () => inbox.length > 0 : undefined;
-      effectsFor(self, context)?.requestModel(
-        {
-          provider: context.options.provider,
-          request: {
-            agent: context.agent,
-            system: context.fixed.system,
-            messages: context.messages,
-            tools: context.fixed.toolbox.specs,
-            ...(context.options.model === undefined ? {} : { model: context.options.model }),
-          },
-          listener: context.options.listener,
-          retry: context.options.retry,
-          stallTimeoutMs: context.options.stallTimeoutMs,
-          onRetry: (info) => context.fixed.recorder.record({ type: 'retry', ...info }),
-          // Counted as the stream reports it, so a budget is reached before the response completes.
-          onUsage: (added) => meter.charge(agent, model, budgetScope, added),
-        },
-        lateResults,
-      );
+      if (answer === 'wait') {
+        admitter.wait(
+          context.messages,
+          () => self.send({ type: 'budget.room' } satisfies BudgetRoomEvent),
+          () => self.send({ type: 'budget.spent' } satisfies BudgetSpentEvent),
+        );
+        enqueue.raise({ type: 'budget.wait' } satisfies BudgetWaitEvent);
+      }
+    }),
+    /** Starts the model request its budgets admitted (see src/engine/sessionEffects.ts); it answers with `model.done` or `model.error`. */
+    requestModel: ({ context, self }) => {
+      const admission = context.fixed.admitter.take();
+      if (!admission) return;
+      context.options.budget.requestStarting(context.agent);
+      effectsFor(self, context)?.requestModel(modelStepInput(context), lateResultsOf(context), admission);
     },
+    /** The request again, with input that joined its turn just before it left: the room it was admitted with goes with it. */
+    requestModelAgain: ({ context, self }) => effectsFor(self, context)?.requestModel(modelStepInput(context), lateResultsOf(context), 'keep'),
+    /** The request that was about to leave waits in the budget's queue instead: it was not a step. */
+    uncountStep: assign({ steps: ({ context }) => context.steps - 1 }),
+    /** Out of the budget's queue; room it was handed goes back unless it now makes its request. */
+    leaveBudgetQueue: ({ context, event }) => context.fixed.admitter.leave(event.type === 'budget.room'),
     /** Starts the batch's runnable calls; they answer with `tool.settled` and, last, `batch.drained`. */
     runBatch: ({ context, self }) => {
       const calls: RunnableCall[] = [];
@@ -981,9 +1032,11 @@ export const sessionMachine = machineSetup.createMachine({
     const latches = latchesFor(options, axes.replies);
     if (restore?.approvedTools) options.approvals.approveAlways(restore.approvedTools);
     const meter = options.budget;
-    if (agent.depth === 0) meter.attachRoot(self);
     const budgetScope = input.subtreeBudget ? meter.scope(agent, input.subtreeBudget, input.enclosingBudget, self) : input.enclosingBudget;
-    const fixed: SessionFixed = { toolbox, system, latches, recorder, budgetScope };
+    const admitter = new RequestAdmitter(meter, agent, budgetScope, options.model, system, toolbox.specs);
+    // The tree's budget keeps room for the root's next request, as it would leave now.
+    if (agent.depth === 0) meter.attachRoot(self, () => nextRequestBytes(self, admitter), options.model);
+    const fixed: SessionFixed = { toolbox, system, latches, recorder, budgetScope, admitter };
     if (restore) {
       // What its journal committed counts toward its budgets again (its live sub-agents add theirs).
       meter.seed(agent, options.model, budgetScope, restore.usage, restore.childUsage);
@@ -1064,8 +1117,11 @@ export const sessionMachine = machineSetup.createMachine({
     streaming: {
       // Only `cancel` leaves this state before the request's answer (and aborts it); a stop or a
       // final state ends the session's effects, which aborts it too.
-      entry: ['countStep', 'requestModel'],
+      entry: ['countStep', 'admitRequest', 'requestModel'],
       on: {
+        // Its budgets have no room for the request while others run: it waits, and the request never
+        // left (should one have, it is aborted and counted: the event may come from outside).
+        'budget.wait': { target: 'queued', actions: ['uncountStep', 'abortEffects'] },
         'model.done': [
           { guard: 'refused', target: 'failed', actions: ['commitResponse', { type: 'fail', params: {} }] },
           { guard: and(['hasToolCalls', 'needsApproval']), target: 'awaitingApproval', actions: 'openBatch' },
@@ -1097,8 +1153,16 @@ export const sessionMachine = machineSetup.createMachine({
         'model.error': { target: 'failed', actions: ['countFailedRequests', { type: 'fail', params: {} }] },
         // The request is about to leave: late input joins the turn, and the request is made again
         // (after the journal holds what the join recorded) with it.
-        'model.starting': { guard: 'lateResults', actions: ['joinTurn', 'requestModel'] },
+        'model.starting': { guard: 'lateResults', actions: ['joinTurn', 'requestModelAgain'] },
       },
+    },
+    queued: {
+      // In the budget's queue: the room a running request holds is what this one needs. It makes
+      // its request once the meter takes room for it, in the order the sessions asked; a crossing
+      // ends it (`budget.spent`, or a cancel) without one.
+      entry: 'flushLog',
+      exit: 'leaveBudgetQueue',
+      on: { 'budget.room': 'streaming' },
     },
     dispatchingBatch: {
       // As in `streaming`: `cancel` abandons the batch (every call is answered), a stop does too.
