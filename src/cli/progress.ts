@@ -260,6 +260,7 @@ export class ProgressBoard {
 function activity(state: string, snapshot: SessionLikeSnapshot, streamedChars: number): string {
   const { batch, children, messages } = snapshot.context;
   if (state === 'streaming') return streamedChars > 0 ? `streaming, ${formatCount(streamedChars)} chars` : 'waiting for the model';
+  if (state === 'queued') return 'waiting for room in the budget';
   if (state === 'dispatchingBatch' && batch) {
     const running = batch.plan.filter((call) => call.kind === 'run' && !batch.results.has(call.id));
     if (running.length === 0) return '';

@@ -109,8 +109,8 @@ interface AgentSpans {
   planned: { readonly span: SpanContext; readonly start: number; readonly parent: Context; readonly provider: string | undefined } | undefined;
   /** Its last snapshot was at rest with nothing left (no sub-agent, nothing to take): a stop then ends it. */
   atRest: boolean;
-  /** Deliveries seen while the span is only planned, added to it when it is emitted. */
-  readonly deliveries: { readonly attributes: Attributes; readonly time: number }[];
+  /** Span events (deliveries, waits in a budget's queue) seen while the span is only planned, added to it when it is emitted. */
+  readonly pendingEvents: { readonly name: string; readonly attributes: Attributes; readonly time: number }[];
   /** Each message of the history in the conventions' JSON form (only with `captureContent`). */
   readonly content: string[];
   /** Its requests served and not kept (retried, failed, aborted), set on its span as it ends. */
@@ -171,7 +171,7 @@ export class OtelRunExporter {
           tools: new Map(),
           planned: undefined,
           atRest: false,
-          deliveries: [],
+          pendingEvents: [],
           content: [],
           lostRequests: 0,
           lostUsage: ZERO_USAGE,
@@ -179,6 +179,8 @@ export class OtelRunExporter {
         break;
       case 'agent.state': {
         const agent = this.agents.get(event.agent);
+        // A session queued for room in its budget says so on its span, from the time it began to wait.
+        if (agent && event.state === 'queued') this.agentEvent(agent, 'exarch.queued', { 'exarch.queued.reason': 'budget' }, event.time);
         if (!agent || event.requests <= agent.requests) break;
         agent.requests = event.requests;
         // A continuation (pause_turn) begins while the response before it still waits for its commit.
@@ -269,8 +271,7 @@ export class OtelRunExporter {
       case 'delivery': {
         const agent = this.agents.get(event.agent);
         const attributes = { 'exarch.child.id': event.child, 'exarch.child.name': event.name, 'exarch.outcome': event.outcome };
-        if (agent?.planned) agent.deliveries.push({ attributes, time: event.time });
-        else agent?.span?.addEvent('exarch.delivery', attributes, event.time);
+        if (agent) this.agentEvent(agent, 'exarch.delivery', attributes, event.time);
         break;
       }
       case 'agent.ended':
@@ -445,7 +446,7 @@ export class OtelRunExporter {
     const planned = agent.planned;
     if (planned && !continued && this.ids) {
       agent.span = this.ids.startWith(planned.span, () => this.startAgentSpan(agent, planned.provider, planned.start, planned.parent));
-      for (const delivery of agent.deliveries) agent.span.addEvent('exarch.delivery', delivery.attributes, delivery.time);
+      for (const pending of agent.pendingEvents) agent.span.addEvent(pending.name, pending.attributes, pending.time);
     }
     const span = agent.span;
     if (!span) return;
@@ -461,6 +462,13 @@ export class OtelRunExporter {
     else if (ended?.outcome === 'failed') this.fail(span, 'failed', ended.reason ?? 'the agent failed');
     else if (ended?.reason !== undefined) span.setAttribute('exarch.agent.reason', this.redactor.text(ended.reason));
     span.end(time);
+  }
+
+  /** An event on the agent's span; while the span is only planned, kept for when it is emitted. */
+  private agentEvent(agent: AgentSpans, name: string, attributes: Attributes, time: number): void {
+    this.openAgent(agent, undefined);
+    if (agent.planned) agent.pendingEvents.push({ name, attributes, time });
+    else agent.span?.addEvent(name, attributes, time);
   }
 
   private fail(span: Span, type: string, message: string): void {
