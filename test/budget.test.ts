@@ -152,6 +152,37 @@ describe('a tree budget', () => {
  * while that response, and a sibling's, are still streaming. Both streams here would run until
  * aborted, so counted only at completion the budget would never be reached and the run never end.
  */
+describe('priced by the model that spent it', () => {
+  it('a declared agent on a dearer model spends the tree’s US$ budget at its own prices', async () => {
+    // 100 input tokens on the dear model cost 10× what they cost on the run's: the budget is reached by it alone.
+    const price = (usage: { inputTokens: number }, model: string | undefined): number => usage.inputTokens * (model === 'dear-model' ? 0.001 : 0.0001);
+    const { snapshot, provider, last } = await runTraced(
+      {
+        root: [
+          {
+            calls: [
+              { name: 'agent', input: { name: 'scout', task: 'look', type: 'scout' } },
+              { name: 'wait_for_agents', input: {} },
+            ],
+            usage: { inputTokens: 10 },
+          },
+          { text: 'answered', usage: { inputTokens: 10 } },
+        ],
+        scout: [
+          { calls: [{ name: 'ping', input: {} }], usage: { inputTokens: 100 } },
+          { calls: [{ name: 'reply', input: { result: 'never' } }], usage: { inputTokens: 100 } },
+        ],
+      },
+      { task: 'go', tools: [ping], agents: { scout: { description: 'scouts', model: 'dear-model' } }, budget: { maxCost: 0.05, price } },
+    );
+    // The scout's first response cost 0.1 (not 0.01): it is stopped before a second request.
+    expect(provider.requestsOf('root/scout')).toHaveLength(1);
+    expect(provider.requestsOf('root/scout')[0]?.model).toBe('dear-model');
+    expect(snapshot.context.options.budget.totals.cost).toBeCloseTo(0.001 + 0.1, 5);
+    expect(['capped', 'cancelled']).toContain(last.get('root/scout')?.output?.outcome);
+  });
+});
+
 describe('usage counted as it streams', () => {
   /** Races `promise` against a deadline, so a missing count fails with a reason instead of hanging the test. */
   async function within<T>(ms: number, promise: Promise<T>, what: string): Promise<T> {

@@ -12,7 +12,11 @@ export interface TreeBudget {
   readonly maxTokens?: number;
   /** US$ across the tree, as `price` reckons each response's usage. */
   readonly maxCost?: number;
-  readonly price?: (usage: Usage) => number;
+  /**
+   * The cost in US$ of `usage`, spent by requests for `model` (a declared agent's profile may name
+   * one; undefined: the provider's own).
+   */
+  readonly price?: (usage: Usage, model: string | undefined) => number;
 }
 
 /**
@@ -352,7 +356,9 @@ export class BudgetMeter {
   private estimate(model: string | undefined, bytes: number): Estimate {
     const ratio = this.ratios.get(model);
     const tokens = ratio === undefined ? Math.ceil(bytes * UNKNOWN_TOKENS_PER_BYTE) + UNKNOWN_OVERHEAD_TOKENS : Math.ceil(bytes * ratio * KNOWN_MARGIN);
-    const cost = this.budget?.price ? this.budget.price({ inputTokens: tokens, outputTokens: 0, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 }) : 0;
+    const cost = this.budget?.price
+      ? this.budget.price({ inputTokens: tokens, outputTokens: 0, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 }, model)
+      : 0;
     return { tokens, cost, bytes, model };
   }
 
@@ -439,7 +445,7 @@ export class BudgetMeter {
     const entry = this.spend.get(agent.id);
     if (entry) entry.usage = addUsage(entry.usage, usage);
     else this.spend.set(agent.id, { agent, model, usage });
-    this.count(scope, usage);
+    this.count(scope, usage, model);
   }
 
   /**
@@ -448,13 +454,15 @@ export class BudgetMeter {
    */
   seed(agent: AgentIdentity, model: string | undefined, scope: BudgetScope | undefined, own: Usage, delivered: Usage): void {
     this.spend.set(agent.id, { agent, model, usage: own });
-    this.count(scope, addUsage(own, delivered));
+    this.count(scope, own, model);
+    // What finished sub-agents spent comes as one total whatever their models: priced at this agent's.
+    this.count(scope, delivered, model);
   }
 
-  private count(scope: BudgetScope | undefined, usage: Usage): void {
+  private count(scope: BudgetScope | undefined, usage: Usage, model: string | undefined): void {
     const tokens = tokensOf(usage);
     if (tokens === 0) return;
-    const cost = this.budget?.price ? this.budget.price(usage) : 0;
+    const cost = this.budget?.price ? this.budget.price(usage, model) : 0;
     for (let s = scope; s; s = s.parent) s.add(tokens, cost);
     this.tokens += tokens;
     this.cost += cost;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { readdirSync } from 'node:fs';
+import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { call, exarch, readJsonl, serve, stream, workdir } from '../support/cliHarness.js';
 
@@ -101,5 +101,19 @@ describe('a budget over a wide fan-out, through the CLI', () => {
     // The root answered from what came back: the budget kept room for its final request.
     expect(server.requests.filter((r) => r.agent === 'root')).toHaveLength(2);
     expect(run.code).toBe(0);
+  });
+
+  it('--max-cost with a declared agent on a model exarch has no prices for is one usage line, and nothing is asked', async () => {
+    // On 270ed4d such an agent's spend was priced at the run's model: a workspace config could pick a dearer one unseen.
+    const cwd = workdir();
+    writeFileSync(join(cwd, 'exarch.config.json'), JSON.stringify({ agents: { scout: { description: 'scouts', model: 'mystery-model-9' } } }));
+    const server = await serve({ root: [stream({ text: 'never asked' })] });
+    const run = await exarch(['run', '--max-cost', '1', 'go'], { server, cwd });
+    expect(run.code).toBe(2);
+    const lines = run.stderr.split('\n');
+    expect(lines[0]).toBe("exarch: --max-cost: no prices are known for the model 'mystery-model-9' of the declared agent 'scout'; use --max-tokens");
+    // The rest is the usage text every usage error is followed by.
+    expect(lines.filter((line) => line.startsWith('exarch:'))).toHaveLength(1);
+    expect(server.requests).toEqual([]);
   });
 });
