@@ -99,6 +99,13 @@ export function recordFromFlags(flags: RecordedFlags, env: NodeJS.ProcessEnv, cw
     if (estimateCost(model, ZERO_USAGE) === undefined) throw new UsageError(`--max-cost: no prices are known for the model '${model}'; use --max-tokens`);
   }
   const agentsConfig = readAgentsConfig(flags.agents, cwd);
+  // A declared agent asking for a model exarch cannot price would spend past --max-cost unseen.
+  if (maxCost !== undefined) {
+    for (const [name, agentModel] of declaredModels(agentsConfig)) {
+      if (estimateCost(agentModel, ZERO_USAGE) === undefined)
+        throw new UsageError(`--max-cost: no prices are known for the model '${agentModel}' of the declared agent '${name}'; use --max-tokens`);
+    }
+  }
   return {
     model,
     allowWrite: flags.allowWrite ?? false,
@@ -165,6 +172,12 @@ export function readRecord(options: RunOptionsRecord): CliRunRecord {
   };
 }
 
+/** The models the declared agents' config names, by agent (the config was checked when it was read). */
+function declaredModels(config: unknown): [string, string][] {
+  const agents = (config as { agents?: Record<string, { model?: unknown }> } | undefined)?.agents ?? {};
+  return Object.entries(agents).flatMap(([name, profile]) => (typeof profile.model === 'string' ? [[name, profile.model] as [string, string]] : []));
+}
+
 /** The `--mcp` values as server specs; a value that is not one is a usage error. */
 export function mcpSpecs(values: readonly string[]): McpServerSpec[] {
   try {
@@ -208,6 +221,7 @@ export function budgetOf(record: CliRunRecord): TreeBudget | undefined {
   return {
     ...(maxTokens === undefined ? {} : { maxTokens }),
     ...(maxCost === undefined ? {} : { maxCost }),
-    ...(priced ? { price: (usage) => estimateCost(model, usage) ?? 0 } : {}),
+    // A declared agent's own model at its own prices (a run with --max-cost refuses one whose prices are unknown).
+    ...(priced ? { price: (usage, agentModel) => estimateCost(agentModel ?? model, usage) ?? estimateCost(model, usage) ?? 0 } : {}),
   };
 }

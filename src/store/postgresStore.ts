@@ -122,14 +122,14 @@ export const POSTGRES_SCHEMA_VERSION = Math.max(...Object.keys(MIGRATIONS).map(N
 /** Held while migrating: any constant of ours ('EXAR'), shared by every exarch process. */
 const MIGRATION_LOCK = 0x45584152;
 
-/** A run's totals, summed from its journal by the server. */
+/** A run's totals, summed from its journal by the server (as `requestSpend` counts one record: kept requests and `lost` ones). */
 const TOTALS = `
   count(*) FILTER (WHERE j.type = 'session')::int AS agents,
-  count(*) FILTER (WHERE j.type = 'usage')::int AS requests,
-  coalesce(sum((j.body::jsonb #>> '{request,inputTokens}')::bigint) FILTER (WHERE j.type = 'usage'), 0)::bigint AS input_tokens,
-  coalesce(sum((j.body::jsonb #>> '{request,outputTokens}')::bigint) FILTER (WHERE j.type = 'usage'), 0)::bigint AS output_tokens,
-  coalesce(sum((j.body::jsonb #>> '{request,cacheCreationInputTokens}')::bigint) FILTER (WHERE j.type = 'usage'), 0)::bigint AS cache_creation_input_tokens,
-  coalesce(sum((j.body::jsonb #>> '{request,cacheReadInputTokens}')::bigint) FILTER (WHERE j.type = 'usage'), 0)::bigint AS cache_read_input_tokens`;
+  coalesce(sum(CASE j.type WHEN 'usage' THEN coalesce((j.body::jsonb #>> '{requests}')::int, 1) WHEN 'lost' THEN (j.body::jsonb #>> '{requests}')::int END), 0)::int AS requests,
+  coalesce(sum(CASE j.type WHEN 'usage' THEN (j.body::jsonb #>> '{request,inputTokens}')::bigint + coalesce((j.body::jsonb #>> '{lost,inputTokens}')::bigint, 0) WHEN 'lost' THEN (j.body::jsonb #>> '{usage,inputTokens}')::bigint END), 0)::bigint AS input_tokens,
+  coalesce(sum(CASE j.type WHEN 'usage' THEN (j.body::jsonb #>> '{request,outputTokens}')::bigint + coalesce((j.body::jsonb #>> '{lost,outputTokens}')::bigint, 0) WHEN 'lost' THEN (j.body::jsonb #>> '{usage,outputTokens}')::bigint END), 0)::bigint AS output_tokens,
+  coalesce(sum(CASE j.type WHEN 'usage' THEN (j.body::jsonb #>> '{request,cacheCreationInputTokens}')::bigint + coalesce((j.body::jsonb #>> '{lost,cacheCreationInputTokens}')::bigint, 0) WHEN 'lost' THEN (j.body::jsonb #>> '{usage,cacheCreationInputTokens}')::bigint END), 0)::bigint AS cache_creation_input_tokens,
+  coalesce(sum(CASE j.type WHEN 'usage' THEN (j.body::jsonb #>> '{request,cacheReadInputTokens}')::bigint + coalesce((j.body::jsonb #>> '{lost,cacheReadInputTokens}')::bigint, 0) WHEN 'lost' THEN (j.body::jsonb #>> '{usage,cacheReadInputTokens}')::bigint END), 0)::bigint AS cache_read_input_tokens`;
 
 /** The rest of an UPDATE of `runs AS r` that lets go of a run (`$1`) and writes its totals, summed from its journal. */
 const LET_GO_WITH_TOTALS = `owner_host = NULL, owner_pid = NULL, owner_token = NULL, lease_until = 0,

@@ -6,6 +6,7 @@ import { stringifyBounded } from '../engine/nesting.js';
 import { Redactor } from '../engine/redact.js';
 import { mayClaim, reportedStatus, type StoreOptions } from './memoryStore.js';
 import { StoreError } from './storeError.js';
+import { requestSpend } from './requestSpend.js';
 import { WalCheckpointer } from './walCheckpointer.js';
 import {
   RUN_STATUSES,
@@ -172,15 +173,18 @@ type StoredRecord = [string, number, JournalRow['record']];
 
 const LIST_RUNS = 'SELECT * FROM runs ORDER BY started_at DESC, id DESC';
 
-/** One run's totals, from its journal rows (by key). */
+/**
+ * One run's totals, from its journal rows (by key): every request that reached the provider, kept
+ * (`usage`, with what its retries spent) or not (`lost`), as `requestSpend` counts one record.
+ */
 const RUN_TOTALS = `
   SELECT
     count(*) FILTER (WHERE type = 'session') AS agents,
-    count(*) FILTER (WHERE type = 'usage') AS requests,
-    coalesce(sum(json_extract(body, '$.request.inputTokens')) FILTER (WHERE type = 'usage'), 0) AS input_tokens,
-    coalesce(sum(json_extract(body, '$.request.outputTokens')) FILTER (WHERE type = 'usage'), 0) AS output_tokens,
-    coalesce(sum(json_extract(body, '$.request.cacheCreationInputTokens')) FILTER (WHERE type = 'usage'), 0) AS cache_creation_input_tokens,
-    coalesce(sum(json_extract(body, '$.request.cacheReadInputTokens')) FILTER (WHERE type = 'usage'), 0) AS cache_read_input_tokens
+    coalesce(sum(CASE type WHEN 'usage' THEN coalesce(json_extract(body, '$.requests'), 1) WHEN 'lost' THEN json_extract(body, '$.requests') END), 0) AS requests,
+    coalesce(sum(CASE type WHEN 'usage' THEN json_extract(body, '$.request.inputTokens') + coalesce(json_extract(body, '$.lost.inputTokens'), 0) WHEN 'lost' THEN json_extract(body, '$.usage.inputTokens') END), 0) AS input_tokens,
+    coalesce(sum(CASE type WHEN 'usage' THEN json_extract(body, '$.request.outputTokens') + coalesce(json_extract(body, '$.lost.outputTokens'), 0) WHEN 'lost' THEN json_extract(body, '$.usage.outputTokens') END), 0) AS output_tokens,
+    coalesce(sum(CASE type WHEN 'usage' THEN json_extract(body, '$.request.cacheCreationInputTokens') + coalesce(json_extract(body, '$.lost.cacheCreationInputTokens'), 0) WHEN 'lost' THEN json_extract(body, '$.usage.cacheCreationInputTokens') END), 0) AS cache_creation_input_tokens,
+    coalesce(sum(CASE type WHEN 'usage' THEN json_extract(body, '$.request.cacheReadInputTokens') + coalesce(json_extract(body, '$.lost.cacheReadInputTokens'), 0) WHEN 'lost' THEN json_extract(body, '$.usage.cacheReadInputTokens') END), 0) AS cache_read_input_tokens
   FROM journal WHERE run_id = ?`;
 
 /**
@@ -351,13 +355,13 @@ export class SqliteRunStore implements RunStore {
       const totals = this.running.get(runId);
       if (!totals) continue;
       if (record.type === 'session') totals.agents += 1;
-      else if (record.type === 'usage') {
-        totals.requests += 1;
-        totals.input_tokens += record.request.inputTokens;
-        totals.output_tokens += record.request.outputTokens;
-        totals.cache_creation_input_tokens += record.request.cacheCreationInputTokens;
-        totals.cache_read_input_tokens += record.request.cacheReadInputTokens;
-      }
+      const spend = requestSpend(record);
+      if (!spend) continue;
+      totals.requests += spend.requests;
+      totals.input_tokens += spend.usage.inputTokens;
+      totals.output_tokens += spend.usage.outputTokens;
+      totals.cache_creation_input_tokens += spend.usage.cacheCreationInputTokens;
+      totals.cache_read_input_tokens += spend.usage.cacheReadInputTokens;
     }
   }
 

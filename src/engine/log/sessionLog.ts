@@ -21,7 +21,17 @@ export type LogRecord =
       readonly stopReason: StopReason;
       /** Tool calls cut off at max_tokens (never executed); absent when none. */
       readonly incomplete?: readonly string[];
+      /** Requests the step made, when it was retried (absent: one). */
+      readonly requests?: number;
+      /** What its retried requests spent (absent: nothing); `session` includes it. */
+      readonly lost?: Usage;
     }
+  /**
+   * Model requests that reached the provider and ended without a response the session kept (a
+   * retried or failed attempt, or one aborted by a cancel, a spent budget or a stop): how many, and
+   * the tokens they reported. With the `usage` records, every request the provider served.
+   */
+  | { readonly type: 'lost'; readonly requests: number; readonly usage: Usage }
   /** A child was spawned: its name, agent id, the parent's actor id for it, its task, its declared type and its budget, if any. */
   | {
       readonly type: 'spawn';
