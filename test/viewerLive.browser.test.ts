@@ -60,23 +60,25 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-/** A page on `url`; fails the test on any page error or a request to anywhere but `origin`. */
-async function open(url: string): Promise<{ page: Page; errors: string[]; foreign: string[] }> {
+/** A page on `url`; fails the test on any page error or a request to anywhere but `origin`; `requests` are the addresses it asked for. */
+async function open(url: string): Promise<{ page: Page; errors: string[]; foreign: string[]; requests: string[] }> {
   const page = await browser.newPage();
   await page.setViewportSize({ width: 1440, height: 960 });
   const errors: string[] = [];
   const foreign: string[] = [];
+  const requests: string[] = [];
   const origin = url.startsWith('file:') ? 'file:' : new URL(url).origin;
   page.on('pageerror', (error) => errors.push(error.message));
   page.on('console', (message) => {
     if (message.type() === 'error') errors.push(message.text());
   });
   page.on('request', (request) => {
+    requests.push(request.url());
     if (!request.url().startsWith(origin)) foreign.push(request.url());
   });
   await page.goto(url);
   await page.waitForSelector('body[data-ready="true"]', { timeout: 15_000 });
-  return { page, errors, foreign };
+  return { page, errors, foreign, requests };
 }
 
 /** What the page shows: every drawn part of it, as markup (the live badge aside). */
@@ -156,6 +158,17 @@ describe.skipIf(CHROMIUM === undefined)('the live viewer of a run in progress', 
       await page.waitForSelector('body[data-live="open"]');
       expect(await page.locator('#live').innerText()).toBe('live');
       expect(await rows(page)).toEqual([['root', 'streaming']]);
+      // The page asks for the rest of the run with the token of the address it was opened at.
+      const token = new URL(served.url).searchParams.get('token') ?? '';
+      const streams = live.requests.filter((url) => new URL(url).pathname === '/events');
+      expect(streams.length).toBeGreaterThan(0);
+      for (const url of streams) expect(new URL(url).searchParams.get('token')).toBe(token);
+      // The same address without the token: refused, and nothing of the run.
+      const stranger = await browser.newPage();
+      const refused = await stranger.goto(new URL(served.url).origin);
+      expect(refused?.status()).toBe(403);
+      expect(await stranger.locator('body').innerText()).not.toContain('root');
+      await stranger.close();
 
       // The root spawns the worker, which is held in its batch: it appears on the page, and nothing has ended.
       first.release();
@@ -203,7 +216,9 @@ describe.skipIf(CHROMIUM === undefined)('the live viewer of a run in progress', 
       expect(await page.locator('#details .sub').innerText()).toContain('step 1 · $0.006');
 
       // The offline page of the same run's trace (what `exarch view` writes), opened beside it.
-      const response = await page.request.get(`${served.url}trace.jsonl`);
+      const traceUrl = new URL('trace.jsonl', served.url);
+      traceUrl.searchParams.set('token', new URL(served.url).searchParams.get('token') ?? '');
+      const response = await page.request.get(traceUrl.href);
       const traceFile = join(dir, 'live.trace.jsonl');
       writeFileSync(traceFile, await response.text());
       const htmlFile = join(dir, 'live.html');
@@ -294,7 +309,7 @@ describe.skipIf(CHROMIUM === undefined)('exarch run --ui', () => {
         },
       );
       await held.holding;
-      const url = /exarch: live turn flow at (http:\/\/127\.0\.0\.1:\d+\/) \(open it in a browser\)/.exec(stderr.text())?.[1];
+      const url = /exarch: live turn flow at (http:\/\/127\.0\.0\.1:\d+\/\?token=[\w-]{43}) \(open it in a browser\)/.exec(stderr.text())?.[1];
       expect(url).toBeDefined();
       const { page, errors, foreign } = await open(url ?? '');
       await page.waitForSelector('body[data-live="open"]');

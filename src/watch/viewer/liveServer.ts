@@ -9,6 +9,7 @@ import type { TraceRecord } from '../trace/format.js';
 import { TraceRecordMaker } from '../trace/records.js';
 import { renderViewerHtml } from './html.js';
 import { ExarchError } from '../../engine/exarchError.js';
+import { checkedViewerToken, newViewerToken, tokenMatches } from './viewerToken.js';
 
 /**
  * The turn-flow viewer, live: a server on 127.0.0.1 that records a run as it goes (the same trace
@@ -24,8 +25,10 @@ import { ExarchError } from '../../engine/exarchError.js';
  * once, redacted (secrets of `process.env` by default; see redact.ts), and kept as that line, so
  * serving costs time linear in the run however many pages follow it.
  *
- * Only this machine's pages are answered: a request whose `Host` is not the server's own address
- * (a DNS-rebinding page) gets 403, and the page itself may connect to nothing but this server.
+ * Only the person who started it is answered: every request must carry the viewer's token
+ * (`?token=…`, in `url`; anything else gets 403 and nothing of the run), a request whose `Host` is
+ * not the server's own address (a DNS-rebinding page) gets 403, and the page itself may connect to
+ * nothing but this server.
  */
 export interface LiveViewerOptions {
   /** Default 0: any free port. An explicit port that is taken is an error. */
@@ -38,12 +41,19 @@ export interface LiveViewerOptions {
   readonly model?: string;
   /** Secrets to keep out of what is served (default: those of `process.env`). */
   readonly redactor?: Redactor;
+  /**
+   * The secret every request must carry (`?token=…`): at least 22 URL-safe characters. Default: a
+   * new one of 256 random bits, which `url` carries.
+   */
+  readonly token?: string;
   readonly now?: () => number;
 }
 
 export interface LiveViewer {
-  /** The page to open: `http://127.0.0.1:PORT/`. */
+  /** The page to open: `http://127.0.0.1:PORT/?token=TOKEN`. */
   readonly url: string;
+  /** The secret `url` carries, which every request must. */
+  readonly token: string;
   /** Feed it the run's events (a `RunObserver` listener). Ignored after `end()`. */
   readonly onEvent: RunEventListener;
   /** The run ended: the trace is closed (`trace.end`) and every page is told. Idempotent. */
@@ -62,7 +72,9 @@ export interface LiveViewer {
  * with `trace.end` as a recorder's do.
  */
 export interface TraceServer {
+  /** The page to open, with its token. */
   readonly url: string;
+  readonly token: string;
   /** The run's next trace record. Ignored after `end()`. */
   readonly push: (record: TraceRecord) => void;
   /** No record follows: every page is told. Idempotent. */
@@ -98,6 +110,7 @@ export async function startLiveViewer(options: LiveViewerOptions = {}): Promise<
   );
   return {
     url: server.url,
+    token: server.token,
     onEvent: maker.onEvent,
     get records() {
       return server.records;
@@ -116,6 +129,7 @@ export async function startLiveViewer(options: LiveViewerOptions = {}): Promise<
 export async function startTraceServer(options: Omit<LiveViewerOptions, 'title' | 'model' | 'now'> = {}): Promise<TraceServer> {
   const host = options.host ?? '127.0.0.1';
   const redactor = options.redactor ?? Redactor.fromEnv();
+  const token = options.token === undefined ? newViewerToken() : checkedViewerToken(options.token);
   /** Every record so far, as its (redacted) JSON line: what is streamed, served as the trace, and embedded in a page. */
   const lines: string[] = [];
   const followers = new Set<Follower>();
@@ -153,9 +167,17 @@ export async function startTraceServer(options: Omit<LiveViewerOptions, 'title' 
 
   let origin = '';
   const server = createServer((request: IncomingMessage, response: ServerResponse) => {
+    // Nothing that is served may be sent on elsewhere with its address (which holds the token).
+    response.setHeader('referrer-policy', 'no-referrer');
     if (!allowedHost(request.headers.host, origin)) {
       response.writeHead(403, { 'content-type': 'text/plain; charset=utf-8' });
       response.end('forbidden: the exarch viewer answers pages of this machine only\n');
+      return;
+    }
+    const url = new URL(request.url ?? '/', `http://${origin}`);
+    if (!tokenMatches(token, url.searchParams.get('token'))) {
+      response.writeHead(403, { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' });
+      response.end('forbidden: open the exarch viewer at the address it printed, with its ?token=\n');
       return;
     }
     if (request.method !== 'GET') {
@@ -163,11 +185,10 @@ export async function startTraceServer(options: Omit<LiveViewerOptions, 'title' 
       response.end('method not allowed\n');
       return;
     }
-    const url = new URL(request.url ?? '/', `http://${origin}`);
     if (url.pathname === '/' || url.pathname === '/index.html') {
       const records = lines.map((line) => JSON.parse(line) as TraceRecord);
       // The lines are redacted already; what the page adds (its code, colours) holds no secret.
-      const html = renderViewerHtml(records, { redactor: new Redactor([]), ...(ended ? {} : { live: { events: 'events' } }) });
+      const html = renderViewerHtml(records, { redactor: new Redactor([]), ...(ended ? {} : { live: { events: `events?token=${token}` } }) });
       response.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
       response.end(html);
     } else if (url.pathname === '/events') {
@@ -208,7 +229,8 @@ export async function startTraceServer(options: Omit<LiveViewerOptions, 'title' 
   origin = `${host.includes(':') ? `[${host}]` : host}:${port}`;
 
   return {
-    url: `http://${origin}/`,
+    url: `http://${origin}/?token=${token}`,
+    token,
     push,
     get records() {
       return lines.length;
@@ -243,7 +265,7 @@ function allowedHost(header: string | undefined, origin: string): boolean {
 
 /** What `serveViewer` returns. */
 export interface ServedViewer {
-  /** The page to open. */
+  /** The page to open, with the token it needs (`?token=…`). */
   readonly url: string;
   /** Resolves once the run's root has ended and its last records were recorded. */
   readonly ended: Promise<void>;
