@@ -23,7 +23,8 @@ import { checkedViewerToken, newViewerToken, tokenMatches } from './viewerToken.
  *
  * A page opened after the run ended is the offline page of its trace. Each record is serialised
  * once, redacted (secrets of `process.env` by default; see redact.ts), and kept as that line, so
- * serving costs time linear in the run however many pages follow it.
+ * serving costs time linear in the run however many pages follow it; the page is rendered once
+ * per change of the trace, not per request.
  *
  * Only the person who started it is answered: every request must carry the viewer's token
  * (`?token=…`, in `url`; anything else gets 403 and nothing of the run), a request whose `Host` is
@@ -125,6 +126,13 @@ export async function startLiveViewer(options: LiveViewerOptions = {}): Promise<
   };
 }
 
+/** A rendered page, kept until the trace changes. */
+interface RenderedPage {
+  readonly records: number;
+  readonly ended: boolean;
+  readonly bytes: Buffer;
+}
+
 /** Starts the server alone; `push` it trace records, then call `end()`. (`title`, `model` and `now` are the records' own.) */
 export async function startTraceServer(options: Omit<LiveViewerOptions, 'title' | 'model' | 'now'> = {}): Promise<TraceServer> {
   const host = options.host ?? '127.0.0.1';
@@ -133,6 +141,7 @@ export async function startTraceServer(options: Omit<LiveViewerOptions, 'title' 
   /** Every record so far, as its (redacted) JSON line: what is streamed, served as the trace, and embedded in a page. */
   const lines: string[] = [];
   const followers = new Set<Follower>();
+  let page: RenderedPage | undefined;
   let ended = false;
   let closed = false;
   let flushing: NodeJS.Immediate | undefined;
@@ -165,6 +174,19 @@ export async function startTraceServer(options: Omit<LiveViewerOptions, 'title' 
     flushing ??= setImmediate(flush);
   };
 
+  /**
+   * The page of the run so far, rendered once per change of the trace (a page is the whole trace:
+   * rendering it per request would cost every load the run's size again).
+   */
+  const renderedPage = (): RenderedPage => {
+    if (page?.records === lines.length && page.ended === ended) return page;
+    const records = lines.map((line) => JSON.parse(line) as TraceRecord);
+    // The lines are redacted already; what the page adds (its code, colours) holds no secret.
+    const html = renderViewerHtml(records, { redactor: new Redactor([]), ...(ended ? {} : { live: { events: `events?token=${token}` } }) });
+    page = { records: lines.length, ended, bytes: Buffer.from(html, 'utf8') };
+    return page;
+  };
+
   let origin = '';
   const server = createServer((request: IncomingMessage, response: ServerResponse) => {
     // Nothing that is served may be sent on elsewhere with its address (which holds the token).
@@ -186,11 +208,9 @@ export async function startTraceServer(options: Omit<LiveViewerOptions, 'title' 
       return;
     }
     if (url.pathname === '/' || url.pathname === '/index.html') {
-      const records = lines.map((line) => JSON.parse(line) as TraceRecord);
-      // The lines are redacted already; what the page adds (its code, colours) holds no secret.
-      const html = renderViewerHtml(records, { redactor: new Redactor([]), ...(ended ? {} : { live: { events: `events?token=${token}` } }) });
-      response.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
-      response.end(html);
+      const served = renderedPage();
+      response.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', 'content-length': served.bytes.length });
+      response.end(served.bytes);
     } else if (url.pathname === '/events') {
       const lastId = request.headers['last-event-id'];
       const from = lastId !== undefined && /^\d+$/.test(String(lastId)) ? Number(lastId) + 1 : Number(url.searchParams.get('from') ?? 0);
