@@ -10,7 +10,8 @@ import { runCommand } from '../src/cli/run.js';
 import { createSessionActor, defineTool, waitForSettled } from '../src/index.js';
 import { scriptedProvider, type ScriptedProviderOptions } from '../src/testing/index.js';
 import type { ModelRequest, Provider, StreamSink } from '../src/engine/types.js';
-import { serveViewer } from '../src/watch/viewer/liveServer.js';
+import { Redactor } from '../src/engine/redact.js';
+import { serveViewer, startTraceServer } from '../src/watch/viewer/liveServer.js';
 import { writeViewer } from '../src/watch/viewer/write.js';
 import { browserForTests } from './support/browser.js';
 
@@ -249,6 +250,54 @@ describe.skipIf(CHROMIUM === undefined)('the live viewer of a run in progress', 
       held.release();
       actor.stop();
       await served.close();
+    }
+  });
+});
+
+describe.skipIf(CHROMIUM === undefined)('a live page that stops reading', () => {
+  it('is dropped while the run goes on, reconnects with the last record it got, and ends with every record once', async () => {
+    const server = await startTraceServer({ redactor: new Redactor([]) });
+    try {
+      const statechart = { initial: 'idle', states: [{ id: 'idle', final: false }], transitions: [] };
+      server.push({ t: 0, kind: 'trace.start', version: 1, startedAt: new Date().toISOString(), title: 'slow page', statechart });
+      server.push({ t: 0, kind: 'agent.start', agent: 'root', name: 'root', depth: 0, parent: null, task: 'read slowly', taskChars: 11 });
+      const { page, errors } = await open(server.url);
+      const streams: Promise<Record<string, string>>[] = [];
+      page.on('request', (request) => {
+        if (new URL(request.url()).pathname === '/events') streams.push(request.allHeaders());
+      });
+      await page.waitForSelector('body[data-live="open"]');
+      // The page's script is paused in the debugger: the browser takes what its buffers hold, then nothing.
+      const cdp = await page.context().newCDPSession(page);
+      await cdp.send('Debugger.enable');
+      const paused = new Promise((resolve) => cdp.once('Debugger.paused', resolve));
+      await cdp.send('Debugger.pause');
+      await paused;
+      // Meanwhile the run goes on by 40 MB: far more than a browser's and the kernel's buffers and the 4 MiB a client may miss.
+      for (let i = 0; i < 400; i++) {
+        server.push({
+          t: i,
+          kind: 'message',
+          agent: 'root',
+          index: i,
+          message: { role: 'user', content: [{ type: 'text', text: `part ${i} ${'z'.repeat(100_000)}` }] },
+        });
+        if (i % 10 === 9) await new Promise((resolve) => setImmediate(resolve));
+      }
+      server.end();
+      await cdp.send('Debugger.resume');
+      await page.waitForSelector('body[data-live="ended"]', { timeout: 60_000 });
+      // It had every record, each once; the second stream began after the last whole record the first brought.
+      expect(await page.evaluate(() => window.exarchViewer.records)).toBe(server.records);
+      const headers = await Promise.all(streams);
+      expect(headers.length).toBeGreaterThanOrEqual(1);
+      const resumedAt = Number(headers[0]?.['last-event-id']);
+      expect(resumedAt).toBeGreaterThan(1);
+      expect(resumedAt).toBeLessThan(server.records - 1);
+      // The one error: the browser saw its stream cut (what the server does to a client that stopped reading).
+      expect(errors).toEqual(['Failed to load resource: net::ERR_INCOMPLETE_CHUNKED_ENCODING']);
+    } finally {
+      await server.close();
     }
   });
 });

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { pipeline, Readable } from 'node:stream';
 import type { AnyActorRef } from 'xstate';
 import { stringifyBounded } from '../../engine/nesting.js';
 import type { RunEventListener } from '../observe/events.js';
@@ -9,6 +10,9 @@ import type { TraceRecord } from '../trace/format.js';
 import { TraceRecordMaker } from '../trace/records.js';
 import { renderViewerHtml } from './html.js';
 import { ExarchError } from '../../engine/exarchError.js';
+import { EventFollower } from './eventFollower.js';
+import { chunksOf, ServedRecords } from './servedRecords.js';
+import { StallWatch } from './stallWatch.js';
 import { checkedViewerToken, newViewerToken, tokenMatches } from './viewerToken.js';
 
 /**
@@ -22,9 +26,12 @@ import { checkedViewerToken, newViewerToken, tokenMatches } from './viewerToken.
  * - `/trace.jsonl`: the trace so far, as `exarch view` reads it.
  *
  * A page opened after the run ended is the offline page of its trace. Each record is serialised
- * once, redacted (secrets of `process.env` by default; see redact.ts), and kept as that line, so
- * serving costs time linear in the run however many pages follow it; the page is rendered once
- * per change of the trace, not per request.
+ * once, redacted (secrets of `process.env` by default; see redact.ts), and kept as those bytes,
+ * which every stream, download and page reads; the page is rendered once per change of the trace,
+ * not per request. Everything is written with backpressure (no more until the socket has taken the
+ * last chunk), so a client that stops reading holds at most a chunk of its own, and a client that
+ * took nothing while 4 MiB of the run arrived is dropped (stallWatch.ts): a browser's event
+ * stream reconnects with the last id it got and loses nothing.
  *
  * Only the person who started it is answered: every request must carry the viewer's token
  * (`?token=…`, in `url`; anything else gets 403 and nothing of the run), a request whose `Host` is
@@ -92,12 +99,6 @@ export class LiveViewerError extends ExarchError<'live-viewer'> {
   }
 }
 
-interface Follower {
-  readonly response: ServerResponse;
-  /** The index of the next record it is to be sent. */
-  next: number;
-}
-
 /** Starts the server; feed it the run's events with `onEvent`, then call `end()`. */
 export async function startLiveViewer(options: LiveViewerOptions = {}): Promise<LiveViewer> {
   const server = await startTraceServer(options);
@@ -138,52 +139,43 @@ export async function startTraceServer(options: Omit<LiveViewerOptions, 'title' 
   const host = options.host ?? '127.0.0.1';
   const redactor = options.redactor ?? Redactor.fromEnv();
   const token = options.token === undefined ? newViewerToken() : checkedViewerToken(options.token);
-  /** Every record so far, as its (redacted) JSON line: what is streamed, served as the trace, and embedded in a page. */
-  const lines: string[] = [];
-  const followers = new Set<Follower>();
+  /** Every record so far, redacted: what is streamed, served as the trace, and embedded in a page. */
+  const records = new ServedRecords();
+  const followers = new Set<EventFollower>();
   let page: RenderedPage | undefined;
+  /** Every client being sent something: one that takes nothing while the run goes on is dropped. */
+  const stalls = new StallWatch(() => records.bytes);
   let ended = false;
   let closed = false;
   let flushing: NodeJS.Immediate | undefined;
   let markEnded = (): void => undefined;
   const endedPromise = new Promise<void>((resolve) => (markEnded = resolve));
 
-  const send = (follower: Follower): void => {
-    if (follower.next >= lines.length) return;
-    const parts: string[] = [];
-    for (let i = follower.next; i < lines.length; i++) parts.push(`id: ${i}\ndata: ${lines[i]}\n\n`);
-    follower.next = lines.length;
-    follower.response.write(parts.join(''));
-  };
-  const finish = (follower: Follower): void => {
-    send(follower);
-    follower.response.end('event: end\ndata: \n\n');
-    followers.delete(follower);
-  };
   // Records of one turn of the event loop go out together.
   const flush = (): void => {
     flushing = undefined;
-    for (const follower of followers) {
-      if (ended) finish(follower);
-      else send(follower);
-    }
+    stalls.check();
+    for (const follower of followers) follower.pump();
   };
   const push = (record: TraceRecord): void => {
     if (ended) return;
-    lines.push(redactor.json(stringifyBounded(record)));
+    records.add(redactor.json(stringifyBounded(record)));
     flushing ??= setImmediate(flush);
   };
 
   /**
    * The page of the run so far, rendered once per change of the trace (a page is the whole trace:
-   * rendering it per request would cost every load the run's size again).
+   * rendering it per request would cost every load the run's size again). A client still being
+   * sent an older page keeps that one alive, until it has it or StallWatch drops it.
    */
   const renderedPage = (): RenderedPage => {
-    if (page?.records === lines.length && page.ended === ended) return page;
-    const records = lines.map((line) => JSON.parse(line) as TraceRecord);
+    if (page?.records === records.count && page.ended === ended) return page;
     // The lines are redacted already; what the page adds (its code, colours) holds no secret.
-    const html = renderViewerHtml(records, { redactor: new Redactor([]), ...(ended ? {} : { live: { events: `events?token=${token}` } }) });
-    page = { records: lines.length, ended, bytes: Buffer.from(html, 'utf8') };
+    const html = renderViewerHtml(records.records(), {
+      redactor: new Redactor([]),
+      ...(ended ? {} : { live: { events: `events?token=${token}` } }),
+    });
+    page = { records: records.count, ended, bytes: Buffer.from(html, 'utf8') };
     return page;
   };
 
@@ -210,23 +202,38 @@ export async function startTraceServer(options: Omit<LiveViewerOptions, 'title' 
     if (url.pathname === '/' || url.pathname === '/index.html') {
       const served = renderedPage();
       response.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', 'content-length': served.bytes.length });
-      response.end(served.bytes);
+      stalls.watch(response);
+      sendPaced(
+        response,
+        chunksOf((index) => (index === 0 ? served.bytes : undefined)),
+      );
     } else if (url.pathname === '/events') {
       const lastId = request.headers['last-event-id'];
       const from = lastId !== undefined && /^\d+$/.test(String(lastId)) ? Number(lastId) + 1 : Number(url.searchParams.get('from') ?? 0);
       response.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', connection: 'keep-alive' });
       response.flushHeaders();
-      const follower: Follower = { response, next: Number.isSafeInteger(from) && from >= 0 ? Math.min(from, lines.length) : 0 };
-      if (ended) {
-        finish(follower);
-        return;
-      }
+      const start = Number.isSafeInteger(from) && from >= 0 ? Math.min(from, records.count) : 0;
+      const follower = new EventFollower(
+        records,
+        response,
+        start,
+        () => ended,
+        (done) => followers.delete(done),
+      );
       followers.add(follower);
-      send(follower);
-      response.on('close', () => followers.delete(follower));
+      stalls.watch(response);
+      follower.pump();
     } else if (url.pathname === '/trace.jsonl') {
-      response.writeHead(200, { 'content-type': 'application/x-ndjson; charset=utf-8', 'cache-control': 'no-store' });
-      response.end(lines.map((line) => `${line}\n`).join(''));
+      // The trace as it is now: its lines are the records' own bytes, so this copies nothing but the chunk in flight.
+      const count = records.count;
+      let length = 0;
+      for (let i = 0; i < count; i++) length += records.line(i)?.length ?? 0;
+      response.writeHead(200, { 'content-type': 'application/x-ndjson; charset=utf-8', 'cache-control': 'no-store', 'content-length': length });
+      stalls.watch(response);
+      sendPaced(
+        response,
+        chunksOf((index) => (index < count ? records.line(index) : undefined)),
+      );
     } else {
       response.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' });
       response.end('not found\n');
@@ -253,7 +260,7 @@ export async function startTraceServer(options: Omit<LiveViewerOptions, 'title' 
     token,
     push,
     get records() {
-      return lines.length;
+      return records.count;
     },
     ended: endedPromise,
     end() {
@@ -265,15 +272,22 @@ export async function startTraceServer(options: Omit<LiveViewerOptions, 'title' 
     async close() {
       if (closed) return;
       closed = true;
-      // What is not sent yet goes out first (and, if the run ended, its end), so no page misses it.
+      // What the pages will take now goes out first (and, if the run ended, its end), so a page that reads misses nothing.
       if (flushing) clearImmediate(flushing);
       flush();
-      for (const follower of followers) follower.response.end();
-      followers.clear();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/**
+ * A body sent with backpressure: `stream.pipeline` writes the next chunk only once the socket has
+ * taken the last (so a client that does not read holds one chunk, not the body), and stops when
+ * the client goes (its error then is the client's leaving, nothing to report).
+ */
+function sendPaced(response: ServerResponse, chunks: Iterable<Buffer>): void {
+  pipeline(Readable.from(chunks, { objectMode: true, highWaterMark: 1 }), response, () => undefined);
 }
 
 /** The server's own address, by IP or as localhost: nothing a web page elsewhere can have resolved to us. */
