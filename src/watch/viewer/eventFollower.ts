@@ -29,7 +29,8 @@ export class EventFollower {
 
   /** Sends what the socket takes now; once the run has ended and every record is sent, its end. */
   pump(): void {
-    if (this.done || this.waiting) return;
+    // A client StallWatch just dropped is closed only on the next tick: nothing more is written to it.
+    if (this.done || this.waiting || this.response.destroyed) return;
     const frame = (index: number): Buffer | undefined => (index < this.records.count ? this.records.frame(index) : undefined);
     for (let chunk = takeChunk(frame, this.at); chunk !== undefined; chunk = takeChunk(frame, this.at)) {
       if (!this.response.write(chunk)) {
