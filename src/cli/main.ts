@@ -44,6 +44,9 @@ const USAGE = `Usage:
       --allow-shell=unsandboxed
                           the same without a sandbox: commands get your full access
       --allow-network     let sandboxed shell commands reach the network
+      --allow-git-hooks   let agents change git's hooks and config (.git/hooks, .git/config,
+                          core.hooksPath), which git runs outside any sandbox; without it they
+                          are read-only in the sandbox and write_file refuses anything in .git
       --mcp "CMD ARGS"    offer the tools of an MCP server to every agent, as mcp__<server>__<tool>:
                           a command line (quoted as in a shell) runs the server over stdio; an
                           http(s):// URL reaches a streamable HTTP server. Repeatable. A server
@@ -240,6 +243,7 @@ function parse(argv: readonly string[]) {
       'allow-shell': { type: 'boolean' },
       'allow-shell-unsandboxed': { type: 'boolean' },
       'allow-network': { type: 'boolean' },
+      'allow-git-hooks': { type: 'boolean' },
       mcp: { type: 'string', multiple: true },
       trace: { type: 'string' },
       out: { type: 'string' },
@@ -356,6 +360,7 @@ const RUN_FLAGS = [
   'allow-shell',
   'allow-shell-unsandboxed',
   'allow-network',
+  'allow-git-hooks',
   'mcp',
   'otel',
   'record',
@@ -390,6 +395,7 @@ async function runLive(positionals: readonly string[], values: Values, interrupt
       allowWrite: values['allow-write'] === true,
       allowShell: values['allow-shell-unsandboxed'] === true ? 'unsandboxed' : values['allow-shell'] === true,
       allowNetwork: values['allow-network'] === true,
+      allowGitHooks: values['allow-git-hooks'] === true,
       ...(values.mcp === undefined ? {} : { mcp: values.mcp }),
       ...(values.trace === undefined ? {} : { trace: values.trace }),
       ...(values.store === undefined ? {} : { store: values.store }),

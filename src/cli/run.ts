@@ -33,6 +33,7 @@ import { recordApproval, waitingCalls } from '../store/runApprovals.js';
 import type { PostgresRunStore } from '../store/postgresStore.js';
 import type PgBoss from 'pg-boss';
 import { UsageError } from './usageError.js';
+import { resolve } from 'node:path';
 
 export const EXIT = { ok: 0, fatal: 1, usage: 2, capped: 3, waiting: 4, interrupted: 130 } as const;
 
@@ -141,7 +142,14 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   // a tool the run does not have, a log directory that cannot be one: one line each.
   const built = await buildRunSession(
     { cwd: io.cwd, startedAt: Date.now(), record },
-    { env: io.env, stderr: io.stderr, ...(io.provider ? { provider: io.provider } : {}), recording, agentsSource: agentsSourceName },
+    {
+      env: io.env,
+      stderr: io.stderr,
+      ...(io.provider ? { provider: io.provider } : {}),
+      recording,
+      agentsSource: agentsSourceName,
+      protectedPaths: ownFiles(io.cwd, flags.noStore ? undefined : flags, [flags.trace, flags.record]),
+    },
   );
   let store: RunStore | undefined;
   let ui: CliUi | undefined;
@@ -200,7 +208,7 @@ async function submitAndFollow(
 ): Promise<number> {
   // The tools checked as a run here checks them (the MCP servers started once, to list theirs),
   // and their names recorded: every worker that takes the run must offer the same.
-  const tools = await runToolsOf({ cwd: io.cwd, record }, { stderr: io.stderr, agentsSource: agentsSourceName });
+  const tools = await runToolsOf({ cwd: io.cwd, record }, { env: io.env, stderr: io.stderr, agentsSource: agentsSourceName });
   let submission: Submission;
   try {
     checkApproveNames(record.approve, tools.tools);
@@ -556,7 +564,7 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
     if (row.options['spread'] === true && flags.db !== undefined) return await requeueAndFollow(flags.db, row.id, record, flags, io);
     built = await buildRunSession(
       { id: runId, cwd: row.cwd, startedAt: row.startedAt, record },
-      { env: io.env, stderr: io.stderr, ...(io.provider ? { provider: io.provider } : {}) },
+      { env: io.env, stderr: io.stderr, ...(io.provider ? { provider: io.provider } : {}), protectedPaths: ownFiles(io.cwd, flags, [flags.trace]) },
     );
     const { model, logDir, maxSteps } = built;
     const title = `exarch resume ${runId}: ${row.task.slice(0, 80)}`;
@@ -616,6 +624,18 @@ async function requeueAndFollow(db: string, id: string, record: CliRunRecord, fl
     await store.close();
     await ui?.finish(io.interrupt);
   }
+}
+
+/**
+ * This process's files in the working directory that agents may not change: the SQLite store (with
+ * its WAL and shared memory), unless there is none or it is a database server, and the files named.
+ */
+function ownFiles(cwd: string, target: StoreTarget | undefined, files: readonly (string | undefined)[]): string[] {
+  const store = target === undefined || target.db !== undefined ? [] : [storeName(cwd, target)];
+  return [
+    ...store.flatMap((file) => [file, `${file}-wal`, `${file}-shm`]),
+    ...files.filter((file): file is string => file !== undefined).map((file) => resolve(cwd, file)),
+  ];
 }
 
 /** `--store FILE` or `--db URL` as the commands that answer a run must be given them ('' for the default store). */
