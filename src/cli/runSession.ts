@@ -14,7 +14,7 @@ import { workspaceTools } from '../tools/workspace/index.js';
 import type { Provider } from '../engine/types.js';
 import { agentsFromJson } from './agentsConfig.js';
 import { budgetOf, mcpSpecs, type CliRunRecord } from './runRecord.js';
-import { exarchStateDir } from '../engine/stateDir.js';
+import { checkKeyApart, prepareKeyDir, runKeyDir } from './runKey.js';
 
 /** A run that cannot start as asked (no API key, a log directory, a trace file): one line, exit 1. */
 export class RunSetupError extends ExarchError<'run-setup'> {
@@ -130,8 +130,13 @@ export async function runToolsOf(
   host: Pick<SessionHost, 'env' | 'stderr' | 'agentsSource' | 'protectedPaths'>,
 ): Promise<RunTools> {
   const { record } = run;
-  // Made before any sandbox starts, so that each sandbox can protect it: an agent that could create .exarch/ could plant a store in it.
-  if (record.allowShell === true) tryMakeDirs(join(run.cwd, '.exarch'));
+  checkKeyApart(host.env, run.cwd);
+  if (record.allowShell === true) {
+    // Made before any sandbox starts, so that each sandbox can protect them: an agent that could
+    // create .exarch/ could plant a store in it, and the key's directory is hidden only if it exists.
+    tryMakeDirs(join(run.cwd, '.exarch'));
+    prepareKeyDir(host.env);
+  }
   // Without bubblewrap, --allow-shell is one line here (ShellSandboxError), before any server starts.
   const workspace = workspaceTools({
     root: run.cwd,
@@ -140,7 +145,7 @@ export async function runToolsOf(
     allowNetwork: record.allowNetwork,
     allowGitHooks: record.allowGitHooks === true,
     protectedPaths: [...(host.protectedPaths ?? []), ...(record.logDir === undefined ? [] : [record.logDir])],
-    hiddenPaths: [exarchStateDir(host.env)],
+    hiddenPaths: [runKeyDir(host.env)],
   });
   // A command runs in the run's directory, wherever this process was started (a worker's is not the run's).
   const servers = mcpSpecs(record.mcp ?? []).map((spec) => ('command' in spec && spec.cwd === undefined ? { ...spec, cwd: run.cwd } : spec));
