@@ -1,5 +1,6 @@
 import { accessSync, constants } from 'node:fs';
 import { join } from 'node:path';
+import { DEFAULTS } from '../engine/options.js';
 import { ExarchError } from '../engine/exarchError.js';
 import { makeDirs } from '../engine/fs/makeDirs.js';
 import { JsonlLogSink } from '../engine/log/sessionLog.js';
@@ -153,7 +154,8 @@ export async function runToolsOf(
   try {
     // Checked now that the servers' tools are known: a profile may name `mcp__server__tool`.
     const source = host.agentsSource ?? `the agents recorded with run ${run.id ?? '(new)'}`;
-    const declared = record.agentsConfig === undefined ? undefined : agentsFromJson(record.agentsConfig, source, mcp.tools);
+    const declared =
+      record.agentsConfig === undefined ? undefined : agentsFromJson(record.agentsConfig, source, mcp.tools, record.maxSteps ?? DEFAULTS.maxSteps);
     return { tools: mcp.tools, agents: declared?.agents, close: mcp.close };
   } catch (error) {
     await mcp.close();

@@ -329,6 +329,29 @@ describe.skipIf(BWRAP === undefined)('the run store and resume, against an agent
     expect(resumed.code, resumed.stderr).toBe(0);
     expect(resumed.stderr).toContain(warning);
   });
+
+  it('exarch.config.json in the workspace (an agent could have written it) cannot widen a run', async () => {
+    const cwd = workdir();
+    const server = await serve({ root: [stream({ text: 'done' })] });
+    const configs: [unknown, RegExp][] = [
+      [{ agents: { helper: { description: 'd', tools: ['run_shell'] } } }, /agents\.helper\.tools.*'run_shell'.*not one of the run's tools/],
+      [
+        { agents: { helper: { description: 'd', maxSteps: 500 } } },
+        /agents\.helper\.maxSteps is 500, above the run's step cap \(50\): a declared agent cannot raise it/,
+      ],
+      [{ agents: { helper: { description: 'd' } }, mcp: ['sh -c "touch pwned"'] }, /exarch\.config\.json: \(top level\): Unrecognized key/],
+      [{ agents: { helper: { description: 'd', allowShell: 'unsandboxed' } } }, /exarch\.config\.json: agents\.helper: Unrecognized key/],
+    ];
+    for (const [config, refusal] of configs) {
+      writeFileSync(join(cwd, 'exarch.config.json'), JSON.stringify(config));
+      const result = await run(['run', '--allow-write', 'Go'], cwd, server);
+      expect(result.code, JSON.stringify(config)).toBe(1);
+      expect(result.stderr.split('\n').filter(Boolean)).toHaveLength(1);
+      expect(result.stderr).toMatch(refusal);
+    }
+    expect(server.requests).toEqual([]);
+    expect(existsSync(join(cwd, 'pwned'))).toBe(false);
+  });
 });
 
 // The key's own file: refused when others could read it, or when it is no key.
