@@ -96,9 +96,24 @@ export function agentsSource(file: string | undefined): string {
   return file ?? DEFAULT_CONFIG_FILE;
 }
 
-/** Declared agents from a config's JSON (a file's, or the one a durable run recorded). */
-export function agentsFromJson(raw: unknown, shown: string, tools: readonly Tool[]): LoadedAgents {
+/**
+ * Declared agents from a config's JSON (a file's, or the one a durable run recorded). The file may
+ * be one an agent wrote in an earlier run (`exarch.config.json` is read from the working directory
+ * by default), so it can narrow the run and never widen it: a profile's tools are some of the run's
+ * (`checkProfiles`), its step cap at most the run's `maxSteps`, and it has no field for anything
+ * else a run is given (shell, network, MCP servers, approvals, budget).
+ */
+export function agentsFromJson(raw: unknown, shown: string, tools: readonly Tool[], maxSteps: number): LoadedAgents {
   const { agents, json } = parseConfig(raw, shown);
+  for (const [name, profile] of Object.entries(json.agents)) {
+    if (profile.maxSteps !== undefined && profile.maxSteps > maxSteps) {
+      throw new AgentsConfigError(
+        'invalid',
+        shown,
+        `${shown}: agents.${name}.maxSteps is ${profile.maxSteps}, above the run's step cap (${maxSteps}): a declared agent cannot raise it; --max-steps ${profile.maxSteps} does`,
+      );
+    }
+  }
   try {
     checkProfiles(agents, tools);
   } catch (error) {

@@ -44,6 +44,9 @@ const USAGE = `Usage:
       --allow-shell=unsandboxed
                           the same without a sandbox: commands get your full access
       --allow-network     let sandboxed shell commands reach the network
+      --allow-git-hooks   let agents change git's hooks and config (.git/hooks, .git/config,
+                          core.hooksPath), which git runs outside any sandbox; without it they
+                          are read-only in the sandbox and write_file refuses anything in .git
       --mcp "CMD ARGS"    offer the tools of an MCP server to every agent, as mcp__<server>__<tool>:
                           a command line (quoted as in a shell) runs the server over stdio; an
                           http(s):// URL reaches a streamable HTTP server. Repeatable. A server
@@ -102,7 +105,9 @@ const USAGE = `Usage:
                                   --otel sends the spans of what it runs, as run --otel does
   exarch resume RUN_ID [--store FILE | --db URL] [--trace FILE] [--no-wait] [--ui] [--steer]
                                   take up a run that was killed, crashed, interrupted or left
-                                  waiting, with the options it was started with; ends as run would
+                                  waiting, with the options it was started with; ends as run would.
+                                  A run whose stored options do not match the signature exarch
+                                  recorded them with (changed, or never signed) is refused
   exarch approve RUN_ID CALL_ID [--always] [--store FILE | --db URL]
   exarch deny RUN_ID CALL_ID ["reason"] [--store FILE | --db URL]
                                   record an answer to a call a waiting run asks about (--always:
@@ -124,9 +129,10 @@ const USAGE = `Usage:
   exarch --version                print the version
 
 Environment: ANTHROPIC_API_KEY (required by run, not by --replay), ANTHROPIC_BASE_URL, EXARCH_MODEL,
-EXARCH_STALL_TIMEOUT_MS (default 120000); with --otel: OTEL_EXPORTER_OTLP_ENDPOINT (or
-OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), OTEL_EXPORTER_OTLP_HEADERS, OTEL_EXPORTER_OTLP_TIMEOUT
-(default 10000), OTEL_SERVICE_NAME.
+EXARCH_STALL_TIMEOUT_MS (default 120000), EXARCH_STATE_DIR (where the key that signs run records is
+kept; default $XDG_STATE_HOME/exarch, else ~/.local/state/exarch); with --otel:
+OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), OTEL_EXPORTER_OTLP_HEADERS,
+OTEL_EXPORTER_OTLP_TIMEOUT (default 10000), OTEL_SERVICE_NAME.
 Exit codes: 0 done, 1 fatal, 2 bad usage, 3 root capped, 4 waiting for approval (resumable),
 130 interrupted (resumable).`;
 
@@ -240,6 +246,7 @@ function parse(argv: readonly string[]) {
       'allow-shell': { type: 'boolean' },
       'allow-shell-unsandboxed': { type: 'boolean' },
       'allow-network': { type: 'boolean' },
+      'allow-git-hooks': { type: 'boolean' },
       mcp: { type: 'string', multiple: true },
       trace: { type: 'string' },
       out: { type: 'string' },
@@ -356,6 +363,7 @@ const RUN_FLAGS = [
   'allow-shell',
   'allow-shell-unsandboxed',
   'allow-network',
+  'allow-git-hooks',
   'mcp',
   'otel',
   'record',
@@ -390,6 +398,7 @@ async function runLive(positionals: readonly string[], values: Values, interrupt
       allowWrite: values['allow-write'] === true,
       allowShell: values['allow-shell-unsandboxed'] === true ? 'unsandboxed' : values['allow-shell'] === true,
       allowNetwork: values['allow-network'] === true,
+      allowGitHooks: values['allow-git-hooks'] === true,
       ...(values.mcp === undefined ? {} : { mcp: values.mcp }),
       ...(values.trace === undefined ? {} : { trace: values.trace }),
       ...(values.store === undefined ? {} : { store: values.store }),

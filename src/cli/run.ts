@@ -33,6 +33,10 @@ import { recordApproval, waitingCalls } from '../store/runApprovals.js';
 import type { PostgresRunStore } from '../store/postgresStore.js';
 import type PgBoss from 'pg-boss';
 import { UsageError } from './usageError.js';
+import { checkSeal, sealingStore, sealRefusal } from './recordSeal.js';
+import { runKey, runKeyFile } from './runKey.js';
+import { SqliteRunStore } from '../store/sqliteStore.js';
+import { resolve } from 'node:path';
 
 export const EXIT = { ok: 0, fatal: 1, usage: 2, capped: 3, waiting: 4, interrupted: 130 } as const;
 
@@ -119,8 +123,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   }
   // The flags validated into the run's record: what this process, a resume and a worker build the sessions from.
   const record = recordFromFlags(flags, io.env, io.cwd);
-  if (record.allowShell === 'unsandboxed')
-    io.stderr.write('exarch: --allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network\n');
+  if (record.allowShell === 'unsandboxed') io.stderr.write(UNSANDBOXED_WARNING);
   const agentsSourceName = agentsSource(flags.agents);
   if (flags.db !== undefined) {
     const follow = {
@@ -137,11 +140,21 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
     ...(flags.record === undefined ? {} : { record: flags.record }),
     ...(flags.replay === undefined ? {} : { replay: flags.replay, diverged }),
   };
+  // The person's key, which signs the run's record as it is stored (made on first use): a key that
+  // cannot be had stops the run here, before anything starts.
+  const key = flags.noStore ? undefined : runKey(io.env, true, io.cwd);
   // Before anything is recorded: no key, a server that does not start, a config or --approve naming
   // a tool the run does not have, a log directory that cannot be one: one line each.
   const built = await buildRunSession(
     { cwd: io.cwd, startedAt: Date.now(), record },
-    { env: io.env, stderr: io.stderr, ...(io.provider ? { provider: io.provider } : {}), recording, agentsSource: agentsSourceName },
+    {
+      env: io.env,
+      stderr: io.stderr,
+      ...(io.provider ? { provider: io.provider } : {}),
+      recording,
+      agentsSource: agentsSourceName,
+      protectedPaths: ownFiles(io.cwd, flags.noStore ? undefined : flags, [flags.trace, flags.record]),
+    },
   );
   let store: RunStore | undefined;
   let ui: CliUi | undefined;
@@ -166,7 +179,9 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
     if (!store) return await output.follow(localRun(task, session, output.inspect), io.interrupt);
     const id = newRunId();
     io.stderr.write(`exarch: run ${id} started\n`);
-    const run = await startRun(task, session, { store, id, cwd: io.cwd, record: { ...record, logDir }, actor: { inspect: output.inspect } });
+    // Signed as stored: a resume checks the record before it takes any power from it.
+    const recorded = key !== undefined && store instanceof SqliteRunStore ? sealingStore(store, key) : store;
+    const run = await startRun(task, session, { store: recorded, id, cwd: io.cwd, record: { ...record, logDir }, actor: { inspect: output.inspect } });
     return await output.follow(run, io.interrupt, store);
   } finally {
     await store?.close();
@@ -200,7 +215,7 @@ async function submitAndFollow(
 ): Promise<number> {
   // The tools checked as a run here checks them (the MCP servers started once, to list theirs),
   // and their names recorded: every worker that takes the run must offer the same.
-  const tools = await runToolsOf({ cwd: io.cwd, record }, { stderr: io.stderr, agentsSource: agentsSourceName });
+  const tools = await runToolsOf({ cwd: io.cwd, record }, { env: io.env, stderr: io.stderr, agentsSource: agentsSourceName });
   let submission: Submission;
   try {
     checkApproveNames(record.approve, tools.tools);
@@ -550,13 +565,24 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
       io.stderr.write(`exarch: run ${runId} is already finished (${row.status}); nothing to resume\n`);
       return EXIT.ok;
     }
+    // A record kept in the file is taken only as exarch signed it: a record that grants a shell
+    // without a sandbox, an MCP command or no approvals is refused here if anyone else wrote it.
+    // (One in PostgreSQL is not signed: the database's access control keeps it.)
+    if (flags.db === undefined) {
+      const check = checkSeal(runKey(io.env, false, row.cwd), row);
+      if (check !== 'signed') {
+        io.stderr.write(`exarch: ${sealRefusal(runId, check, runKeyFile(io.env))}\n`);
+        return EXIT.fatal;
+      }
+    }
     // The sessions as the run was started, from its record: the same servers started again (their tools must be the same: see resumeRun).
     const record = readRecord(row.options);
+    if (record.allowShell === 'unsandboxed') io.stderr.write(UNSANDBOXED_WARNING);
     // A spread run is taken up where it runs: its sessions queued again for the workers, and followed.
     if (row.options['spread'] === true && flags.db !== undefined) return await requeueAndFollow(flags.db, row.id, record, flags, io);
     built = await buildRunSession(
       { id: runId, cwd: row.cwd, startedAt: row.startedAt, record },
-      { env: io.env, stderr: io.stderr, ...(io.provider ? { provider: io.provider } : {}) },
+      { env: io.env, stderr: io.stderr, ...(io.provider ? { provider: io.provider } : {}), protectedPaths: ownFiles(io.cwd, flags, [flags.trace]) },
     );
     const { model, logDir, maxSteps } = built;
     const title = `exarch resume ${runId}: ${row.task.slice(0, 80)}`;
@@ -616,6 +642,21 @@ async function requeueAndFollow(db: string, id: string, record: CliRunRecord, fl
     await store.close();
     await ui?.finish(io.interrupt);
   }
+}
+
+/** What `run` and `resume` say, on stderr, of a run whose shell commands have no sandbox. */
+const UNSANDBOXED_WARNING = 'exarch: --allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network\n';
+
+/**
+ * This process's files in the working directory that agents may not change: the SQLite store (with
+ * its WAL and shared memory), unless there is none or it is a database server, and the files named.
+ */
+function ownFiles(cwd: string, target: StoreTarget | undefined, files: readonly (string | undefined)[]): string[] {
+  const store = target === undefined || target.db !== undefined ? [] : [storeName(cwd, target)];
+  return [
+    ...store.flatMap((file) => [file, `${file}-wal`, `${file}-shm`]),
+    ...files.filter((file): file is string => file !== undefined).map((file) => resolve(cwd, file)),
+  ];
 }
 
 /** `--store FILE` or `--db URL` as the commands that answer a run must be given them ('' for the default store). */

@@ -20,6 +20,8 @@ export interface CliRunRecord {
   /** `true`: sandboxed (bubblewrap); `'unsandboxed'`: asked for by name. */
   readonly allowShell: boolean | 'unsandboxed';
   readonly allowNetwork: boolean;
+  /** Agents may change git's hooks and config (`--allow-git-hooks`); absent: they may not. */
+  readonly allowGitHooks?: boolean;
   readonly maxSteps?: number;
   readonly maxDepth?: number;
   readonly replyCap?: number;
@@ -56,6 +58,8 @@ export interface RecordedFlags {
   readonly allowShell?: boolean | 'unsandboxed';
   /** Let sandboxed shell commands reach the network. */
   readonly allowNetwork?: boolean;
+  /** Let agents change git's hooks and config (`.git/hooks`, `.git/config`), which git runs outside any sandbox. */
+  readonly allowGitHooks?: boolean;
   /** `--mcp` values: MCP servers (a command line, or an http(s):// URL) whose tools every agent is offered. */
   readonly mcp?: readonly string[];
   /** Tool names whose calls wait for a person's approval, comma-separated, or `all`. */
@@ -111,6 +115,7 @@ export function recordFromFlags(flags: RecordedFlags, env: NodeJS.ProcessEnv, cw
     allowWrite: flags.allowWrite ?? false,
     allowShell: flags.allowShell ?? false,
     allowNetwork: flags.allowNetwork ?? false,
+    ...(flags.allowGitHooks === true ? { allowGitHooks: true } : {}),
     ...(maxSteps === undefined ? {} : { maxSteps }),
     ...(maxDepth === undefined ? {} : { maxDepth }),
     ...(replyCap === undefined ? {} : { replyCap }),
@@ -158,6 +163,7 @@ export function readRecord(options: RunOptionsRecord): CliRunRecord {
     allowWrite: o['allowWrite'] === true,
     allowShell: o['allowShell'] === 'unsandboxed' ? 'unsandboxed' : o['allowShell'] === true,
     allowNetwork: o['allowNetwork'] === true,
+    ...(o['allowGitHooks'] === true ? { allowGitHooks: true } : {}),
     ...(maxSteps === undefined ? {} : { maxSteps }),
     ...(maxDepth === undefined ? {} : { maxDepth }),
     ...(replyCap === undefined ? {} : { replyCap }),

@@ -1,5 +1,6 @@
 import { accessSync, constants } from 'node:fs';
 import { join } from 'node:path';
+import { DEFAULTS } from '../engine/options.js';
 import { ExarchError } from '../engine/exarchError.js';
 import { makeDirs } from '../engine/fs/makeDirs.js';
 import { JsonlLogSink } from '../engine/log/sessionLog.js';
@@ -14,6 +15,7 @@ import { workspaceTools } from '../tools/workspace/index.js';
 import type { Provider } from '../engine/types.js';
 import { agentsFromJson } from './agentsConfig.js';
 import { budgetOf, mcpSpecs, type CliRunRecord } from './runRecord.js';
+import { checkKeyApart, prepareKeyDir, runKeyDir } from './runKey.js';
 
 /** A run that cannot start as asked (no API key, a log directory, a trace file): one line, exit 1. */
 export class RunSetupError extends ExarchError<'run-setup'> {
@@ -32,6 +34,11 @@ export interface SessionHost {
   readonly recording?: Recording;
   /** How messages name the declared agents' config (default: as recorded with the run). */
   readonly agentsSource?: string;
+  /**
+   * Files of this process's own that agents may not change, besides `.exarch/` and the run's log
+   * directory: a run store elsewhere (with its `-wal` and `-shm`), `--trace`, `--record`.
+   */
+  readonly protectedPaths?: readonly string[];
 }
 
 /** `--record FILE`, or `--replay FILE` and what to abort when the run differs from it. */
@@ -119,17 +126,36 @@ export async function buildRunSession(run: RecordedRun, host: SessionHost): Prom
  * any of them. `exarch run --db` calls this alone, to check the flags and record the tool names
  * before queueing the run.
  */
-export async function runToolsOf(run: Omit<RecordedRun, 'startedAt'>, host: Pick<SessionHost, 'stderr' | 'agentsSource'>): Promise<RunTools> {
+export async function runToolsOf(
+  run: Omit<RecordedRun, 'startedAt'>,
+  host: Pick<SessionHost, 'env' | 'stderr' | 'agentsSource' | 'protectedPaths'>,
+): Promise<RunTools> {
   const { record } = run;
+  checkKeyApart(host.env, run.cwd);
+  if (record.allowShell === true) {
+    // Made before any sandbox starts, so that each sandbox can protect them: an agent that could
+    // create .exarch/ could plant a store in it, and the key's directory is hidden only if it exists.
+    tryMakeDirs(join(run.cwd, '.exarch'));
+    prepareKeyDir(host.env);
+  }
   // Without bubblewrap, --allow-shell is one line here (ShellSandboxError), before any server starts.
-  const workspace = workspaceTools({ root: run.cwd, allowWrite: record.allowWrite, allowShell: record.allowShell, allowNetwork: record.allowNetwork });
+  const workspace = workspaceTools({
+    root: run.cwd,
+    allowWrite: record.allowWrite,
+    allowShell: record.allowShell,
+    allowNetwork: record.allowNetwork,
+    allowGitHooks: record.allowGitHooks === true,
+    protectedPaths: [...(host.protectedPaths ?? []), ...(record.logDir === undefined ? [] : [record.logDir])],
+    hiddenPaths: [runKeyDir(host.env)],
+  });
   // A command runs in the run's directory, wherever this process was started (a worker's is not the run's).
   const servers = mcpSpecs(record.mcp ?? []).map((spec) => ('command' in spec && spec.cwd === undefined ? { ...spec, cwd: run.cwd } : spec));
   const mcp = await connectMcp(servers, workspace, host.stderr);
   try {
     // Checked now that the servers' tools are known: a profile may name `mcp__server__tool`.
     const source = host.agentsSource ?? `the agents recorded with run ${run.id ?? '(new)'}`;
-    const declared = record.agentsConfig === undefined ? undefined : agentsFromJson(record.agentsConfig, source, mcp.tools);
+    const declared =
+      record.agentsConfig === undefined ? undefined : agentsFromJson(record.agentsConfig, source, mcp.tools, record.maxSteps ?? DEFAULTS.maxSteps);
     return { tools: mcp.tools, agents: declared?.agents, close: mcp.close };
   } catch (error) {
     await mcp.close();
@@ -226,6 +252,15 @@ function prepareDir(what: string, dir: string): void {
           ? 'permission denied'
           : describeError(error);
     throw new RunSetupError(`cannot use ${dir} as the ${what}: ${why}`);
+  }
+}
+
+/** `mkdir -p`, if it can: a directory that cannot be made here cannot be made by an agent either. */
+function tryMakeDirs(dir: string): void {
+  try {
+    makeDirs(dir);
+  } catch {
+    // As said.
   }
 }
 

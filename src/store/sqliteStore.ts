@@ -306,7 +306,7 @@ export class SqliteRunStore implements RunStore {
     const { id, task, cwd, startedAt, owner } = run;
     try {
       // The working directory is not redacted: it is where the run may be resumed, and no secret is a path.
-      const options = this.redactor.json(stringifyBounded(run.options));
+      const options = this.optionsText(run.options);
       const num = this.insertRun.immediate({
         id,
         task: this.redactor.text(task),
@@ -321,6 +321,18 @@ export class SqliteRunStore implements RunStore {
       throw this.conflict(error, `run ${id}`);
     }
     this.running.set(id, { agents: 0, requests: 0, input_tokens: 0, output_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 });
+  }
+
+  /**
+   * `options` as `createRun` stores them, bounded and redacted: what `getRun` gives back. (The CLI
+   * signs this form, so that a record that holds a secret still verifies once it is redacted.)
+   */
+  storedOptions(options: NewRun['options']): RunRow['options'] {
+    return JSON.parse(this.optionsText(options)) as RunRow['options'];
+  }
+
+  private optionsText(options: NewRun['options']): string {
+    return this.redactor.json(stringifyBounded(options));
   }
 
   getRun(id: string): RunRow | undefined {

@@ -53,9 +53,10 @@ async function runShell(root: string, command: string, timeoutMs: number, sandbo
   return new Promise<string>((resolve, reject) => {
     // detached: the shell (or bubblewrap) leads a new process group, so a kill reaches everything it started.
     const filter = sandbox.kind === 'bubblewrap' ? unixSocketFilter() : undefined;
+    const shield = sandbox.kind === 'bubblewrap' ? sandbox.shield?.(cwd) : undefined;
     const [file, args, env] =
       sandbox.kind === 'bubblewrap'
-        ? [sandbox.bwrap, [...sandboxArgs(cwd, sandbox.network, filter !== undefined), '/bin/sh', '-c', command], sandboxEnvironment(process.env)]
+        ? [sandbox.bwrap, [...sandboxArgs(cwd, sandbox.network, filter !== undefined, shield), '/bin/sh', '-c', command], sandboxEnvironment(process.env)]
         : ['/bin/sh', ['-c', command], shellEnvironment(process.env)];
     // The seccomp program goes to bubblewrap on its own pipe (fd SECCOMP_FD = 3), which it reads to EOF and closes.
     const child = spawn(file, args, { cwd, env, detached: true, stdio: ['ignore', 'pipe', 'pipe', filter === undefined ? 'ignore' : 'pipe'] });

@@ -15,8 +15,18 @@ import { unixSocketFilter } from './seccompFilter.js';
  * host. bubblewrap is the PID namespace's init: when the command exits, the kernel kills every
  * process left in it, `setsid` and double forks included. bubblewrap itself is started with the
  * command's environment (no credentials), since its own `/proc/1/environ` is readable inside.
+ * Inside the working directory, what a later run or resume reads (exarch's state) and what git runs
+ * (hooks, config) are read-only, and exarch's state directory is hidden (`shield`).
  */
-export type ShellSandbox = { readonly kind: 'bubblewrap'; readonly bwrap: string; readonly network: boolean } | { readonly kind: 'none' };
+export type ShellSandbox =
+  | {
+      readonly kind: 'bubblewrap';
+      readonly bwrap: string;
+      readonly network: boolean;
+      /** What to keep from a command starting now in the working directory `cwd` (its real path). */
+      readonly shield?: (cwd: string) => SandboxShield;
+    }
+  | { readonly kind: 'none' };
 
 /** A sandbox was asked for and cannot be had. */
 export class ShellSandboxError extends ExarchError<'sandbox-unavailable'> {
@@ -34,7 +44,7 @@ let probed: { path: string } | { reason: string } | undefined;
  * The bubblewrap sandbox, once bubblewrap is found and shown to work here (a container without
  * user namespaces may have the binary and still refuse); throws ShellSandboxError saying what to do.
  */
-export function bubblewrapSandbox(network: boolean, env: NodeJS.ProcessEnv = process.env): ShellSandbox {
+export function bubblewrapSandbox(network: boolean, env: NodeJS.ProcessEnv = process.env): Extract<ShellSandbox, { kind: 'bubblewrap' }> {
   probed ??= probeBubblewrap(env);
   if ('reason' in probed) {
     throw new ShellSandboxError(
@@ -89,14 +99,39 @@ function isExecutable(path: string): boolean {
   }
 }
 
+/**
+ * What the sandbox keeps from a command besides the rest of the file system, as real paths that
+ * exist now (see protectedPaths.ts): directories inside the working directory bound onto
+ * themselves, writable, so that they cannot be renamed or removed (`pinned`, parents first); paths
+ * inside it bound read-only (`readOnly`: a mount point cannot be renamed, removed or replaced by a
+ * symlink either); directories an empty read-only tmpfs covers (`hidden`).
+ */
+export interface SandboxShield {
+  readonly pinned: readonly string[];
+  readonly readOnly: readonly string[];
+  readonly hidden: readonly string[];
+}
+
+const NO_SHIELD: SandboxShield = { pinned: [], readOnly: [], hidden: [] };
+
+/** bubblewrap's mounts for `shield`, to come after the working directory's own. */
+function shieldArgs(shield: SandboxShield): string[] {
+  return [
+    ...shield.pinned.flatMap((dir) => ['--bind', dir, dir]),
+    ...shield.readOnly.flatMap((p) => ['--ro-bind', p, p]),
+    ...shield.hidden.flatMap((dir) => ['--tmpfs', dir, '--remount-ro', dir]),
+  ];
+}
+
 /** The descriptor bubblewrap reads the seccomp program from (see seccompFilter.ts). */
 const SECCOMP_FD = 3;
 
 /**
  * bubblewrap's arguments for a command working in `cwd` (mounts in order: later ones sit on top).
- * With `seccomp`, bubblewrap loads the program it reads from fd SECCOMP_FD.
+ * With `seccomp`, bubblewrap loads the program it reads from fd SECCOMP_FD; `shield` adds the
+ * protected and hidden paths.
  */
-export function sandboxArgs(cwd: string, network: boolean, seccomp = false): string[] {
+export function sandboxArgs(cwd: string, network: boolean, seccomp = false, shield: SandboxShield = NO_SHIELD): string[] {
   return [
     ...(seccomp ? ['--seccomp', String(SECCOMP_FD)] : []),
     '--ro-bind',
@@ -112,6 +147,8 @@ export function sandboxArgs(cwd: string, network: boolean, seccomp = false): str
     '--bind',
     cwd,
     cwd,
+    // On top of the working directory: exarch's state and git's hooks read-only, the key's directory hidden.
+    ...shieldArgs(shield),
     '--chdir',
     cwd,
     '--unshare-pid',

@@ -1,10 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { constants, type Stats } from 'node:fs';
-import { type FileHandle, open, rename, unlink } from 'node:fs/promises';
+import { type FileHandle, open, realpath, rename, unlink } from 'node:fs/promises';
+import path from 'node:path';
 import { z } from 'zod';
 import { defineTool, type Tool } from '../defineTool.js';
 import { at, changed, createDirs, fileKind, locate, type Location, type OpenDir } from './openInside.js';
 import { errorCode, fsError, quote, WorkspaceError } from './paths.js';
+import type { ProtectedPaths } from './protectedPaths.js';
 
 const NOFOLLOW = constants.O_NOFOLLOW ?? 0;
 const NONBLOCK = constants.O_NONBLOCK ?? 0;
@@ -18,7 +20,8 @@ const input = z.object({
   content: z.string().describe('The complete new content of the file.'),
 });
 
-export function writeFileTool(root: string): Tool {
+/** `protection`: the paths it refuses to write (exarch's state, git's hooks and config); none without. */
+export function writeFileTool(root: string, protection?: ProtectedPaths): Tool {
   return defineTool({
     name: 'write_file',
     // Writes the whole file from its input (a fresh file renamed over the old one, no append mode): a second run leaves the
@@ -28,14 +31,22 @@ export function writeFileTool(root: string): Tool {
       'Create or overwrite a file in the working directory with `content` (the whole file). Missing parent directories are ' +
       'created. Paths outside the working directory are refused.',
     input,
-    run: ({ path: shown, content }, { signal }) => writeText(root, shown, content, signal),
+    run: ({ path: shown, content }, { signal }) => writeText(root, shown, content, signal, protection),
   });
 }
 
-async function writeText(root: string, shown: string, content: string, signal: AbortSignal): Promise<string> {
+async function writeText(root: string, shown: string, content: string, signal: AbortSignal, protection: ProtectedPaths | undefined): Promise<string> {
   signal.throwIfAborted();
   const location = await locate(root, shown);
   try {
+    // Before any directory is made: where the walk found the file to be, every symlink on the way followed.
+    if (protection !== undefined) {
+      const found = location.found;
+      const real =
+        found.kind === 'entry' ? path.join(found.dir.real, found.name) : found.kind === 'missing' ? path.join(found.dir.real, ...found.rest) : undefined;
+      const refusal = real === undefined ? undefined : protection.refusal(await realpath(root), real, shown);
+      if (refusal !== undefined) throw refusal;
+    }
     const target = await prepareTarget(location, shown);
     signal.throwIfAborted();
     const bytes = Buffer.from(content, 'utf8');
