@@ -4,7 +4,9 @@ import { z } from 'zod';
 import { defineTool, type Tool } from '../defineTool.js';
 import { WorkspaceError } from './paths.js';
 import { sandboxEnvironment, shellEnvironment } from './shellEnvironment.js';
+import { describeLimits, limitNotes, signalOfExitCode, type ShellExit } from './shellLimits.js';
 import { sandboxArgs, type ShellSandbox } from './shellSandbox.js';
+import { userLabel } from './shellUser.js';
 import { unixSocketFilter } from './seccompFilter.js';
 
 /** Default time a command may run before its process group is killed. */
@@ -23,7 +25,11 @@ const input = z.object({
   command: z.string().min(1).describe('A shell command line, run by /bin/sh -c in the working directory.'),
 });
 
-export function runShellTool(root: string, timeoutMs: number = SHELL_DEFAULT_TIMEOUT_MS, sandbox: ShellSandbox = { kind: 'none' }): Tool {
+/**
+ * `run_shell` in `root`. `canWrite: false` tells the model its commands may not write in the
+ * working directory (they run as a user who may not).
+ */
+export function runShellTool(root: string, timeoutMs: number = SHELL_DEFAULT_TIMEOUT_MS, sandbox: ShellSandbox = { kind: 'none' }, canWrite = true): Tool {
   if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1) {
     throw new RangeError(`exarch: shellTimeoutMs must be a positive integer, got ${String(timeoutMs)}`);
   }
@@ -36,7 +42,9 @@ export function runShellTool(root: string, timeoutMs: number = SHELL_DEFAULT_TIM
       `then the last ${SHELL_STDOUT_CHARS / 1000}k characters of stdout and ${SHELL_STDERR_CHARS / 1000}k of stderr. ` +
       `Killed (with everything it started) after ${formatMs(timeoutMs)}; processes it leaves in the background end with it. ` +
       (sandbox.kind === 'bubblewrap'
-        ? `It runs in a sandbox: only the working directory and /tmp are writable, ${sandbox.network ? 'the network is reachable' : 'there is no network'}. `
+        ? `It runs in a sandbox: only the working directory and /tmp are writable, ${sandbox.network ? 'the network is reachable' : 'there is no network'}. ` +
+          (sandbox.user === undefined ? '' : `It runs as ${userLabel(sandbox.user)}${canWrite ? '' : ', which may not write in the working directory'}. `) +
+          (sandbox.limits === undefined ? '' : `Limits: ${describeLimits(sandbox.limits.limits, runsAsRoot(sandbox))}. `)
         : '') +
       'Not interactive: pass flags like --yes, avoid pagers and watchers.',
     input,
@@ -53,12 +61,25 @@ async function runShell(root: string, command: string, timeoutMs: number, sandbo
   return new Promise<string>((resolve, reject) => {
     // detached: the shell (or bubblewrap) leads a new process group, so a kill reaches everything it started.
     const filter = sandbox.kind === 'bubblewrap' ? unixSocketFilter() : undefined;
+    // Under bubblewrap, prlimit sets the limits just before the shell: bubblewrap's own processes are not limited.
     const [file, args, env] =
       sandbox.kind === 'bubblewrap'
-        ? [sandbox.bwrap, [...sandboxArgs(cwd, sandbox.network, filter !== undefined), '/bin/sh', '-c', command], sandboxEnvironment(process.env)]
+        ? [
+            sandbox.bwrap,
+            [...sandboxArgs(cwd, sandbox.network, filter !== undefined), ...(sandbox.limits?.command ?? []), '/bin/sh', '-c', command],
+            sandboxEnvironment(process.env, sandbox.user),
+          ]
         : ['/bin/sh', ['-c', command], shellEnvironment(process.env)];
+    const user = sandbox.kind === 'bubblewrap' ? sandbox.user : undefined;
     // The seccomp program goes to bubblewrap on its own pipe (fd SECCOMP_FD = 3), which it reads to EOF and closes.
-    const child = spawn(file, args, { cwd, env, detached: true, stdio: ['ignore', 'pipe', 'pipe', filter === undefined ? 'ignore' : 'pipe'] });
+    const child = spawn(file, args, {
+      cwd,
+      env,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe', filter === undefined ? 'ignore' : 'pipe'],
+      // Started as the user (libuv drops root's supplementary groups too), bubblewrap makes a user namespace of its own.
+      ...(user === undefined ? {} : { uid: user.uid, gid: user.gid }),
+    });
     const [, out, err, seccompPipe] = child.stdio;
     if (out === null || err === null) throw new WorkspaceError('io', "run_shell could not open the command's output pipes");
     if (filter !== undefined && seccompPipe !== null && seccompPipe !== undefined && 'end' in seccompPipe) {
@@ -98,7 +119,7 @@ async function runShell(root: string, command: string, timeoutMs: number, sandbo
       if (settled) return;
       settled = true;
       cleanup();
-      resolve(report(exit, timedOut ? timeoutMs : undefined, stdout, stderr, note));
+      resolve(report(exit, timedOut ? timeoutMs : undefined, stdout, stderr, note, sandbox));
     };
     const onAbort = (): void => {
       killGroup();
@@ -155,12 +176,15 @@ function report(
   stdout: Tail,
   stderr: Tail,
   note: string | undefined,
+  sandbox: ShellSandbox,
 ): string {
   const lines: string[] = [];
+  // Under bubblewrap a shell killed by a signal comes back as exit code 128 + N: name the signal.
+  const signalled = sandbox.kind === 'bubblewrap' && exit?.code !== null && exit?.code !== undefined ? signalOfExitCode(exit.code) : undefined;
   if (timedOutAfterMs !== undefined) {
     lines.push(`timed out after ${formatMs(timedOutAfterMs)}: the command and everything it started were killed`);
   } else if (exit?.code !== null && exit?.code !== undefined) {
-    lines.push(`exit code: ${exit.code}`);
+    lines.push(`exit code: ${exit.code}${signalled === undefined ? '' : ` (${signalled})`}`);
   } else {
     lines.push(`killed by ${exit?.signal ?? 'a signal'}`);
   }
@@ -170,7 +194,16 @@ function report(
   if (out !== '') lines.push('--- stdout ---', out);
   if (err !== '') lines.push('--- stderr ---', err);
   if (note !== undefined) lines.push(note);
+  if (sandbox.kind === 'bubblewrap' && sandbox.limits !== undefined) {
+    const ended: ShellExit = { code: exit?.code ?? null, signal: exit?.signal ?? null, timedOut: timedOutAfterMs !== undefined };
+    lines.push(...limitNotes(ended, `${out}\n${err}`, sandbox.limits.limits, runsAsRoot(sandbox)));
+  }
   return lines.join('\n');
+}
+
+/** The sandbox's commands run as root: exarch is root and no other user was chosen. */
+function runsAsRoot(sandbox: ShellSandbox & { kind: 'bubblewrap' }): boolean {
+  return sandbox.user === undefined && process.getuid?.() === 0;
 }
 
 /** Keeps the last `chars` characters of a stream (bytes bounded too), counting what it drops. */
