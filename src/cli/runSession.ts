@@ -122,7 +122,16 @@ export async function buildRunSession(run: RecordedRun, host: SessionHost): Prom
 export async function runToolsOf(run: Omit<RecordedRun, 'startedAt'>, host: Pick<SessionHost, 'stderr' | 'agentsSource'>): Promise<RunTools> {
   const { record } = run;
   // Without bubblewrap, --allow-shell is one line here (ShellSandboxError), before any server starts.
-  const workspace = workspaceTools({ root: run.cwd, allowWrite: record.allowWrite, allowShell: record.allowShell, allowNetwork: record.allowNetwork });
+  // As root, who runs the commands (not root, unless asked for) is said once, here: run, resume and worker alike.
+  const workspace = workspaceTools({
+    root: run.cwd,
+    allowWrite: record.allowWrite,
+    allowShell: record.allowShell,
+    allowNetwork: record.allowNetwork,
+    ...(record.allowShell === true && record.shellLimits !== undefined ? { shellLimits: record.shellLimits } : {}),
+    ...(record.allowShell === true && record.shellUser !== undefined ? { shellUser: record.shellUser } : {}),
+    onShellNote: (note) => host.stderr.write(`exarch: ${note}\n`),
+  });
   // A command runs in the run's directory, wherever this process was started (a worker's is not the run's).
   const servers = mcpSpecs(record.mcp ?? []).map((spec) => ('command' in spec && spec.cwd === undefined ? { ...spec, cwd: run.cwd } : spec));
   const mcp = await connectMcp(servers, workspace, host.stderr);

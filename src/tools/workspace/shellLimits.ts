@@ -38,7 +38,7 @@ const GiB = 1024 ** 3;
 export const DEFAULT_SHELL_LIMITS: ShellLimits = { processes: 1024, memory: 8 * GiB, fileSize: 4 * GiB, cpu: 600, openFiles: 8192 };
 
 /** The limits as the CLI names them, in `--shell-limits processes=…,memory=…`. */
-const LIMIT_NAMES: Readonly<Record<keyof ShellLimits, string>> = {
+export const LIMIT_NAMES: Readonly<Record<keyof ShellLimits, string>> = {
   processes: 'processes',
   memory: 'memory',
   fileSize: 'file-size',
@@ -47,7 +47,7 @@ const LIMIT_NAMES: Readonly<Record<keyof ShellLimits, string>> = {
 };
 
 /** The smallest useful value of each: below these not even `/bin/sh` starts. */
-const LIMIT_MINIMUMS: Readonly<Record<keyof ShellLimits, number>> = {
+export const LIMIT_MINIMUMS: Readonly<Record<keyof ShellLimits, number>> = {
   processes: 1,
   memory: 16 * 1024 ** 2,
   fileSize: 1,

@@ -34,7 +34,7 @@ export interface ShellIdentity {
 const NOBODY = 65534;
 
 /** A user name or a uid as `--shell-user` takes it. */
-const SHELL_USER_PATTERN = /^(?:\d{1,10}|[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?)$/;
+export const SHELL_USER_PATTERN = /^(?:\d{1,10}|[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?)$/;
 
 interface PasswdEntry {
   readonly name: string;
@@ -47,7 +47,7 @@ interface PasswdEntry {
  * A user from the user database (`getent passwd`, so that LDAP and other NSS sources count), by
  * name or uid; undefined when there is none.
  */
-function lookUpUser(key: string | number): PasswdEntry | undefined {
+export function lookUpUser(key: string | number): PasswdEntry | undefined {
   const found = spawnSync('getent', ['passwd', String(key)], { encoding: 'utf8', timeout: 10_000 });
   if (found.status !== 0 || typeof found.stdout !== 'string') return undefined;
   const [name, , uid, gid, , home] = (found.stdout.split('\n')[0] ?? '').split(':');
