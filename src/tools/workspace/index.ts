@@ -69,7 +69,7 @@ export function workspaceTools(options: WorkspaceToolsOptions): Tool[] {
       ...(identity.user === undefined ? {} : { user: identity.user }),
     });
     if (identity.note !== undefined) options.onShellNote?.(identity.note);
-    tools.push(runShellTool(root, options.shellTimeoutMs ?? SHELL_DEFAULT_TIMEOUT_MS, sandbox, identity.canWrite));
+    tools.push(runShellTool(root, options.shellTimeoutMs ?? SHELL_DEFAULT_TIMEOUT_MS, sandbox, !identity.canWrite));
   }
   return tools;
 }

@@ -26,10 +26,11 @@ const input = z.object({
 });
 
 /**
- * `run_shell` in `root`. `canWrite: false` tells the model its commands may not write in the
- * working directory (they run as a user who may not).
+ * `run_shell` in `root`. `readOnly`: the sandbox's user may not write in the working directory,
+ * which a result refused permission then says. (The description depends on the options alone,
+ * never on this machine's users, so a recorded run replays elsewhere.)
  */
-export function runShellTool(root: string, timeoutMs: number = SHELL_DEFAULT_TIMEOUT_MS, sandbox: ShellSandbox = { kind: 'none' }, canWrite = true): Tool {
+export function runShellTool(root: string, timeoutMs: number = SHELL_DEFAULT_TIMEOUT_MS, sandbox: ShellSandbox = { kind: 'none' }, readOnly = false): Tool {
   if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1) {
     throw new RangeError(`exarch: shellTimeoutMs must be a positive integer, got ${String(timeoutMs)}`);
   }
@@ -43,17 +44,16 @@ export function runShellTool(root: string, timeoutMs: number = SHELL_DEFAULT_TIM
       `Killed (with everything it started) after ${formatMs(timeoutMs)}; processes it leaves in the background end with it. ` +
       (sandbox.kind === 'bubblewrap'
         ? `It runs in a sandbox: only the working directory and /tmp are writable, ${sandbox.network ? 'the network is reachable' : 'there is no network'}. ` +
-          (sandbox.user === undefined ? '' : `It runs as ${userLabel(sandbox.user)}${canWrite ? '' : ', which may not write in the working directory'}. `) +
-          (sandbox.limits === undefined ? '' : `Limits: ${describeLimits(sandbox.limits.limits, runsAsRoot(sandbox))}. `)
+          (sandbox.limits === undefined ? '' : `Limits: ${describeLimits(sandbox.limits.asked)}. `)
         : '') +
       'Not interactive: pass flags like --yes, avoid pagers and watchers.',
     input,
     timeoutMs: timeoutMs + TOOL_TIMEOUT_MARGIN_MS,
-    run: ({ command }, { signal }) => runShell(root, command, timeoutMs, sandbox, signal),
+    run: ({ command }, { signal }) => runShell(root, command, timeoutMs, sandbox, readOnly, signal),
   });
 }
 
-async function runShell(root: string, command: string, timeoutMs: number, sandbox: ShellSandbox, signal: AbortSignal): Promise<string> {
+async function runShell(root: string, command: string, timeoutMs: number, sandbox: ShellSandbox, readOnly: boolean, signal: AbortSignal): Promise<string> {
   signal.throwIfAborted();
   const cwd = await realpath(root).catch(() => {
     throw new WorkspaceError('io', `the working directory ${root} is not accessible`);
@@ -119,7 +119,7 @@ async function runShell(root: string, command: string, timeoutMs: number, sandbo
       if (settled) return;
       settled = true;
       cleanup();
-      resolve(report(exit, timedOut ? timeoutMs : undefined, stdout, stderr, note, sandbox));
+      resolve(report(exit, timedOut ? timeoutMs : undefined, stdout, stderr, note, sandbox, readOnly));
     };
     const onAbort = (): void => {
       killGroup();
@@ -177,6 +177,7 @@ function report(
   stderr: Tail,
   note: string | undefined,
   sandbox: ShellSandbox,
+  readOnly: boolean,
 ): string {
   const lines: string[] = [];
   // Under bubblewrap a shell killed by a signal comes back as exit code 128 + N: name the signal.
@@ -197,6 +198,9 @@ function report(
   if (sandbox.kind === 'bubblewrap' && sandbox.limits !== undefined) {
     const ended: ShellExit = { code: exit?.code ?? null, signal: exit?.signal ?? null, timedOut: timedOutAfterMs !== undefined };
     lines.push(...limitNotes(ended, `${out}\n${err}`, sandbox.limits.limits, runsAsRoot(sandbox)));
+  }
+  if (sandbox.kind === 'bubblewrap' && sandbox.user !== undefined && readOnly && /Permission denied/.test(`${out}\n${err}`)) {
+    lines.push(`note: the sandbox runs commands as ${userLabel(sandbox.user)}, who may not write in the working directory`);
   }
   return lines.join('\n');
 }

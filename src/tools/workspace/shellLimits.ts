@@ -142,11 +142,11 @@ function formatBytes(bytes: number): string {
 }
 
 /** One limit in words, as the model and the person are told it. */
-function describeLimit(key: keyof ShellLimits, value: ShellLimit, asRoot = false): string {
+function describeLimit(key: keyof ShellLimits, value: ShellLimit): string {
   if (value === 'unlimited') return `${LIMIT_NAMES[key]}: not limited`;
   switch (key) {
     case 'processes':
-      return asRoot ? 'processes: not limited (commands run as root)' : `processes: ${value} processes and threads at once`;
+      return `processes: ${value} processes and threads at once`;
     case 'memory':
       return `memory: ${formatBytes(value)} per process`;
     case 'fileSize':
@@ -159,8 +159,8 @@ function describeLimit(key: keyof ShellLimits, value: ShellLimit, asRoot = false
 }
 
 /** Every limit in words, for the tool's description. */
-export function describeLimits(limits: ShellLimits, asRoot = false): string {
-  return KEYS.map((key) => describeLimit(key, limits[key], asRoot)).join(', ');
+export function describeLimits(limits: ShellLimits): string {
+  return KEYS.map((key) => describeLimit(key, limits[key])).join(', ');
 }
 
 /** How a command ended, as runShell saw it. */

@@ -32,6 +32,8 @@ export type ShellSandbox =
 
 /** The limits of each command, and how they are set. */
 interface SandboxLimits {
+  /** What was asked for: what the model is told (the tool's description depends on the options alone, so a recording replays on another machine). */
+  readonly asked: ShellLimits;
   /** What each command gets: what was asked for, capped at exarch's own hard limits. */
   readonly limits: ShellLimits;
   /** prlimit's path and options, to run before `/bin/sh` inside the sandbox; none when nothing is limited. */
@@ -86,7 +88,7 @@ export function bubblewrapSandbox(network: boolean, env: NodeJS.ProcessEnv = pro
 function sandboxLimits(asked: ShellLimits, env: NodeJS.ProcessEnv): SandboxLimits {
   const hard = hardLimits();
   const limits = effectiveLimits(asked, hard);
-  if (!anyLimit(limits)) return { limits, command: [] };
+  if (!anyLimit(limits)) return { asked, limits, command: [] };
   const prlimit = findExecutable('prlimit', PRLIMIT_CANDIDATES, env);
   if (prlimit === undefined) {
     throw new ShellSandboxError(
@@ -94,7 +96,7 @@ function sandboxLimits(asked: ShellLimits, env: NodeJS.ProcessEnv): SandboxLimit
         'or pass --shell-limits with every limit unlimited',
     );
   }
-  return { limits, command: [prlimit, ...prlimitOptions(limits, hard), '--'] };
+  return { asked, limits, command: [prlimit, ...prlimitOptions(limits, hard), '--'] };
 }
 
 function findExecutable(name: string, candidates: readonly string[], env: NodeJS.ProcessEnv): string | undefined {
