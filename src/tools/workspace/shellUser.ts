@@ -22,8 +22,6 @@ export interface ShellUser {
 export interface ShellIdentity {
   /** Undefined: exarch's own user (exarch is not root, or root was asked for by name). */
   readonly user?: ShellUser;
-  /** The commands run as root (root was asked for). */
-  readonly asRoot: boolean;
   /** The commands may write in the working directory. */
   readonly canWrite: boolean;
   /** What the person should know, one line (said on stderr by the CLI); none when exarch is not root. */
@@ -94,11 +92,10 @@ export function shellIdentity(cwd: string, requested?: string | number): ShellId
     if (askedUid !== undefined && askedUid !== self) {
       throw new ShellSandboxError(`--shell-user ${asked}: exarch runs as uid ${self}, and only root can run commands as another user`);
     }
-    return { asRoot: false, canWrite: true };
+    return { canWrite: true };
   }
   if (askedUid === 0) {
     return {
-      asRoot: true,
       canWrite: true,
       note: '--shell-user root: shell commands run as root in the sandbox: they can read every file on this machine (/etc/shadow, /root/.ssh), and no process limit applies',
     };
@@ -123,7 +120,7 @@ export function shellIdentity(cwd: string, requested?: string | number): ShellId
   if (askedUid !== undefined) note = `shell commands run as ${label}${canWrite ? '' : ', who cannot write in the working directory'}`;
   else if (owner.uid !== 0) note = `shell commands run as ${label}, the owner of the working directory${canWrite ? '' : ', who cannot write in it'}${choose}`;
   else note = `shell commands run as ${label}, not root: the working directory is root's${canWrite ? '' : ', so they cannot write in it'}${choose}`;
-  return { user, asRoot: false, canWrite, note };
+  return { user, canWrite, note };
 }
 
 /**
