@@ -57,7 +57,16 @@ export { Redactor, REDACTED, MIN_SECRET_CHARS, secretsIn } from './engine/redact
 export { finalAssistantText } from './engine/history.js';
 export { addUsage, ZERO_USAGE } from './engine/usage.js';
 export * from './engine/types.js';
-export { ShellSandboxError, workspaceTools, WorkspaceError, type WorkspaceErrorKind, type WorkspaceToolsOptions } from './tools/workspace/index.js';
+export {
+  DEFAULT_SHELL_LIMITS,
+  ShellSandboxError,
+  type ShellLimit,
+  type ShellLimits,
+  workspaceTools,
+  WorkspaceError,
+  type WorkspaceErrorKind,
+  type WorkspaceToolsOptions,
+} from './tools/workspace/index.js';
 export { AnthropicProvider, DEFAULT_MODEL, type AnthropicProviderOptions } from './providers/anthropic.js';
 export {
   listRuns,

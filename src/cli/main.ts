@@ -47,6 +47,14 @@ const USAGE = `Usage:
       --allow-git-hooks   let agents change git's hooks and config (.git/hooks, .git/config,
                           core.hooksPath), which git runs outside any sandbox; without it they
                           are read-only in the sandbox and write_file refuses anything in .git
+      --shell-limits processes=N,memory=SIZE,file-size=SIZE,cpu=SECONDS,open-files=N
+                          limits of each sandboxed command (default processes=1024,
+                          memory=8G, file-size=4G, cpu=600, open-files=8192; any may be
+                          unlimited); memory, cpu and open files count per process
+      --shell-user NAME|UID
+                          run as root, exarch runs sandboxed commands as another user: by
+                          default the working directory's owner, or nobody when that is
+                          root; --shell-user root runs them as root (said on stderr)
       --mcp "CMD ARGS"    offer the tools of an MCP server to every agent, as mcp__<server>__<tool>:
                           a command line (quoted as in a shell) runs the server over stdio; an
                           http(s):// URL reaches a streamable HTTP server. Repeatable. A server
@@ -247,6 +255,8 @@ function parse(argv: readonly string[]) {
       'allow-shell-unsandboxed': { type: 'boolean' },
       'allow-network': { type: 'boolean' },
       'allow-git-hooks': { type: 'boolean' },
+      'shell-limits': { type: 'string' },
+      'shell-user': { type: 'string' },
       mcp: { type: 'string', multiple: true },
       trace: { type: 'string' },
       out: { type: 'string' },
@@ -364,6 +374,8 @@ const RUN_FLAGS = [
   'allow-shell-unsandboxed',
   'allow-network',
   'allow-git-hooks',
+  'shell-limits',
+  'shell-user',
   'mcp',
   'otel',
   'record',
@@ -399,6 +411,8 @@ async function runLive(positionals: readonly string[], values: Values, interrupt
       allowShell: values['allow-shell-unsandboxed'] === true ? 'unsandboxed' : values['allow-shell'] === true,
       allowNetwork: values['allow-network'] === true,
       allowGitHooks: values['allow-git-hooks'] === true,
+      ...(values['shell-limits'] === undefined ? {} : { shellLimits: values['shell-limits'] }),
+      ...(values['shell-user'] === undefined ? {} : { shellUser: values['shell-user'] }),
       ...(values.mcp === undefined ? {} : { mcp: values.mcp }),
       ...(values.trace === undefined ? {} : { trace: values.trace }),
       ...(values.store === undefined ? {} : { store: values.store }),

@@ -7,6 +7,9 @@ import type { Tool } from '../tools/defineTool.js';
 import { McpSpecError, parseMcpFlag, type McpServerSpec } from '../tools/mcp/serverSpec.js';
 import { readAgentsConfig } from './agentsConfig.js';
 import { estimateCost } from '../engine/pricing.js';
+import { DEFAULT_SHELL_LIMITS, LIMIT_MINIMUMS, type ShellLimits } from '../tools/workspace/shellLimits.js';
+import { lookUpUser, SHELL_USER_PATTERN } from '../tools/workspace/shellUser.js';
+import { parseShellLimits } from './shellLimitsFlag.js';
 import { UsageError } from './usageError.js';
 
 /**
@@ -22,6 +25,10 @@ export interface CliRunRecord {
   readonly allowNetwork: boolean;
   /** Agents may change git's hooks and config (`--allow-git-hooks`); absent: they may not. */
   readonly allowGitHooks?: boolean;
+  /** Each sandboxed command's limits, all of them (defaults filled in), so a resume sets the same. */
+  readonly shellLimits?: ShellLimits;
+  /** `--shell-user` as given (a name, a uid or root): who runs sandboxed commands when exarch is root. */
+  readonly shellUser?: string;
   readonly maxSteps?: number;
   readonly maxDepth?: number;
   readonly replyCap?: number;
@@ -60,6 +67,10 @@ export interface RecordedFlags {
   readonly allowNetwork?: boolean;
   /** Let agents change git's hooks and config (`.git/hooks`, `.git/config`), which git runs outside any sandbox. */
   readonly allowGitHooks?: boolean;
+  /** `--shell-limits processes=N,memory=SIZE,file-size=SIZE,cpu=SECONDS,open-files=N` (see shellLimitsFlag.ts). */
+  readonly shellLimits?: string;
+  /** `--shell-user NAME|UID|root`: who runs sandboxed commands when exarch runs as root. */
+  readonly shellUser?: string;
   /** `--mcp` values: MCP servers (a command line, or an http(s):// URL) whose tools every agent is offered. */
   readonly mcp?: readonly string[];
   /** Tool names whose calls wait for a person's approval, comma-separated, or `all`. */
@@ -102,6 +113,7 @@ export function recordFromFlags(flags: RecordedFlags, env: NodeJS.ProcessEnv, cw
       throw new UsageError(`--max-cost must be a positive amount of US$, got '${flags.maxCost}'`);
     if (estimateCost(model, ZERO_USAGE) === undefined) throw new UsageError(`--max-cost: no prices are known for the model '${model}'; use --max-tokens`);
   }
+  const shell = shellFlags(flags);
   const agentsConfig = readAgentsConfig(flags.agents, cwd);
   // A declared agent asking for a model exarch cannot price would spend past --max-cost unseen.
   if (maxCost !== undefined) {
@@ -116,6 +128,7 @@ export function recordFromFlags(flags: RecordedFlags, env: NodeJS.ProcessEnv, cw
     allowShell: flags.allowShell ?? false,
     allowNetwork: flags.allowNetwork ?? false,
     ...(flags.allowGitHooks === true ? { allowGitHooks: true } : {}),
+    ...shell,
     ...(maxSteps === undefined ? {} : { maxSteps }),
     ...(maxDepth === undefined ? {} : { maxDepth }),
     ...(replyCap === undefined ? {} : { replyCap }),
@@ -129,6 +142,36 @@ export function recordFromFlags(flags: RecordedFlags, env: NodeJS.ProcessEnv, cw
     // Absolute: a worker's own working directory is not the run's.
     ...(flags.logDir === undefined ? {} : { logDir: resolve(cwd, flags.logDir) }),
   };
+}
+
+/** `--shell-limits` and `--shell-user`, which only sandboxed commands have. */
+function shellFlags(flags: RecordedFlags): { shellLimits?: ShellLimits; shellUser?: string } {
+  const given = flags.shellLimits !== undefined ? 'shell-limits' : flags.shellUser !== undefined ? 'shell-user' : undefined;
+  if (given !== undefined && flags.allowShell === 'unsandboxed')
+    throw new UsageError(`--${given} is for sandboxed commands; --allow-shell=unsandboxed runs them as you, without limits`);
+  if (given !== undefined && flags.allowShell !== true) throw new UsageError(`--${given} needs --allow-shell`);
+  if (flags.allowShell !== true) return {};
+  const user = flags.shellUser?.trim();
+  if (user !== undefined) {
+    if (!SHELL_USER_PATTERN.test(user)) throw new UsageError(`--shell-user takes a user name or a uid, got '${flags.shellUser ?? ''}'`);
+    if (!/^\d+$/.test(user) && lookUpUser(user) === undefined) throw new UsageError(`--shell-user: there is no user named '${user}' here`);
+  }
+  return {
+    shellLimits: flags.shellLimits === undefined ? DEFAULT_SHELL_LIMITS : parseShellLimits(flags.shellLimits),
+    ...(user === undefined ? {} : { shellUser: user }),
+  };
+}
+
+/** A recorded `shellLimits`: each limit that is a valid value, the rest at the defaults; undefined when there is none. */
+function recordedLimits(value: unknown): ShellLimits | undefined {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+  const stored = value as Readonly<Record<string, unknown>>;
+  const limits: Record<string, number | 'unlimited'> = { ...DEFAULT_SHELL_LIMITS };
+  for (const key of Object.keys(DEFAULT_SHELL_LIMITS) as (keyof ShellLimits)[]) {
+    const limit = stored[key];
+    if (limit === 'unlimited' || (typeof limit === 'number' && Number.isSafeInteger(limit) && limit >= LIMIT_MINIMUMS[key])) limits[key] = limit;
+  }
+  return limits as unknown as ShellLimits;
 }
 
 /**
@@ -158,12 +201,16 @@ export function readRecord(options: RunOptionsRecord): CliRunRecord {
   const approve = o['approve'] === 'all' ? ('all' as const) : strings('approve');
   const maxTokens = amount('maxTokens');
   const maxCost = amount('maxCost');
+  const shellLimits = recordedLimits(o['shellLimits']);
+  const shellUser = typeof o['shellUser'] === 'string' && SHELL_USER_PATTERN.test(o['shellUser']) ? o['shellUser'] : undefined;
   return {
     model: typeof o['model'] === 'string' ? o['model'] : DEFAULT_MODEL,
     allowWrite: o['allowWrite'] === true,
     allowShell: o['allowShell'] === 'unsandboxed' ? 'unsandboxed' : o['allowShell'] === true,
     allowNetwork: o['allowNetwork'] === true,
     ...(o['allowGitHooks'] === true ? { allowGitHooks: true } : {}),
+    ...(shellLimits === undefined ? {} : { shellLimits }),
+    ...(shellUser === undefined ? {} : { shellUser }),
     ...(maxSteps === undefined ? {} : { maxSteps }),
     ...(maxDepth === undefined ? {} : { maxDepth }),
     ...(replyCap === undefined ? {} : { replyCap }),

@@ -139,6 +139,7 @@ export async function runToolsOf(
     prepareKeyDir(host.env);
   }
   // Without bubblewrap, --allow-shell is one line here (ShellSandboxError), before any server starts.
+  // As root, who runs the commands (not root, unless asked for) is said once, here: run, resume and worker alike.
   const workspace = workspaceTools({
     root: run.cwd,
     allowWrite: record.allowWrite,
@@ -147,6 +148,9 @@ export async function runToolsOf(
     allowGitHooks: record.allowGitHooks === true,
     protectedPaths: [...(host.protectedPaths ?? []), ...(record.logDir === undefined ? [] : [record.logDir])],
     hiddenPaths: [runKeyDir(host.env)],
+    ...(record.allowShell === true && record.shellLimits !== undefined ? { shellLimits: record.shellLimits } : {}),
+    ...(record.allowShell === true && record.shellUser !== undefined ? { shellUser: record.shellUser } : {}),
+    onShellNote: (note) => host.stderr.write(`exarch: ${note}\n`),
   });
   // A command runs in the run's directory, wherever this process was started (a worker's is not the run's).
   const servers = mcpSpecs(record.mcp ?? []).map((spec) => ('command' in spec && spec.cwd === undefined ? { ...spec, cwd: run.cwd } : spec));

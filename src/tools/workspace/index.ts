@@ -1,4 +1,4 @@
-import { statSync } from 'node:fs';
+import { realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { Tool } from '../defineTool.js';
 import { listDirTool } from './listDir.js';
@@ -6,7 +6,9 @@ import { readFileTool } from './readFile.js';
 import { runShellTool, SHELL_DEFAULT_TIMEOUT_MS } from './runShell.js';
 import { searchFilesTool } from './searchFiles.js';
 import { ProtectedPaths } from './protectedPaths.js';
+import { resolveShellLimits, type ShellLimits } from './shellLimits.js';
 import { bubblewrapSandbox, type ShellSandbox } from './shellSandbox.js';
+import { canReach, shellIdentity } from './shellUser.js';
 import { writeFileTool } from './writeFile.js';
 
 export interface WorkspaceToolsOptions {
@@ -39,6 +41,20 @@ export interface WorkspaceToolsOptions {
    * and `write_file` refuses anything inside a `.git` directory.
    */
   readonly allowGitHooks?: boolean;
+  /**
+   * Limits of each sandboxed command (see ShellLimits; those not given keep DEFAULT_SHELL_LIMITS).
+   * Not for `allowShell: 'unsandboxed'`.
+   */
+  readonly shellLimits?: Partial<ShellLimits>;
+  /**
+   * Who runs sandboxed commands when exarch runs as root: a user name or uid, or `'root'`. By
+   * default the working directory's owner, or `nobody` when that is root, so that root's own files
+   * (/etc/shadow, /root/.ssh) stay unreadable. Without root, only exarch's own user may be named.
+   * Not for `allowShell: 'unsandboxed'`.
+   */
+  readonly shellUser?: string | number;
+  /** Told, once, who runs sandboxed commands when exarch runs as root (the CLI prints it on stderr). */
+  readonly onShellNote?: (note: string) => void;
 }
 
 /**
@@ -62,15 +78,32 @@ export function workspaceTools(options: WorkspaceToolsOptions): Tool[] {
   });
   const tools = [readFileTool(root), listDirTool(root), searchFilesTool(root)];
   if (options.allowWrite === true) tools.push(writeFileTool(root, protection));
-  if (options.allowShell === true || options.allowShell === 'unsandboxed') {
-    const sandbox: ShellSandbox =
-      options.allowShell === 'unsandboxed'
-        ? { kind: 'none' }
-        : { ...bubblewrapSandbox(options.allowNetwork === true), shield: (cwd: string) => protection.shield(cwd) };
-    tools.push(runShellTool(root, options.shellTimeoutMs ?? SHELL_DEFAULT_TIMEOUT_MS, sandbox));
+  if (options.allowShell === 'unsandboxed' && (options.shellLimits !== undefined || options.shellUser !== undefined)) {
+    throw new RangeError('exarch: shellLimits and shellUser are for sandboxed commands (allowShell: true); unsandboxed ones run as exarch, without limits');
+  }
+  if (options.allowShell === 'unsandboxed') tools.push(runShellTool(root, options.shellTimeoutMs ?? SHELL_DEFAULT_TIMEOUT_MS, { kind: 'none' }));
+  if (options.allowShell === true) {
+    const limits = resolveShellLimits(options.shellLimits);
+    // Who runs the commands is judged on the real directory, whose owner a symlink would hide.
+    const identity = shellIdentity(realpathSync(root), options.shellUser);
+    const sandbox: ShellSandbox = {
+      ...bubblewrapSandbox(options.allowNetwork === true, process.env, {
+        limits,
+        ...(identity.user === undefined ? {} : { user: identity.user }),
+      }),
+      shield: (cwd: string) => {
+        const shield = protection.shield(cwd);
+        // Hidden from a user who can reach it; one who cannot (root's home, to nobody) cannot read it either.
+        const user = identity.user;
+        return user === undefined ? shield : { ...shield, hidden: shield.hidden.filter((dir) => canReach(dir, user)) };
+      },
+    };
+    if (identity.note !== undefined) options.onShellNote?.(identity.note);
+    tools.push(runShellTool(root, options.shellTimeoutMs ?? SHELL_DEFAULT_TIMEOUT_MS, sandbox, !identity.canWrite));
   }
   return tools;
 }
 
 export { WorkspaceError, type WorkspaceErrorKind } from './paths.js';
 export { ShellSandboxError } from './shellSandbox.js';
+export { DEFAULT_SHELL_LIMITS, type ShellLimit, type ShellLimits } from './shellLimits.js';

@@ -23,8 +23,13 @@ export function shellEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
 
 /**
  * Inside the sandbox: the same, with `TMPDIR` pointing at the sandbox's private `/tmp` (the user's
- * own temporary directory is read-only or hidden there).
+ * own temporary directory is read-only or hidden there), and, for a command run as another `user`,
+ * that user's HOME, USER and LOGNAME instead of exarch's.
  */
-export function sandboxEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  return { ...shellEnvironment(env), TMPDIR: '/tmp' };
+export function sandboxEnvironment(env: NodeJS.ProcessEnv, user?: { readonly name?: string; readonly home: string }): NodeJS.ProcessEnv {
+  const kept: NodeJS.ProcessEnv = { ...shellEnvironment(env), TMPDIR: '/tmp' };
+  if (user === undefined) return kept;
+  delete kept['USER'];
+  delete kept['LOGNAME'];
+  return { ...kept, HOME: user.home, ...(user.name === undefined ? {} : { USER: user.name, LOGNAME: user.name }) };
 }
