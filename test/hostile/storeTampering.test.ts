@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { historyHandler, startAnthropicServer, type AnthropicTestServer, type ReceivedRequest, type ServerPlan } from '../support/anthropicServer.js';
+import { canSwitchUser, giveToNobody, NOBODY } from '../support/asUser.js';
 import { requireBubblewrap } from '../support/bubblewrap.js';
 import { call, exarch, lastUserText, onCleanup, stream, workdir, type CliRun } from '../support/cliHarness.js';
 
@@ -29,6 +30,22 @@ beforeEach(() => {
   state = mkdtempSync('/var/tmp/exarch-state-');
   onCleanup(() => rmSync(state, { recursive: true, force: true }));
 });
+
+/**
+ * A working directory as a person's would be: run as root (CI), exarch runs sandboxed commands as
+ * the directory's owner, so it is `nobody`'s here (what a test makes in it later, such as a
+ * repository, is given to it too: `giveTreeToAgents`).
+ */
+async function agentsWorkdir(): Promise<string> {
+  const cwd = workdir();
+  if (canSwitchUser) await giveToNobody(cwd);
+  return cwd;
+}
+
+/** Everything under `dir` made `nobody`'s, as a repository the person made in their own directory is theirs. */
+function giveTreeToAgents(dir: string): void {
+  if (canSwitchUser) execFileSync('chown', ['-R', `${NOBODY}:${NOBODY}`, dir]);
+}
 
 function run(args: readonly string[], cwd: string, server?: AnthropicTestServer): Promise<CliRun> {
   return exarch(args, { cwd, env: { EXARCH_STATE_DIR: state, ANTHROPIC_API_KEY: API_KEY }, ...(server ? { server } : {}) });
@@ -87,7 +104,7 @@ const PROBE = 'echo "pid1=$(cat /proc/1/comm)"; tr "\\0" "\\n" < /proc/$PPID/env
 
 describe.skipIf(BWRAP === undefined)('the run store and resume, against an agent in the sandbox', () => {
   it("the issue's reproduction: sqlite3 in the sandbox cannot change the store, and the resumed run's next command is still sandboxed", async () => {
-    const cwd = workdir();
+    const cwd = await agentsWorkdir();
     const server = await serve({
       root: [
         stream({
@@ -128,7 +145,7 @@ describe.skipIf(BWRAP === undefined)('the run store and resume, against an agent
     ['no approvals', "json_remove(options, '$.approve')"],
     ['the network and a higher step cap', "json_set(options, '$.allowNetwork', json('true'), '$.maxSteps', 9999)"],
   ])('a record changed from outside (%s) is refused with one line; nothing starts, the run is as it was', async (_what, expression) => {
-    const cwd = workdir();
+    const cwd = await agentsWorkdir();
     const marker = join(workdir(), 'mcp-server-ran');
     const server = await serve(gatedFirst());
     const first = await run(['run', ...GATED, 'Take notes'], cwd, server);
@@ -150,7 +167,7 @@ describe.skipIf(BWRAP === undefined)('the run store and resume, against an agent
   });
 
   it('a record without a signature is refused the same way', async () => {
-    const cwd = workdir();
+    const cwd = await agentsWorkdir();
     const server = await serve(gatedFirst());
     const first = await run(['run', ...GATED, 'Take notes'], cwd, server);
     expect(first.code, first.stderr).toBe(4);
@@ -167,7 +184,7 @@ describe.skipIf(BWRAP === undefined)('the run store and resume, against an agent
   });
 
   it('an untouched record resumes, its signature surviving the redaction of a secret in it and the bounding of its depth', async () => {
-    const cwd = workdir();
+    const cwd = await agentsWorkdir();
     // A secret of the environment inside the record (a --log-dir named after it): the store keeps it redacted.
     const secret = 'storetrust-secret-value-4411';
     // A declared agent whose reply schema carries an annotation nested deeper than the store keeps (it elides past 128 levels).
@@ -195,10 +212,11 @@ describe.skipIf(BWRAP === undefined)('the run store and resume, against an agent
   });
 
   it('the store and .exarch cannot be removed, moved or replaced from inside the sandbox; write_file refuses them and git’s hooks and config', async () => {
-    const cwd = workdir();
+    const cwd = await agentsWorkdir();
     execFileSync('git', ['init', '-q', cwd]);
     // As husky sets it up: hooks in the worktree (the directory not made yet: exarch makes it, empty).
-    execFileSync('git', ['-C', cwd, 'config', 'core.hooksPath', '.husky']);
+    execFileSync('git', ['config', '--file', join(cwd, '.git', 'config'), 'core.hooksPath', '.husky']);
+    giveTreeToAgents(cwd);
     mkdirSync(join(cwd, 'data'));
     const attempts = [
       'touch .exarch/planted',
@@ -273,8 +291,9 @@ describe.skipIf(BWRAP === undefined)('the run store and resume, against an agent
   });
 
   it('with --allow-git-hooks, agents may change git’s hooks and config', async () => {
-    const cwd = workdir();
+    const cwd = await agentsWorkdir();
     execFileSync('git', ['init', '-q', cwd]);
+    giveTreeToAgents(cwd);
     const server = await serve({
       root: [
         stream({ toolCalls: [call('run_shell', { command: 'git config user.name agent && echo "git config exit=$?"' })] }),
@@ -290,7 +309,7 @@ describe.skipIf(BWRAP === undefined)('the run store and resume, against an agent
   });
 
   it('the directory of the key that signs records is hidden from sandboxed commands', async () => {
-    const cwd = workdir();
+    const cwd = await agentsWorkdir();
     // Something of the person's already there, as a key from an earlier run would be.
     const canary = 'person-only-canary-5c0ffee';
     writeFileSync(join(state, 'canary'), canary, { mode: 0o600 });
@@ -317,7 +336,7 @@ describe.skipIf(BWRAP === undefined)('the run store and resume, against an agent
   });
 
   it('a resume of a run started with --allow-shell=unsandboxed says so on stderr, as run does', async () => {
-    const cwd = workdir();
+    const cwd = await agentsWorkdir();
     const server = await serve(gatedFirst());
     const first = await run(['run', '--allow-shell=unsandboxed', '--allow-write', '--approve', 'write_file', '--no-wait', 'Take notes'], cwd, server);
     expect(first.code, first.stderr).toBe(4);
@@ -331,7 +350,7 @@ describe.skipIf(BWRAP === undefined)('the run store and resume, against an agent
   });
 
   it('exarch.config.json in the workspace (an agent could have written it) cannot widen a run', async () => {
-    const cwd = workdir();
+    const cwd = await agentsWorkdir();
     const server = await serve({ root: [stream({ text: 'done' })] });
     const configs: [unknown, RegExp][] = [
       [{ agents: { helper: { description: 'd', tools: ['run_shell'] } } }, /agents\.helper\.tools.*'run_shell'.*not one of the run's tools/],
@@ -357,7 +376,7 @@ describe.skipIf(BWRAP === undefined)('the run store and resume, against an agent
 // The key's own file: refused when others could read it, or when it is no key.
 describe('the key file', () => {
   it('a key readable by others, or not a key, stops the run with one line before anything starts', async () => {
-    const cwd = workdir();
+    const cwd = await agentsWorkdir();
     const server = await serve({ root: [stream({ text: 'done' })] });
     writeFileSync(join(state, 'run-key'), `${'ab'.repeat(32)}\n`);
     chmodSync(join(state, 'run-key'), 0o644);
@@ -373,7 +392,7 @@ describe('the key file', () => {
   });
 
   it('a state directory inside the working directory stops the run with one line: its tools could read the key there', async () => {
-    const cwd = workdir();
+    const cwd = await agentsWorkdir();
     const server = await serve({ root: [stream({ text: 'done' })] });
     const inside = await exarch(['run', 'Go'], { cwd, server, env: { EXARCH_STATE_DIR: join(cwd, '.state'), ANTHROPIC_API_KEY: API_KEY } });
     expect(inside.code).toBe(1);
