@@ -3,7 +3,8 @@ import { constants, type Stats } from 'node:fs';
 import { type FileHandle, open, rename, unlink } from 'node:fs/promises';
 import { z } from 'zod';
 import { defineTool, type Tool } from '../defineTool.js';
-import { at, changed, createDirs, fileKind, locate, type Location, type OpenDir } from './openInside.js';
+import { fileKind } from '../../engine/fs/fileKind.js';
+import { at, changed, createDirs, locate, type Location, type OpenDir } from './openInside.js';
 import { errorCode, fsError, quote, WorkspaceError } from './paths.js';
 
 const NOFOLLOW = constants.O_NOFOLLOW ?? 0;
