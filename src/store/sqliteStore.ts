@@ -1,6 +1,8 @@
 import Database from 'better-sqlite3';
-import { closeSync, openSync, readSync, statSync, type Stats } from 'node:fs';
+import { closeSync, readSync } from 'node:fs';
+import { FileError } from '../engine/fs/fileError.js';
 import { makeDirs } from '../engine/fs/makeDirs.js';
+import { openRegular } from '../engine/fs/regularFile.js';
 import { dirname, resolve } from 'node:path';
 import { stringifyBounded } from '../engine/nesting.js';
 import { Redactor } from '../engine/redact.js';
@@ -489,11 +491,11 @@ function isRunStatus(status: string): status is RunStatus {
  * Nothing is written to a file before it has been found to be an exarch database (or empty).
  */
 function openChecked(file: string): Database.Database {
-  const stats = statOrMissing(file);
-  if (stats !== undefined && stats.size > 0) inspect(file);
+  const head = readHead(file);
+  if (head !== undefined && head.size > 0) inspect(file, head.bytes);
   let db: Database.Database;
   try {
-    if (stats === undefined) makeDirs(dirname(file));
+    if (head === undefined) makeDirs(dirname(file));
     db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
   } catch (error) {
     throw openFailure(error, file);
@@ -513,22 +515,42 @@ function openChecked(file: string): Database.Database {
   }
 }
 
-/** The file's stats; undefined if there is none (a new store). */
-function statOrMissing(file: string): Stats | undefined {
-  let stats: Stats;
+/** The files SQLite keeps beside a database: each, if it is there, must be a regular file too. */
+const SIDE_FILES = ['-wal', '-shm', '-journal'];
+
+/**
+ * The file's size and first 100 bytes (SQLite's header, or fewer for a shorter file); undefined
+ * if there is none (a new store). The file, and the files SQLite keeps beside it, are opened
+ * without waiting and checked on their descriptors (regularFile.ts): a FIFO, a device or a
+ * directory given as the store, or put where its WAL goes, is refused before SQLite opens it.
+ */
+function readHead(file: string): { size: number; bytes: Buffer } | undefined {
+  for (const side of SIDE_FILES) {
+    try {
+      closeSync(openRegular(`${file}${side}`, 'read', { what: '' }).fd);
+    } catch (error) {
+      if (!(error instanceof FileError && error.kind === 'missing')) throw openFailure(error, file);
+    }
+  }
+  let opened: ReturnType<typeof openRegular>;
   try {
-    stats = statSync(file);
+    opened = openRegular(file, 'read', { what: '' });
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    if (error instanceof FileError && error.kind === 'missing') return undefined;
     throw openFailure(error, file);
   }
-  if (!stats.isFile()) throw new StoreError('unreadable', file, stats.isDirectory() ? 'it is a directory' : 'it is not a regular file');
-  return stats;
+  try {
+    const head = Buffer.alloc(100);
+    return { size: opened.stats.size, bytes: head.subarray(0, readSync(opened.fd, head, 0, head.length, 0)) };
+  } catch (error) {
+    throw openFailure(error, file);
+  } finally {
+    closeSync(opened.fd);
+  }
 }
 
 /** The read-only checks: SQLite's header, our application id, a schema we know, pages intact. */
-function inspect(file: string): void {
-  const head = readHead(file);
+function inspect(file: string, head: Buffer): void {
   if (!head.subarray(0, SQLITE_MAGIC.length).equals(SQLITE_MAGIC)) throw new StoreError('not-exarch', file, 'not a SQLite file');
   if (head.length < 100) throw new StoreError('corrupt', file, 'truncated inside its header');
   let db: Database.Database | undefined;
@@ -568,23 +590,12 @@ function migrate(db: Database.Database, file: string): void {
   }).immediate();
 }
 
-/** The first 100 bytes (SQLite's header), or fewer for a shorter file. */
-function readHead(file: string): Buffer {
-  const head = Buffer.alloc(100);
-  let fd: number | undefined;
-  try {
-    fd = openSync(file, 'r');
-    return head.subarray(0, readSync(fd, head, 0, head.length, 0));
-  } catch (error) {
-    throw openFailure(error, file);
-  } finally {
-    if (fd !== undefined) closeSync(fd);
-  }
-}
-
 /** SQLite's and the file system's failures while opening, as the StoreError a user can act on. */
 function openFailure(error: unknown, file: string): unknown {
   if (error instanceof StoreError) return error;
+  // The store's own file, or one SQLite keeps beside it, is not a regular file (the path it names says which).
+  if (error instanceof FileError)
+    return new StoreError('unreadable', file, error.file === file ? error.reason : `${error.file}: ${error.reason}`, { cause: error });
   const message = error instanceof Error ? error.message : String(error);
   if (error instanceof Database.SqliteError && /^SQLITE_(CORRUPT|NOTADB)/.test(error.code)) return new StoreError('corrupt', file, message, { cause: error });
   if (error instanceof Database.SqliteError && !/^SQLITE_(CANTOPEN|IOERR|PERM|AUTH|READONLY)/.test(error.code)) return error;
