@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { closeSync, readSync } from 'node:fs';
 import { FileError } from '../engine/fs/fileError.js';
 import { makeDirs } from '../engine/fs/makeDirs.js';
-import { openRegular } from '../engine/fs/regularFile.js';
+import { formatBytes, openRegular, readRegular } from '../engine/fs/regularFile.js';
 import { dirname, resolve } from 'node:path';
 import { stringifyBounded } from '../engine/nesting.js';
 import { Redactor } from '../engine/redact.js';
@@ -377,7 +377,12 @@ export class SqliteRunStore implements RunStore {
   }
 
   claim(runId: string, owner: RunOwner, leaseMs: number): ClaimResult {
-    const claimed = this.claimRun.immediate(runId, owner, leaseMs);
+    let claimed: ClaimResult;
+    try {
+      claimed = this.claimRun.immediate(runId, owner, leaseMs);
+    } catch (error) {
+      throw writeFailure(error, this.file);
+    }
     if (claimed.ok) this.running.set(runId, { ...this.totalsOf(runId) });
     return claimed;
   }
@@ -388,7 +393,11 @@ export class SqliteRunStore implements RunStore {
 
   /** Lets go of the run and writes its totals, so `listRuns` need not read its journal again. */
   release(runId: string, owner: RunOwner, status: RunStatus): void {
-    this.letGoWithTotals(runId, owner, status);
+    try {
+      this.letGoWithTotals(runId, owner, status);
+    } catch (error) {
+      throw writeFailure(error, this.file);
+    }
     this.running.delete(runId);
   }
 
@@ -443,12 +452,12 @@ export class SqliteRunStore implements RunStore {
     };
   }
 
-  /** A primary key taken is the caller's conflict; a corrupt page, the file's; anything else, as SQLite said. */
+  /** A primary key taken is the caller's conflict; a corrupt page, the file's; no room, `unwritable`; anything else, as SQLite said. */
   private conflict(error: unknown, what: string): unknown {
     if (!(error instanceof Database.SqliteError)) return error;
     if (error.code === 'SQLITE_CONSTRAINT_PRIMARYKEY') return new StoreError('conflict', this.file, what, { cause: error });
     if (error.code.startsWith('SQLITE_CORRUPT')) return new StoreError('corrupt', this.file, error.message, { cause: error });
-    return error;
+    return writeFailure(error, this.file);
   }
 }
 
@@ -588,6 +597,33 @@ function migrate(db: Database.Database, file: string): void {
     db.pragma(`application_id = ${EXARCH_APPLICATION_ID}`);
     db.pragma(`user_version = ${SCHEMA_VERSION}`);
   }).immediate();
+}
+
+/**
+ * A write SQLite could not make for want of room or permission, as the StoreError a user can act
+ * on (`unwritable`); anything else as it is. SQLite says SQLITE_FULL for a full disk; a file-size
+ * limit (EFBIG) and most other failed writes are SQLITE_IOERR_WRITE, which cannot tell them apart:
+ * the limit, if this process has one, is named beside it.
+ */
+function writeFailure(error: unknown, file: string): unknown {
+  if (!(error instanceof Database.SqliteError)) return error;
+  const { code } = error;
+  const as = (detail: string): StoreError => new StoreError('unwritable', file, detail, { cause: error });
+  if (code === 'SQLITE_FULL') return as('no space left on the device (SQLITE_FULL)');
+  if (code.startsWith('SQLITE_READONLY')) return as(`the file or its directory is read-only (${code})`);
+  if (code.startsWith('SQLITE_IOERR') || code === 'SQLITE_CANTOPEN') return as(`${error.message} (${code})${fileSizeLimit()}`);
+  return error;
+}
+
+/** `; this process may write files of at most N (ulimit -f)` when it has such a limit, else ''. */
+function fileSizeLimit(): string {
+  try {
+    const limits = readRegular('/proc/self/limits', 64 * 1024, { what: '' }).toString('utf8');
+    const soft = /^Max file size\s+(\d+)/m.exec(limits)?.[1];
+    return soft === undefined ? '' : `; this process may write files of at most ${formatBytes(Number(soft))} (ulimit -f)`;
+  } catch {
+    return '';
+  }
 }
 
 /** SQLite's and the file system's failures while opening, as the StoreError a user can act on. */

@@ -2,7 +2,8 @@ import { execFileSync, spawn } from 'node:child_process';
 import { closeSync, constants, lstatSync, mkdirSync, openSync, readdirSync, readlinkSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { exarch, MAIN, onCleanup, serve, stream, workdir, type CliRun } from '../support/cliHarness.js';
+import { historyHandler, startAnthropicServer } from '../support/anthropicServer.js';
+import { call, exarch, MAIN, onCleanup, serve, stream, workdir, type CliRun } from '../support/cliHarness.js';
 
 /**
  * Issue 37, hole 4: files exarch opens by name blocked on FIFOs and devices. `--replay FIFO`,
@@ -93,6 +94,32 @@ describe.each([
     expectRefused(await exarchGuarded(['run', '--no-store', '--replay', 'fifo', 'go'], { cwd }), `exarch: cannot read the recording fifo: ${NOT_REGULAR}`);
   });
 
+  it('run --record FIFO', async () => {
+    const cwd = workdir();
+    fifo(join(cwd, 'fifo'), peer);
+    const server = await serve({ root: [stream({ text: 'never asked' })] });
+    const run = await exarchGuarded(['run', '--no-store', '--record', 'fifo', 'go'], { cwd, serverUrl: server.url });
+    expectRefused(run, `exarch: cannot write the recording to fifo: ${NOT_REGULAR}`);
+    expect(server.requests).toHaveLength(0);
+  });
+
+  it('run --trace FIFO', async () => {
+    const cwd = workdir();
+    fifo(join(cwd, 'fifo'), peer);
+    const server = await serve({ root: [stream({ text: 'never asked' })] });
+    const run = await exarchGuarded(['run', '--no-store', '--trace', 'fifo', 'go'], { cwd, serverUrl: server.url });
+    expectRefused(run, `exarch: cannot write the trace to fifo: ${NOT_REGULAR}`);
+    expect(server.requests).toHaveLength(0);
+  });
+
+  it('demo --trace FIFO', async () => {
+    const cwd = workdir();
+    fifo(join(cwd, 'fifo'), peer);
+    const run = await exarchGuarded(['demo', '--speed', '1000', '--trace', 'fifo'], { cwd });
+    expectRefused(run, `exarch: cannot write the trace to fifo: ${NOT_REGULAR}`);
+    expect(run.stdout).toBe('');
+  });
+
   it('run --agents FIFO', async () => {
     const cwd = workdir();
     fifo(join(cwd, 'fifo'), peer);
@@ -161,6 +188,63 @@ describe.each([
       run,
       `exarch: the run store ${join(cwd, '.exarch', 'exarch.db')} cannot be opened (${join(cwd, '.exarch', 'exarch.db-wal')}: ${NOT_REGULAR})`,
     );
+  });
+
+  it("--log-dir with a FIFO where a sub-agent's log goes: one line, exit 5, the run resumable once it is gone", async () => {
+    const cwd = workdir();
+    const logs = join(cwd, 'logs');
+    mkdirSync(logs);
+    fifo(join(logs, 'root.worker.jsonl'), peer);
+    // By history, so that a resume asking again from the same point gets the same answer.
+    const server = await startAnthropicServer(
+      historyHandler({
+        root: [
+          stream({ toolCalls: [call('agent', { name: 'worker', task: 'x' })] }),
+          stream({ text: 'waiting' }),
+          stream({ text: 'done' }),
+          stream({ text: 'done' }),
+        ],
+        worker: [stream({ toolCalls: [call('reply', { result: 'found it' })] })],
+      }),
+    );
+    onCleanup(() => server.close());
+    const run = await exarchGuarded(['run', '--log-dir', logs, 'go'], { cwd, serverUrl: server.url });
+    expect(run.hung).toBe(false);
+    const id = /exarch: run (\S+) started/.exec(run.stderr)?.[1] ?? '';
+    expect(run.stderr).not.toContain('    at ');
+    expect(run.stderr.split('\n').filter((line) => line.startsWith('exarch: cannot'))).toEqual([
+      `exarch: cannot write the session log ${join(logs, 'root.worker.jsonl')}: ${NOT_REGULAR}; the run was stopped; once that is fixed, resume it with: exarch resume ${id}`,
+    ]);
+    expect(run.code).toBe(5);
+    expect(run.stdout).toBe('');
+    expect(lstatSync(join(logs, 'root.worker.jsonl')).isFIFO()).toBe(true);
+
+    rmSync(join(logs, 'root.worker.jsonl'));
+    const resumed = await exarch(['resume', id], { server, cwd });
+    expect(resumed.stderr).not.toContain('    at ');
+    expect(resumed.code).toBe(0);
+    expect(resumed.stdout).toBe('done\n');
+  });
+
+  it("--log-dir with a FIFO where the root's log goes: stopped before the first request, one line, exit 5, resumable", async () => {
+    const cwd = workdir();
+    const logs = join(cwd, 'logs');
+    mkdirSync(logs);
+    fifo(join(logs, 'root.jsonl'), peer);
+    const server = await serve({ root: [stream({ text: 'done' })] });
+    const run = await exarchGuarded(['run', '--log-dir', logs, 'go'], { cwd, serverUrl: server.url });
+    expect(run.hung).toBe(false);
+    const id = /exarch: run (\S+) started/.exec(run.stderr)?.[1] ?? '';
+    expect(run.stderr.split('\n').filter((line) => line.startsWith('exarch: cannot'))).toEqual([
+      `exarch: cannot write the session log ${join(logs, 'root.jsonl')}: ${NOT_REGULAR}; the run was stopped; once that is fixed, resume it with: exarch resume ${id}`,
+    ]);
+    expect(run.code).toBe(5);
+    expect(server.requests).toHaveLength(0);
+
+    rmSync(join(logs, 'root.jsonl'));
+    const resumed = await exarch(['resume', id], { server, cwd });
+    expect(resumed.code).toBe(0);
+    expect(resumed.stdout).toBe('done\n');
   });
 });
 

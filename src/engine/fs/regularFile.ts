@@ -137,6 +137,19 @@ export function readRegular(file: string, maxBytes: number, role: FileRole): Buf
 }
 
 /**
+ * Appends `data` to `file` (made if missing). All of it or none: a write that fails part way is
+ * cut back to the file's size before it, and the failure thrown as a `FileError`.
+ */
+export function appendRegular(file: string, data: string | Buffer, options: OpenOptions): void {
+  const { fd, stats } = openRegular(file, 'append', options);
+  try {
+    writeWhole(fd, data, stats.size, file, options);
+  } finally {
+    closeQuietly(fd);
+  }
+}
+
+/**
  * Makes `file` hold exactly `data` (made if missing, emptied if not). A write that fails leaves
  * no part of `data` behind: the file is emptied again, and removed if this call made it.
  */
@@ -200,7 +213,7 @@ function tooLarge(file: string, size: string, maxBytes: number, role: FileError[
 }
 
 /** `256 MiB`, `1.5 KiB`, `12 bytes`. */
-function formatBytes(bytes: number): string {
+export function formatBytes(bytes: number): string {
   for (const [unit, size] of [
     ['GiB', 2 ** 30],
     ['MiB', 2 ** 20],
