@@ -35,6 +35,7 @@ export { renderAgentResult, renderInbox } from './engine/inbox.js';
 export { assertToolPairing, findPairingProblems, PairingError } from './engine/pairing.js';
 export { replyReminder, truncationReminder, REPLY_REMINDER_ID, TRUNCATION_REMINDER_ID, type NudgeLatch, type NudgeView } from './engine/nudges.js';
 export { ExarchError } from './engine/exarchError.js';
+export { FileError, type FileErrorKind } from './engine/fs/fileError.js';
 export { ProviderError, StallError, describeError, type ProviderErrorKind } from './engine/model/errors.js';
 export type { RetryPolicy } from './engine/model/streamModel.js';
 export { DEFAULTS, type SessionOptions } from './engine/options.js';

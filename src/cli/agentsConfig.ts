@@ -1,13 +1,17 @@
-import { existsSync, readFileSync } from 'node:fs';
 import { extname, resolve } from 'node:path';
 import { z } from 'zod';
 import { checkProfiles, type AgentProfile, type AgentProfiles } from '../engine/agentProfiles.js';
 import { ExarchError } from '../engine/exarchError.js';
+import { fileErrorOf } from '../engine/fs/fileError.js';
+import { readRegular } from '../engine/fs/regularFile.js';
 import { describeError } from '../engine/model/errors.js';
 import type { Tool } from '../tools/defineTool.js';
 
 /** The file `exarch run` reads declared agents from when `--agents` is not given, if it exists. */
 const DEFAULT_CONFIG_FILE = 'exarch.config.json';
+
+/** The largest config read (1 MiB, far more than any set of agents needs); a larger file is refused by its size, unread. */
+const MAX_CONFIG_BYTES = 1024 * 1024;
 
 /**
  * Why a config file cannot be used: `unsupported`: not a JSON config, or a reply schema this zod
@@ -58,11 +62,12 @@ export interface LoadedAgents {
  * checked but for the tools its profiles name (those are checked against the run's tools once its
  * MCP servers are connected: `agentsFromJson`). Undefined when neither. Every problem is one
  * `AgentsConfigError` line naming the file (a missing file, a TypeScript config, bad JSON, an
- * unknown field, a reply schema that is no object schema).
+ * unknown field, a reply schema that is no object schema). The default file lies in the
+ * workspace, where an agent may have made it a FIFO, a link to a device or a huge file: anything
+ * but a regular file is refused without waiting on it, and one over 1 MiB by its size.
  */
 export function readAgentsConfig(file: string | undefined, cwd: string): AgentsConfigJson | undefined {
   const path = resolve(cwd, file ?? DEFAULT_CONFIG_FILE);
-  if (file === undefined && !existsSync(path)) return undefined;
   const shown = agentsSource(file);
   if (['.ts', '.mts', '.cts', '.js', '.mjs', '.cjs'].includes(extname(path))) {
     throw new AgentsConfigError(
@@ -73,14 +78,11 @@ export function readAgentsConfig(file: string | undefined, cwd: string): AgentsC
   }
   let text: string;
   try {
-    text = readFileSync(path, 'utf8');
+    text = readRegular(path, MAX_CONFIG_BYTES, { what: '' }).toString('utf8');
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    throw new AgentsConfigError(
-      'unreadable',
-      shown,
-      `cannot read ${shown}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : describeError(error)}`,
-    );
+    const fault = fileErrorOf(error, path, { what: '', writing: false });
+    if (file === undefined && fault.kind === 'missing') return undefined;
+    throw new AgentsConfigError('unreadable', shown, `cannot read ${shown}: ${fault.reason}`);
   }
   let raw: unknown;
   try {

@@ -142,6 +142,7 @@ kept; default $XDG_STATE_HOME/exarch, else ~/.local/state/exarch); with --otel:
 OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), OTEL_EXPORTER_OTLP_HEADERS,
 OTEL_EXPORTER_OTLP_TIMEOUT (default 10000), OTEL_SERVICE_NAME.
 Exit codes: 0 done, 1 fatal, 2 bad usage, 3 root capped, 4 waiting for approval (resumable),
+5 stopped: a file the run writes could not be written (disk full, file-size limit, read-only; resumable),
 130 interrupted (resumable).`;
 
 const EXIT_OK = EXIT.ok;
@@ -212,6 +213,10 @@ async function main(argv: readonly string[]): Promise<number> {
         ...(ui ? { onEvent: ui.onEvent } : {}),
       });
       ui?.end();
+      if (result.traceFault) {
+        process.stderr.write(`exarch: ${result.traceFault.message}\n`);
+        return EXIT_FATAL;
+      }
       const viewer = writeViewer(trace, htmlFor(trace));
       process.stderr.write(`\nTurn flow recorded: ${trace}\nOpen it in a browser: ${viewer.outFile}\n`);
       if ((live || ui) && process.stderr.isTTY) {

@@ -1,6 +1,6 @@
 import { DEFAULTS } from '../engine/options.js';
 import { describeError } from '../engine/model/errors.js';
-import { createSessionActor, runResultOf, waitForSettled, type RunResult, type SessionActor } from '../engine/runtime.js';
+import { createSessionActor, isSettled, runResultOf, waitForSettled, type RunResult, type SessionActor } from '../engine/runtime.js';
 import { newRunId, resumeRun, RunError, startRun, type DurableSessionInput, type FinishedRun } from '../store/durableRun.js';
 import type { RunRow, RunStore } from '../store/runStore.js';
 import { finalAssistantText } from '../engine/history.js';
@@ -37,8 +37,10 @@ import { checkSeal, sealingStore, sealRefusal } from './recordSeal.js';
 import { runKey, runKeyFile } from './runKey.js';
 import { SqliteRunStore } from '../store/sqliteStore.js';
 import { resolve } from 'node:path';
+import { WriteFaults } from './writeFaults.js';
 
-export const EXIT = { ok: 0, fatal: 1, usage: 2, capped: 3, waiting: 4, interrupted: 130 } as const;
+/** `unwritable`: the run was stopped because a file it writes (a log, the trace, the recording, the store) could not be written; resumable once there is room. */
+export const EXIT = { ok: 0, fatal: 1, usage: 2, capped: 3, waiting: 4, unwritable: 5, interrupted: 130 } as const;
 
 export { UsageError } from './usageError.js';
 export { RunSetupError } from './runSession.js';
@@ -143,6 +145,8 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   // The person's key, which signs the run's record as it is stored (made on first use): a key that
   // cannot be had stops the run here, before anything starts.
   const key = flags.noStore ? undefined : runKey(io.env, true, io.cwd);
+  // A log, the trace or the recording that cannot be written stops the run, resumable (writeFaults.ts).
+  const faults = new WriteFaults();
   // Before anything is recorded: no key, a server that does not start, a config or --approve naming
   // a tool the run does not have, a log directory that cannot be one: one line each.
   const built = await buildRunSession(
@@ -154,6 +158,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
       recording,
       agentsSource: agentsSourceName,
       protectedPaths: ownFiles(io.cwd, flags.noStore ? undefined : flags, [flags.trace, flags.record]),
+      onFileFault: faults.report,
     },
   );
   let store: RunStore | undefined;
@@ -171,6 +176,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
       noWait: flags.noWait === true,
       target: targetFlags(flags),
       steer: flags.steer === true,
+      faults,
       ...(otel ? { otel } : {}),
       ...(flags.replay === undefined ? {} : { diverged: diverged.signal }),
       ...(ui ? { ui } : {}),
@@ -580,9 +586,16 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
     if (record.allowShell === 'unsandboxed') io.stderr.write(UNSANDBOXED_WARNING);
     // A spread run is taken up where it runs: its sessions queued again for the workers, and followed.
     if (row.options['spread'] === true && flags.db !== undefined) return await requeueAndFollow(flags.db, row.id, record, flags, io);
+    const faults = new WriteFaults();
     built = await buildRunSession(
       { id: runId, cwd: row.cwd, startedAt: row.startedAt, record },
-      { env: io.env, stderr: io.stderr, ...(io.provider ? { provider: io.provider } : {}), protectedPaths: ownFiles(io.cwd, flags, [flags.trace]) },
+      {
+        env: io.env,
+        stderr: io.stderr,
+        ...(io.provider ? { provider: io.provider } : {}),
+        protectedPaths: ownFiles(io.cwd, flags, [flags.trace]),
+        onFileFault: faults.report,
+      },
     );
     const { model, logDir, maxSteps } = built;
     const title = `exarch resume ${runId}: ${row.task.slice(0, 80)}`;
@@ -591,6 +604,7 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
       noWait: flags.noWait === true,
       target: targetFlags(flags),
       steer: flags.steer === true,
+      faults,
       ...(ui ? { ui } : {}),
     });
     const session: DurableSessionInput = { ...built.session, ...(record.approve === undefined ? {} : { onApprovalRequest: output.onApprovalRequest }) };
@@ -726,14 +740,16 @@ class RunOutput {
       readonly noWait: boolean;
       readonly target: string;
       readonly steer: boolean;
+      /** Where the run's files report a write that failed; the first stops the run (writeFaults.ts). */
+      readonly faults: WriteFaults;
       readonly otel?: OtlpExport;
       readonly diverged?: AbortSignal;
       readonly ui?: CliUi;
-    } = { noWait: false, target: '', steer: false },
+    },
   ) {
     const color = io.stderr.isTTY === true && !io.env['NO_COLOR'] && !io.env['CI'];
     this.board = new ProgressBoard({ out: io.stderr, live: color, color });
-    this.recorder = trace === undefined ? undefined : new TraceRecorder({ file: trace, title, model });
+    this.recorder = trace === undefined ? undefined : new TraceRecorder({ file: trace, title, model, onFault: approvals.faults.report });
     // One observer decodes the run for all of them.
     this.observer.subscribe(this.board.onEvent);
     if (this.recorder) this.observer.subscribe(this.recorder.onEvent);
@@ -849,10 +865,20 @@ class RunOutput {
     const diverged = this.approvals.diverged;
     const onDiverged = (): void => queueMicrotask(() => run.interrupt());
     diverged?.addEventListener('abort', onDiverged, { once: true });
+    // A file that cannot be written stops the run as an interrupt does (a microtask later: a fault
+    // may be met inside the write of a session's own record), unless it has settled already (a
+    // log written as the root's last turn ends): that run is done, and is not made to look stopped.
+    this.approvals.faults.onFault(() =>
+      queueMicrotask(() => {
+        if (!isSettled(run.actor.getSnapshot())) run.interrupt();
+      }),
+    );
     const input = this.takeInput(run);
     const approvals = this.takeApprovals(run, input);
     try {
       const result = await run.result;
+      // The trace's last records are written now, so a fault in them is said with the rest.
+      recorder?.close();
       approvals.close();
       input?.close();
       board.stop();
@@ -870,6 +896,20 @@ class RunOutput {
         for (const line of agentSpendLines(result.snapshot.context.options.budget.agents(), this.model)) io.stderr.write(`${line}\n`);
         if (recorder) io.stderr.write(`exarch: trace: ${recorder.file} (view it with: exarch view ${recorder.file})\n`);
       };
+      const fault = this.approvals.faults.first(result.storeError);
+      if (fault) {
+        // Stopped by the fault (or by the store, which stops the run itself), or had it ended already?
+        const stopped = result.storeError !== undefined || result.status === 'interrupted' || (run.id === undefined && state === 'cancelled');
+        if (!stopped && result.text) io.stdout.write(result.text.endsWith('\n') ? result.text : `${result.text}\n`);
+        await summary();
+        const then = !stopped
+          ? 'the run had finished'
+          : run.id === undefined
+            ? 'the run was stopped (it was not recorded: --no-store)'
+            : `the run was stopped; once that is fixed, resume it with: exarch resume ${run.id}${this.approvals.target}`;
+        io.stderr.write(`exarch: ${describeError(fault)}; ${then}\n`);
+        return EXIT.unwritable;
+      }
       if (result.storeError) {
         await summary();
         io.stderr.write(`exarch: the run store could not be written: ${describeError(result.storeError)}\n`);

@@ -2,6 +2,7 @@ import { accessSync, constants } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULTS } from '../engine/options.js';
 import { ExarchError } from '../engine/exarchError.js';
+import type { FileError } from '../engine/fs/fileError.js';
 import { makeDirs } from '../engine/fs/makeDirs.js';
 import { JsonlLogSink } from '../engine/log/sessionLog.js';
 import { describeError } from '../engine/model/errors.js';
@@ -39,6 +40,12 @@ export interface SessionHost {
    * directory: a run store elsewhere (with its `-wal` and `-shm`), `--trace`, `--record`.
    */
   readonly protectedPaths?: readonly string[];
+  /**
+   * A session log or the `--record` file could not be written (a full disk, a file-size limit, a
+   * read-only directory, a FIFO where a log goes): one line naming the file and the cause, at the
+   * first fault of each file. Default: a process warning (the run goes on; the file holds whole lines).
+   */
+  readonly onFileFault?: (fault: FileError) => void;
 }
 
 /** `--record FILE`, or `--replay FILE` and what to abort when the run differs from it. */
@@ -92,7 +99,7 @@ export interface RunTools {
  */
 export async function buildRunSession(run: RecordedRun, host: SessionHost): Promise<RunSession> {
   const { record } = run;
-  const claude = connectModel(record.model, host, record.maxRetryWait, host.recording);
+  const claude = connectModel(record.model, host, record.maxRetryWait, host.recording, host.onFileFault);
   const logDir = record.logDir ?? defaultLogDir(run.cwd, run.startedAt);
   const tools = await runToolsOf(run, host);
   try {
@@ -110,7 +117,7 @@ export async function buildRunSession(run: RecordedRun, host: SessionHost): Prom
     ...(tools.agents ? { agents: tools.agents } : {}),
     ...(record.approve === undefined ? {} : { approve: record.approve }),
     ...(budget === undefined ? {} : { budget }),
-    logs: new JsonlLogSink(logDir),
+    logs: new JsonlLogSink(logDir, host.onFileFault ? { onFault: host.onFileFault } : {}),
     ...(record.maxSteps === undefined ? {} : { maxSteps: record.maxSteps }),
     ...(record.maxDepth === undefined ? {} : { maxDepth: record.maxDepth }),
     ...(record.replyCap === undefined ? {} : { replyCap: record.replyCap }),
@@ -192,6 +199,7 @@ function connectModel(
   host: Pick<SessionHost, 'env' | 'provider'>,
   maxRetryWaitS: number | undefined,
   recording: Recording = {},
+  onFault?: (fault: FileError) => void,
 ): { provider: Provider; stallTimeoutMs: number | undefined } {
   if (recording.replay !== undefined) {
     // A recording that cannot be read is one line (RecordingError, exit 1); no key, no network.
@@ -215,7 +223,13 @@ function connectModel(
       // Never the key nor a secret of the environment in the file (RecordingError if it cannot be written).
       ...(recording.record === undefined
         ? {}
-        : { record: { file: recording.record, redactor: Redactor.fromEnv(host.env, apiKey === undefined ? [] : [apiKey]) } }),
+        : {
+            record: {
+              file: recording.record,
+              redactor: Redactor.fromEnv(host.env, apiKey === undefined ? [] : [apiKey]),
+              ...(onFault ? { onFault } : {}),
+            },
+          }),
     });
   return { provider, stallTimeoutMs };
 }

@@ -1,6 +1,8 @@
 import Database from 'better-sqlite3';
-import { closeSync, openSync, readSync, statSync, type Stats } from 'node:fs';
+import { closeSync, readSync } from 'node:fs';
+import { FileError } from '../engine/fs/fileError.js';
 import { makeDirs } from '../engine/fs/makeDirs.js';
+import { formatBytes, openRegular, readRegular } from '../engine/fs/regularFile.js';
 import { dirname, resolve } from 'node:path';
 import { stringifyBounded } from '../engine/nesting.js';
 import { Redactor } from '../engine/redact.js';
@@ -391,7 +393,12 @@ export class SqliteRunStore implements RunStore {
   }
 
   claim(runId: string, owner: RunOwner, leaseMs: number): ClaimResult {
-    const claimed = this.claimRun.immediate(runId, owner, leaseMs);
+    let claimed: ClaimResult;
+    try {
+      claimed = this.claimRun.immediate(runId, owner, leaseMs);
+    } catch (error) {
+      throw writeFailure(error, this.file);
+    }
     if (claimed.ok) this.running.set(runId, { ...this.totalsOf(runId) });
     return claimed;
   }
@@ -402,7 +409,11 @@ export class SqliteRunStore implements RunStore {
 
   /** Lets go of the run and writes its totals, so `listRuns` need not read its journal again. */
   release(runId: string, owner: RunOwner, status: RunStatus): void {
-    this.letGoWithTotals(runId, owner, status);
+    try {
+      this.letGoWithTotals(runId, owner, status);
+    } catch (error) {
+      throw writeFailure(error, this.file);
+    }
     this.running.delete(runId);
   }
 
@@ -457,12 +468,12 @@ export class SqliteRunStore implements RunStore {
     };
   }
 
-  /** A primary key taken is the caller's conflict; a corrupt page, the file's; anything else, as SQLite said. */
+  /** A primary key taken is the caller's conflict; a corrupt page, the file's; no room, `unwritable`; anything else, as SQLite said. */
   private conflict(error: unknown, what: string): unknown {
     if (!(error instanceof Database.SqliteError)) return error;
     if (error.code === 'SQLITE_CONSTRAINT_PRIMARYKEY') return new StoreError('conflict', this.file, what, { cause: error });
     if (error.code.startsWith('SQLITE_CORRUPT')) return new StoreError('corrupt', this.file, error.message, { cause: error });
-    return error;
+    return writeFailure(error, this.file);
   }
 }
 
@@ -505,11 +516,11 @@ function isRunStatus(status: string): status is RunStatus {
  * Nothing is written to a file before it has been found to be an exarch database (or empty).
  */
 function openChecked(file: string): Database.Database {
-  const stats = statOrMissing(file);
-  if (stats !== undefined && stats.size > 0) inspect(file);
+  const head = readHead(file);
+  if (head !== undefined && head.size > 0) inspect(file, head.bytes);
   let db: Database.Database;
   try {
-    if (stats === undefined) makeDirs(dirname(file));
+    if (head === undefined) makeDirs(dirname(file));
     db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
   } catch (error) {
     throw openFailure(error, file);
@@ -529,22 +540,42 @@ function openChecked(file: string): Database.Database {
   }
 }
 
-/** The file's stats; undefined if there is none (a new store). */
-function statOrMissing(file: string): Stats | undefined {
-  let stats: Stats;
+/** The files SQLite keeps beside a database: each, if it is there, must be a regular file too. */
+const SIDE_FILES = ['-wal', '-shm', '-journal'];
+
+/**
+ * The file's size and first 100 bytes (SQLite's header, or fewer for a shorter file); undefined
+ * if there is none (a new store). The file, and the files SQLite keeps beside it, are opened
+ * without waiting and checked on their descriptors (regularFile.ts): a FIFO, a device or a
+ * directory given as the store, or put where its WAL goes, is refused before SQLite opens it.
+ */
+function readHead(file: string): { size: number; bytes: Buffer } | undefined {
+  for (const side of SIDE_FILES) {
+    try {
+      closeSync(openRegular(`${file}${side}`, 'read', { what: '' }).fd);
+    } catch (error) {
+      if (!(error instanceof FileError && error.kind === 'missing')) throw openFailure(error, file);
+    }
+  }
+  let opened: ReturnType<typeof openRegular>;
   try {
-    stats = statSync(file);
+    opened = openRegular(file, 'read', { what: '' });
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    if (error instanceof FileError && error.kind === 'missing') return undefined;
     throw openFailure(error, file);
   }
-  if (!stats.isFile()) throw new StoreError('unreadable', file, stats.isDirectory() ? 'it is a directory' : 'it is not a regular file');
-  return stats;
+  try {
+    const head = Buffer.alloc(100);
+    return { size: opened.stats.size, bytes: head.subarray(0, readSync(opened.fd, head, 0, head.length, 0)) };
+  } catch (error) {
+    throw openFailure(error, file);
+  } finally {
+    closeSync(opened.fd);
+  }
 }
 
 /** The read-only checks: SQLite's header, our application id, a schema we know, pages intact. */
-function inspect(file: string): void {
-  const head = readHead(file);
+function inspect(file: string, head: Buffer): void {
   if (!head.subarray(0, SQLITE_MAGIC.length).equals(SQLITE_MAGIC)) throw new StoreError('not-exarch', file, 'not a SQLite file');
   if (head.length < 100) throw new StoreError('corrupt', file, 'truncated inside its header');
   let db: Database.Database | undefined;
@@ -584,23 +615,39 @@ function migrate(db: Database.Database, file: string): void {
   }).immediate();
 }
 
-/** The first 100 bytes (SQLite's header), or fewer for a shorter file. */
-function readHead(file: string): Buffer {
-  const head = Buffer.alloc(100);
-  let fd: number | undefined;
+/**
+ * A write SQLite could not make for want of room or permission, as the StoreError a user can act
+ * on (`unwritable`); anything else as it is. SQLite says SQLITE_FULL for a full disk; a file-size
+ * limit (EFBIG) and most other failed writes are SQLITE_IOERR_WRITE, which cannot tell them apart:
+ * the limit, if this process has one, is named beside it.
+ */
+function writeFailure(error: unknown, file: string): unknown {
+  if (!(error instanceof Database.SqliteError)) return error;
+  const { code } = error;
+  const as = (detail: string): StoreError => new StoreError('unwritable', file, detail, { cause: error });
+  if (code === 'SQLITE_FULL') return as('no space left on the device (SQLITE_FULL)');
+  if (code.startsWith('SQLITE_READONLY')) return as(`the file or its directory is read-only (${code})`);
+  if (code.startsWith('SQLITE_IOERR') || code === 'SQLITE_CANTOPEN') return as(`${error.message} (${code})${fileSizeLimit()}`);
+  return error;
+}
+
+/** `; this process may write files of at most N (ulimit -f)` when it has such a limit, else ''. */
+function fileSizeLimit(): string {
   try {
-    fd = openSync(file, 'r');
-    return head.subarray(0, readSync(fd, head, 0, head.length, 0));
-  } catch (error) {
-    throw openFailure(error, file);
-  } finally {
-    if (fd !== undefined) closeSync(fd);
+    const limits = readRegular('/proc/self/limits', 64 * 1024, { what: '' }).toString('utf8');
+    const soft = /^Max file size\s+(\d+)/m.exec(limits)?.[1];
+    return soft === undefined ? '' : `; this process may write files of at most ${formatBytes(Number(soft))} (ulimit -f)`;
+  } catch {
+    return '';
   }
 }
 
 /** SQLite's and the file system's failures while opening, as the StoreError a user can act on. */
 function openFailure(error: unknown, file: string): unknown {
   if (error instanceof StoreError) return error;
+  // The store's own file, or one SQLite keeps beside it, is not a regular file (the path it names says which).
+  if (error instanceof FileError)
+    return new StoreError('unreadable', file, error.file === file ? error.reason : `${error.file}: ${error.reason}`, { cause: error });
   const message = error instanceof Error ? error.message : String(error);
   if (error instanceof Database.SqliteError && /^SQLITE_(CORRUPT|NOTADB)/.test(error.code)) return new StoreError('corrupt', file, message, { cause: error });
   if (error instanceof Database.SqliteError && !/^SQLITE_(CANTOPEN|IOERR|PERM|AUTH|READONLY)/.test(error.code)) return error;

@@ -10,8 +10,11 @@ import { ExarchError } from '../engine/exarchError.js';
  * - `unknown-run`: no run with that id.
  * - `conflict`: the id (or the journal row) is taken.
  * - `full`: past what the store can number (runs in one SQLite file, records in one run).
+ * - `unwritable`: a write failed for want of room or permission: a full disk (SQLITE_FULL), a
+ *   file-size limit, a read-only file or directory. Nothing of that write is in the store (SQLite
+ *   rolled it back); once there is room, the same write succeeds.
  */
-export type StoreErrorKind = 'not-exarch' | 'corrupt' | 'newer-schema' | 'unreadable' | 'unknown-run' | 'conflict' | 'full';
+export type StoreErrorKind = 'not-exarch' | 'corrupt' | 'newer-schema' | 'unreadable' | 'unknown-run' | 'conflict' | 'full' | 'unwritable';
 
 /**
  * A run store's refusal. The message is one line naming the file (the user sees it as is, e.g.
@@ -21,7 +24,7 @@ export class StoreError extends ExarchError<StoreErrorKind> {
   /**
    * @param file the store's file; undefined for a store without one (memory).
    * @param detail what the message adds in its kind's wording: SQLite's complaint for
-   *   `corrupt` and `unreadable`, `schema 7; this exarch reads 1` for `newer-schema`, the run id
+   *   `corrupt` and `unreadable`, the cause for `unwritable`, `schema 7; this exarch reads 1` for `newer-schema`, the run id
    *   for `unknown-run`, what is taken for `conflict`.
    */
   constructor(
@@ -51,6 +54,8 @@ function describe(kind: StoreErrorKind, where: string, detail: string | undefine
       return `the run store ${where} already holds ${detail ?? 'that'}`;
     case 'full':
       return `the run store ${where} cannot hold more${paren}`;
+    case 'unwritable':
+      return `cannot write the run store ${where}${detail === undefined || detail === '' ? '' : `: ${detail}`}`;
   }
 }
 

@@ -198,17 +198,6 @@ export async function createDirs(location: Location, dir: OpenDir, names: readon
   return current;
 }
 
-/** What a non-regular file is, for a refusal. */
-export function fileKind(stats: Stats): string {
-  if (stats.isDirectory()) return 'a directory';
-  if (stats.isFIFO()) return 'a FIFO';
-  if (stats.isSocket()) return 'a socket';
-  if (stats.isCharacterDevice()) return 'a character device';
-  if (stats.isBlockDevice()) return 'a block device';
-  if (stats.isSymbolicLink()) return 'a symlink';
-  return 'an unknown kind of file';
-}
-
 /** One line for a path that changed between two steps of the walk (a race, or a concurrent edit). */
 export function changed(shown: string): WorkspaceError {
   return new WorkspaceError('refused', `refused: ${quote(shown)} changed while it was being opened (a part of it was replaced, perhaps by a symlink)`);

@@ -4,7 +4,8 @@ import { type FileHandle, open, realpath, rename, unlink } from 'node:fs/promise
 import path from 'node:path';
 import { z } from 'zod';
 import { defineTool, type Tool } from '../defineTool.js';
-import { at, changed, createDirs, fileKind, keepOwner, locate, ownerOf, type Location, type OpenDir, type Owner } from './openInside.js';
+import { fileKind } from '../../engine/fs/fileKind.js';
+import { at, changed, createDirs, keepOwner, locate, ownerOf, type Location, type OpenDir, type Owner } from './openInside.js';
 import { errorCode, fsError, quote, WorkspaceError } from './paths.js';
 import type { ProtectedPaths } from './protectedPaths.js';
 
