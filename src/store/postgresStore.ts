@@ -856,21 +856,34 @@ export class PostgresRunStore implements RunStore {
     }
   }
 
+  /**
+   * `fn` in a transaction on one client of the pool. A client checked out of the pool has lost the
+   * pool's 'error' listener: a server that goes away (a restart, a killed backend) then emits
+   * 'error' on it, and an event nobody hears ends the process, every run of a worker with it. Heard
+   * here, it only marks the connection lost: the statement in flight, or the next one, fails with a
+   * connection error, which the caller's retry (`retrying`) or the worker's lease takes up.
+   */
   private async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
-    let broken: unknown;
+    let lost: Error | undefined;
+    const onError = (error: Error): void => {
+      lost ??= error;
+    };
+    client.on('error', onError);
+    let broken: Error | undefined;
     try {
       await client.query('BEGIN');
       const result = await fn(client);
       await client.query('COMMIT');
       return result;
     } catch (error) {
-      broken = isConnectionError(error) ? error : undefined;
+      broken = isConnectionError(error) && error instanceof Error ? error : lost;
       if (broken === undefined) await client.query('ROLLBACK').catch(() => {});
       throw error;
     } finally {
-      // A connection that failed is not handed out again.
-      client.release(broken instanceof Error ? broken : undefined);
+      client.off('error', onError);
+      // A connection that failed is not handed out again (release gives the pool's listener back first).
+      client.release(broken ?? lost);
     }
   }
 
