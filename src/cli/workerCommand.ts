@@ -49,6 +49,10 @@ export async function workerCommand(flags: WorkerFlags, io: WorkerIo): Promise<n
   // A worker that cannot reach the model would fail every run it takes: it does not start (RunSetupError, one line).
   checkModelAccess(io);
   const say = (event: WorkerEvent): void => {
+    if (event.type === 'malformed') {
+      io.stderr.write(`exarch worker: job ${event.job}: ${event.detail}; failed, not retried\n`);
+      return;
+    }
     const line =
       event.type === 'started'
         ? `run ${event.runId} ${event.resumed ? 'resumed' : 'started'}`
