@@ -7,7 +7,7 @@ import { finalAssistantText } from '../engine/history.js';
 import { restoreRun } from '../store/restoreRun.js';
 import type { Submission } from '../workers/runQueue.js';
 import { checkTarget, openExistingStore, openStore, storeName, StoreTargetError, type StoreTarget } from './storeTarget.js';
-import { describeUrl } from '../store/postgresUrl.js';
+import { redactUrl } from '../engine/urlSecrets.js';
 import { agentsSource } from './agentsConfig.js';
 import type { Provider } from '../engine/types.js';
 import { RunObserver } from '../watch/observe/runObserver.js';
@@ -45,6 +45,8 @@ export interface RunFlags extends RecordedFlags {
   readonly store?: string;
   /** A PostgreSQL run store (`postgres://…`) instead of the file. */
   readonly db?: string;
+  /** `db` came from `EXARCH_DB_URL` (see `StoreTarget`). */
+  readonly dbFromEnv?: boolean;
   /** Run without recording (no resume). */
   readonly noStore?: boolean;
   /** With `db`: print the run id and return once the run is queued, rather than follow it. */
@@ -130,7 +132,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
       spread: flags.spread === true,
       ...(flags.ui ? { ui: port === undefined ? {} : { port } } : {}),
     };
-    return submitAndFollow(flags.db, task, record, agentsSourceName, follow, io);
+    return submitAndFollow({ db: flags.db, dbFromEnv: flags.dbFromEnv === true }, task, record, agentsSourceName, follow, io);
   }
   const diverged = new AbortController();
   const recording = {
@@ -185,7 +187,7 @@ const FOLLOW_POLL_MS = 200;
  * on on the workers.
  */
 async function submitAndFollow(
-  db: string,
+  target: PostgresTarget,
   task: string,
   record: CliRunRecord,
   agentsSourceName: string,
@@ -198,6 +200,7 @@ async function submitAndFollow(
   }: { readonly detach: boolean; readonly noWait: boolean; readonly steer: boolean; readonly spread: boolean; readonly ui?: { readonly port?: number } },
   io: RunIo,
 ): Promise<number> {
+  const { db } = target;
   // The tools checked as a run here checks them (the MCP servers started once, to list theirs),
   // and their names recorded: every worker that takes the run must offer the same.
   const tools = await runToolsOf({ cwd: io.cwd, record }, { stderr: io.stderr, agentsSource: agentsSourceName });
@@ -227,6 +230,8 @@ async function submitAndFollow(
   const ui = uiOptions ? await CliUi.startFed(uiOptions, io.stderr) : undefined;
   const store = openPostgresStore(db);
   try {
+    // The store's line (a server that cannot be reached, a password not given) before pg-boss's words.
+    await store.open();
     const boss = await startBoss(db);
     let id: string;
     try {
@@ -240,7 +245,7 @@ async function submitAndFollow(
       return EXIT.ok;
     }
     io.stderr.write(`exarch: run ${id} started (queued for the workers)\n`);
-    return await followStored(store, id, record, db, { noWait, steer, spread }, io, ui);
+    return await followStored(store, id, record, target, { noWait, steer, spread }, io, ui);
   } finally {
     await store.close();
     await ui?.finish(io.interrupt);
@@ -262,7 +267,7 @@ async function followStored(
   store: PostgresRunStore,
   id: string,
   record: CliRunRecord,
-  db: string,
+  where: PostgresTarget,
   { noWait, steer, spread }: { readonly noWait: boolean; readonly steer: boolean; readonly spread: boolean },
   io: RunIo,
   ui?: CliUi,
@@ -282,7 +287,8 @@ async function followStored(
     seq = rows.at(-1)?.seq ?? seq;
     trace.push(rows);
   };
-  const target = targetFlags({ db });
+  const { db } = where;
+  const target = targetFlags(where);
   const onTerminal = io.stdin?.isTTY === true && io.stderr.isTTY === true;
   let ask = !noWait && onTerminal;
   // Steering lines typed (on a terminal, or from stdin with --steer) go to the run's worker through
@@ -515,6 +521,8 @@ async function answerWaiting(
 export interface ResumeFlags {
   readonly store?: string;
   readonly db?: string;
+  /** `db` came from `EXARCH_DB_URL` (see `StoreTarget`). */
+  readonly dbFromEnv?: boolean;
   readonly trace?: string;
   /** As for `run`: stop as `waiting` rather than ask at the terminal. */
   readonly noWait?: boolean;
@@ -553,7 +561,8 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
     // The sessions as the run was started, from its record: the same servers started again (their tools must be the same: see resumeRun).
     const record = readRecord(row.options);
     // A spread run is taken up where it runs: its sessions queued again for the workers, and followed.
-    if (row.options['spread'] === true && flags.db !== undefined) return await requeueAndFollow(flags.db, row.id, record, flags, io);
+    if (row.options['spread'] === true && flags.db !== undefined)
+      return await requeueAndFollow({ db: flags.db, dbFromEnv: flags.dbFromEnv === true }, row.id, record, flags, io);
     built = await buildRunSession(
       { id: runId, cwd: row.cwd, startedAt: row.startedAt, record },
       { env: io.env, stderr: io.stderr, ...(io.provider ? { provider: io.provider } : {}) },
@@ -595,7 +604,8 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
  * queued again (`requeueSpreadRun`: one whose job was lost or gave up is taken up by a worker from
  * its journal), then the run is followed as `run --db` follows it.
  */
-async function requeueAndFollow(db: string, id: string, record: CliRunRecord, flags: ResumeFlags, io: RunIo): Promise<number> {
+async function requeueAndFollow(target: PostgresTarget, id: string, record: CliRunRecord, flags: ResumeFlags, io: RunIo): Promise<number> {
+  const { db } = target;
   const { openPostgresStore } = await import('../store/postgresStore.js');
   const { startBoss } = await import('../workers/runQueue.js');
   const { requeueSpreadRun } = await import('../workers/spreadResume.js');
@@ -611,16 +621,23 @@ async function requeueAndFollow(db: string, id: string, record: CliRunRecord, fl
       await boss.stop({ graceful: false, wait: true });
     }
     io.stderr.write(`exarch: run ${id}: ${queued.length} session${queued.length === 1 ? '' : 's'} queued again for the workers (${queued.join(', ')})\n`);
-    return await followStored(store, id, record, db, { noWait: flags.noWait === true, steer: flags.steer === true, spread: true }, io, ui);
+    return await followStored(store, id, record, target, { noWait: flags.noWait === true, steer: flags.steer === true, spread: true }, io, ui);
   } finally {
     await store.close();
     await ui?.finish(io.interrupt);
   }
 }
 
-/** `--store FILE` or `--db URL` as the commands that answer a run must be given them ('' for the default store). */
+/** A Postgres store as a command was given it: `--db URL`, or `EXARCH_DB_URL`. */
+type PostgresTarget = StoreTarget & { readonly db: string };
+
+/**
+ * `--store FILE` or `--db URL` as the commands that answer a run must be given them: '' for the
+ * default store and for `EXARCH_DB_URL` (which gives it to them as well); a `--db` URL with its
+ * secrets masked (the person puts back what they typed, or sets EXARCH_DB_URL).
+ */
 export function targetFlags(target: StoreTarget): string {
-  if (target.db !== undefined) return ` --db ${describeUrl(target.db)}`;
+  if (target.db !== undefined) return target.dbFromEnv ? '' : ` --db ${redactUrl(target.db)}`;
   return target.store === undefined ? '' : ` --store ${target.store}`;
 }
 
