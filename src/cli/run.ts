@@ -25,7 +25,7 @@ import { estimateCost } from '../engine/pricing.js';
 import { agentSpendLines } from './agentSpend.js';
 import { formatCount, ProgressBoard } from './progress.js';
 import { CliUi } from './liveUi.js';
-import { checkApproveNames, readRecord, recordFromFlags, type CliRunRecord, type RecordedFlags } from './runRecord.js';
+import { checkApproveNames, readRecord, recordFromFlags, storedRecord, type CliRunRecord, type RecordedFlags } from './runRecord.js';
 import { buildRunSession, defaultLogDir, runToolsOf, type RunSession } from './runSession.js';
 import { JournalProgress } from './journalProgress.js';
 import { JournalTraceStream } from '../store/journalTrace.js';
@@ -168,7 +168,8 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
     if (!store) return await output.follow(localRun(task, session, output.inspect), io.interrupt);
     const id = newRunId();
     io.stderr.write(`exarch: run ${id} started\n`);
-    const run = await startRun(task, session, { store, id, cwd: io.cwd, record: { ...record, logDir }, actor: { inspect: output.inspect } });
+    // Stored without an --mcp URL's secrets: this process connected with them; a resume reads them from ${NAME} (see storedRecord).
+    const run = await startRun(task, session, { store, id, cwd: io.cwd, record: { ...storedRecord(record), logDir }, actor: { inspect: output.inspect } });
     return await output.follow(run, io.interrupt, store);
   } finally {
     await store?.close();
@@ -203,7 +204,7 @@ async function submitAndFollow(
   const { db } = target;
   // The tools checked as a run here checks them (the MCP servers started once, to list theirs),
   // and their names recorded: every worker that takes the run must offer the same.
-  const tools = await runToolsOf({ cwd: io.cwd, record }, { stderr: io.stderr, agentsSource: agentsSourceName });
+  const tools = await runToolsOf({ cwd: io.cwd, record }, { env: io.env, stderr: io.stderr, agentsSource: agentsSourceName });
   let submission: Submission;
   try {
     checkApproveNames(record.approve, tools.tools);
@@ -212,7 +213,7 @@ async function submitAndFollow(
       task,
       cwd: io.cwd,
       record: {
-        ...record,
+        ...storedRecord(record),
         tools: tools.tools.map((tool) => tool.name).sort(),
         ...(agentTypes.length > 0 ? { agentTypes } : {}),
         // Each session a job of its own, spread over the workers (docs/scaling.md).

@@ -119,12 +119,12 @@ export async function buildRunSession(run: RecordedRun, host: SessionHost): Prom
  * any of them. `exarch run --db` calls this alone, to check the flags and record the tool names
  * before queueing the run.
  */
-export async function runToolsOf(run: Omit<RecordedRun, 'startedAt'>, host: Pick<SessionHost, 'stderr' | 'agentsSource'>): Promise<RunTools> {
+export async function runToolsOf(run: Omit<RecordedRun, 'startedAt'>, host: Pick<SessionHost, 'env' | 'stderr' | 'agentsSource'>): Promise<RunTools> {
   const { record } = run;
   // Without bubblewrap, --allow-shell is one line here (ShellSandboxError), before any server starts.
   const workspace = workspaceTools({ root: run.cwd, allowWrite: record.allowWrite, allowShell: record.allowShell, allowNetwork: record.allowNetwork });
   // A command runs in the run's directory, wherever this process was started (a worker's is not the run's).
-  const servers = mcpSpecs(record.mcp ?? []).map((spec) => ('command' in spec && spec.cwd === undefined ? { ...spec, cwd: run.cwd } : spec));
+  const servers = mcpSpecs(record.mcp ?? [], host.env).map((spec) => ('command' in spec && spec.cwd === undefined ? { ...spec, cwd: run.cwd } : spec));
   const mcp = await connectMcp(servers, workspace, host.stderr);
   try {
     // Checked now that the servers' tools are known: a profile may name `mcp__server__tool`.

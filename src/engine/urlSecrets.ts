@@ -20,7 +20,7 @@
  */
 
 /** What stands for a secret taken out of a URL. */
-const URL_SECRET_MARK = '***';
+export const URL_SECRET_MARK = '***';
 
 /**
  * A query parameter whose name (percent-decoded, any case) contains one of these holds a secret.
