@@ -47,9 +47,11 @@ const USAGE = `Usage:
       --allow-network     let sandboxed shell commands reach the network
       --mcp "CMD ARGS"    offer the tools of an MCP server to every agent, as mcp__<server>__<tool>:
                           a command line (quoted as in a shell) runs the server over stdio; an
-                          http(s):// URL reaches a streamable HTTP server. Repeatable. A server
-                          that does not start stops the run; one that crashes or hangs later
-                          gives the agent an error result; servers are closed when the run ends
+                          http(s):// URL reaches a streamable HTTP server (\${NAME} in it is read
+                          from the environment: a token off the command line). Repeatable. A
+                          server that does not start stops the run; one that crashes or hangs
+                          later gives the agent an error result; servers are closed when the run
+                          ends
       --trace FILE        record the run as a JSONL trace (view it with exarch view)
       --otel              send the run as OpenTelemetry spans (GenAI conventions: invoke_agent,
                           chat, execute_tool) over OTLP/HTTP to $OTEL_EXPORTER_OTLP_ENDPOINT;
@@ -71,7 +73,8 @@ const USAGE = `Usage:
                           the run's id is printed first, and exarch resume takes it up again
       --db URL            keep the run in PostgreSQL (postgres://user@host:port/database)
                           instead of the file, and queue it for the workers (exarch worker);
-                          this process follows it with the same progress and answer
+                          this process follows it with the same progress and answer.
+                          Default: $EXARCH_DB_URL, for every command that takes --db
       --no-store          run without recording it (it cannot be resumed)
       --approve TOOLS|all calls of these tools (comma-separated), by any agent, wait for a
                           person's approval: asked inline on a terminal, one at a time
@@ -125,9 +128,11 @@ const USAGE = `Usage:
   exarch --version                print the version
 
 Environment: ANTHROPIC_API_KEY (required by run, not by --replay), ANTHROPIC_BASE_URL, EXARCH_MODEL,
-EXARCH_STALL_TIMEOUT_MS (default 120000); with --otel: OTEL_EXPORTER_OTLP_ENDPOINT (or
-OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), OTEL_EXPORTER_OTLP_HEADERS, OTEL_EXPORTER_OTLP_TIMEOUT
-(default 10000), OTEL_SERVICE_NAME.
+EXARCH_STALL_TIMEOUT_MS (default 120000); EXARCH_DB_URL (the default --db), PGPASSWORD, PGPASSFILE
+and libpq's other PG* variables (the database's password and more, off the command line); with
+--otel: OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT),
+OTEL_EXPORTER_OTLP_HEADERS (the collector's credentials), OTEL_EXPORTER_OTLP_TIMEOUT (default
+10000), OTEL_SERVICE_NAME. A URL is shown with its password and secret parameters masked.
 Exit codes: 0 done, 1 fatal, 2 bad usage, 3 root capped, 4 waiting for approval (resumable),
 130 interrupted (resumable).`;
 
