@@ -148,9 +148,10 @@ function redactQuery(query: string): string {
 
 /**
  * A `name=value` word: the name, the `=` (spaces around it allowed, as libpq allows them), and the
- * value: single-quoted (with backslash escapes, as libpq quotes), or up to the next space, `&` or `;`.
+ * value: single-quoted (with backslash escapes, as libpq quotes; anything stuck to the closing quote
+ * counts too), or up to the next space, `&` or `;`.
  */
-const WORD = /([^\s&;=]+)(\s*=\s*)('(?:[^'\\]|\\[\s\S])*'?|[^\s&;]*)/g;
+const WORD = /([^\s&;=]+)(\s*=\s*)('(?:[^'\\]|\\[\s\S])*'?[^\s&;]*|[^\s&;]*)/g;
 
 /** Text that is no URL: the value of every `name=value` word whose name says secret masked. */
 function redactWords(text: string): string {
