@@ -7,7 +7,7 @@ import { finalAssistantText } from '../engine/history.js';
 import { restoreRun } from '../store/restoreRun.js';
 import type { Submission } from '../workers/runQueue.js';
 import { checkTarget, openExistingStore, openStore, storeName, StoreTargetError, type StoreTarget } from './storeTarget.js';
-import { describeUrl } from '../store/postgresUrl.js';
+import { redactUrl } from '../engine/urlSecrets.js';
 import { agentsSource } from './agentsConfig.js';
 import type { Provider } from '../engine/types.js';
 import { RunObserver } from '../watch/observe/runObserver.js';
@@ -25,7 +25,7 @@ import { estimateCost } from '../engine/pricing.js';
 import { agentSpendLines } from './agentSpend.js';
 import { formatCount, ProgressBoard } from './progress.js';
 import { CliUi } from './liveUi.js';
-import { checkApproveNames, readRecord, recordFromFlags, type CliRunRecord, type RecordedFlags } from './runRecord.js';
+import { checkApproveNames, readRecord, recordFromFlags, storedRecord, type CliRunRecord, type RecordedFlags } from './runRecord.js';
 import { buildRunSession, defaultLogDir, runToolsOf, type RunSession } from './runSession.js';
 import { JournalProgress } from './journalProgress.js';
 import { JournalTraceStream } from '../store/journalTrace.js';
@@ -51,6 +51,8 @@ export interface RunFlags extends RecordedFlags {
   readonly store?: string;
   /** A PostgreSQL run store (`postgres://…`) instead of the file. */
   readonly db?: string;
+  /** `db` came from `EXARCH_DB_URL` (see `StoreTarget`). */
+  readonly dbFromEnv?: boolean;
   /** Run without recording (no resume). */
   readonly noStore?: boolean;
   /** With `db`: print the run id and return once the run is queued, rather than follow it. */
@@ -135,7 +137,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
       spread: flags.spread === true,
       ...(flags.ui ? { ui: port === undefined ? {} : { port } } : {}),
     };
-    return submitAndFollow(flags.db, task, record, agentsSourceName, follow, io);
+    return submitAndFollow({ db: flags.db, dbFromEnv: flags.dbFromEnv === true }, task, record, agentsSourceName, follow, io);
   }
   const diverged = new AbortController();
   const recording = {
@@ -185,9 +187,17 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
     if (!store) return await output.follow(localRun(task, session, output.inspect), io.interrupt);
     const id = newRunId();
     io.stderr.write(`exarch: run ${id} started\n`);
-    // Signed as stored: a resume checks the record before it takes any power from it.
+    // Stored without an --mcp URL's secrets (this process connected with them; a resume reads them
+    // from ${NAME}: see storedRecord), and signed as stored: a resume checks the record before it
+    // takes any power from it.
     const recorded = key !== undefined && store instanceof SqliteRunStore ? sealingStore(store, key) : store;
-    const run = await startRun(task, session, { store: recorded, id, cwd: io.cwd, record: { ...record, logDir }, actor: { inspect: output.inspect } });
+    const run = await startRun(task, session, {
+      store: recorded,
+      id,
+      cwd: io.cwd,
+      record: { ...storedRecord(record), logDir },
+      actor: { inspect: output.inspect },
+    });
     return await output.follow(run, io.interrupt, store);
   } finally {
     await store?.close();
@@ -206,7 +216,7 @@ const FOLLOW_POLL_MS = 200;
  * on on the workers.
  */
 async function submitAndFollow(
-  db: string,
+  target: PostgresTarget,
   task: string,
   record: CliRunRecord,
   agentsSourceName: string,
@@ -219,6 +229,7 @@ async function submitAndFollow(
   }: { readonly detach: boolean; readonly noWait: boolean; readonly steer: boolean; readonly spread: boolean; readonly ui?: { readonly port?: number } },
   io: RunIo,
 ): Promise<number> {
+  const { db } = target;
   // The tools checked as a run here checks them (the MCP servers started once, to list theirs),
   // and their names recorded: every worker that takes the run must offer the same.
   const tools = await runToolsOf({ cwd: io.cwd, record }, { env: io.env, stderr: io.stderr, agentsSource: agentsSourceName });
@@ -230,7 +241,7 @@ async function submitAndFollow(
       task,
       cwd: io.cwd,
       record: {
-        ...record,
+        ...storedRecord(record),
         tools: tools.tools.map((tool) => tool.name).sort(),
         ...(agentTypes.length > 0 ? { agentTypes } : {}),
         // Each session a job of its own, spread over the workers (docs/scaling.md).
@@ -248,6 +259,8 @@ async function submitAndFollow(
   const ui = uiOptions ? await CliUi.startFed(uiOptions, io.stderr) : undefined;
   const store = openPostgresStore(db);
   try {
+    // The store's line (a server that cannot be reached, a password not given) before pg-boss's words.
+    await store.open();
     const boss = await startBoss(db);
     let id: string;
     try {
@@ -261,7 +274,7 @@ async function submitAndFollow(
       return EXIT.ok;
     }
     io.stderr.write(`exarch: run ${id} started (queued for the workers)\n`);
-    return await followStored(store, id, record, db, { noWait, steer, spread }, io, ui);
+    return await followStored(store, id, record, target, { noWait, steer, spread }, io, ui);
   } finally {
     await store.close();
     await ui?.finish(io.interrupt);
@@ -283,7 +296,7 @@ async function followStored(
   store: PostgresRunStore,
   id: string,
   record: CliRunRecord,
-  db: string,
+  where: PostgresTarget,
   { noWait, steer, spread }: { readonly noWait: boolean; readonly steer: boolean; readonly spread: boolean },
   io: RunIo,
   ui?: CliUi,
@@ -303,7 +316,8 @@ async function followStored(
     seq = rows.at(-1)?.seq ?? seq;
     trace.push(rows);
   };
-  const target = targetFlags({ db });
+  const { db } = where;
+  const target = targetFlags(where);
   const onTerminal = io.stdin?.isTTY === true && io.stderr.isTTY === true;
   let ask = !noWait && onTerminal;
   // Steering lines typed (on a terminal, or from stdin with --steer) go to the run's worker through
@@ -536,6 +550,8 @@ async function answerWaiting(
 export interface ResumeFlags {
   readonly store?: string;
   readonly db?: string;
+  /** `db` came from `EXARCH_DB_URL` (see `StoreTarget`). */
+  readonly dbFromEnv?: boolean;
   readonly trace?: string;
   /** As for `run`: stop as `waiting` rather than ask at the terminal. */
   readonly noWait?: boolean;
@@ -585,7 +601,8 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
     const record = readRecord(row.options);
     if (record.allowShell === 'unsandboxed') io.stderr.write(UNSANDBOXED_WARNING);
     // A spread run is taken up where it runs: its sessions queued again for the workers, and followed.
-    if (row.options['spread'] === true && flags.db !== undefined) return await requeueAndFollow(flags.db, row.id, record, flags, io);
+    if (row.options['spread'] === true && flags.db !== undefined)
+      return await requeueAndFollow({ db: flags.db, dbFromEnv: flags.dbFromEnv === true }, row.id, record, flags, io);
     const faults = new WriteFaults();
     built = await buildRunSession(
       { id: runId, cwd: row.cwd, startedAt: row.startedAt, record },
@@ -635,7 +652,8 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
  * queued again (`requeueSpreadRun`: one whose job was lost or gave up is taken up by a worker from
  * its journal), then the run is followed as `run --db` follows it.
  */
-async function requeueAndFollow(db: string, id: string, record: CliRunRecord, flags: ResumeFlags, io: RunIo): Promise<number> {
+async function requeueAndFollow(target: PostgresTarget, id: string, record: CliRunRecord, flags: ResumeFlags, io: RunIo): Promise<number> {
+  const { db } = target;
   const { openPostgresStore } = await import('../store/postgresStore.js');
   const { startBoss } = await import('../workers/runQueue.js');
   const { requeueSpreadRun } = await import('../workers/spreadResume.js');
@@ -651,7 +669,7 @@ async function requeueAndFollow(db: string, id: string, record: CliRunRecord, fl
       await boss.stop({ graceful: false, wait: true });
     }
     io.stderr.write(`exarch: run ${id}: ${queued.length} session${queued.length === 1 ? '' : 's'} queued again for the workers (${queued.join(', ')})\n`);
-    return await followStored(store, id, record, db, { noWait: flags.noWait === true, steer: flags.steer === true, spread: true }, io, ui);
+    return await followStored(store, id, record, target, { noWait: flags.noWait === true, steer: flags.steer === true, spread: true }, io, ui);
   } finally {
     await store.close();
     await ui?.finish(io.interrupt);
@@ -673,9 +691,16 @@ function ownFiles(cwd: string, target: StoreTarget | undefined, files: readonly 
   ];
 }
 
-/** `--store FILE` or `--db URL` as the commands that answer a run must be given them ('' for the default store). */
+/** A Postgres store as a command was given it: `--db URL`, or `EXARCH_DB_URL`. */
+type PostgresTarget = StoreTarget & { readonly db: string };
+
+/**
+ * `--store FILE` or `--db URL` as the commands that answer a run must be given them: '' for the
+ * default store and for `EXARCH_DB_URL` (which gives it to them as well); a `--db` URL with its
+ * secrets masked (the person puts back what they typed, or sets EXARCH_DB_URL).
+ */
 export function targetFlags(target: StoreTarget): string {
-  if (target.db !== undefined) return ` --db ${describeUrl(target.db)}`;
+  if (target.db !== undefined) return target.dbFromEnv ? '' : ` --db ${redactUrl(target.db)}`;
   return target.store === undefined ? '' : ` --store ${target.store}`;
 }
 

@@ -11,6 +11,7 @@ import { DEFAULT_SHELL_LIMITS, LIMIT_MINIMUMS, type ShellLimits } from '../tools
 import { lookUpUser, SHELL_USER_PATTERN } from '../tools/workspace/shellUser.js';
 import { parseShellLimits } from './shellLimitsFlag.js';
 import { UsageError } from './usageError.js';
+import { redactUrl, URL_SECRET_MARK, urlSecrets } from '../engine/urlSecrets.js';
 
 /**
  * What the CLI records of a run: every option its sessions are built with, by `exarch run` here, by
@@ -37,7 +38,11 @@ export interface CliRunRecord {
   readonly maxRetryWait?: number;
   /** The declared agents' config itself, not its path: a resume rebuilds the same agents even if the file changed. */
   readonly agentsConfig?: unknown;
-  /** The `--mcp` values as given: every process that runs the run starts these servers (never put a secret in one). */
+  /**
+   * The `--mcp` values as given: every process that runs the run starts these servers. Stored with
+   * an HTTP server's URL secrets masked (`storedRecord`); `${NAME}` in a URL is read from the
+   * environment of the process that connects (`mcpSpecs`).
+   */
   readonly mcp?: readonly string[];
   /** Tool names whose calls wait for a person, or `all`. */
   readonly approve?: 'all' | readonly string[];
@@ -102,7 +107,12 @@ export function recordFromFlags(flags: RecordedFlags, env: NodeJS.ProcessEnv, cw
   if (flags.wake !== undefined && flags.wake !== 'each' && flags.wake !== 'all') throw new UsageError(`--wake must be each or all, got '${flags.wake}'`);
   const maxRetryWait = positiveInt('max-retry-wait', flags.maxRetryWait, 0);
   const mcp = flags.mcp ?? [];
-  mcpSpecs(mcp);
+  try {
+    mcpSpecs(mcp, env);
+  } catch (error) {
+    if (error instanceof McpSpecError) throw new UsageError(error.message);
+    throw error;
+  }
   const model = flags.model ?? env['EXARCH_MODEL'] ?? DEFAULT_MODEL;
   const approve = approveFlag(flags.approve);
   const maxTokens = positiveInt('max-tokens', flags.maxTokens);
@@ -231,14 +241,49 @@ function declaredModels(config: unknown): [string, string][] {
   return Object.entries(agents).flatMap(([name, profile]) => (typeof profile.model === 'string' ? [[name, profile.model] as [string, string]] : []));
 }
 
-/** The `--mcp` values as server specs; a value that is not one is a usage error. */
-export function mcpSpecs(values: readonly string[]): McpServerSpec[] {
-  try {
-    return values.map(parseMcpFlag);
-  } catch (error) {
-    if (error instanceof McpSpecError) throw new UsageError(error.message);
-    throw error;
-  }
+/** `${NAME}`: a variable of the environment of the process that connects an `--mcp` URL. */
+const VARIABLE_REFERENCE = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
+
+/**
+ * The record as the run store keeps it: an `--mcp` URL's secrets (its user part, `?token=`, …)
+ * masked, for the store is read by whoever reads the run (`exarch runs`, `view`, the workers'
+ * database). A URL whose every secret is a `${NAME}` is kept as written: it holds none.
+ */
+export function storedRecord(record: CliRunRecord): CliRunRecord {
+  if (record.mcp === undefined) return record;
+  const stored = (value: string): string => {
+    if (!isHttpValue(value)) return value;
+    const secrets = urlSecrets(value.trim());
+    return secrets.every((secret) => secret.replace(VARIABLE_REFERENCE, '') === '') ? value : redactUrl(value.trim());
+  };
+  return { ...record, mcp: record.mcp.map(stored) };
+}
+
+/** An `--mcp` value that names a streamable HTTP server (see `parseMcpFlag`). */
+function isHttpValue(value: string): boolean {
+  return /^\s*https?:\/\//i.test(value);
+}
+
+/**
+ * The `--mcp` values as server specs, `${NAME}` in an HTTP server's URL replaced by the variable's
+ * value in `env` (so that a token reaches each process that runs the run without being on a
+ * command line or in the store). A value that is not a spec, a variable that is not set, or a URL
+ * whose secret was masked when the run was stored, is an `McpSpecError` (one line).
+ */
+export function mcpSpecs(values: readonly string[], env: NodeJS.ProcessEnv): McpServerSpec[] {
+  return values.map((value) => {
+    if (!isHttpValue(value)) return parseMcpFlag(value);
+    if (urlSecrets(value).includes(URL_SECRET_MARK))
+      throw new McpSpecError(
+        `--mcp ${value.trim()}: the URL's secret is not kept with a stored run; give it as \${NAME} in the URL, read from the environment of each process that runs the run`,
+      );
+    const url = value.replace(VARIABLE_REFERENCE, (_, name: string) => {
+      const set = env[name];
+      if (set === undefined || set === '') throw new McpSpecError(`--mcp ${redactUrl(value.trim())}: \${${name}} is not set in the environment`);
+      return set;
+    });
+    return parseMcpFlag(url);
+  });
 }
 
 /** `--approve all` or `--approve write_file,run_shell`. */

@@ -160,7 +160,7 @@ export async function runToolsOf(
     onShellNote: (note) => host.stderr.write(`exarch: ${note}\n`),
   });
   // A command runs in the run's directory, wherever this process was started (a worker's is not the run's).
-  const servers = mcpSpecs(record.mcp ?? []).map((spec) => ('command' in spec && spec.cwd === undefined ? { ...spec, cwd: run.cwd } : spec));
+  const servers = mcpSpecs(record.mcp ?? [], host.env).map((spec) => ('command' in spec && spec.cwd === undefined ? { ...spec, cwd: run.cwd } : spec));
   const mcp = await connectMcp(servers, workspace, host.stderr);
   try {
     // Checked now that the servers' tools are known: a profile may name `mcp__server__tool`.

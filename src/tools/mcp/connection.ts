@@ -5,6 +5,8 @@ import type { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdi
 import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
 import { describeError } from '../../engine/model/errors.js';
+import { Redactor } from '../../engine/redact.js';
+import { urlSecrets } from '../../engine/urlSecrets.js';
 import { cappedFetch } from './cappedFetch.js';
 import { McpServerError } from './mcpError.js';
 import { provisionalName, type McpServerSpec } from './serverSpec.js';
@@ -103,7 +105,8 @@ export class McpConnection {
       // The client's own close may still be escalating to SIGTERM and SIGKILL: the error is not
       // reported before the process is gone (or the escalation had its time).
       await boundedWait(exited, EXIT_WAIT_MS);
-      const why = describeFailure(error);
+      // An HTTP server's URL secrets (a `?token=`) are never in the line, should the failure quote the URL.
+      const why = 'url' in spec ? new Redactor(urlSecrets(spec.url)).text(describeFailure(error)) : describeFailure(error);
       const last = lastLine(tail);
       throw new McpServerError(`MCP server '${label}' could not start: ${why}${last ? ` (its last words: ${last})` : ''}`, 'start', label, { cause: error });
     }

@@ -1,22 +1,20 @@
+import { isSecretVariable } from '../../engine/redact.js';
+
 /**
  * The environment a `run_shell` command starts with: the user's, without anything that looks like
  * a credential. A command's output goes to the model and to the logs, so a secret it can read is a
  * secret that leaves the machine.
  */
 
-/** `ANTHROPIC_API_KEY`, `GITHUB_TOKEN`, `AWS_SECRET_ACCESS_KEY`, `CLIENT_SECRET`, `DB_PASSWORD`… */
-const SECRET_NAME = /(?:^|_)(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)$/i;
-
-/** True for a variable whose value is never handed to a command. */
-function isSecretName(name: string): boolean {
-  return SECRET_NAME.test(name);
-}
-
-/** The user's environment minus every variable named like a credential (deny-list). */
+/**
+ * The user's environment minus every variable that holds a credential (deny-list, the one the
+ * redactors use: `ANTHROPIC_API_KEY`, `GITHUB_TOKEN`, `DB_PASSWORD`, `PGPASSWORD`, the OTLP
+ * headers, a URL with a password or token in it such as `EXARCH_DB_URL`).
+ */
 export function shellEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const kept: NodeJS.ProcessEnv = {};
   for (const [name, value] of Object.entries(env)) {
-    if (value !== undefined && !isSecretName(name)) kept[name] = value;
+    if (value !== undefined && !isSecretVariable(name, value)) kept[name] = value;
   }
   return kept;
 }
