@@ -1,6 +1,14 @@
 import { and, assign, enqueueActions, setup, type AnyActorLogic, type AnyActorRef } from 'xstate';
 import { denialMessage, type ApprovalAnswerEvent, type ApprovalDesk } from '../src/engine/approvals.js';
-import { checkAgentBudget, type AgentBudget, type BudgetScope, type BudgetSpentEvent } from '../src/engine/budget.js';
+import {
+  checkAgentBudget,
+  type AgentBudget,
+  type BudgetRoomEvent,
+  type BudgetScope,
+  type BudgetSpentEvent,
+  type BudgetWaitEvent,
+} from '../src/engine/budget.js';
+import { RequestAdmitter } from '../src/engine/requestAdmitter.js';
 import type { RemoteChildSpec, RemoteMemberInput } from '../src/engine/remoteChildren.js';
 import { childIdentity, ROOT_AGENT } from '../src/engine/identity.js';
 import { assertToolPairing } from '../src/engine/pairing.js';
@@ -17,6 +25,7 @@ import { clip, renderValue } from '../src/engine/render.js';
 import { buildToolbox, errorResult, okResult, planBatch, type PlannedCall, type Toolbox } from '../src/tools/toolbox.js';
 import type { RunnableCall } from '../src/tools/runTools.js';
 import { effectsOf, type EffectEvent, type SessionEffects } from '../src/engine/sessionEffects.js';
+import type { RequestSpend, StreamModelInput } from '../src/engine/model/streamModel.js';
 import { addUsage, ZERO_USAGE } from '../src/engine/usage.js';
 import type { RestoredSession, ResumeState } from '../src/store/restoredSession.js';
 import type {
@@ -76,6 +85,9 @@ export type SessionEvent =
   | ApprovalAnswerEvent
   /** Its budget (given by its parent, or one around it) is spent: it ends `capped` at once (src/engine/budget.ts). */
   | BudgetSpentEvent
+  /** Its budgets have no room for its request yet (`queued`), then have it (`budget.room`). */
+  | BudgetWaitEvent
+  | BudgetRoomEvent
   /** From the session's effects: the model's response or failure, tool results, ticks. */
   | EffectEvent
   /** A spawned sub-agent finished (actor ids of sub-agents are decimal numbers). */
@@ -125,6 +137,8 @@ export interface SessionFixed {
   readonly recorder: SessionRecorder;
   /** The nearest budget it spends within: its own (given by its parent) or an ancestor's; undefined: the tree's only. */
   readonly budgetScope: BudgetScope | undefined;
+  /** Asks its budgets for room before each request, and keeps its place while it is `queued`. */
+  readonly admitter: RequestAdmitter;
 }
 
 export interface SessionContext {
@@ -151,7 +165,12 @@ export interface SessionContext {
   /** Children ever spawned (per name: see `children`). */
   readonly spawned: number;
   readonly latchCounts: Readonly<Record<string, LatchCount>>;
-  /** This session's own tokens, and those delivered by finished children (their whole subtrees). */
+  /**
+   * Model requests of this session that reached the provider, over its life: each retry and each
+   * aborted or failed request counts, as the provider counts them.
+   */
+  readonly requests: number;
+  /** This session's own tokens (those of its retried, aborted and failed requests included), and those delivered by finished children (their whole subtrees). */
   readonly usage: Usage;
   readonly childUsage: Usage;
   /** Why the session is failing, set by the transition into `failed`. */
@@ -226,21 +245,71 @@ function settleCallIn(context: SessionContext, event: SessionEvent): void {
   context.fixed.recorder.note({ type: 'tool', result: event.result });
 }
 
-/** Appends a complete assistant message to the history; returns the session's usage with its tokens. */
-function commitResponseTo(context: SessionContext, response: ModelResponse): Usage {
+/**
+ * Appends a complete assistant message to the history; returns the session's requests and usage
+ * with the step's (a retried step made more than one request, and its retries spent tokens too).
+ */
+function commitResponseTo(context: SessionContext, event: SessionEvent): Pick<SessionContext, 'requests' | 'usage'> {
+  const response = responseOf(event);
   const blocks = nonEmptyBlocks(response.content);
   appendAssistantBlocks(context.messages, blocks);
   if (blocks.length > 0) context.fixed.recorder.record({ type: 'message', role: 'assistant', content: blocks });
   // (Budgets counted these tokens as they streamed: see `requestModel`.)
-  const usage = addUsage(context.usage, response.usage);
+  const retried = event.type === 'model.done' && event.requests !== undefined ? { requests: event.requests, lost: event.lost ?? ZERO_USAGE } : undefined;
+  const usage = addUsage(context.usage, retried ? addUsage(response.usage, retried.lost) : response.usage);
   context.fixed.recorder.record({
     type: 'usage',
     request: response.usage,
     session: usage,
     stopReason: response.stopReason,
     ...(response.incompleteToolUseIds.length > 0 ? { incomplete: response.incompleteToolUseIds } : {}),
+    ...(retried ? { requests: retried.requests, lost: retried.lost } : {}),
   });
-  return usage;
+  return { requests: context.requests + (retried?.requests ?? 1), usage };
+}
+
+/** The bytes of `session`'s next request: its history, and the results and messages waiting for it. */
+function nextRequestBytes(session: AnyActorRef, admitter: RequestAdmitter): number {
+  const context = (session.getSnapshot() as { context?: SessionContext } | undefined)?.context;
+  return context ? admitter.nextRequestBytes(context.messages, context.inbox, context.pendingUser) : 0;
+}
+
+/** The model step of `streaming`: the request as the history stands, and how its usage is counted. */
+function modelStepInput(context: SessionContext): StreamModelInput {
+  const meter = context.options.budget;
+  const { agent } = context;
+  const { budgetScope } = context.fixed;
+  const model = context.options.model;
+  return {
+    provider: context.options.provider,
+    request: {
+      agent,
+      system: context.fixed.system,
+      messages: context.messages,
+      tools: context.fixed.toolbox.specs,
+      ...(model === undefined ? {} : { model }),
+    },
+    listener: context.options.listener,
+    retry: context.options.retry,
+    stallTimeoutMs: context.options.stallTimeoutMs,
+    onRetry: (info) => context.fixed.recorder.record({ type: 'retry', ...info }),
+    // Counted as the stream reports it, so a budget is reached before the response completes.
+    onUsage: (added) => meter.charge(agent, model, budgetScope, added),
+  };
+}
+
+/** Whether results arrived for the turn's first request while it waited for the journal (see `joinTurn`). */
+function lateResultsOf(context: SessionContext): (() => boolean) | undefined {
+  // Results are appended to this very array until the turn's first request leaves.
+  const inbox = context.inbox;
+  return context.joinable && context.steps === 1 ? () => inbox.length > 0 : undefined;
+}
+
+/** Counts requests that ended with nothing to keep (failed, or aborted: see the `lost` record). */
+function countLost(context: SessionContext, spent: RequestSpend | undefined): Partial<Pick<SessionContext, 'requests' | 'usage'>> {
+  if (!spent) return {};
+  context.fixed.recorder.lost(spent);
+  return { requests: context.requests + spent.requests, usage: addUsage(context.usage, spent.usage) };
 }
 
 /**
@@ -364,7 +433,8 @@ function atRest(snapshot: unknown): boolean {
 function effectsFor(self: AnyActorRef, context: SessionContext): SessionEffects | undefined {
   return effectsOf(self, () => {
     const journal = context.options.journal;
-    return { recorder: context.fixed.recorder, atRest, ...(journal ? { barrier: () => journal.barrier() } : {}) };
+    const { recorder, admitter } = context.fixed;
+    return { recorder, atRest, onClose: () => admitter.leave(), ...(journal ? { barrier: () => journal.barrier() } : {}) };
   });
 }
 
@@ -437,6 +507,7 @@ function resumedContext(made: MadeContext, restore: RestoredSession, spawn: Spaw
     children,
     spawned: restore.spawned,
     latchCounts: { ...restore.latchCounts },
+    requests: restore.requests,
     usage: restore.usage,
     childUsage,
     joinable: false,
@@ -614,42 +685,42 @@ const machineSetup = setup({
       return { inbox: [], pendingUser: [] };
     }),
     countStep: assign({ steps: ({ context }) => context.steps + 1 }),
-    /** Starts the model request (see src/engine/sessionEffects.ts); it answers with `model.done` or `model.error`. */
-    requestModel: ({ context, self }) => {
-      const meter = context.options.budget;
-      const { agent } = context;
-      const { budgetScope } = context.fixed;
-      // No request starts once a budget it spends within is spent: it ends `capped` instead (a
-      // crossing already sent it that, or cancels it; this covers one that began just after).
-      if (meter.blocks(agent, budgetScope)) {
+    /**
+     * No request leaves before its budgets admit it (see `RequestAdmitter`). One that must wait for
+     * a running request to end makes the session `queued` (raised, so no snapshot shows it
+     * streaming); one that never can be admitted ends it `capped` (a crossing already sent it
+     * that, or cancels it; this covers one that began just after). Resolved in order with the
+     * entry's other actions even while the actor starts (a plain action would then be deferred).
+     */
+    admitRequest: enqueueActions(({ context, self, enqueue }) => {
+      const { admitter } = context.fixed;
+      const answer = admitter.ask(context.messages);
+      if (answer === 'spent') {
         queueMicrotask(() => self.send({ type: 'budget.spent' } satisfies BudgetSpentEvent));
         return;
       }
-      meter.requestStarting(agent);
-      const model = context.options.model;
-      // Results are appended to this very array until the turn's first request leaves (see joinTurn).
-      const inbox = context.inbox;
-      const lateResults = context.joinable && context.steps === 1 ? () => inbox.length > 0 : undefined;
-      effectsFor(self, context)?.requestModel(
-        {
-          provider: context.options.provider,
-          request: {
-            agent: context.agent,
-            system: context.fixed.system,
-            messages: context.messages,
-            tools: context.fixed.toolbox.specs,
-            ...(context.options.model === undefined ? {} : { model: context.options.model }),
-          },
-          listener: context.options.listener,
-          retry: context.options.retry,
-          stallTimeoutMs: context.options.stallTimeoutMs,
-          onRetry: (info) => context.fixed.recorder.record({ type: 'retry', ...info }),
-          // Counted as the stream reports it, so a budget is reached before the response completes.
-          onUsage: (added) => meter.charge(agent, model, budgetScope, added),
-        },
-        lateResults,
-      );
+      if (answer === 'wait') {
+        admitter.wait(
+          context.messages,
+          () => self.send({ type: 'budget.room' } satisfies BudgetRoomEvent),
+          () => self.send({ type: 'budget.spent' } satisfies BudgetSpentEvent),
+        );
+        enqueue.raise({ type: 'budget.wait' } satisfies BudgetWaitEvent);
+      }
+    }),
+    /** Starts the model request its budgets admitted (see src/engine/sessionEffects.ts); it answers with `model.done` or `model.error`. */
+    requestModel: ({ context, self }) => {
+      const admission = context.fixed.admitter.take();
+      if (!admission) return;
+      context.options.budget.requestStarting(context.agent);
+      effectsFor(self, context)?.requestModel(modelStepInput(context), lateResultsOf(context), admission);
     },
+    /** The request again, with input that joined its turn just before it left: the room it was admitted with goes with it. */
+    requestModelAgain: ({ context, self }) => effectsFor(self, context)?.requestModel(modelStepInput(context), lateResultsOf(context), 'keep'),
+    /** The request that was about to leave waits in the budget's queue instead: it was not a step. */
+    uncountStep: assign({ steps: ({ context }) => context.steps - 1 }),
+    /** Out of the budget's queue; room it was handed goes back unless it now makes its request. */
+    leaveBudgetQueue: ({ context, event }) => context.fixed.admitter.leave(event.type === 'budget.room'),
     /** Starts the batch's runnable calls; they answer with `tool.settled` and, last, `batch.drained`. */
     runBatch: ({ context, self }) => {
       const calls: RunnableCall[] = [];
@@ -679,15 +750,17 @@ const machineSetup = setup({
     /** While waiting for sub-agents: a stop from outside still answers the open batch's calls. */
     holdBatch: ({ context, self }) => effectsFor(self, context)?.holdBatch(() => closeOpenCalls(context, 'cancelled')),
     releaseBatch: ({ context, self }) => effectsFor(self, context)?.releaseBatch(),
-    /** Aborts the model request and abandons the tool batch, whichever runs. */
-    abortEffects: ({ context, self }) => effectsFor(self, context)?.abort('cancelled'),
+    /** Aborts the model request and abandons the tool batch, whichever runs; an aborted request that had left is counted. */
+    abortEffects: assign(({ context, self }) => countLost(context, effectsFor(self, context)?.abort('cancelled'))),
+    /** A failed step's requests were served all the same. */
+    countFailedRequests: assign(({ context, event }) => countLost(context, event.type === 'model.error' ? event.spent : undefined)),
     /**
      * Rest until the next turn of the event loop. In `readyForUser` it is armed again by each result
      * that arrives, so the turn starts with everything that arrived by then.
      */
     armTick: ({ context, self }) => effectsFor(self, context)?.armTick(),
     /** Commits a complete assistant message; nothing of a failed or aborted stream is ever committed. */
-    commitResponse: assign(({ context, event }) => ({ usage: commitResponseTo(context, responseOf(event)), batch: null })),
+    commitResponse: assign(({ context, event }) => ({ ...commitResponseTo(context, event), batch: null })),
     /**
      * Commits the response and plans its batch, in one assign (each assign makes a snapshot).
      * Protocol calls are answered here, in model order: `agent` spawns a child, `cancel_agent`
@@ -696,7 +769,7 @@ const machineSetup = setup({
      */
     openBatch: assign(({ context, event, spawn }) => {
       const response = responseOf(event);
-      const usage = commitResponseTo(context, response);
+      const { requests, usage } = commitResponseTo(context, event);
       const plan = planBatch(response.content, context.fixed.toolbox, new Set(response.incompleteToolUseIds), response.invalidToolInputs);
       const results = new Map<string, ToolResultBlock>();
       let reply: Batch['reply'] = null;
@@ -808,7 +881,12 @@ const machineSetup = setup({
       // Sub-agents live in crews (machines/crew.ts), each spawned with its share of this batch.
       children.closeCrew();
       for (const [crewId, members] of crews) spawn('crew', { id: crewId, input: { members } });
-      return { usage, batch: { plan, results, reply, cancels, wait, awaiting, stepEnd: stepEndOf(response), committed: false, cancelsSent: false }, spawned };
+      return {
+        requests,
+        usage,
+        batch: { plan, results, reply, cancels, wait, awaiting, stepEnd: stepEndOf(response), committed: false, cancelsSent: false },
+        spawned,
+      };
     }),
     /** Sends the batch's `cancel_agent` calls to the children's crews; after `openBatch`, so they reach children it spawned. */
     sendCancels: enqueueActions(({ context, enqueue }) => {
@@ -954,9 +1032,11 @@ export const sessionMachine = machineSetup.createMachine({
     const latches = latchesFor(options, axes.replies);
     if (restore?.approvedTools) options.approvals.approveAlways(restore.approvedTools);
     const meter = options.budget;
-    if (agent.depth === 0) meter.attachRoot(self);
     const budgetScope = input.subtreeBudget ? meter.scope(agent, input.subtreeBudget, input.enclosingBudget, self) : input.enclosingBudget;
-    const fixed: SessionFixed = { toolbox, system, latches, recorder, budgetScope };
+    const admitter = new RequestAdmitter(meter, agent, budgetScope, options.model, system, toolbox.specs);
+    // The tree's budget keeps room for the root's next request, as it would leave now.
+    if (agent.depth === 0) meter.attachRoot(self, () => nextRequestBytes(self, admitter), options.model);
+    const fixed: SessionFixed = { toolbox, system, latches, recorder, budgetScope, admitter };
     if (restore) {
       // What its journal committed counts toward its budgets again (its live sub-agents add theirs).
       meter.seed(agent, options.model, budgetScope, restore.usage, restore.childUsage);
@@ -976,6 +1056,7 @@ export const sessionMachine = machineSetup.createMachine({
       children: new ChildRegistry(),
       spawned: 0,
       latchCounts: {},
+      requests: 0,
       usage: ZERO_USAGE,
       childUsage: ZERO_USAGE,
       failure: null,
@@ -1036,8 +1117,11 @@ export const sessionMachine = machineSetup.createMachine({
     streaming: {
       // Only `cancel` leaves this state before the request's answer (and aborts it); a stop or a
       // final state ends the session's effects, which aborts it too.
-      entry: ['countStep', 'requestModel'],
+      entry: ['countStep', 'admitRequest', 'requestModel'],
       on: {
+        // Its budgets have no room for the request while others run: it waits, and the request never
+        // left (should one have, it is aborted and counted: the event may come from outside).
+        'budget.wait': { target: 'queued', actions: ['uncountStep', 'abortEffects'] },
         'model.done': [
           { guard: 'refused', target: 'failed', actions: ['commitResponse', { type: 'fail', params: {} }] },
           { guard: and(['hasToolCalls', 'needsApproval']), target: 'awaitingApproval', actions: 'openBatch' },
@@ -1066,11 +1150,19 @@ export const sessionMachine = machineSetup.createMachine({
           { target: 'readyForUser', actions: 'commitResponse' },
         ],
         // Only a complete message is ever committed: a failed stream leaves the history as it was.
-        'model.error': { target: 'failed', actions: { type: 'fail', params: {} } },
+        'model.error': { target: 'failed', actions: ['countFailedRequests', { type: 'fail', params: {} }] },
         // The request is about to leave: late input joins the turn, and the request is made again
         // (after the journal holds what the join recorded) with it.
-        'model.starting': { guard: 'lateResults', actions: ['joinTurn', 'requestModel'] },
+        'model.starting': { guard: 'lateResults', actions: ['joinTurn', 'requestModelAgain'] },
       },
+    },
+    queued: {
+      // In the budget's queue: the room a running request holds is what this one needs. It makes
+      // its request once the meter takes room for it, in the order the sessions asked; a crossing
+      // ends it (`budget.spent`, or a cancel) without one.
+      entry: 'flushLog',
+      exit: 'leaveBudgetQueue',
+      on: { 'budget.room': 'streaming' },
     },
     dispatchingBatch: {
       // As in `streaming`: `cancel` abandons the batch (every call is answered), a stop does too.

@@ -9,6 +9,11 @@ export interface PostgresServer {
   readonly port: number;
   /** A new empty database on this server; its URL. */
   createDatabase(): Promise<string>;
+  /**
+   * A login role with this password, and a new database it owns; the database's URL, without the
+   * password. On a server started with `passwords`, the role must give it (SCRAM).
+   */
+  createRole(name: string, password: string): Promise<string>;
   /** Stops the server at once (as a crash would: no checkpoint), then starts it again on the same port. */
   restart(options?: { readonly downMs?: number }): Promise<void>;
   /** Stops the server and deletes its data directory. */
@@ -17,6 +22,7 @@ export interface PostgresServer {
 
 /**
  * Starts a server on 127.0.0.1 in a temporary cluster. Requires `POSTGRES_BIN`. `durable`: keep
- * the server's own fsync (tests turn it off for speed).
+ * the server's own fsync (tests turn it off for speed). `passwords`: roles other than `exarch`
+ * authenticate with their password (see `createRole`); otherwise every role is trusted.
  */
-export declare function startPostgres(options?: { readonly durable?: boolean }): Promise<PostgresServer>;
+export declare function startPostgres(options?: { readonly durable?: boolean; readonly passwords?: boolean }): Promise<PostgresServer>;

@@ -5,7 +5,7 @@
 // `nobody` and every server command runs through `runuser`. Plain JavaScript (typed by
 // postgresCluster.d.mts) so that the benchmark, which runs on the built package, can use it too.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -56,6 +56,11 @@ export async function startPostgres(options = {}) {
     }
   };
   run('initdb', ['-D', data, '-U', 'exarch', '--auth=trust', '-E', 'UTF8', '--no-sync']);
+  // `passwords`: the roles made with createRole must give their password (SCRAM) on loopback;
+  // the `exarch` superuser the tests and the benchmark use still needs none.
+  if (options.passwords) {
+    writeFileSync(join(data, 'pg_hba.conf'), 'host all exarch 127.0.0.1/32 trust\nhost all all 127.0.0.1/32 scram-sha-256\n');
+  }
   // Tests trade durability for speed; a benchmark of the store's cost keeps the server's own.
   const durability = options.durable ? '' : ' -c fsync=off';
   let port = 0;
@@ -93,6 +98,19 @@ export async function startPostgres(options = {}) {
         await client.end();
       }
       return url(name);
+    },
+    async createRole(name, password) {
+      if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`createRole: '${name}' is not a plain role name`);
+      const database = `${name}_${process.pid}_${++databases}`;
+      const client = new pg.Client({ connectionString: url('postgres') });
+      await client.connect();
+      try {
+        await client.query(`CREATE ROLE ${name} LOGIN PASSWORD ${client.escapeLiteral(password)}`);
+        await client.query(`CREATE DATABASE ${database} OWNER ${name}`);
+      } finally {
+        await client.end();
+      }
+      return `postgres://${name}@127.0.0.1:${port}/${database}`;
     },
     async restart(restartOptions = {}) {
       run('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']);

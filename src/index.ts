@@ -35,6 +35,7 @@ export { renderAgentResult, renderInbox } from './engine/inbox.js';
 export { assertToolPairing, findPairingProblems, PairingError } from './engine/pairing.js';
 export { replyReminder, truncationReminder, REPLY_REMINDER_ID, TRUNCATION_REMINDER_ID, type NudgeLatch, type NudgeView } from './engine/nudges.js';
 export { ExarchError } from './engine/exarchError.js';
+export { FileError, type FileErrorKind } from './engine/fs/fileError.js';
 export { ProviderError, StallError, describeError, type ProviderErrorKind } from './engine/model/errors.js';
 export type { RetryPolicy } from './engine/model/streamModel.js';
 export { DEFAULTS, type SessionOptions } from './engine/options.js';
@@ -57,7 +58,16 @@ export { Redactor, REDACTED, MIN_SECRET_CHARS, secretsIn } from './engine/redact
 export { finalAssistantText } from './engine/history.js';
 export { addUsage, ZERO_USAGE } from './engine/usage.js';
 export * from './engine/types.js';
-export { ShellSandboxError, workspaceTools, WorkspaceError, type WorkspaceErrorKind, type WorkspaceToolsOptions } from './tools/workspace/index.js';
+export {
+  DEFAULT_SHELL_LIMITS,
+  ShellSandboxError,
+  type ShellLimit,
+  type ShellLimits,
+  workspaceTools,
+  WorkspaceError,
+  type WorkspaceErrorKind,
+  type WorkspaceToolsOptions,
+} from './tools/workspace/index.js';
 export { AnthropicProvider, DEFAULT_MODEL, type AnthropicProviderOptions } from './providers/anthropic.js';
 export {
   listRuns,

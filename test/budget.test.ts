@@ -2,19 +2,17 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createSessionActor, defineTool, waitForSettled } from '../src/index.js';
 import { AnthropicProvider } from '../src/providers/anthropic.js';
-import type { Message } from '../src/engine/types.js';
 import { runTraced, startTraced, toolResults } from './helpers.js';
 import { responseEvents, scriptedHandler, startAnthropicServer } from './support/anthropicServer.js';
 
-function textOf(message: Message | undefined): string {
-  return message?.content.map((b) => (b.type === 'text' ? b.text : '')).join('\n') ?? '';
-}
-
 /**
  * Issue 17, budgets: the tree's spend, counted from each response's usage, bounds the whole tree.
- * The bound kept (src/engine/budget.ts): a request starts only while the spend is under the budget; when a
- * response takes it there, the running sub-agents are cancelled (their in-flight requests, at most
- * one per running agent, are aborted), and the root gets one final request.
+ * The bound kept (src/engine/budget.ts; issue 37 made it admit before it spends): a request leaves
+ * only when the budget has room for it (its estimate beside the spend and the running requests, or
+ * no request running and the spend under the budget), and the tree keeps room for the root's next
+ * request; when the spend reaches that line, the running sub-agents are cancelled (their in-flight
+ * requests, at most one per running agent, are aborted), and the root gets a final request if the
+ * budget still has room for it.
  */
 
 const U = 100; // tokens every scripted response reports
@@ -76,11 +74,31 @@ describe('a tree budget', () => {
     expect(toolResults(snapshot.context.messages)).toHaveLength(WORKERS + 1);
   });
 
-  it('a root that would go on after its final turn ends capped with the reason budget', async () => {
+  it('a root whose response took the tree past its budget makes no other request: it ends capped with the reason budget', async () => {
     const { snapshot, provider } = await runTraced(
       {
         root: [
           { calls: [{ name: 'ping', input: {} }], usage: { inputTokens: 500 } },
+          { calls: [{ name: 'ping', input: {} }], usage: { inputTokens: 10 } },
+          { text: 'never asked' },
+        ],
+      },
+      { task: 'go', tools: [ping], budget: { maxTokens: 300 } },
+    );
+    // The first request overshot (it was the one running when the budget was reached); nothing more leaves.
+    expect(provider.requestsOf('root')).toHaveLength(1);
+    expect(snapshot.value).toBe('capped');
+    expect(snapshot.output?.reason).toBe('budget');
+    // Its call was answered, so the history it ends with is one the API would take.
+    expect(toolResults(snapshot.context.messages)).toHaveLength(1);
+  });
+
+  it('a root that would go on after its final turn ends capped with the reason budget', async () => {
+    // The first response leaves less room than another request of the root's size: its next is its final turn.
+    const { snapshot, provider } = await runTraced(
+      {
+        root: [
+          { calls: [{ name: 'ping', input: {} }], usage: { inputTokens: 250 } },
           { calls: [{ name: 'ping', input: {} }], usage: { inputTokens: 10 } },
           { text: 'never asked' },
         ],
@@ -93,7 +111,7 @@ describe('a tree budget', () => {
   });
 
   it('a sub-agent started by the response that spent the budget never asks the model: it ends capped', async () => {
-    const { snapshot, provider } = await runTraced(
+    const { snapshot, provider, last } = await runTraced(
       {
         root: [
           { calls: [{ name: 'agent', input: { name: 'late', task: 'work' } }], usage: { inputTokens: 500 } },
@@ -104,8 +122,12 @@ describe('a tree budget', () => {
       { task: 'go', budget: { maxTokens: 300 } },
     );
     expect(provider.requestsOf('root/late')).toEqual([]);
-    // Capped (the tag CONTRACT §4 gives every cap; the reason, budget, is in its result).
-    expect(snapshot.context.messages.map(textOf).filter((t) => t.startsWith("[agent 'late'"))).toEqual(["[agent 'late' hit the step cap]"]);
+    // The root, past its budget, ends capped without another request.
+    // It ends with no request made: capped by the budget, or cancelled by its root ending capped first.
+    expect(last.get('root/late')?.context.requests).toBe(0);
+    expect(['capped', 'cancelled']).toContain(last.get('root/late')?.output?.outcome);
+    expect(snapshot.value).toBe('capped');
+    expect(provider.requestsOf('root')).toHaveLength(1);
   });
 
   it('maxCost counts with the host price; bad budgets are one line', async () => {
@@ -113,8 +135,9 @@ describe('a tree budget', () => {
       { root: [{ calls: [{ name: 'ping', input: {} }], usage: { outputTokens: 1000 } }, { text: 'final' }] },
       { task: 'go', tools: [ping], budget: { maxCost: 0.01, price: (u) => u.outputTokens * 0.00002 } },
     );
-    expect(provider.requestsOf('root')).toHaveLength(2);
-    expect(snapshot.value).toBe('readyForUser');
+    // Its one response cost twice the budget: no other request leaves.
+    expect(provider.requestsOf('root')).toHaveLength(1);
+    expect(snapshot.value).toBe('capped');
     expect(snapshot.context.options.budget.totals.cost).toBeCloseTo(0.02);
     await expect(runTraced({ root: [] }, { task: 'go', budget: { maxCost: 1 } })).rejects.toThrow(/^exarch: budget.maxCost needs budget.price/);
     await expect(runTraced({ root: [] }, { task: 'go', budget: { maxTokens: -1 } })).rejects.toThrow(
@@ -129,6 +152,37 @@ describe('a tree budget', () => {
  * while that response, and a sibling's, are still streaming. Both streams here would run until
  * aborted, so counted only at completion the budget would never be reached and the run never end.
  */
+describe('priced by the model that spent it', () => {
+  it('a declared agent on a dearer model spends the tree’s US$ budget at its own prices', async () => {
+    // 100 input tokens on the dear model cost 10× what they cost on the run's: the budget is reached by it alone.
+    const price = (usage: { inputTokens: number }, model: string | undefined): number => usage.inputTokens * (model === 'dear-model' ? 0.001 : 0.0001);
+    const { snapshot, provider, last } = await runTraced(
+      {
+        root: [
+          {
+            calls: [
+              { name: 'agent', input: { name: 'scout', task: 'look', type: 'scout' } },
+              { name: 'wait_for_agents', input: {} },
+            ],
+            usage: { inputTokens: 10 },
+          },
+          { text: 'answered', usage: { inputTokens: 10 } },
+        ],
+        scout: [
+          { calls: [{ name: 'ping', input: {} }], usage: { inputTokens: 100 } },
+          { calls: [{ name: 'reply', input: { result: 'never' } }], usage: { inputTokens: 100 } },
+        ],
+      },
+      { task: 'go', tools: [ping], agents: { scout: { description: 'scouts', model: 'dear-model' } }, budget: { maxCost: 0.05, price } },
+    );
+    // The scout's first response cost 0.1 (not 0.01): it is stopped before a second request.
+    expect(provider.requestsOf('root/scout')).toHaveLength(1);
+    expect(provider.requestsOf('root/scout')[0]?.model).toBe('dear-model');
+    expect(snapshot.context.options.budget.totals.cost).toBeCloseTo(0.001 + 0.1, 5);
+    expect(['capped', 'cancelled']).toContain(last.get('root/scout')?.output?.outcome);
+  });
+});
+
 describe('usage counted as it streams', () => {
   /** Races `promise` against a deadline, so a missing count fails with a reason instead of hanging the test. */
   async function within<T>(ms: number, promise: Promise<T>, what: string): Promise<T> {
@@ -167,15 +221,16 @@ describe('usage counted as it streams', () => {
       { task: 'go', budget: { maxTokens: 500 }, stallTimeoutMs: 600_000 },
     );
     const settled = await within(20_000, waitForSettled(traced.actor), 'the budget stopping the tree');
-    expect(settled.value).toBe('readyForUser');
-    expect(traced.provider.requests.map((r) => r.agentId).sort()).toEqual(['root', 'root', 'root/big', 'root/small']);
+    // `big`'s input alone was twice the budget (the estimate it was admitted with could not know):
+    // both streams are aborted, and no request leaves after (the root has no room for a final turn).
+    expect(settled.value).toBe('capped');
+    expect(settled.output?.reason).toBe('budget');
+    expect(traced.provider.requests.map((r) => r.agentId).sort()).toEqual(['root', 'root/big', 'root/small']);
     expect(traced.last.get('root/big')?.value).toBe('cancelled');
     expect(traced.last.get('root/small')?.value).toBe('cancelled');
-    const told = textOf(traced.provider.requestsOf('root')[1]?.lastMessage);
-    expect(told).toContain("[agent 'big' was cancelled]");
-    expect(told).toContain("[agent 'small' was cancelled]");
-    // The spend counted includes what the aborted streams reported.
+    // The spend counted includes what the aborted streams reported, and both requests are counted.
     expect(settled.context.options.budget.totals.tokens).toBeGreaterThanOrEqual(1_000);
+    expect([traced.last.get('root/big')?.context.requests, traced.last.get('root/small')?.context.requests]).toEqual([1, 1]);
     traced.actor.stop();
   });
 
@@ -199,23 +254,21 @@ describe('usage counted as it streams', () => {
         big: [{ kind: 'stream', events: big, stallAfter: 1 }],
       }),
     );
-    // What the server said was spent: the root's two whole responses (their message_delta totals) and
-    // the message_start of the stream that never finished.
+    // What the server said was spent: the root's whole response (its message_delta totals) and the
+    // message_start of the stream that never finished. The root, past its budget, asks nothing more.
     const total = (events: typeof big, kind: 'message_start' | 'message_delta'): number => {
       const event = events.find((e) => e.event === kind)?.data as { usage?: Record<string, number>; message?: { usage: Record<string, number> } };
       return Object.values(event.usage ?? event.message?.usage ?? {}).reduce((a, b) => a + b, 0);
     };
-    const spent = total(spawn, 'message_delta') + total(answer, 'message_delta') + total(big, 'message_start');
+    const spent = total(spawn, 'message_delta') + total(big, 'message_start');
     try {
       const provider = new AnthropicProvider({ apiKey: 'test-key', baseURL: server.url, model: 'claude-test', sdkMaxRetries: 0 });
       const actor = createSessionActor({ provider, task: 'go', budget: { maxTokens: 500 }, stallTimeoutMs: 600_000 });
       actor.start();
       const settled = await within(20_000, waitForSettled(actor), 'the budget stopping the tree');
       actor.stop();
-      expect(settled.value).toBe('readyForUser');
-      expect(server.requests.map((r) => r.agent)).toEqual(['root', 'big', 'root']);
-      const last = server.requests[2]?.body.messages.at(-1);
-      expect(JSON.stringify(last)).toContain("[agent 'big' was cancelled]");
+      expect(settled.value).toBe('capped');
+      expect(server.requests.map((r) => r.agent)).toEqual(['root', 'big']);
       expect(settled.context.options.budget.totals.tokens).toBe(spent);
       expect(server.pairingViolations).toEqual([]);
     } finally {

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { historyHandler, startAnthropicServer, type AnthropicTestServer } from './support/anthropicServer.js';
+import { canSwitchUser, giveToNobody } from './support/asUser.js';
 import { onCleanup, stream, workdir } from './support/cliHarness.js';
 import { mulberry32 } from './support/prng.js';
 import {
@@ -137,6 +138,8 @@ afterAll(() => {
 
 async function newCase(): Promise<{ cwd: string; server: AnthropicTestServer }> {
   const cwd = workdir();
+  // Run as root (CI), exarch runs sandboxed commands as the working directory's owner: make it a user's.
+  if (canSwitchUser) await giveToNobody(cwd);
   try {
     linkSync(join(bigDir, BIG_FILE), join(cwd, BIG_FILE));
   } catch {

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { historyHandler, startAnthropicServer, type AnthropicTestServer, type ReceivedRequest, type ServerPlan } from './support/anthropicServer.js';
+import { canSwitchUser, giveToNobody } from './support/asUser.js';
 import { call, exarch, lastUserText, onCleanup, startExarch, stream, workdir, type CliRun } from './support/cliHarness.js';
 
 /**
@@ -65,6 +66,8 @@ function delegatingScripts(slowMs: number): Parameters<typeof historyHandler>[0]
  * line is written (the command is running). The worker then replies with what it was told.
  */
 async function startShellWorker(cwd: string) {
+  // Run as root (CI), exarch runs sandboxed commands as the working directory's owner: make it a user's.
+  if (canSwitchUser) await giveToNobody(cwd);
   const server = await serveByHistory({
     root: [stream({ toolCalls: [call('agent', { name: 'worker', task: 'Build it.' })] }), stream({ text: 'Waiting for worker.' }), echo],
     worker: [

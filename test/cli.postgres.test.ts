@@ -162,15 +162,20 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
     const model = await serveByHistory(delegatingScripts(300));
     await readyWorker(db, model, cwd);
     const port = await freePort();
-    const running = exarch(['run', '--db', db, '--ui', '--ui-port', String(port), 'Survey'], { server: model, cwd });
-    // A page connects while the sub-agent's slow stream is still coming in.
+    const running = startExarch(['run', '--db', db, '--ui', '--ui-port', String(port), 'Survey'], model, cwd);
+    // A page connects while the sub-agent's slow stream is still coming in, at the address printed (with its token).
     await until(() => model.requests.some((r) => r.agent === 'worker'), 'the sub-agent to start', 30_000);
-    const response = await fetch(`http://127.0.0.1:${port}/events`);
+    const url = new RegExp(`exarch: live turn flow at (http://127\\.0\\.0\\.1:${port}/\\?token=[\\w-]{43}) \\(open it in a browser\\)`).exec(
+      running.stderr(),
+    )?.[1];
+    expect(url, running.stderr()).toBeDefined();
+    const eventsUrl = new URL('events', url);
+    eventsUrl.searchParams.set('token', new URL(url ?? '').searchParams.get('token') ?? '');
+    const response = await fetch(eventsUrl);
     expect(response.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
     const body = await response.text();
-    const run = await running;
+    const run = await running.closed;
     expect(run.code, run.stderr).toBe(0);
-    expect(run.stderr).toContain(`exarch: live turn flow at http://127.0.0.1:${port}/ (open it in a browser)`);
     expect(run.stdout).toBe("Heard:\n[agent 'worker' replied]\ntwo files\n");
     // Server-sent events, one record each, numbered from 0, then the end of the run.
     const events = [...body.matchAll(/^id: (\d+)\ndata: (.*)$/gm)];

@@ -2,6 +2,7 @@ import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { httpError, responseEvents, type ReceivedRequest, type ServerPlan } from './support/anthropicServer.js';
+import { canSwitchUser, giveToNobody } from './support/asUser.js';
 import { call, echoInbox, exarch, lastUserText, readJsonl, serve, stream, workdir } from './support/cliHarness.js';
 
 /**
@@ -229,6 +230,9 @@ describe('exarch run', () => {
   });
 
   it('SIGINT cancels the tree, answers pending calls, flushes the logs and exits 130', async () => {
+    const cwd = workdir();
+    // Run as root (CI), exarch runs sandboxed commands as the working directory's owner: make it a user's.
+    if (canSwitchUser) await giveToNobody(cwd);
     const logDir = join(workdir(), 'logs');
     const server = await serve({
       root: [stream({ toolCalls: [call('agent', { name: 'slow', task: 'x' }), call('run_shell', { command: 'sleep 30' })] })],
@@ -236,6 +240,7 @@ describe('exarch run', () => {
     });
     const run = await exarch(['run', '--allow-shell', '--log-dir', logDir, 'go'], {
       server,
+      cwd,
       whenRequests: { count: 2, then: (child) => child.kill('SIGINT') },
     });
     expect(run.code).toBe(130);

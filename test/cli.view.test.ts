@@ -69,7 +69,8 @@ describe('exarch demo and exarch view', () => {
     const port = await freePort();
     const run = exarch(['demo', '--speed', '100', '--ui', '--ui-port', String(port)], cwd);
     expect(run.status).toBe(0);
-    expect(run.stderr).toContain(`exarch: live turn flow at http://127.0.0.1:${port}/ (open it in a browser)`);
+    // The address carries the viewer's token (test/hostile/liveViewerToken.test.ts).
+    expect(run.stderr).toMatch(new RegExp(`exarch: live turn flow at http://127\\.0\\.0\\.1:${port}/\\?token=[\\w-]{43} \\(open it in a browser\\)`));
     expect(run.stderr).not.toContain('still serving');
     // The answer still goes to stdout, alone.
     expect(run.stdout).toBe(exarch(['demo', '--speed', '100'], cwd).stdout);

@@ -166,7 +166,9 @@ describe('exarch command line', () => {
     for (const flag of ['--model', '--max-steps', '--max-depth', '--reply-cap', '--log-dir', '--allow-write', '--allow-shell'])
       expect(run.stdout).toContain(flag);
     expect(run.stdout).toMatch(/ANTHROPIC_API_KEY.*ANTHROPIC_BASE_URL.*EXARCH_MODEL/);
-    expect(run.stdout).toContain('3 root capped, 4 waiting for approval (resumable),\n130 interrupted');
+    expect(run.stdout).toContain(
+      '3 root capped, 4 waiting for approval (resumable),\n5 stopped: a file the run writes could not be written (disk full, file-size limit, read-only; resumable),\n130 interrupted',
+    );
   });
 
   it('--version prints the package version', () => {

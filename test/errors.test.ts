@@ -7,6 +7,8 @@ import {
   assertToolPairing,
   connectMcpServers,
   ExarchError,
+  FileError,
+  JsonlLogSink,
   McpServerError,
   McpSpecError,
   MemoryRunStore,
@@ -23,6 +25,7 @@ import {
   WorkspaceError,
   workspaceTools,
   type ModelRequest,
+  type FileErrorKind,
   type ProviderErrorKind,
   type RunErrorKind,
   type StoreErrorKind,
@@ -151,6 +154,19 @@ describe('the library', () => {
     expect(['ENOTDIR', 'EEXIST']).toContain((error as TraceFileError).code);
   });
 
+  it('FileError: a session log that cannot be written, handed to onFault with its file, kind and code (never thrown)', () => {
+    const faults: unknown[] = [];
+    const logDir = join(aFile, 'logs');
+    const log = new JsonlLogSink(logDir, { onFault: (fault) => faults.push(fault) }).open(ROOT_AGENT);
+    log.append({ type: 'session', agent: ROOT_AGENT });
+    log.close();
+    expect(faults).toHaveLength(1);
+    expectTyped(faults[0], FileError, 'FileError', 'path');
+    const file = join(logDir, 'root.jsonl');
+    expect(faults[0]).toMatchObject({ file, message: `cannot write the session log ${file}: a part of the path is a file` });
+    expect(['ENOTDIR', 'EEXIST']).toContain((faults[0] as FileError).code);
+  });
+
   it('WorkspaceError: a refusal and a missing file are told apart by kind', async () => {
     const root = mkdtempSync(join(dir, 'ws-'));
     const readFile = workspaceTools({ root }).find((tool) => tool.name === 'read_file');
@@ -253,6 +269,7 @@ describe("a host's own errors", () => {
     expectTypeOf<StallError['kind']>().toEqualTypeOf<'stall'>();
     expectTypeOf<ProviderError['kind']>().toEqualTypeOf<ProviderErrorKind>();
     expectTypeOf<StoreError['kind']>().toEqualTypeOf<StoreErrorKind>();
+    expectTypeOf<FileError['kind']>().toEqualTypeOf<FileErrorKind>();
     expectTypeOf<RunError['kind']>().toEqualTypeOf<RunErrorKind>();
     expectTypeOf<WorkspaceError['kind']>().toEqualTypeOf<WorkspaceErrorKind>();
     expectTypeOf<McpServerError['kind']>().toEqualTypeOf<'start' | 'exited' | 'call'>();

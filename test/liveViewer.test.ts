@@ -53,6 +53,14 @@ function get(url: string, headers: Record<string, string> = {}, until?: (body: s
   });
 }
 
+/** `path` (with its own query) on the viewer at `url`, with the token `url` carries. */
+function at(url: string, path: string): string {
+  const page = new URL(url);
+  const target = new URL(path, page);
+  target.searchParams.set('token', page.searchParams.get('token') ?? '');
+  return target.href;
+}
+
 /** Server-sent events of a body: `id`, `event` (default `message`) and `data` of each. */
 function events(body: string): { id?: number; event: string; data: string }[] {
   return body
@@ -112,12 +120,12 @@ describe('the live viewer server', () => {
     const observer = new RunObserver();
     observer.subscribe(viewer.onEvent);
     observer.attach(actor);
-    expect(viewer.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
+    expect(viewer.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/\?token=[\w-]{43}$/);
     actor.start();
     await holding;
 
     // The run so far: the worker is in its batch, held.
-    const first = await get(`${viewer.url}events?from=0`, {}, (body) =>
+    const first = await get(at(viewer.url, 'events?from=0'), {}, (body) =>
       events(body).some((e) => e.data.includes('"state":"dispatchingBatch"') && e.data.includes('root/worker')),
     );
     expect(first.status).toBe(200);
@@ -134,7 +142,7 @@ describe('the live viewer server', () => {
 
     // A browser that reconnects says the last id it got: it is sent what came after, nothing twice.
     const last = seen.length - 1;
-    const rest = get(`${viewer.url}events?from=0`, { 'last-event-id': String(last - 2) }, (body) => events(body).some((e) => e.event === 'end'));
+    const rest = get(at(viewer.url, 'events?from=0'), { 'last-event-id': String(last - 2) }, (body) => events(body).some((e) => e.event === 'end'));
     release();
     await waitForSettled(actor);
     actor.stop();
@@ -151,14 +159,14 @@ describe('the live viewer server', () => {
     ]);
 
     // Once ended: the trace as exarch view reads it, a page made from it that follows nothing, and the whole stream, then its end.
-    const trace = await get(`${viewer.url}trace.jsonl`);
+    const trace = await get(at(viewer.url, 'trace.jsonl'));
     expect(parseTrace(trace.body)).toEqual(all);
     const page = await get(viewer.url);
     expect(page.status).toBe(200);
     expect(page.body).toContain('img-src data:">');
     expect(page.body).not.toContain('connect-src');
     expect(page.body).not.toContain('"live":');
-    const again = events((await get(`${viewer.url}events`)).body);
+    const again = events((await get(at(viewer.url, 'events'))).body);
     expect(again.length).toBe(all.length + 1);
   });
 
@@ -171,7 +179,7 @@ describe('the live viewer server', () => {
     const page = await get(served.url);
     expect(page.headers['content-type']).toBe('text/html; charset=utf-8');
     expect(page.body).toContain(`connect-src 'self'`);
-    expect(page.body).toContain('"live":{"events":"events"}');
+    expect(page.body).toContain(`"live":{"events":"events?token=${new URL(served.url).searchParams.get('token')}"}`);
     expect(page.body).toContain('"agent":"root/worker"');
     expect(page.body).not.toContain(SECRET);
     release();
@@ -179,7 +187,7 @@ describe('the live viewer server', () => {
     actor.stop();
     // The root's end ends the page's run, after the sub-agents' ends its stop reported.
     await served.ended;
-    const records = parseTrace((await get(`${served.url}trace.jsonl`)).body);
+    const records = parseTrace((await get(at(served.url, 'trace.jsonl'))).body);
     expect(records.at(-1)?.kind).toBe('trace.end');
     expect(records.filter((r) => r.kind === 'agent.end')).toHaveLength(2);
   });
@@ -204,7 +212,7 @@ describe('the live viewer server', () => {
     viewer.end();
     recorder.close();
     const untimed = (records: TraceRecord[]) => records.map(({ t: _t, ...rest }) => (rest.kind === 'trace.start' ? { ...rest, startedAt: '' } : rest));
-    expect(untimed(parseTrace((await get(`${viewer.url}trace.jsonl`)).body))).toEqual(untimed(parseTrace(readFileSync(file, 'utf8'))));
+    expect(untimed(parseTrace((await get(at(viewer.url, 'trace.jsonl'))).body))).toEqual(untimed(parseTrace(readFileSync(file, 'utf8'))));
   });
 
   it('answers pages of this machine only, and only GET', async () => {
@@ -213,7 +221,7 @@ describe('the live viewer server', () => {
     // A DNS-rebinding page reaches 127.0.0.1 under its own name.
     expect((await get(viewer.url, { host: `evil.example:${port}` })).status).toBe(403);
     expect((await get(viewer.url, { host: `localhost:${port}` })).status).toBe(200);
-    expect((await get(`${viewer.url}nothing`)).status).toBe(404);
+    expect((await get(at(viewer.url, 'nothing'))).status).toBe(404);
     const post = await new Promise<number>((resolve, reject) => {
       const req = request(viewer.url, { method: 'POST' }, (res) => {
         res.resume();

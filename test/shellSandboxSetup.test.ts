@@ -97,12 +97,16 @@ describe('finding bubblewrap', () => {
     const refuses = fakeBwrap('refuses', 'echo >&2; echo "bwrap: No permissions to creating new namespace" >&2; echo "second line" >&2; exit 1');
     expect(probeBubblewrap({ PATH: '' }, [refuses])).toEqual({
       reason: `bubblewrap at ${refuses} cannot start a sandbox here (bwrap: No permissions to creating new namespace)`,
+      trial: true,
     });
   });
 
   it('says no reason was given when a failing bubblewrap prints nothing', () => {
     const silent = fakeBwrap('silent', 'exit 3');
-    expect(probeBubblewrap({ PATH: '' }, [silent])).toEqual({ reason: `bubblewrap at ${silent} cannot start a sandbox here (no reason given)` });
+    expect(probeBubblewrap({ PATH: '' }, [silent])).toEqual({
+      reason: `bubblewrap at ${silent} cannot start a sandbox here (no reason given)`,
+      trial: true,
+    });
   });
 
   it('is Linux-only', () => {
@@ -119,8 +123,19 @@ describe('bubblewrapSandbox', () => {
   it.skipIf(BWRAP === undefined)('is the bubblewrap it found, with or without the network', async () => {
     vi.resetModules();
     const { bubblewrapSandbox } = await import('../src/tools/workspace/shellSandbox.js');
-    expect(bubblewrapSandbox(true, { PATH: '' })).toEqual({ kind: 'bubblewrap', bwrap: BWRAP, network: true });
-    expect(bubblewrapSandbox(false, { PATH: '' })).toEqual({ kind: 'bubblewrap', bwrap: BWRAP, network: false });
+    expect(bubblewrapSandbox(true, { PATH: '' })).toMatchObject({ kind: 'bubblewrap', bwrap: BWRAP, network: true });
+    expect(bubblewrapSandbox(false, { PATH: '' })).toMatchObject({ kind: 'bubblewrap', bwrap: BWRAP, network: false });
+    // Every command is limited, by util-linux's prlimit, found where Debian installs it.
+    const sandbox = bubblewrapSandbox(false, { PATH: '' });
+    expect(sandbox.kind === 'bubblewrap' ? sandbox.limits?.command : undefined).toEqual([
+      expect.stringMatching(/^\/(usr\/)?bin\/prlimit$/),
+      expect.stringMatching(/^--nproc=\d+$/),
+      expect.stringMatching(/^--data=\d+$/),
+      expect.stringMatching(/^--fsize=\d+$/),
+      expect.stringMatching(/^--cpu=\d+:\d+$/),
+      expect.stringMatching(/^--nofile=\d+$/),
+      '--',
+    ]);
   });
 
   it('says how to get one or go without when none can be had, and probes only once', async () => {

@@ -10,7 +10,8 @@ import { runCommand } from '../src/cli/run.js';
 import { createSessionActor, defineTool, waitForSettled } from '../src/index.js';
 import { scriptedProvider, type ScriptedProviderOptions } from '../src/testing/index.js';
 import type { ModelRequest, Provider, StreamSink } from '../src/engine/types.js';
-import { serveViewer } from '../src/watch/viewer/liveServer.js';
+import { Redactor } from '../src/engine/redact.js';
+import { serveViewer, startTraceServer } from '../src/watch/viewer/liveServer.js';
 import { writeViewer } from '../src/watch/viewer/write.js';
 import { browserForTests } from './support/browser.js';
 
@@ -60,23 +61,25 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-/** A page on `url`; fails the test on any page error or a request to anywhere but `origin`. */
-async function open(url: string): Promise<{ page: Page; errors: string[]; foreign: string[] }> {
+/** A page on `url`; fails the test on any page error or a request to anywhere but `origin`; `requests` are the addresses it asked for. */
+async function open(url: string): Promise<{ page: Page; errors: string[]; foreign: string[]; requests: string[] }> {
   const page = await browser.newPage();
   await page.setViewportSize({ width: 1440, height: 960 });
   const errors: string[] = [];
   const foreign: string[] = [];
+  const requests: string[] = [];
   const origin = url.startsWith('file:') ? 'file:' : new URL(url).origin;
   page.on('pageerror', (error) => errors.push(error.message));
   page.on('console', (message) => {
     if (message.type() === 'error') errors.push(message.text());
   });
   page.on('request', (request) => {
+    requests.push(request.url());
     if (!request.url().startsWith(origin)) foreign.push(request.url());
   });
   await page.goto(url);
   await page.waitForSelector('body[data-ready="true"]', { timeout: 15_000 });
-  return { page, errors, foreign };
+  return { page, errors, foreign, requests };
 }
 
 /** What the page shows: every drawn part of it, as markup (the live badge aside). */
@@ -156,6 +159,17 @@ describe.skipIf(CHROMIUM === undefined)('the live viewer of a run in progress', 
       await page.waitForSelector('body[data-live="open"]');
       expect(await page.locator('#live').innerText()).toBe('live');
       expect(await rows(page)).toEqual([['root', 'streaming']]);
+      // The page asks for the rest of the run with the token of the address it was opened at.
+      const token = new URL(served.url).searchParams.get('token') ?? '';
+      const streams = live.requests.filter((url) => new URL(url).pathname === '/events');
+      expect(streams.length).toBeGreaterThan(0);
+      for (const url of streams) expect(new URL(url).searchParams.get('token')).toBe(token);
+      // The same address without the token: refused, and nothing of the run.
+      const stranger = await browser.newPage();
+      const refused = await stranger.goto(new URL(served.url).origin);
+      expect(refused?.status()).toBe(403);
+      expect(await stranger.locator('body').innerText()).not.toContain('root');
+      await stranger.close();
 
       // The root spawns the worker, which is held in its batch: it appears on the page, and nothing has ended.
       first.release();
@@ -203,7 +217,9 @@ describe.skipIf(CHROMIUM === undefined)('the live viewer of a run in progress', 
       expect(await page.locator('#details .sub').innerText()).toContain('step 1 · $0.006');
 
       // The offline page of the same run's trace (what `exarch view` writes), opened beside it.
-      const response = await page.request.get(`${served.url}trace.jsonl`);
+      const traceUrl = new URL('trace.jsonl', served.url);
+      traceUrl.searchParams.set('token', new URL(served.url).searchParams.get('token') ?? '');
+      const response = await page.request.get(traceUrl.href);
       const traceFile = join(dir, 'live.trace.jsonl');
       writeFileSync(traceFile, await response.text());
       const htmlFile = join(dir, 'live.html');
@@ -234,6 +250,54 @@ describe.skipIf(CHROMIUM === undefined)('the live viewer of a run in progress', 
       held.release();
       actor.stop();
       await served.close();
+    }
+  });
+});
+
+describe.skipIf(CHROMIUM === undefined)('a live page that stops reading', () => {
+  it('is dropped while the run goes on, reconnects with the last record it got, and ends with every record once', async () => {
+    const server = await startTraceServer({ redactor: new Redactor([]) });
+    try {
+      const statechart = { initial: 'idle', states: [{ id: 'idle', final: false }], transitions: [] };
+      server.push({ t: 0, kind: 'trace.start', version: 1, startedAt: new Date().toISOString(), title: 'slow page', statechart });
+      server.push({ t: 0, kind: 'agent.start', agent: 'root', name: 'root', depth: 0, parent: null, task: 'read slowly', taskChars: 11 });
+      const { page, errors } = await open(server.url);
+      const streams: Promise<Record<string, string>>[] = [];
+      page.on('request', (request) => {
+        if (new URL(request.url()).pathname === '/events') streams.push(request.allHeaders());
+      });
+      await page.waitForSelector('body[data-live="open"]');
+      // The page's script is paused in the debugger: the browser takes what its buffers hold, then nothing.
+      const cdp = await page.context().newCDPSession(page);
+      await cdp.send('Debugger.enable');
+      const paused = new Promise((resolve) => cdp.once('Debugger.paused', resolve));
+      await cdp.send('Debugger.pause');
+      await paused;
+      // Meanwhile the run goes on by 40 MB: far more than a browser's and the kernel's buffers and the 4 MiB a client may miss.
+      for (let i = 0; i < 400; i++) {
+        server.push({
+          t: i,
+          kind: 'message',
+          agent: 'root',
+          index: i,
+          message: { role: 'user', content: [{ type: 'text', text: `part ${i} ${'z'.repeat(100_000)}` }] },
+        });
+        if (i % 10 === 9) await new Promise((resolve) => setImmediate(resolve));
+      }
+      server.end();
+      await cdp.send('Debugger.resume');
+      await page.waitForSelector('body[data-live="ended"]', { timeout: 60_000 });
+      // It had every record, each once; the second stream began after the last whole record the first brought.
+      expect(await page.evaluate(() => window.exarchViewer.records)).toBe(server.records);
+      const headers = await Promise.all(streams);
+      expect(headers.length).toBeGreaterThanOrEqual(1);
+      const resumedAt = Number(headers[0]?.['last-event-id']);
+      expect(resumedAt).toBeGreaterThan(1);
+      expect(resumedAt).toBeLessThan(server.records - 1);
+      // The one error: the browser saw its stream cut (what the server does to a client that stopped reading).
+      expect(errors).toEqual(['Failed to load resource: net::ERR_INCOMPLETE_CHUNKED_ENCODING']);
+    } finally {
+      await server.close();
     }
   });
 });
@@ -294,7 +358,7 @@ describe.skipIf(CHROMIUM === undefined)('exarch run --ui', () => {
         },
       );
       await held.holding;
-      const url = /exarch: live turn flow at (http:\/\/127\.0\.0\.1:\d+\/) \(open it in a browser\)/.exec(stderr.text())?.[1];
+      const url = /exarch: live turn flow at (http:\/\/127\.0\.0\.1:\d+\/\?token=[\w-]{43}) \(open it in a browser\)/.exec(stderr.text())?.[1];
       expect(url).toBeDefined();
       const { page, errors, foreign } = await open(url ?? '');
       await page.waitForSelector('body[data-live="open"]');

@@ -3,6 +3,7 @@ import { rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { workspaceTools } from '../src/tools/workspace/index.js';
+import { canSwitchUser, giveToNobody } from './support/asUser.js';
 import { callTool, makeWorkspace, type Workspace } from './support/workspaceFixture.js';
 
 /** Which workspace tools an agent is given, and the working directories refused before any is made. */
@@ -10,6 +11,9 @@ import { callTool, makeWorkspace, type Workspace } from './support/workspaceFixt
 let ws: Workspace;
 beforeEach(async () => {
   ws = await makeWorkspace();
+  // Run as root (CI), exarch runs sandboxed commands as the working directory's owner; nobody may
+  // reach `outside` too, so that only the sandbox keeps a command from writing there.
+  if (canSwitchUser) await giveToNobody(ws.base, ws.root, ws.outside);
 });
 afterEach(async () => {
   await ws.remove();

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Tool } from '../src/tools/defineTool.js';
 import { workspaceTools } from '../src/tools/workspace/index.js';
+import { canSwitchUser, giveToNobody } from './support/asUser.js';
 
 /** The workspace tools `exarch run` gives its agents: confinement to the working directory, and each tool's contract. */
 
@@ -23,6 +24,8 @@ beforeEach(async () => {
   await writeFile(path.join(root, 'src', 'a.ts'), 'export const a = 1;\n// TODO: more\n');
   await writeFile(path.join(root, 'src', 'nested', 'b.js'), 'const b = 2; // TODO later\n');
   await writeFile(path.join(outside, 'secret.txt'), 'top secret\n');
+  // Run as root (CI), exarch runs sandboxed commands as the working directory's owner: a user's project.
+  if (canSwitchUser) await giveToNobody(base, root);
 });
 
 afterEach(async () => {

@@ -1,14 +1,18 @@
-import { existsSync, readFileSync } from 'node:fs';
 import { extname, resolve } from 'node:path';
 import { z } from 'zod';
 import { checkProfiles, type AgentProfile, type AgentProfiles } from '../engine/agentProfiles.js';
 import { ExarchError } from '../engine/exarchError.js';
+import { fileErrorOf } from '../engine/fs/fileError.js';
+import { readRegular } from '../engine/fs/regularFile.js';
 import { describeError } from '../engine/model/errors.js';
 import type { Tool } from '../tools/defineTool.js';
 import { schemaProblem } from '../engine/schemaProblem.js';
 
 /** The file `exarch run` reads declared agents from when `--agents` is not given, if it exists. */
 const DEFAULT_CONFIG_FILE = 'exarch.config.json';
+
+/** The largest config read (1 MiB, far more than any set of agents needs); a larger file is refused by its size, unread. */
+const MAX_CONFIG_BYTES = 1024 * 1024;
 
 /**
  * Why a config file cannot be used: `unsupported`: not a JSON config, or a reply schema this zod
@@ -59,11 +63,12 @@ export interface LoadedAgents {
  * checked but for the tools its profiles name (those are checked against the run's tools once its
  * MCP servers are connected: `agentsFromJson`). Undefined when neither. Every problem is one
  * `AgentsConfigError` line naming the file (a missing file, a TypeScript config, bad JSON, an
- * unknown field, a reply schema that is no object schema).
+ * unknown field, a reply schema that is no object schema). The default file lies in the
+ * workspace, where an agent may have made it a FIFO, a link to a device or a huge file: anything
+ * but a regular file is refused without waiting on it, and one over 1 MiB by its size.
  */
 export function readAgentsConfig(file: string | undefined, cwd: string): AgentsConfigJson | undefined {
   const path = resolve(cwd, file ?? DEFAULT_CONFIG_FILE);
-  if (file === undefined && !existsSync(path)) return undefined;
   const shown = agentsSource(file);
   if (['.ts', '.mts', '.cts', '.js', '.mjs', '.cjs'].includes(extname(path))) {
     throw new AgentsConfigError(
@@ -74,14 +79,11 @@ export function readAgentsConfig(file: string | undefined, cwd: string): AgentsC
   }
   let text: string;
   try {
-    text = readFileSync(path, 'utf8');
+    text = readRegular(path, MAX_CONFIG_BYTES, { what: '' }).toString('utf8');
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    throw new AgentsConfigError(
-      'unreadable',
-      shown,
-      `cannot read ${shown}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : describeError(error)}`,
-    );
+    const fault = fileErrorOf(error, path, { what: '', writing: false });
+    if (file === undefined && fault.kind === 'missing') return undefined;
+    throw new AgentsConfigError('unreadable', shown, `cannot read ${shown}: ${fault.reason}`);
   }
   let raw: unknown;
   try {
@@ -111,9 +113,24 @@ export function agentsSource(file: string | undefined): string {
   return file ?? DEFAULT_CONFIG_FILE;
 }
 
-/** Declared agents from a config's JSON (a file's, or the one a durable run recorded). */
-export function agentsFromJson(raw: unknown, shown: string, tools: readonly Tool[]): LoadedAgents {
+/**
+ * Declared agents from a config's JSON (a file's, or the one a durable run recorded). The file may
+ * be one an agent wrote in an earlier run (`exarch.config.json` is read from the working directory
+ * by default), so it can narrow the run and never widen it: a profile's tools are some of the run's
+ * (`checkProfiles`), its step cap at most the run's `maxSteps`, and it has no field for anything
+ * else a run is given (shell, network, MCP servers, approvals, budget).
+ */
+export function agentsFromJson(raw: unknown, shown: string, tools: readonly Tool[], maxSteps: number): LoadedAgents {
   const { agents, json } = parseConfig(raw, shown);
+  for (const [name, profile] of Object.entries(json.agents)) {
+    if (profile.maxSteps !== undefined && profile.maxSteps > maxSteps) {
+      throw new AgentsConfigError(
+        'invalid',
+        shown,
+        `${shown}: agents.${name}.maxSteps is ${profile.maxSteps}, above the run's step cap (${maxSteps}): a declared agent cannot raise it; --max-steps ${profile.maxSteps} does`,
+      );
+    }
+  }
   try {
     checkProfiles(agents, tools);
   } catch (error) {

@@ -2,6 +2,7 @@ import { finalAssistantText } from '../engine/history.js';
 import { renderAgentResult } from '../engine/inbox.js';
 import type { InspectionEvent } from 'xstate';
 import { createSessionActor, waitForSettled, type SessionSnapshot } from '../engine/runtime.js';
+import type { FileError } from '../engine/fs/fileError.js';
 import { TraceRecorder } from '../watch/trace/recorder.js';
 import { scriptedProvider } from '../testing/scriptedProvider.js';
 import type { Message } from '../engine/types.js';
@@ -47,6 +48,8 @@ export interface DemoResult {
   readonly finalAnswer: string;
   /** What reached the root from `explorer`: through `reply`, and by the old positional rule. */
   readonly delivered: { readonly exarch: string; readonly positional: string };
+  /** The trace could not be written (a full disk, a file-size limit): it holds whole lines, up to where it stopped. */
+  readonly traceFault?: FileError;
 }
 
 /**
@@ -64,7 +67,9 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   const write = (line: string): void => void options.out.write(`${line}\n`);
 
   // Before anything is printed: a trace path that cannot be written is the only line.
-  const recorder = options.trace === undefined ? undefined : new TraceRecorder({ file: options.trace, title: 'exarch demo' });
+  let traceFault: FileError | undefined;
+  const recorder =
+    options.trace === undefined ? undefined : new TraceRecorder({ file: options.trace, title: 'exarch demo', onFault: (fault) => (traceFault ??= fault) });
   write(style.bold('exarch demo') + style.dim(' — a scripted model, offline; the session machines are the real ones'));
   write(style.dim(`user → root: ${USER_TASK}`));
   write('');
@@ -126,7 +131,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoResult> {
   if (problems.length > 0) {
     (options.err ?? options.out).write(`exarch demo: the run did not go as scripted:\n${problems.map((p) => `  - ${p}\n`).join('')}`);
   }
-  return { ok: problems.length === 0, problems, states, rootInboxTurns, finalAnswer, delivered };
+  return { ok: problems.length === 0, problems, states, rootInboxTurns, finalAnswer, delivered, ...(traceFault ? { traceFault } : {}) };
 }
 
 /**

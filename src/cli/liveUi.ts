@@ -4,7 +4,9 @@ import { startLiveViewer, startTraceServer, type LiveViewer, type TraceServer } 
 
 /**
  * `--ui` on `run`, `resume` and `demo`: the turn-flow viewer served live on 127.0.0.1 (any free
- * port, or `--ui-port N`), its address on stderr before the run starts.
+ * port, or `--ui-port N`), its address on stderr before the run starts, with the token every
+ * request to it needs (made anew by each process and kept nowhere else: not in the run's record,
+ * so a resume or a follower prints one of its own).
  *
  * When the run ends the page says so, and the answer goes to stdout as always. Then, when a person
  * is watching (stderr is a terminal), the page goes on being served until Ctrl-C, so a browser

@@ -9,7 +9,7 @@ import { describeError } from '../engine/model/errors.js';
 import { runDemo } from './demo.js';
 import { EXIT, resumeCommand, runCommand, uiPort, usableTarget, UsageError } from './run.js';
 import { CliUi } from './liveUi.js';
-import { openExistingStore } from './storeTarget.js';
+import { openExistingStore, storeTargetOf, type StoreTarget } from './storeTarget.js';
 import { writeViewerForRun } from '../store/journalTrace.js';
 import type { WrittenViewer } from '../watch/viewer/write.js';
 import { answerCommand } from './approve.js';
@@ -18,6 +18,7 @@ import { DEFAULT_MODEL } from '../providers/anthropic.js';
 import { Redactor } from '../engine/redact.js';
 import { redactProcessOutput } from './redactedOutput.js';
 import { failureLine } from './failureLine.js';
+import { isUrl, urlSecrets } from '../engine/urlSecrets.js';
 
 /**
  * The `exarch` command line (CONTRACT §7). Exit codes: 0 done, 1 fatal, 2 bad usage. Errors are
@@ -46,11 +47,24 @@ const USAGE = `Usage:
       --allow-shell=unsandboxed
                           the same without a sandbox: commands get your full access
       --allow-network     let sandboxed shell commands reach the network
+      --allow-git-hooks   let agents change git's hooks and config (.git/hooks, .git/config,
+                          core.hooksPath), which git runs outside any sandbox; without it they
+                          are read-only in the sandbox and write_file refuses anything in .git
+      --shell-limits processes=N,memory=SIZE,file-size=SIZE,cpu=SECONDS,open-files=N
+                          limits of each sandboxed command (default processes=1024,
+                          memory=8G, file-size=4G, cpu=600, open-files=8192; any may be
+                          unlimited); memory, cpu and open files count per process
+      --shell-user NAME|UID
+                          run as root, exarch runs sandboxed commands as another user: by
+                          default the working directory's owner, or nobody when that is
+                          root; --shell-user root runs them as root (said on stderr)
       --mcp "CMD ARGS"    offer the tools of an MCP server to every agent, as mcp__<server>__<tool>:
                           a command line (quoted as in a shell) runs the server over stdio; an
-                          http(s):// URL reaches a streamable HTTP server. Repeatable. A server
-                          that does not start stops the run; one that crashes or hangs later
-                          gives the agent an error result; servers are closed when the run ends
+                          http(s):// URL reaches a streamable HTTP server (\${NAME} in it is read
+                          from the environment: a token off the command line). Repeatable. A
+                          server that does not start stops the run; one that crashes or hangs
+                          later gives the agent an error result; servers are closed when the run
+                          ends
       --trace FILE        record the run as a JSONL trace (view it with exarch view)
       --otel              send the run as OpenTelemetry spans (GenAI conventions: invoke_agent,
                           chat, execute_tool) over OTLP/HTTP to $OTEL_EXPORTER_OTLP_ENDPOINT;
@@ -72,7 +86,8 @@ const USAGE = `Usage:
                           the run's id is printed first, and exarch resume takes it up again
       --db URL            keep the run in PostgreSQL (postgres://user@host:port/database)
                           instead of the file, and queue it for the workers (exarch worker);
-                          this process follows it with the same progress and answer
+                          this process follows it with the same progress and answer.
+                          Default: $EXARCH_DB_URL, for every command that takes --db
       --no-store          run without recording it (it cannot be resumed)
       --approve TOOLS|all calls of these tools (comma-separated), by any agent, wait for a
                           person's approval: asked inline on a terminal, one at a time
@@ -104,7 +119,9 @@ const USAGE = `Usage:
                                   --otel sends the spans of what it runs, as run --otel does
   exarch resume RUN_ID [--store FILE | --db URL] [--trace FILE] [--no-wait] [--ui] [--steer]
                                   take up a run that was killed, crashed, interrupted or left
-                                  waiting, with the options it was started with; ends as run would
+                                  waiting, with the options it was started with; ends as run would.
+                                  A run whose stored options do not match the signature exarch
+                                  recorded them with (changed, or never signed) is refused
   exarch approve RUN_ID CALL_ID [--always] [--store FILE | --db URL]
   exarch deny RUN_ID CALL_ID ["reason"] [--store FILE | --db URL]
                                   record an answer to a call a waiting run asks about (--always:
@@ -126,10 +143,15 @@ const USAGE = `Usage:
   exarch --version                print the version
 
 Environment: ANTHROPIC_API_KEY (required by run, not by --replay), ANTHROPIC_BASE_URL, EXARCH_MODEL,
-EXARCH_STALL_TIMEOUT_MS (default 120000), EXARCH_DEBUG (1: an internal error in full); with --otel:
-OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), OTEL_EXPORTER_OTLP_HEADERS,
-OTEL_EXPORTER_OTLP_TIMEOUT (default 10000), OTEL_SERVICE_NAME.
+EXARCH_STALL_TIMEOUT_MS (default 120000), EXARCH_DEBUG (1: an internal error in full), EXARCH_STATE_DIR
+(where the key that signs run records is kept; default $XDG_STATE_HOME/exarch, else
+~/.local/state/exarch); EXARCH_DB_URL (the default --db), PGPASSWORD, PGPASSFILE and libpq's other
+PG* variables (the database's password and more, off the command line); with --otel:
+OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), OTEL_EXPORTER_OTLP_HEADERS (the
+collector's credentials), OTEL_EXPORTER_OTLP_TIMEOUT (default 10000), OTEL_SERVICE_NAME. A URL is
+shown with its password and secret parameters masked.
 Exit codes: 0 done, 1 fatal, 2 bad usage, 3 root capped, 4 waiting for approval (resumable),
+5 stopped: a file the run writes could not be written (disk full, file-size limit, read-only; resumable),
 130 interrupted (resumable).`;
 
 const EXIT_OK = EXIT.ok;
@@ -200,6 +222,10 @@ async function main(argv: readonly string[]): Promise<number> {
         ...(ui ? { onEvent: ui.onEvent } : {}),
       });
       ui?.end();
+      if (result.traceFault) {
+        process.stderr.write(`exarch: ${result.traceFault.message}\n`);
+        return EXIT_FATAL;
+      }
       const viewer = writeViewer(trace, htmlFor(trace));
       process.stderr.write(`\nTurn flow recorded: ${trace}\nOpen it in a browser: ${viewer.outFile}\n`);
       if ((live || ui) && process.stderr.isTTY) {
@@ -242,6 +268,9 @@ function parse(argv: readonly string[]) {
       'allow-shell': { type: 'boolean' },
       'allow-shell-unsandboxed': { type: 'boolean' },
       'allow-network': { type: 'boolean' },
+      'allow-git-hooks': { type: 'boolean' },
+      'shell-limits': { type: 'string' },
+      'shell-user': { type: 'string' },
       mcp: { type: 'string', multiple: true },
       trace: { type: 'string' },
       out: { type: 'string' },
@@ -324,7 +353,7 @@ async function view(positionals: readonly string[], values: Values): Promise<num
   const target = positionals[0] ?? '';
   let written: WrittenViewer;
   if (RUN_ID.test(target) && !existsSync(target)) {
-    const where = { ...(values.store === undefined ? {} : { store: values.store }), ...(values.db === undefined ? {} : { db: values.db }) };
+    const where = storeTargetOf(values, process.env);
     usableTarget(where);
     const store = await openExistingStore(process.cwd(), where);
     if (!store) throw new Error(`no run with id ${target} (there is no run store in this directory yet)`);
@@ -365,6 +394,9 @@ const RUN_FLAGS = [
   'allow-shell',
   'allow-shell-unsandboxed',
   'allow-network',
+  'allow-git-hooks',
+  'shell-limits',
+  'shell-user',
   'mcp',
   'otel',
   'record',
@@ -399,10 +431,13 @@ async function runLive(positionals: readonly string[], values: Values, interrupt
       allowWrite: values['allow-write'] === true,
       allowShell: values['allow-shell-unsandboxed'] === true ? 'unsandboxed' : values['allow-shell'] === true,
       allowNetwork: values['allow-network'] === true,
+      allowGitHooks: values['allow-git-hooks'] === true,
+      ...(values['shell-limits'] === undefined ? {} : { shellLimits: values['shell-limits'] }),
+      ...(values['shell-user'] === undefined ? {} : { shellUser: values['shell-user'] }),
       ...(values.mcp === undefined ? {} : { mcp: values.mcp }),
       ...(values.trace === undefined ? {} : { trace: values.trace }),
-      ...(values.store === undefined ? {} : { store: values.store }),
-      ...(values.db === undefined ? {} : { db: values.db }),
+      // --no-store keeps no runs: EXARCH_DB_URL is not taken (an explicit --store or --db is refused with it).
+      ...(values['no-store'] === true ? explicitTarget(values) : storeTargetOf(values, process.env)),
       noStore: values['no-store'] === true,
       detach: values.detach === true,
       spread: values.spread === true,
@@ -450,8 +485,7 @@ async function resume(positionals: readonly string[], values: Values): Promise<n
   return resumeCommand(
     positionals[0] ?? '',
     {
-      ...(values.store === undefined ? {} : { store: values.store }),
-      ...(values.db === undefined ? {} : { db: values.db }),
+      ...storeTargetOf(values, process.env),
       ...(values.trace === undefined ? {} : { trace: values.trace }),
       noWait: values['no-wait'] === true,
       ui: values.ui === true,
@@ -485,7 +519,7 @@ async function worker(positionals: readonly string[], values: Values): Promise<n
   const { workerCommand } = await import('./workerCommand.js');
   return workerCommand(
     {
-      ...(values.db === undefined ? {} : { db: values.db }),
+      ...storeTargetOf({ db: values.db }, process.env),
       otel: values.otel === true,
       ...(values.concurrency === undefined ? {} : { concurrency: values.concurrency }),
       ...(values['drain-timeout'] === undefined ? {} : { drainTimeout: values['drain-timeout'] }),
@@ -525,7 +559,7 @@ async function answer(command: 'approve' | 'deny', positionals: readonly string[
   ]);
   const [runId = '', callId = '', reason] = positionals;
   const decision = command === 'deny' ? 'deny' : values.always === true ? 'always' : 'approve';
-  const target = { ...(values.store === undefined ? {} : { store: values.store }), ...(values.db === undefined ? {} : { db: values.db }) };
+  const target = storeTargetOf(values, process.env);
   usableTarget(target);
   return answerCommand(runId, callId, { decision, ...(reason === undefined ? {} : { reason }) }, target, {
     stdout: process.stdout,
@@ -556,10 +590,20 @@ async function runs(positionals: readonly string[], values: Values): Promise<num
     'steer',
     'always',
   ]);
-  return listRunsCommand(
-    { ...(values.store === undefined ? {} : { store: values.store }), ...(values.db === undefined ? {} : { db: values.db }) },
-    { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() },
-  );
+  return listRunsCommand(storeTargetOf(values, process.env), { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() });
+}
+
+/** `--store` and `--db` as given, without EXARCH_DB_URL. */
+function explicitTarget(values: Values): StoreTarget {
+  return { ...(values.store === undefined ? {} : { store: values.store }), ...(values.db === undefined ? {} : { db: values.db }) };
+}
+
+/**
+ * The secrets of the URLs on this command line (`--db`, an `--mcp` URL, a URL in the task): masked
+ * where exarch shows a URL, and redacted from the rest of what it prints, as the environment's are.
+ */
+function commandLineSecrets(argv: readonly string[]): string[] {
+  return argv.map((arg) => arg.replace(/^--[\w-]+=/, '')).flatMap((arg) => (isUrl(arg) ? urlSecrets(arg) : []));
 }
 
 /** What ends a run from outside: Ctrl-C, a supervisor's (or `kill`'s) SIGTERM, a closed terminal's SIGHUP. */
@@ -621,8 +665,13 @@ function lowerFirst(text: string): string {
   return text.charAt(0).toLowerCase() + text.slice(1);
 }
 
-// No secret of the environment (the API key, any *_KEY, *_TOKEN, *_SECRET) is printed, whoever prints it.
-redactProcessOutput(Redactor.fromEnv(process.env));
+// No secret of the environment (the API key, any *_KEY, *_TOKEN, *_SECRET, *_PASSWORD, a URL's
+// password or token) nor of a URL on the command line is printed, whoever prints it.
+redactProcessOutput(Redactor.fromEnv(process.env, commandLineSecrets(process.argv.slice(2))));
+
+// pg honours PGPASSFILE (and ~/.pgpass) as libpq does, and says on stderr that a later pg will
+// stop: a notice a person at the command line cannot act on (a test proves the file still works).
+process.noDeprecation = true;
 
 // `exarch demo | head` closes the pipe early: that is the reader's choice, not an error.
 process.stdout.on('error', (error: NodeJS.ErrnoException) => {

@@ -4,6 +4,7 @@ import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { ExarchError } from '../engine/exarchError.js';
 import { describeError } from '../engine/model/errors.js';
 import { MAX_TIMER_MS } from '../engine/maxTimer.js';
+import { redactUrl } from '../engine/urlSecrets.js';
 
 /** How much longer than the exporter's own timeout `finish` waits for it. */
 const FINISH_GRACE_MS = 2_000;
@@ -15,6 +16,11 @@ const FINISH_GRACE_MS = 2_000;
  * run goes and flushed before the command exits, within the exporter's timeout
  * (`OTEL_EXPORTER_OTLP_TIMEOUT`, default 10 s): a collector that cannot be reached costs one line
  * on stderr and at most that long, never the run's answer or a hung exit.
+ *
+ * The collector's credentials go in `OTEL_EXPORTER_OTLP_HEADERS` (or `_TRACES_HEADERS`:
+ * `Authorization=Bearer%20…`), which the exporter sends with every request, as the specification
+ * says; they are never printed (src/engine/redact.ts), and an endpoint's own secrets (a user part,
+ * a `?token=`) are masked wherever the endpoint is named.
  */
 
 /** `--otel` cannot be set up as asked (no endpoint, not a URL, gRPC): one line, exit 1. */
@@ -28,7 +34,7 @@ export interface OtlpExport {
   readonly tracer: Tracer;
   /** The provider's id generator: a worker's agent spans are planned and emitted whole by the job where a session ends. */
   readonly ids: PlannedIds;
-  /** Where spans go. */
+  /** Where spans go, as it may be shown (its secrets masked: `redactUrl`). */
   readonly url: string;
   /** `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`: message content is exported too. */
   readonly captureContent: boolean;
@@ -58,9 +64,9 @@ function otlpTracesUrl(env: NodeJS.ProcessEnv): string {
   try {
     url = new URL(raw);
   } catch {
-    throw new OtelSetupError(`${name} is not a URL: '${raw}' (e.g. http://localhost:4318)`);
+    throw new OtelSetupError(`${name} is not a URL: '${redactUrl(raw)}' (e.g. http://localhost:4318)`);
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new OtelSetupError(`${name} must be an http:// or https:// URL, got '${raw}'`);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new OtelSetupError(`${name} must be an http:// or https:// URL, got '${redactUrl(raw)}'`);
   // The general endpoint is a base: the signal's path is appended (OTLP exporter specification).
   return specific ? url.href : `${raw.replace(/\/+$/, '')}/v1/traces`;
 }
@@ -68,6 +74,7 @@ function otlpTracesUrl(env: NodeJS.ProcessEnv): string {
 /** Starts the SDK pipeline for one run: a tracer whose spans are batched to the collector. */
 export async function startOtlpExport(env: NodeJS.ProcessEnv): Promise<OtlpExport> {
   const url = otlpTracesUrl(env);
+  const shown = redactUrl(url);
   const [{ BasicTracerProvider, BatchSpanProcessor }, { OTLPTraceExporter }, { resourceFromAttributes }] = await Promise.all([
     import('@opentelemetry/sdk-trace-base'),
     import('@opentelemetry/exporter-trace-otlp-http'),
@@ -87,7 +94,7 @@ export async function startOtlpExport(env: NodeJS.ProcessEnv): Promise<OtlpExpor
   return {
     tracer: provider.getTracer('exarch'),
     ids,
-    url,
+    url: shown,
     captureContent: env['OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT']?.toLowerCase() === 'true',
     async finish() {
       // The exporter gives up by its own timeout; this bound is for anything that would not.
@@ -104,11 +111,11 @@ export async function startOtlpExport(env: NodeJS.ProcessEnv): Promise<OtlpExpor
         late,
       ]);
       clearTimeout(timer);
-      if (outcome === 'late') return `--otel: the spans could not be sent to ${url}: no answer within ${Math.round(timeoutMs / 1000)} s`;
+      if (outcome === 'late') return `--otel: the spans could not be sent to ${shown}: no answer within ${Math.round(timeoutMs / 1000)} s`;
       const failure = exporter.failure ?? (outcome === 'done' ? undefined : outcome);
       if (failure !== undefined)
-        return `--otel: ${exporter.failed} of ${exporter.sent + exporter.failed} spans could not be sent to ${url}: ${describeError(failure)}`;
-      return `--otel: ${exporter.sent} span${exporter.sent === 1 ? '' : 's'} sent to ${url}`;
+        return `--otel: ${exporter.failed} of ${exporter.sent + exporter.failed} spans could not be sent to ${shown}: ${describeError(failure)}`;
+      return `--otel: ${exporter.sent} span${exporter.sent === 1 ? '' : 's'} sent to ${shown}`;
     },
   };
 }

@@ -29,6 +29,7 @@ export function palette(color: boolean): Palette {
   const cyan = sgr(36, 39);
   const stateColors: Readonly<Record<string, (s: string) => string>> = {
     streaming: blue,
+    queued: dim,
     dispatchingBatch: yellow,
     waitingForAgents: dim,
     awaitingApproval: yellow,

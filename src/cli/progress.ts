@@ -10,8 +10,10 @@ import { cut, padVisible, palette, type Palette } from './palette.js';
 interface AgentRow {
   readonly agent: AgentIdentity;
   state: string;
-  /** Model requests over all turns. */
+  /** Model requests begun over all turns. */
   steps: number;
+  /** Requests the provider served, when the session counts them (retried and aborted ones included). */
+  served: number | undefined;
   usage: Usage;
   readonly startedAt: number;
   endedAt: number | undefined;
@@ -27,6 +29,7 @@ interface SessionLikeSnapshot {
   readonly context: {
     readonly agent: AgentIdentity;
     readonly steps: number;
+    readonly requests?: number;
     readonly usage: Usage;
     readonly messages?: readonly Message[];
     readonly batch?: { readonly plan: readonly PlannedCall[]; readonly results: ReadonlyMap<string, unknown> } | null;
@@ -39,8 +42,10 @@ export interface AgentProgress {
   readonly agent: AgentIdentity;
   /** The session machine's state value. */
   readonly state: string;
-  /** Model requests over the agent's life. */
+  /** Model requests begun over the agent's life. */
   readonly requests: number;
+  /** Its requests the provider served so far (retried, failed and aborted ones included), when known. */
+  readonly served?: number;
   /** Its own tokens so far. */
   readonly usage: Usage;
   /** It reached a final state, or was stopped. */
@@ -143,6 +148,7 @@ export class ProgressBoard {
       agent: snapshot.context.agent,
       state,
       requests,
+      ...(snapshot.context.requests === undefined ? {} : { served: snapshot.context.requests }),
       usage: snapshot.context.usage,
       ended: !active,
       doing: active ? activity(state, snapshot, streamed) : '',
@@ -157,11 +163,12 @@ export class ProgressBoard {
     const { agent, state, requests, usage, ended, doing } = agentState;
     let row = this.rows.get(agent.id);
     if (!row) {
-      row = { agent, state: '', steps: 0, usage: ZERO_USAGE, startedAt: this.now(), endedAt: undefined, doing: '', streamedChars: 0 };
+      row = { agent, state: '', steps: 0, served: undefined, usage: ZERO_USAGE, startedAt: this.now(), endedAt: undefined, doing: '', streamedChars: 0 };
       this.rows.set(agent.id, row);
     }
     if (requests > row.steps) row.streamedChars = 0;
     row.steps = requests;
+    row.served = agentState.served;
     row.usage = usage;
     if (ended && row.endedAt === undefined) row.endedAt = this.now();
     if (state === row.state && doing === row.doing) return;
@@ -240,7 +247,8 @@ export class ProgressBoard {
     let usage = ZERO_USAGE;
     const outcomes: Record<string, number> = {};
     for (const row of this.rows.values()) {
-      steps += row.steps;
+      // What the provider served where the session counts it (a request aborted before it left is none).
+      steps += row.served ?? row.steps;
       usage = addUsage(usage, row.usage);
       if (row.agent.depth > 0) outcomes[row.state] = (outcomes[row.state] ?? 0) + 1;
     }
@@ -252,6 +260,7 @@ export class ProgressBoard {
 function activity(state: string, snapshot: SessionLikeSnapshot, streamedChars: number): string {
   const { batch, children, messages } = snapshot.context;
   if (state === 'streaming') return streamedChars > 0 ? `streaming, ${formatCount(streamedChars)} chars` : 'waiting for the model';
+  if (state === 'queued') return 'waiting for room in the budget';
   if (state === 'dispatchingBatch' && batch) {
     const running = batch.plan.filter((call) => call.kind === 'run' && !batch.results.has(call.id));
     if (running.length === 0) return '';

@@ -1,13 +1,13 @@
 import { DEFAULTS } from '../engine/options.js';
 import { describeError } from '../engine/model/errors.js';
-import { createSessionActor, runResultOf, waitForSettled, type RunResult, type SessionActor } from '../engine/runtime.js';
+import { createSessionActor, isSettled, runResultOf, waitForSettled, type RunResult, type SessionActor } from '../engine/runtime.js';
 import { newRunId, resumeRun, RunError, startRun, type DurableSessionInput, type FinishedRun } from '../store/durableRun.js';
 import type { RunRow, RunStore, RunSummary } from '../store/runStore.js';
 import { finalAssistantText } from '../engine/history.js';
 import { restoreRun } from '../store/restoreRun.js';
 import type { Submission } from '../workers/runQueue.js';
 import { checkTarget, openExistingStore, openStore, storeName, StoreTargetError, type StoreTarget } from './storeTarget.js';
-import { describeUrl } from '../store/postgresUrl.js';
+import { redactUrl } from '../engine/urlSecrets.js';
 import { agentsSource } from './agentsConfig.js';
 import type { Provider } from '../engine/types.js';
 import { RunObserver } from '../watch/observe/runObserver.js';
@@ -25,7 +25,7 @@ import { estimateCost } from '../engine/pricing.js';
 import { agentSpendLines } from './agentSpend.js';
 import { formatCount, ProgressBoard } from './progress.js';
 import { CliUi } from './liveUi.js';
-import { checkApproveNames, readRecord, recordFromFlags, type CliRunRecord, type RecordedFlags } from './runRecord.js';
+import { checkApproveNames, readRecord, recordFromFlags, storedRecord, type CliRunRecord, type RecordedFlags } from './runRecord.js';
 import { buildRunSession, defaultLogDir, runToolsOf, type RunSession } from './runSession.js';
 import { JournalProgress } from './journalProgress.js';
 import { JournalTraceStream } from '../store/journalTrace.js';
@@ -33,8 +33,14 @@ import { recordApproval, waitingCalls } from '../store/runApprovals.js';
 import type { PostgresRunStore } from '../store/postgresStore.js';
 import type PgBoss from 'pg-boss';
 import { UsageError } from './usageError.js';
+import { checkSeal, sealingStore, sealRefusal } from './recordSeal.js';
+import { runKey, runKeyFile } from './runKey.js';
+import { SqliteRunStore } from '../store/sqliteStore.js';
+import { resolve } from 'node:path';
+import { WriteFaults } from './writeFaults.js';
 
-export const EXIT = { ok: 0, fatal: 1, usage: 2, capped: 3, waiting: 4, interrupted: 130 } as const;
+/** `unwritable`: the run was stopped because a file it writes (a log, the trace, the recording, the store) could not be written; resumable once there is room. */
+export const EXIT = { ok: 0, fatal: 1, usage: 2, capped: 3, waiting: 4, unwritable: 5, interrupted: 130 } as const;
 
 export { UsageError } from './usageError.js';
 export { RunSetupError } from './runSession.js';
@@ -45,6 +51,8 @@ export interface RunFlags extends RecordedFlags {
   readonly store?: string;
   /** A PostgreSQL run store (`postgres://…`) instead of the file. */
   readonly db?: string;
+  /** `db` came from `EXARCH_DB_URL` (see `StoreTarget`). */
+  readonly dbFromEnv?: boolean;
   /** Run without recording (no resume). */
   readonly noStore?: boolean;
   /** With `db`: print the run id and return once the run is queued, rather than follow it. */
@@ -119,8 +127,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   }
   // The flags validated into the run's record: what this process, a resume and a worker build the sessions from.
   const record = recordFromFlags(flags, io.env, io.cwd);
-  if (record.allowShell === 'unsandboxed')
-    io.stderr.write('exarch: --allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network\n');
+  if (record.allowShell === 'unsandboxed') io.stderr.write(UNSANDBOXED_WARNING);
   const agentsSourceName = agentsSource(flags.agents);
   if (flags.db !== undefined) {
     const follow = {
@@ -130,18 +137,31 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
       spread: flags.spread === true,
       ...(flags.ui ? { ui: port === undefined ? {} : { port } } : {}),
     };
-    return submitAndFollow(flags.db, task, record, agentsSourceName, follow, io);
+    return submitAndFollow({ db: flags.db, dbFromEnv: flags.dbFromEnv === true }, task, record, agentsSourceName, follow, io);
   }
   const diverged = new AbortController();
   const recording = {
     ...(flags.record === undefined ? {} : { record: flags.record }),
     ...(flags.replay === undefined ? {} : { replay: flags.replay, diverged }),
   };
+  // The person's key, which signs the run's record as it is stored (made on first use): a key that
+  // cannot be had stops the run here, before anything starts.
+  const key = flags.noStore ? undefined : runKey(io.env, true, io.cwd);
+  // A log, the trace or the recording that cannot be written stops the run, resumable (writeFaults.ts).
+  const faults = new WriteFaults();
   // Before anything is recorded: no key, a server that does not start, a config or --approve naming
   // a tool the run does not have, a log directory that cannot be one: one line each.
   const built = await buildRunSession(
     { cwd: io.cwd, startedAt: Date.now(), record },
-    { env: io.env, stderr: io.stderr, ...(io.provider ? { provider: io.provider } : {}), recording, agentsSource: agentsSourceName },
+    {
+      env: io.env,
+      stderr: io.stderr,
+      ...(io.provider ? { provider: io.provider } : {}),
+      recording,
+      agentsSource: agentsSourceName,
+      protectedPaths: ownFiles(io.cwd, flags.noStore ? undefined : flags, [flags.trace, flags.record]),
+      onFileFault: faults.report,
+    },
   );
   let store: RunStore | undefined;
   let ui: CliUi | undefined;
@@ -158,6 +178,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
       noWait: flags.noWait === true,
       target: targetFlags(flags),
       steer: flags.steer === true,
+      faults,
       ...(otel ? { otel } : {}),
       ...(flags.replay === undefined ? {} : { diverged: diverged.signal }),
       ...(ui ? { ui } : {}),
@@ -166,7 +187,17 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
     if (!store) return await output.follow(localRun(task, session, output.inspect), io.interrupt);
     const id = newRunId();
     io.stderr.write(`exarch: run ${id} started\n`);
-    const run = await startRun(task, session, { store, id, cwd: io.cwd, record: { ...record, logDir }, actor: { inspect: output.inspect } });
+    // Stored without an --mcp URL's secrets (this process connected with them; a resume reads them
+    // from ${NAME}: see storedRecord), and signed as stored: a resume checks the record before it
+    // takes any power from it.
+    const recorded = key !== undefined && store instanceof SqliteRunStore ? sealingStore(store, key) : store;
+    const run = await startRun(task, session, {
+      store: recorded,
+      id,
+      cwd: io.cwd,
+      record: { ...storedRecord(record), logDir },
+      actor: { inspect: output.inspect },
+    });
     return await output.follow(run, io.interrupt, store);
   } finally {
     await store?.close();
@@ -185,7 +216,7 @@ const FOLLOW_POLL_MS = 200;
  * on on the workers.
  */
 async function submitAndFollow(
-  db: string,
+  target: PostgresTarget,
   task: string,
   record: CliRunRecord,
   agentsSourceName: string,
@@ -198,9 +229,10 @@ async function submitAndFollow(
   }: { readonly detach: boolean; readonly noWait: boolean; readonly steer: boolean; readonly spread: boolean; readonly ui?: { readonly port?: number } },
   io: RunIo,
 ): Promise<number> {
+  const { db } = target;
   // The tools checked as a run here checks them (the MCP servers started once, to list theirs),
   // and their names recorded: every worker that takes the run must offer the same.
-  const tools = await runToolsOf({ cwd: io.cwd, record }, { stderr: io.stderr, agentsSource: agentsSourceName });
+  const tools = await runToolsOf({ cwd: io.cwd, record }, { env: io.env, stderr: io.stderr, agentsSource: agentsSourceName });
   let submission: Submission;
   try {
     checkApproveNames(record.approve, tools.tools);
@@ -209,7 +241,7 @@ async function submitAndFollow(
       task,
       cwd: io.cwd,
       record: {
-        ...record,
+        ...storedRecord(record),
         tools: tools.tools.map((tool) => tool.name).sort(),
         ...(agentTypes.length > 0 ? { agentTypes } : {}),
         // Each session a job of its own, spread over the workers (docs/scaling.md).
@@ -227,6 +259,8 @@ async function submitAndFollow(
   const ui = uiOptions ? await CliUi.startFed(uiOptions, io.stderr) : undefined;
   const store = openPostgresStore(db);
   try {
+    // The store's line (a server that cannot be reached, a password not given) before pg-boss's words.
+    await store.open();
     const boss = await startBoss(db);
     let id: string;
     try {
@@ -240,7 +274,7 @@ async function submitAndFollow(
       return EXIT.ok;
     }
     io.stderr.write(`exarch: run ${id} started (queued for the workers)\n`);
-    return await followStored(store, id, record, db, { noWait, steer, spread }, io, ui);
+    return await followStored(store, id, record, target, { noWait, steer, spread }, io, ui);
   } finally {
     await store.close();
     await ui?.finish(io.interrupt);
@@ -262,7 +296,7 @@ async function followStored(
   store: PostgresRunStore,
   id: string,
   record: CliRunRecord,
-  db: string,
+  where: PostgresTarget,
   { noWait, steer, spread }: { readonly noWait: boolean; readonly steer: boolean; readonly spread: boolean },
   io: RunIo,
   ui?: CliUi,
@@ -282,7 +316,8 @@ async function followStored(
     seq = rows.at(-1)?.seq ?? seq;
     trace.push(rows);
   };
-  const target = targetFlags({ db });
+  const { db } = where;
+  const target = targetFlags(where);
   const onTerminal = io.stdin?.isTTY === true && io.stderr.isTTY === true;
   let ask = !noWait && onTerminal;
   // Steering lines typed (on a terminal, or from stdin with --steer) go to the run's worker through
@@ -522,6 +557,8 @@ async function answerWaiting(
 export interface ResumeFlags {
   readonly store?: string;
   readonly db?: string;
+  /** `db` came from `EXARCH_DB_URL` (see `StoreTarget`). */
+  readonly dbFromEnv?: boolean;
   readonly trace?: string;
   /** As for `run`: stop as `waiting` rather than ask at the terminal. */
   readonly noWait?: boolean;
@@ -557,13 +594,32 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
       io.stderr.write(`exarch: run ${runId} is already finished (${row.status}); nothing to resume\n`);
       return EXIT.ok;
     }
+    // A record kept in the file is taken only as exarch signed it: a record that grants a shell
+    // without a sandbox, an MCP command or no approvals is refused here if anyone else wrote it.
+    // (One in PostgreSQL is not signed: the database's access control keeps it.)
+    if (flags.db === undefined) {
+      const check = checkSeal(runKey(io.env, false, row.cwd), row);
+      if (check !== 'signed') {
+        io.stderr.write(`exarch: ${sealRefusal(runId, check, runKeyFile(io.env))}\n`);
+        return EXIT.fatal;
+      }
+    }
     // The sessions as the run was started, from its record: the same servers started again (their tools must be the same: see resumeRun).
     const record = readRecord(row.options);
+    if (record.allowShell === 'unsandboxed') io.stderr.write(UNSANDBOXED_WARNING);
     // A spread run is taken up where it runs: its sessions queued again for the workers, and followed.
-    if (row.options['spread'] === true && flags.db !== undefined) return await requeueAndFollow(flags.db, row.id, record, flags, io);
+    if (row.options['spread'] === true && flags.db !== undefined)
+      return await requeueAndFollow({ db: flags.db, dbFromEnv: flags.dbFromEnv === true }, row.id, record, flags, io);
+    const faults = new WriteFaults();
     built = await buildRunSession(
       { id: runId, cwd: row.cwd, startedAt: row.startedAt, record },
-      { env: io.env, stderr: io.stderr, ...(io.provider ? { provider: io.provider } : {}) },
+      {
+        env: io.env,
+        stderr: io.stderr,
+        ...(io.provider ? { provider: io.provider } : {}),
+        protectedPaths: ownFiles(io.cwd, flags, [flags.trace]),
+        onFileFault: faults.report,
+      },
     );
     const { model, logDir, maxSteps } = built;
     const title = `exarch resume ${runId}: ${row.task.slice(0, 80)}`;
@@ -572,6 +628,7 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
       noWait: flags.noWait === true,
       target: targetFlags(flags),
       steer: flags.steer === true,
+      faults,
       ...(ui ? { ui } : {}),
     });
     const session: DurableSessionInput = { ...built.session, ...(record.approve === undefined ? {} : { onApprovalRequest: output.onApprovalRequest }) };
@@ -602,7 +659,8 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
  * queued again (`requeueSpreadRun`: one whose job was lost or gave up is taken up by a worker from
  * its journal), then the run is followed as `run --db` follows it.
  */
-async function requeueAndFollow(db: string, id: string, record: CliRunRecord, flags: ResumeFlags, io: RunIo): Promise<number> {
+async function requeueAndFollow(target: PostgresTarget, id: string, record: CliRunRecord, flags: ResumeFlags, io: RunIo): Promise<number> {
+  const { db } = target;
   const { openPostgresStore } = await import('../store/postgresStore.js');
   const { startBoss } = await import('../workers/runQueue.js');
   const { requeueSpreadRun } = await import('../workers/spreadResume.js');
@@ -618,16 +676,38 @@ async function requeueAndFollow(db: string, id: string, record: CliRunRecord, fl
       await boss.stop({ graceful: false, wait: true });
     }
     io.stderr.write(`exarch: run ${id}: ${queued.length} session${queued.length === 1 ? '' : 's'} queued again for the workers (${queued.join(', ')})\n`);
-    return await followStored(store, id, record, db, { noWait: flags.noWait === true, steer: flags.steer === true, spread: true }, io, ui);
+    return await followStored(store, id, record, target, { noWait: flags.noWait === true, steer: flags.steer === true, spread: true }, io, ui);
   } finally {
     await store.close();
     await ui?.finish(io.interrupt);
   }
 }
 
-/** `--store FILE` or `--db URL` as the commands that answer a run must be given them ('' for the default store). */
+/** What `run` and `resume` say, on stderr, of a run whose shell commands have no sandbox. */
+const UNSANDBOXED_WARNING = 'exarch: --allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network\n';
+
+/**
+ * This process's files in the working directory that agents may not change: the SQLite store (with
+ * its WAL and shared memory), unless there is none or it is a database server, and the files named.
+ */
+function ownFiles(cwd: string, target: StoreTarget | undefined, files: readonly (string | undefined)[]): string[] {
+  const store = target === undefined || target.db !== undefined ? [] : [storeName(cwd, target)];
+  return [
+    ...store.flatMap((file) => [file, `${file}-wal`, `${file}-shm`]),
+    ...files.filter((file): file is string => file !== undefined).map((file) => resolve(cwd, file)),
+  ];
+}
+
+/** A Postgres store as a command was given it: `--db URL`, or `EXARCH_DB_URL`. */
+type PostgresTarget = StoreTarget & { readonly db: string };
+
+/**
+ * `--store FILE` or `--db URL` as the commands that answer a run must be given them: '' for the
+ * default store and for `EXARCH_DB_URL` (which gives it to them as well); a `--db` URL with its
+ * secrets masked (the person puts back what they typed, or sets EXARCH_DB_URL).
+ */
 export function targetFlags(target: StoreTarget): string {
-  if (target.db !== undefined) return ` --db ${describeUrl(target.db)}`;
+  if (target.db !== undefined) return target.dbFromEnv ? '' : ` --db ${redactUrl(target.db)}`;
   return target.store === undefined ? '' : ` --store ${target.store}`;
 }
 
@@ -692,14 +772,16 @@ class RunOutput {
       readonly noWait: boolean;
       readonly target: string;
       readonly steer: boolean;
+      /** Where the run's files report a write that failed; the first stops the run (writeFaults.ts). */
+      readonly faults: WriteFaults;
       readonly otel?: OtlpExport;
       readonly diverged?: AbortSignal;
       readonly ui?: CliUi;
-    } = { noWait: false, target: '', steer: false },
+    },
   ) {
     const color = io.stderr.isTTY === true && !io.env['NO_COLOR'] && !io.env['CI'];
     this.board = new ProgressBoard({ out: io.stderr, live: color, color });
-    this.recorder = trace === undefined ? undefined : new TraceRecorder({ file: trace, title, model });
+    this.recorder = trace === undefined ? undefined : new TraceRecorder({ file: trace, title, model, onFault: approvals.faults.report });
     // One observer decodes the run for all of them.
     this.observer.subscribe(this.board.onEvent);
     if (this.recorder) this.observer.subscribe(this.recorder.onEvent);
@@ -816,10 +898,20 @@ class RunOutput {
     const diverged = this.approvals.diverged;
     const onDiverged = (): void => queueMicrotask(() => run.interrupt());
     diverged?.addEventListener('abort', onDiverged, { once: true });
+    // A file that cannot be written stops the run as an interrupt does (a microtask later: a fault
+    // may be met inside the write of a session's own record), unless it has settled already (a
+    // log written as the root's last turn ends): that run is done, and is not made to look stopped.
+    this.approvals.faults.onFault(() =>
+      queueMicrotask(() => {
+        if (!isSettled(run.actor.getSnapshot())) run.interrupt();
+      }),
+    );
     const input = this.takeInput(run);
     const approvals = this.takeApprovals(run, input);
     try {
       const result = await run.result;
+      // The trace's last records are written now, so a fault in them is said with the rest.
+      recorder?.close();
       approvals.close();
       input?.close();
       board.stop();
@@ -837,6 +929,20 @@ class RunOutput {
         for (const line of agentSpendLines(result.snapshot.context.options.budget.agents(), this.model)) io.stderr.write(`${line}\n`);
         if (recorder) io.stderr.write(`exarch: trace: ${recorder.file} (view it with: exarch view ${recorder.file})\n`);
       };
+      const fault = this.approvals.faults.first(result.storeError);
+      if (fault) {
+        // Stopped by the fault (or by the store, which stops the run itself), or had it ended already?
+        const stopped = result.storeError !== undefined || result.status === 'interrupted' || (run.id === undefined && state === 'cancelled');
+        if (!stopped && result.text) io.stdout.write(result.text.endsWith('\n') ? result.text : `${result.text}\n`);
+        await summary();
+        const then = !stopped
+          ? 'the run had finished'
+          : run.id === undefined
+            ? 'the run was stopped (it was not recorded: --no-store)'
+            : `the run was stopped; once that is fixed, resume it with: exarch resume ${run.id}${this.approvals.target}`;
+        io.stderr.write(`exarch: ${describeError(fault)}; ${then}\n`);
+        return EXIT.unwritable;
+      }
       if (result.storeError) {
         await summary();
         io.stderr.write(`exarch: the run store could not be written: ${describeError(result.storeError)}\n`);

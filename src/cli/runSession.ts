@@ -1,6 +1,8 @@
 import { accessSync, constants } from 'node:fs';
 import { join } from 'node:path';
+import { DEFAULTS } from '../engine/options.js';
 import { ExarchError } from '../engine/exarchError.js';
+import type { FileError } from '../engine/fs/fileError.js';
 import { makeDirs } from '../engine/fs/makeDirs.js';
 import { JsonlLogSink } from '../engine/log/sessionLog.js';
 import { describeError } from '../engine/model/errors.js';
@@ -15,6 +17,7 @@ import type { Provider } from '../engine/types.js';
 import { agentsFromJson } from './agentsConfig.js';
 import { budgetOf, mcpSpecs, type CliRunRecord } from './runRecord.js';
 import { MAX_TIMER_MS } from '../engine/maxTimer.js';
+import { checkKeyApart, prepareKeyDir, runKeyDir } from './runKey.js';
 
 /** A run that cannot start as asked (no API key, a log directory, a trace file): one line, exit 1. */
 export class RunSetupError extends ExarchError<'run-setup'> {
@@ -33,6 +36,17 @@ export interface SessionHost {
   readonly recording?: Recording;
   /** How messages name the declared agents' config (default: as recorded with the run). */
   readonly agentsSource?: string;
+  /**
+   * Files of this process's own that agents may not change, besides `.exarch/` and the run's log
+   * directory: a run store elsewhere (with its `-wal` and `-shm`), `--trace`, `--record`.
+   */
+  readonly protectedPaths?: readonly string[];
+  /**
+   * A session log or the `--record` file could not be written (a full disk, a file-size limit, a
+   * read-only directory, a FIFO where a log goes): one line naming the file and the cause, at the
+   * first fault of each file. Default: a process warning (the run goes on; the file holds whole lines).
+   */
+  readonly onFileFault?: (fault: FileError) => void;
 }
 
 /** `--record FILE`, or `--replay FILE` and what to abort when the run differs from it. */
@@ -86,7 +100,7 @@ export interface RunTools {
  */
 export async function buildRunSession(run: RecordedRun, host: SessionHost): Promise<RunSession> {
   const { record } = run;
-  const claude = connectModel(record.model, host, record.maxRetryWait, host.recording);
+  const claude = connectModel(record.model, host, record.maxRetryWait, host.recording, host.onFileFault);
   const logDir = record.logDir ?? defaultLogDir(run.cwd, run.startedAt);
   const tools = await runToolsOf(run, host);
   try {
@@ -104,7 +118,7 @@ export async function buildRunSession(run: RecordedRun, host: SessionHost): Prom
     ...(tools.agents ? { agents: tools.agents } : {}),
     ...(record.approve === undefined ? {} : { approve: record.approve }),
     ...(budget === undefined ? {} : { budget }),
-    logs: new JsonlLogSink(logDir),
+    logs: new JsonlLogSink(logDir, host.onFileFault ? { onFault: host.onFileFault } : {}),
     ...(record.maxSteps === undefined ? {} : { maxSteps: record.maxSteps }),
     ...(record.maxDepth === undefined ? {} : { maxDepth: record.maxDepth }),
     ...(record.replyCap === undefined ? {} : { replyCap: record.replyCap }),
@@ -120,17 +134,40 @@ export async function buildRunSession(run: RecordedRun, host: SessionHost): Prom
  * any of them. `exarch run --db` calls this alone, to check the flags and record the tool names
  * before queueing the run.
  */
-export async function runToolsOf(run: Omit<RecordedRun, 'startedAt'>, host: Pick<SessionHost, 'stderr' | 'agentsSource'>): Promise<RunTools> {
+export async function runToolsOf(
+  run: Omit<RecordedRun, 'startedAt'>,
+  host: Pick<SessionHost, 'env' | 'stderr' | 'agentsSource' | 'protectedPaths'>,
+): Promise<RunTools> {
   const { record } = run;
+  checkKeyApart(host.env, run.cwd);
+  if (record.allowShell === true) {
+    // Made before any sandbox starts, so that each sandbox can protect them: an agent that could
+    // create .exarch/ could plant a store in it, and the key's directory is hidden only if it exists.
+    tryMakeDirs(join(run.cwd, '.exarch'));
+    prepareKeyDir(host.env);
+  }
   // Without bubblewrap, --allow-shell is one line here (ShellSandboxError), before any server starts.
-  const workspace = workspaceTools({ root: run.cwd, allowWrite: record.allowWrite, allowShell: record.allowShell, allowNetwork: record.allowNetwork });
+  // As root, who runs the commands (not root, unless asked for) is said once, here: run, resume and worker alike.
+  const workspace = workspaceTools({
+    root: run.cwd,
+    allowWrite: record.allowWrite,
+    allowShell: record.allowShell,
+    allowNetwork: record.allowNetwork,
+    allowGitHooks: record.allowGitHooks === true,
+    protectedPaths: [...(host.protectedPaths ?? []), ...(record.logDir === undefined ? [] : [record.logDir])],
+    hiddenPaths: [runKeyDir(host.env)],
+    ...(record.allowShell === true && record.shellLimits !== undefined ? { shellLimits: record.shellLimits } : {}),
+    ...(record.allowShell === true && record.shellUser !== undefined ? { shellUser: record.shellUser } : {}),
+    onShellNote: (note) => host.stderr.write(`exarch: ${note}\n`),
+  });
   // A command runs in the run's directory, wherever this process was started (a worker's is not the run's).
-  const servers = mcpSpecs(record.mcp ?? []).map((spec) => ('command' in spec && spec.cwd === undefined ? { ...spec, cwd: run.cwd } : spec));
+  const servers = mcpSpecs(record.mcp ?? [], host.env).map((spec) => ('command' in spec && spec.cwd === undefined ? { ...spec, cwd: run.cwd } : spec));
   const mcp = await connectMcp(servers, workspace, host.stderr);
   try {
     // Checked now that the servers' tools are known: a profile may name `mcp__server__tool`.
     const source = host.agentsSource ?? `the agents recorded with run ${run.id ?? '(new)'}`;
-    const declared = record.agentsConfig === undefined ? undefined : agentsFromJson(record.agentsConfig, source, mcp.tools);
+    const declared =
+      record.agentsConfig === undefined ? undefined : agentsFromJson(record.agentsConfig, source, mcp.tools, record.maxSteps ?? DEFAULTS.maxSteps);
     return { tools: mcp.tools, agents: declared?.agents, close: mcp.close };
   } catch (error) {
     await mcp.close();
@@ -165,6 +202,7 @@ function connectModel(
   host: Pick<SessionHost, 'env' | 'provider'>,
   maxRetryWaitS: number | undefined,
   recording: Recording = {},
+  onFault?: (fault: FileError) => void,
 ): { provider: Provider; stallTimeoutMs: number | undefined } {
   if (recording.replay !== undefined) {
     // A recording that cannot be read is one line (RecordingError, exit 1); no key, no network.
@@ -188,7 +226,13 @@ function connectModel(
       // Never the key nor a secret of the environment in the file (RecordingError if it cannot be written).
       ...(recording.record === undefined
         ? {}
-        : { record: { file: recording.record, redactor: Redactor.fromEnv(host.env, apiKey === undefined ? [] : [apiKey]) } }),
+        : {
+            record: {
+              file: recording.record,
+              redactor: Redactor.fromEnv(host.env, apiKey === undefined ? [] : [apiKey]),
+              ...(onFault ? { onFault } : {}),
+            },
+          }),
     });
   return { provider, stallTimeoutMs };
 }
@@ -229,6 +273,15 @@ function prepareDir(what: string, dir: string): void {
           ? 'permission denied'
           : describeError(error);
     throw new RunSetupError(`cannot use ${dir} as the ${what}: ${why}`);
+  }
+}
+
+/** `mkdir -p`, if it can: a directory that cannot be made here cannot be made by an agent either. */
+function tryMakeDirs(dir: string): void {
+  try {
+    makeDirs(dir);
+  } catch {
+    // As said.
   }
 }
 

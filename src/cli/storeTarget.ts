@@ -1,7 +1,8 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { ExarchError } from '../engine/exarchError.js';
-import { describeUrl, isPostgresUrl } from '../store/postgresUrl.js';
+import { redactUrl } from '../engine/urlSecrets.js';
+import { isPostgresUrl } from '../store/postgresUrl.js';
 import type { RunStore } from '../store/runStore.js';
 import { DEFAULT_STORE_PATH, openSqliteStore } from '../store/sqliteStore.js';
 
@@ -11,6 +12,25 @@ export interface StoreTarget {
   readonly store?: string;
   /** A PostgreSQL URL: the store a pool of workers shares. */
   readonly db?: string;
+  /**
+   * `db` came from `EXARCH_DB_URL`, not from `--db`: the commands exarch prints for the person to
+   * run next leave it out (the variable gives it to them too), so no URL is shown at all.
+   */
+  readonly dbFromEnv?: boolean;
+}
+
+/** The variable every command's `--db` defaults to: a URL with a password need never be on a command line. */
+export const DB_URL_VARIABLE = 'EXARCH_DB_URL';
+
+/**
+ * Where a command keeps its runs: `--store` or `--db` as given; with neither, `EXARCH_DB_URL` when
+ * it is set (and not empty), else the default SQLite file. An explicit flag always wins.
+ */
+export function storeTargetOf(flags: { readonly store?: string | undefined; readonly db?: string | undefined }, env: NodeJS.ProcessEnv): StoreTarget {
+  if (flags.store !== undefined || flags.db !== undefined)
+    return { ...(flags.store === undefined ? {} : { store: flags.store }), ...(flags.db === undefined ? {} : { db: flags.db }) };
+  const fromEnv = env[DB_URL_VARIABLE];
+  return fromEnv === undefined || fromEnv === '' ? {} : { db: fromEnv, dbFromEnv: true };
 }
 
 /** A store as a command holds it: `file` is what messages name (a path, or the URL without its password). */
@@ -27,7 +47,9 @@ export class StoreTargetError extends ExarchError<'store-target'> {
 export function checkTarget(target: StoreTarget): void {
   if (target.store !== undefined && target.db !== undefined) throw new StoreTargetError('--store and --db cannot be used together');
   if (target.db !== undefined && !isPostgresUrl(target.db))
-    throw new StoreTargetError(`--db takes a PostgreSQL URL (postgres://user@host:port/database), got '${target.db}'`);
+    throw new StoreTargetError(
+      `${target.dbFromEnv ? DB_URL_VARIABLE : '--db'} takes a PostgreSQL URL (postgres://user@host:port/database), got '${redactUrl(target.db)}'`,
+    );
 }
 
 /** The store at `--db URL`, `--store FILE`, or `.exarch/exarch.db` under the working directory. */
@@ -48,9 +70,9 @@ export async function openExistingStore(cwd: string, target: StoreTarget): Promi
   return existsSync(storeName(cwd, target)) ? openStore(cwd, target) : undefined;
 }
 
-/** What messages call the store: the SQLite path, or the URL without its password. */
+/** What messages call the store: the SQLite path, or the URL without its secrets. */
 export function storeName(cwd: string, target: StoreTarget): string {
-  if (target.db !== undefined) return describeUrl(target.db);
+  if (target.db !== undefined) return redactUrl(target.db);
   return resolve(cwd, target.store ?? DEFAULT_STORE_PATH);
 }
 

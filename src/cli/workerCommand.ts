@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import { EXIT, UsageError } from './run.js';
 import { readRecord, timerSeconds } from './runRecord.js';
 import { buildRunSession, checkModelAccess } from './runSession.js';
-import { isPostgresUrl } from '../store/postgresUrl.js';
+import { checkTarget, DB_URL_VARIABLE, StoreTargetError } from './storeTarget.js';
 import { startWorker, type WorkerEvent } from '../workers/worker.js';
 import { steeringCommand } from './steeringCommands.js';
 import { OtelRunExporter } from '../watch/otel/otelExporter.js';
@@ -10,6 +10,8 @@ import type { Provider } from '../engine/types.js';
 
 export interface WorkerFlags {
   readonly db?: string;
+  /** `db` came from `EXARCH_DB_URL` (see `StoreTarget`). */
+  readonly dbFromEnv?: boolean;
   readonly concurrency?: string;
   /** Seconds a SIGTERM waits for runs to finish before handing them back (default 30). */
   readonly drainTimeout?: string;
@@ -44,8 +46,13 @@ function positive(flag: string, raw: string | undefined, fallback: number): numb
  * rest are handed back to the queue) and exits 0. One line on stderr per run taken and ended.
  */
 export async function workerCommand(flags: WorkerFlags, io: WorkerIo): Promise<number> {
-  if (flags.db === undefined) throw new UsageError('worker needs --db postgres://…: the store and queue it takes runs from');
-  if (!isPostgresUrl(flags.db)) throw new UsageError(`--db takes a PostgreSQL URL (postgres://user@host:port/database), got '${flags.db}'`);
+  if (flags.db === undefined) throw new UsageError(`worker needs --db postgres://… or ${DB_URL_VARIABLE}: the store and queue it takes runs from`);
+  try {
+    checkTarget(flags);
+  } catch (error) {
+    if (error instanceof StoreTargetError) throw new UsageError(error.message);
+    throw error;
+  }
   const concurrency = positive('concurrency', flags.concurrency, 1);
   const drainMs = (timerSeconds('drain-timeout', flags.drainTimeout, 1) ?? 30) * 1000;
   const expireInSeconds = positive('job-expiry', flags.jobExpiry, 900);
@@ -55,6 +62,10 @@ export async function workerCommand(flags: WorkerFlags, io: WorkerIo): Promise<n
   // A worker that cannot reach the model would fail every run it takes: it does not start (RunSetupError, one line).
   checkModelAccess(io);
   const say = (event: WorkerEvent): void => {
+    if (event.type === 'malformed') {
+      io.stderr.write(`exarch worker: job ${event.job}: ${event.detail}; failed, not retried\n`);
+      return;
+    }
     const line =
       event.type === 'started'
         ? `run ${event.runId} ${event.resumed ? 'resumed' : 'started'}`

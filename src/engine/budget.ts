@@ -12,7 +12,11 @@ export interface TreeBudget {
   readonly maxTokens?: number;
   /** US$ across the tree, as `price` reckons each response's usage. */
   readonly maxCost?: number;
-  readonly price?: (usage: Usage) => number;
+  /**
+   * The cost in US$ of `usage`, spent by requests for `model` (a declared agent's profile may name
+   * one; undefined: the provider's own).
+   */
+  readonly price?: (usage: Usage, model: string | undefined) => number;
 }
 
 /**
@@ -48,6 +52,16 @@ export interface BudgetSpentEvent {
   readonly type: 'budget.spent';
 }
 
+/** Raised by a session whose request its budgets have no room for while others run: it becomes `queued`. */
+export interface BudgetWaitEvent {
+  readonly type: 'budget.wait';
+}
+
+/** Sent to a `queued` session: the meter took room for its request (see `BudgetMeter.admit`), which it now makes. */
+export interface BudgetRoomEvent {
+  readonly type: 'budget.room';
+}
+
 /** Tokens of every kind in `usage`. */
 export function tokensOf(usage: Usage): number {
   return usage.inputTokens + usage.outputTokens + usage.cacheCreationInputTokens + usage.cacheReadInputTokens;
@@ -61,6 +75,8 @@ export class BudgetScope {
   private tokens = 0;
   private cost = 0;
   private crossed = false;
+  /** @internal What the requests admitted within it hold while they run (see `Admission`). */
+  readonly held: Held = { tokens: 0, cost: 0, requests: 0 };
 
   constructor(
     /** The sub-agent the budget was given to. */
@@ -76,6 +92,11 @@ export class BudgetScope {
   get spent(): boolean {
     for (let scope: BudgetScope | undefined = this; scope; scope = scope.parent) if (scope.crossed) return true;
     return false;
+  }
+
+  /** @internal Whether a request of `tokens` (costing `cost`) is admitted within this scope now: see `BudgetMeter.admit`. */
+  room(tokens: number, cost: number): Room {
+    return roomIn(this.held, this.tokens, this.cost, this.limit.tokens, this.limit.cost, tokens, cost);
   }
 
   /** @internal Counts a spend of the subtree; the first that reaches the budget ends its owner. */
@@ -97,6 +118,101 @@ export class BudgetScope {
 function reaches(maxTokens: number | undefined, tokens: number, maxCost: number | undefined, cost: number): boolean {
   return (maxTokens !== undefined && tokens >= maxTokens) || (maxCost !== undefined && cost >= maxCost);
 }
+
+/** What the requests admitted within a budget hold while they run: their estimates, and how many run. */
+interface Held {
+  tokens: number;
+  cost: number;
+  requests: number;
+}
+
+/** A budget's answer to a request: admitted, wait for a running request to end, or never (nothing runs that could make room). */
+type Room = 'yes' | 'wait' | 'never';
+
+/**
+ * The admission rule, for the tree and for a sub-agent's budget alike. A request is admitted when
+ * its estimate fits beside what is spent and what the running requests hold; or, when no request
+ * runs within the budget, while the spend is under it (an estimate that errs high never stops a
+ * budget that still has room from being used: the request then overshoots by at most itself).
+ */
+function roomIn(
+  held: Held,
+  spentTokens: number,
+  spentCost: number,
+  maxTokens: number | undefined,
+  maxCost: number | undefined,
+  tokens: number,
+  cost: number,
+): Room {
+  if (maxTokens === undefined && maxCost === undefined) return 'yes';
+  const fits =
+    (maxTokens === undefined || spentTokens + held.tokens + tokens <= maxTokens) && (maxCost === undefined || spentCost + held.cost + cost <= maxCost);
+  if (fits) return 'yes';
+  if (held.requests > 0) return 'wait';
+  return reaches(maxTokens, spentTokens, maxCost, spentCost) ? 'never' : 'yes';
+}
+
+/**
+ * The room a running request holds within its budgets (its estimated input, in tokens and US$),
+ * from the moment it is admitted until it ends. `release` gives it back, once; with the usage of
+ * the response that was kept, the meter learns how many tokens a byte of request is.
+ */
+export class Admission {
+  private released = false;
+
+  /** @internal */
+  constructor(
+    private readonly meter: BudgetMeter | undefined,
+    private readonly levels: readonly Held[],
+    /** The estimate held: tokens, US$, and the request's size in bytes. */
+    readonly tokens: number,
+    readonly cost: number,
+    readonly bytes: number,
+    readonly model: string | undefined,
+  ) {}
+
+  /** The request ended (`kept`: the usage of its response, when one was kept). Idempotent. */
+  release(kept?: Usage): void {
+    if (this.released) return;
+    this.released = true;
+    for (const held of this.levels) {
+      held.tokens -= this.tokens;
+      held.cost -= this.cost;
+      held.requests -= 1;
+    }
+    this.meter?.released(this, kept);
+  }
+}
+
+/** An admission that holds nothing: a request no budget bounds. */
+const FREE = new Admission(undefined, [], 0, 0, 0, undefined);
+
+/** A session waiting for room to make its request (see `BudgetMeter.admit`). */
+export interface BudgetWaiter {
+  readonly agent: AgentIdentity;
+  readonly scope: BudgetScope | undefined;
+  /** Called once, with the room the meter took for it, when its turn comes. */
+  readonly admitted: (admission: Admission) => void;
+  /** Called instead when it never can be admitted: it must end `capped` (budget). */
+  readonly refused: () => void;
+}
+
+/** What a request of `bytes` bytes for `model` is estimated to take: see `BudgetMeter.admit`. */
+interface Estimate {
+  readonly tokens: number;
+  readonly cost: number;
+  readonly bytes: number;
+  readonly model: string | undefined;
+}
+
+/**
+ * Tokens a byte of request is taken to be before any response of the model has said: more than
+ * any tokenizer makes of text (English runs about a quarter), plus what the API adds around tools.
+ */
+const UNKNOWN_TOKENS_PER_BYTE = 0.5;
+const UNKNOWN_OVERHEAD_TOKENS = 512;
+/** Once responses have said, the most tokens per byte seen for the model, with this margin. */
+const KNOWN_MARGIN = 1.25;
 
 /**
  * The tree's shared meter (one per root, in the options every sub-agent shares): what each agent
@@ -121,12 +237,179 @@ export class BudgetMeter {
   private root: AnyActorRef | undefined;
   private readonly spend = new Map<string, { agent: AgentIdentity; model: string | undefined; usage: Usage }>();
   private readonly listeners = new Set<(crossing: BudgetCrossing) => void>();
+  /** What the running requests admitted within the tree's budget hold. */
+  private readonly held: Held = { tokens: 0, cost: 0, requests: 0 };
+  /** Sessions waiting for room, in the order they asked. */
+  private readonly waiting: BudgetWaiter[] = [];
+  /** Tokens per byte of request, by model, the most any kept response has shown. */
+  private readonly ratios = new Map<string | undefined, number>();
+  /** The root's next request, in bytes, as it would leave now (its history and the results waiting for it). */
+  private rootBytes: (() => number) | undefined;
+  /** The model the root's requests ask for (a sub-agent's profile may name another). */
+  private rootModel: string | undefined;
 
   constructor(private readonly budget: TreeBudget | undefined) {}
 
-  /** The root session, whose sub-agents a crossing cancels. */
-  attachRoot(root: AnyActorRef): void {
+  /**
+   * The root session, whose sub-agents a crossing cancels. `nextRequestBytes` sizes its next
+   * request: the tree's budget keeps room for it (see `admit`), so that the root can still answer.
+   */
+  attachRoot(root: AnyActorRef, nextRequestBytes?: () => number, model?: string): void {
     this.root = root;
+    this.rootBytes = nextRequestBytes;
+    this.rootModel = model;
+  }
+
+  /** Whether the tree has a bound (a `price` alone bounds nothing). */
+  private get bounded(): boolean {
+    return this.budget?.maxTokens !== undefined || this.budget?.maxCost !== undefined;
+  }
+
+  /**
+   * Asks room for `agent`'s next model request before it leaves. Its size is `bytes()`, measured
+   * only when a budget bounds it; its tokens are estimated from that to err high (half a token a
+   * byte plus 512, until a response of the model has shown how many tokens a byte of its requests
+   * is: then the most seen, with a quarter more). The request is admitted within every budget it
+   * spends within — the sub-agent budgets around it (`scope`) and the tree's — when it fits beside
+   * the spend and the requests running there, or when none runs there and the spend is under the
+   * budget (see `roomIn`). The tree's budget keeps room for the root's next request: a sub-agent's
+   * request must fit under the budget less that (the root's own requests have the whole budget).
+   *
+   * Returns the room taken (`Admission`: release it when the request ends); `'wait'` when a running
+   * request holds what it needs (call `wait`: it is admitted in its turn, in the order asked); or
+   * `'spent'` when it never can be (it must end `capped`, budget).
+   */
+  admit(agent: AgentIdentity, scope: BudgetScope | undefined, model: string | undefined, bytes: () => number): Admission | 'wait' | 'spent' {
+    // The line may have been passed without a spend since (the root's next request grew as results
+    // came in, or the root's model first showed its tokens per byte): this request is past it.
+    if (this.bounded && !this.crossed) {
+      const line = this.line(true);
+      if (reaches(line.tokens, this.tokens, line.cost, this.cost)) this.cross();
+    }
+    if (this.blocks(agent, scope)) return 'spent';
+    if (!this.bounded && !boundedScope(scope)) return FREE;
+    const estimate = this.estimate(model, bytes());
+    const room = this.roomFor(agent, scope, estimate);
+    if (room === 'yes') return this.take(scope, estimate);
+    if (room === 'never') {
+      this.reachedAtAdmission(agent, estimate);
+      return 'spent';
+    }
+    return 'wait';
+  }
+
+  /**
+   * `waiter` asked for a request of `bytes` (`admit` said `'wait'`): it is admitted in its turn,
+   * refused if it never can be, or stays until it `leave`s.
+   */
+  wait(waiter: BudgetWaiter, model: string | undefined, bytes: number): void {
+    this.waiting.push(waiter);
+    this.estimates.set(waiter, this.estimate(model, bytes));
+    this.pump();
+  }
+
+  /** `waiter` no longer waits (it was cancelled or ended): it is not admitted after this. */
+  leave(waiter: BudgetWaiter): void {
+    const at = this.waiting.indexOf(waiter);
+    if (at < 0) return;
+    this.waiting.splice(at, 1);
+    this.estimates.delete(waiter);
+    // The head left: the next may go.
+    if (at === 0) this.pump();
+  }
+
+  private readonly estimates = new WeakMap<BudgetWaiter, Estimate>();
+
+  /** @internal An admitted request ended. */
+  released(admission: Admission, kept: Usage | undefined): void {
+    if (kept && admission.bytes > 0) {
+      const input = kept.inputTokens + kept.cacheCreationInputTokens + kept.cacheReadInputTokens;
+      const ratio = input / admission.bytes;
+      if (ratio > (this.ratios.get(admission.model) ?? -1)) this.ratios.set(admission.model, ratio);
+    }
+    this.pump();
+  }
+
+  /** Admits waiting sessions in the order they asked, while the first of them has room. */
+  private pump(): void {
+    while (this.waiting.length > 0) {
+      const head = this.waiting[0] as BudgetWaiter;
+      const estimate = this.estimates.get(head) as Estimate;
+      if (this.blocks(head.agent, head.scope)) return; // a crossing is on its way to it
+      const room = this.roomFor(head.agent, head.scope, estimate);
+      if (room === 'wait') return;
+      if (room === 'never' && head.agent.depth > 0) {
+        // Nothing runs that could make room: the tree's budget is reached, and the crossing cancels
+        // the waiting sub-agents with the running ones (a cancel, which an interrupted run's resume
+        // undoes, rather than an end of their own).
+        this.reachedAtAdmission(head.agent, estimate);
+        return;
+      }
+      this.waiting.shift();
+      this.estimates.delete(head);
+      if (room === 'yes') head.admitted(this.take(head.scope, estimate));
+      // The root: the budget has no room for its request, and none will come.
+      else head.refused();
+    }
+  }
+
+  private estimate(model: string | undefined, bytes: number): Estimate {
+    const ratio = this.ratios.get(model);
+    const tokens = ratio === undefined ? Math.ceil(bytes * UNKNOWN_TOKENS_PER_BYTE) + UNKNOWN_OVERHEAD_TOKENS : Math.ceil(bytes * ratio * KNOWN_MARGIN);
+    const cost = this.budget?.price
+      ? this.budget.price({ inputTokens: tokens, outputTokens: 0, cacheCreationInputTokens: 0, cacheReadInputTokens: 0 }, model)
+      : 0;
+    return { tokens, cost, bytes, model };
+  }
+
+  /** The tree's room for `agent` (less the root's next request for a sub-agent), then each scope's. */
+  private roomFor(agent: AgentIdentity, scope: BudgetScope | undefined, estimate: Estimate): Room {
+    let room: Room = 'yes';
+    for (let s = scope; s; s = s.parent) {
+      const r = s.room(estimate.tokens, estimate.cost);
+      if (r === 'never') return 'never';
+      if (r === 'wait') room = 'wait';
+    }
+    if (!this.bounded) return room;
+    const r = this.treeRoom(agent, estimate);
+    return r === 'never' ? 'never' : r === 'wait' ? 'wait' : room;
+  }
+
+  private treeRoom(agent: AgentIdentity, estimate: Estimate): Room {
+    const line = this.line(agent.depth > 0);
+    return roomIn(this.held, this.tokens, this.cost, line.tokens, line.cost, estimate.tokens, estimate.cost);
+  }
+
+  /** The tree's bound: the whole budget for the root, less the root's next request for a sub-agent. */
+  private line(subAgent: boolean): { tokens: number | undefined; cost: number | undefined } {
+    const maxTokens = this.budget?.maxTokens;
+    const maxCost = this.budget?.maxCost;
+    // Kept once a response of the root's model has shown its tokens per byte: an estimate made
+    // before that errs high enough to stop a tree before its root's first response is in.
+    if (!subAgent || !this.rootBytes || !this.ratios.has(this.rootModel)) return { tokens: maxTokens, cost: maxCost };
+    const reserve = this.estimate(this.rootModel, this.rootBytes());
+    return { tokens: maxTokens === undefined ? undefined : maxTokens - reserve.tokens, cost: maxCost === undefined ? undefined : maxCost - reserve.cost };
+  }
+
+  private take(scope: BudgetScope | undefined, estimate: Estimate): Admission {
+    const levels: Held[] = [];
+    for (let s = scope; s; s = s.parent) levels.push(s.held);
+    if (this.bounded) levels.push(this.held);
+    for (const held of levels) {
+      held.tokens += estimate.tokens;
+      held.cost += estimate.cost;
+      held.requests += 1;
+    }
+    return new Admission(this, levels, estimate.tokens, estimate.cost, estimate.bytes, estimate.model);
+  }
+
+  /**
+   * A request can never be admitted: nothing runs that could make room. Within the tree's budget
+   * that is the budget reached, as a spend reaching it would be. (Within a sub-agent's, the spend
+   * that reached it ended the scope's owner already.)
+   */
+  private reachedAtAdmission(agent: AgentIdentity, estimate: Estimate): void {
+    if (this.bounded && this.treeRoom(agent, estimate) === 'never') this.cross();
   }
 
   /** Whether the tree's budget was reached. */
@@ -162,7 +445,7 @@ export class BudgetMeter {
     const entry = this.spend.get(agent.id);
     if (entry) entry.usage = addUsage(entry.usage, usage);
     else this.spend.set(agent.id, { agent, model, usage });
-    this.count(scope, usage);
+    this.count(scope, usage, model);
   }
 
   /**
@@ -171,18 +454,29 @@ export class BudgetMeter {
    */
   seed(agent: AgentIdentity, model: string | undefined, scope: BudgetScope | undefined, own: Usage, delivered: Usage): void {
     this.spend.set(agent.id, { agent, model, usage: own });
-    this.count(scope, addUsage(own, delivered));
+    this.count(scope, own, model);
+    // What finished sub-agents spent comes as one total whatever their models: priced at this agent's.
+    this.count(scope, delivered, model);
   }
 
-  private count(scope: BudgetScope | undefined, usage: Usage): void {
+  private count(scope: BudgetScope | undefined, usage: Usage, model: string | undefined): void {
     const tokens = tokensOf(usage);
     if (tokens === 0) return;
-    const cost = this.budget?.price ? this.budget.price(usage) : 0;
+    const cost = this.budget?.price ? this.budget.price(usage, model) : 0;
     for (let s = scope; s; s = s.parent) s.add(tokens, cost);
     this.tokens += tokens;
     this.cost += cost;
+    if (this.crossed || !this.bounded) return;
+    // Reached when the spend reaches the budget, or the line past which no sub-agent may start a
+    // request (the room kept for the root's next one: see `admit`).
+    const line = this.line(true);
+    if (reaches(line.tokens, this.tokens, line.cost, this.cost)) this.cross();
+  }
+
+  /** The tree's budget is reached: every running sub-agent is cancelled; the root has its final turn. */
+  private cross(): void {
+    if (this.crossed || !this.budget) return;
     const budget = this.budget;
-    if (this.crossed || !budget || !reaches(budget.maxTokens, this.tokens, budget.maxCost, this.cost)) return;
     this.crossed = true;
     const root = this.root;
     const crossing: BudgetCrossing = {
@@ -201,6 +495,8 @@ export class BudgetMeter {
     queueMicrotask(() => {
       this.announce(crossing);
       if (root) cancelSubAgents(root);
+      // The root may be waiting for room its sub-agents held: their requests end with them.
+      this.pump();
     });
   }
 
@@ -239,6 +535,12 @@ export class BudgetMeter {
 }
 
 /** Cancels the root's running sub-agents (each cancels its own subtree first). */
+/** Whether `scope`, or one around it, bounds what is spent within it. */
+function boundedScope(scope: BudgetScope | undefined): boolean {
+  for (let s = scope; s; s = s.parent) if (s.limit.tokens !== undefined || s.limit.cost !== undefined) return true;
+  return false;
+}
+
 function cancelSubAgents(root: AnyActorRef): void {
   const visit = (actor: AnyActorRef): void => {
     for (const child of Object.values((actor.getSnapshot() as { children?: Record<string, AnyActorRef | undefined> }).children ?? {})) {

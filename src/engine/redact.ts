@@ -1,8 +1,9 @@
 import { escapeHtml, escapeForScript } from '../watch/viewer/escape.js';
+import { isUrl, urlSecrets } from './urlSecrets.js';
 
 /**
  * Secrets never leave the process in what exarch writes: the API key, and the value of every
- * environment variable whose name ends in `_KEY`, `_TOKEN` or `_SECRET`, become `[redacted]` in
+ * environment variable that holds a secret (see `isSecretVariable`), become `[redacted]` in
  * stdout and stderr, the JSONL logs, the trace, the viewer HTML and the run store. An API error
  * that echoes the key, a tool result that prints a token: the text is redacted where it is
  * written (the sinks), not where it is made, so no new source can forget it.
@@ -24,14 +25,64 @@ export const REDACTED = '[redacted]';
  */
 export const MIN_SECRET_CHARS = 8;
 
-/** Variables whose values are secrets (ANTHROPIC_API_KEY and ANTHROPIC_AUTH_TOKEN among them). */
-const SECRET_NAME = /_(?:KEY|TOKEN|SECRET)$/i;
+/**
+ * Variables whose whole value is a secret: ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, GITHUB_TOKEN,
+ * AWS_SECRET_ACCESS_KEY, CLIENT_SECRET, DB_PASSWORD, and libpq's PGPASSWORD.
+ */
+const SECRET_NAME = /(?:^|_)(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)$|^PGPASSWORD$/i;
+
+/** The OTLP exporter's headers (`key=value,…`): a collector's credentials go there. */
+const OTLP_HEADERS = /^OTEL_EXPORTER_OTLP_(?:TRACES_|METRICS_|LOGS_)?HEADERS$/i;
+
+/**
+ * Whether a variable holds a secret: by its name (see SECRET_NAME), as the OTLP exporter's headers,
+ * or as a URL with credentials in it (`EXARCH_DB_URL=postgres://u:pw@…`, an `ANTHROPIC_BASE_URL`
+ * with a token). Such a variable's secrets are redacted from what exarch writes, and it is not
+ * handed to the commands agents run.
+ */
+export function isSecretVariable(name: string, value: string): boolean {
+  return SECRET_NAME.test(name) || OTLP_HEADERS.test(name) || (isUrl(value) && urlSecrets(value).length > 0);
+}
+
+/** The secrets in one variable's value: the whole of it, and the parts a URL or a header list keeps them in. */
+function secretsOfVariable(name: string, value: string): string[] {
+  const secrets: string[] = [];
+  if (SECRET_NAME.test(name) || OTLP_HEADERS.test(name)) secrets.push(value);
+  // A URL's user part, secret parameters and fragment (see urlSecrets.ts).
+  if (isUrl(value)) secrets.push(...urlSecrets(value));
+  if (OTLP_HEADERS.test(name)) secrets.push(...otlpHeaderSecrets(value));
+  return secrets;
+}
+
+/**
+ * `Authorization=Bearer%20abc,api-key=xyz` (W3C baggage format, values percent-encoded): each
+ * value, as written and decoded, and the credential after an auth scheme (`Bearer abc` → `abc`).
+ */
+function otlpHeaderSecrets(value: string): string[] {
+  const secrets: string[] = [];
+  for (const header of value.split(',')) {
+    const eq = header.indexOf('=');
+    if (eq < 0) continue;
+    const raw = header.slice(eq + 1).trim();
+    let plain = raw;
+    try {
+      plain = decodeURIComponent(raw);
+    } catch {
+      // Kept as written.
+    }
+    secrets.push(raw, plain);
+    const credential = /^\S+\s+(\S+)$/.exec(plain)?.[1];
+    if (credential !== undefined) secrets.push(credential);
+  }
+  return secrets;
+}
 
 /** The secret values in an environment, each once, at least MIN_SECRET_CHARS long. */
 export function secretsIn(env: Readonly<Record<string, string | undefined>>): string[] {
   const secrets = new Set<string>();
   for (const [name, value] of Object.entries(env)) {
-    if (value !== undefined && SECRET_NAME.test(name) && value.length >= MIN_SECRET_CHARS) secrets.add(value);
+    if (value === undefined) continue;
+    for (const secret of secretsOfVariable(name, value)) if (secret.length >= MIN_SECRET_CHARS) secrets.add(secret);
   }
   return [...secrets];
 }
@@ -62,7 +113,7 @@ export class Redactor {
     this.htmlPattern = patternOf(kept, HTML);
   }
 
-  /** The secrets of `env` (`process.env` by default) and any `extra` ones (a key passed in code). */
+  /** The secrets of `env` (`process.env` by default) and any `extra` ones (a key passed in code, a `--db` URL's password). */
   static fromEnv(env: Readonly<Record<string, string | undefined>> = process.env, extra: readonly string[] = []): Redactor {
     return new Redactor([...secretsIn(env), ...extra]);
   }

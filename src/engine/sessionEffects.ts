@@ -1,18 +1,24 @@
 import type { AnyActorRef } from 'xstate';
 import type { SessionRecorder } from './log/recorder.js';
-import { runModelStep, StepCancellation, type StreamModelInput } from './model/streamModel.js';
+import { runModelStep, StepCancellation, type RequestSpend, type StreamModelInput } from './model/streamModel.js';
 import { isRootWithOneObserver } from '../watch/observe/actors.js';
 import { withDeltaTaps } from '../watch/observe/deltaTaps.js';
 import { startToolBatch, type RunnableCall, type RunToolsInput, type ToolBatch, type ToolBatchEvent } from '../tools/runTools.js';
-import type { ModelResponse } from './types.js';
+import type { ModelResponse, Usage } from './types.js';
+import type { Admission } from './budget.js';
 
 const readOnly = (call: RunnableCall): boolean => call.readOnly;
 
 /** What the effects report back to the session. */
 export type EffectEvent =
   | { readonly type: 'tick' }
-  | { readonly type: 'model.done'; readonly output: ModelResponse }
-  | { readonly type: 'model.error'; readonly error: unknown }
+  /**
+   * `requests`: the step's requests that reached the provider (more than one when it was retried;
+   * absent: one); `lost`: what the retried ones spent (absent: nothing).
+   */
+  | { readonly type: 'model.done'; readonly output: ModelResponse; readonly requests?: number; readonly lost?: Usage }
+  /** `spent`: the step's requests, none of which the session keeps, and what they spent (absent: none left). */
+  | { readonly type: 'model.error'; readonly error: unknown; readonly spent?: RequestSpend }
   /** Sent when a request that waited for the journal is about to leave (see `requestModel`). */
   | { readonly type: 'model.starting' }
   | ToolBatchEvent;
@@ -39,6 +45,8 @@ export class SessionEffects {
   private held: ToolBatch | undefined;
   private tick: NodeJS.Immediate | undefined;
   private closed = false;
+  /** The room the current request's budgets hold for it, until it ends. */
+  private admission: Admission | undefined;
 
   /**
    * @param barrier called before a model request or a tool batch starts: in a durable run, a
@@ -69,12 +77,20 @@ export class SessionEffects {
    * the machine may join to the request (`model.starting` is sent only then: an event per step
    * would cost every durable step a macrostep).
    */
-  requestModel(input: StreamModelInput, lateInput?: () => boolean): void {
-    if (this.closed) return;
+  requestModel(input: StreamModelInput, lateInput?: () => boolean, admission?: Admission | 'keep'): void {
+    if (this.closed) {
+      if (admission !== 'keep') admission?.release();
+      return;
+    }
+    // A request made again (late input joined it before it left) keeps the room its first try was admitted with.
+    const room = admission === 'keep' ? this.admission : admission;
+    if (admission !== 'keep') this.admission?.release();
+    this.admission = undefined;
     this.model?.abort(new Error('superseded by a new request'));
     this.model = undefined;
     const cancellation = new StepCancellation();
     this.model = cancellation;
+    this.admission = room;
     const gate = this.barrier();
     if (!gate) {
       this.startModel(input, cancellation);
@@ -94,12 +110,17 @@ export class SessionEffects {
       (output) => {
         if (cancellation.isAborted) return;
         this.model = undefined;
-        this.send({ type: 'model.done', output });
+        this.endAdmission(output.usage);
+        // The usual step, one request and nothing lost, adds no fields to its event.
+        const { requests, lost } = cancellation;
+        this.send(requests === 1 && isZero(lost) ? { type: 'model.done', output } : { type: 'model.done', output, requests, lost });
       },
       (error: unknown) => {
         if (cancellation.isAborted) return;
         this.model = undefined;
-        this.send({ type: 'model.error', error });
+        this.endAdmission(undefined);
+        const spent = cancellation.spent();
+        this.send(spent.requests === 0 ? { type: 'model.error', error } : { type: 'model.error', error, spent });
       },
     );
   }
@@ -157,26 +178,47 @@ export class SessionEffects {
     this.held = undefined;
   }
 
-  /** Aborts the model request and abandons the tool batch (every call is answered), whichever runs. */
-  abort(reason: string): void {
-    this.model?.abort(new Error(reason));
+  /**
+   * Aborts the model request and abandons the tool batch (every call is answered), whichever runs.
+   * Returns what the aborted step had sent and spent, when a request of it had left: the session
+   * counts it (nothing of it is committed, but the provider served it).
+   */
+  abort(reason: string): RequestSpend | undefined {
+    const step = this.model;
+    step?.abort(new Error(reason));
     this.model = undefined;
+    this.endAdmission(undefined);
     this.tools?.abandon(new Error(reason));
     this.tools = undefined;
+    const spent = step?.spent();
+    return spent && spent.requests > 0 ? spent : undefined;
   }
 
-  close(): void {
+  /** The request ended: the room its budgets held for it goes back (with the kept response's usage, which teaches the meter). */
+  private endAdmission(kept: Usage | undefined): void {
+    const admission = this.admission;
+    this.admission = undefined;
+    admission?.release(kept);
+  }
+
+  /** Ends every effect (see `abort`, whose spend it returns). */
+  close(): RequestSpend | undefined {
     this.closed = true;
     if (this.tick) clearImmediate(this.tick);
     this.tick = undefined;
-    this.abort('session stopped');
+    return this.abort('session stopped');
   }
 }
 
 const noBarrier = (): undefined => undefined;
 
+function isZero(usage: Usage): boolean {
+  return usage.inputTokens === 0 && usage.outputTokens === 0 && usage.cacheCreationInputTokens === 0 && usage.cacheReadInputTokens === 0;
+}
+
 interface Running {
   readonly effects: SessionEffects;
+  readonly onClose?: () => void;
   readonly recorder: SessionRecorder;
   readonly atRest: (snapshot: unknown) => boolean;
   readonly subscription: { unsubscribe(): void };
@@ -200,6 +242,8 @@ export interface SessionEffectsOwner {
   readonly atRest: (snapshot: unknown) => boolean;
   /** Before each model request and tool batch starts (see `SessionEffects`). */
   readonly barrier?: () => Promise<void> | undefined;
+  /** When the session completes or crashes, after its effects end (it leaves its budget's queue). */
+  readonly onClose?: () => void;
 }
 
 /**
@@ -210,7 +254,7 @@ export function effectsOf(session: AnyActorRef, owner: () => SessionEffectsOwner
   const found = running.get(session);
   if (found) return found.effects;
   if (inert.has(session)) return undefined;
-  const { recorder, atRest, barrier } = owner();
+  const { recorder, atRest, barrier, onClose } = owner();
   const effects = new SessionEffects((event) => session.send(event), barrier, session.system as object | undefined);
   const subscription = session.subscribe({
     // Completion is both ends of a session: its final state, and a stop from outside.
@@ -225,7 +269,7 @@ export function effectsOf(session: AnyActorRef, owner: () => SessionEffectsOwner
       if (onlyListener) reportUnhandled(error);
     },
   });
-  running.set(session, { effects, recorder, atRest, subscription });
+  running.set(session, { effects, recorder, atRest, subscription, ...(onClose ? { onClose } : {}) });
   return effects;
 }
 
@@ -246,7 +290,10 @@ export function closeEffects(session: AnyActorRef): void {
   if (!entry) return;
   running.delete(session);
   entry.subscription.unsubscribe();
-  entry.effects.close();
+  // A request aborted by the stop was served all the same: its log and journal count it.
+  const spent = entry.effects.close();
+  if (spent) entry.recorder.lost(spent);
+  entry.onClose?.();
   queueMicrotask(() => {
     const snapshot = session.getSnapshot() as { status: string; error?: unknown; value?: unknown };
     entry.recorder.stopped({

@@ -12,6 +12,7 @@ import { ZERO_USAGE } from '../engine/usage.js';
 import type { AssistantBlock, Message, ModelRequest, ModelResponse, Provider, StopReason, StreamSink, Usage } from '../engine/types.js';
 import { STOP_REASONS } from '../engine/types.js';
 import { Redactor } from '../engine/redact.js';
+import type { FileError } from '../engine/fs/fileError.js';
 import { ExchangeRecorder } from '../replay/recorder.js';
 
 export const DEFAULT_MODEL = 'claude-sonnet-5-5';
@@ -41,9 +42,10 @@ export interface AnthropicProviderOptions {
   /**
    * Record every exchange (request body and response stream) into this file, for `replayProvider`
    * (`exarch/testing`) to replay offline. Secrets of the environment and the key are never written;
-   * give a `redactor` to name the secrets yourself. A file that cannot be written throws `RecordingError`.
+   * give a `redactor` to name the secrets yourself. A file that cannot be made throws `RecordingError`;
+   * one that cannot be appended to later (a full disk) is said to `onFault` (see `ExchangeRecorderOptions`).
    */
-  readonly record?: string | { readonly file: string; readonly redactor?: Redactor };
+  readonly record?: string | { readonly file: string; readonly redactor?: Redactor; readonly onFault?: (fault: FileError) => void };
 }
 
 /** What shapes a request body besides the request itself. */
@@ -84,6 +86,7 @@ export class AnthropicProvider implements Provider {
         model: this.model,
         maxTokens: this.maxTokens,
         redactor: record.redactor ?? Redactor.fromEnv(process.env, options.apiKey === undefined ? [] : [options.apiKey]),
+        ...('onFault' in record && record.onFault ? { onFault: record.onFault } : {}),
       });
     this.client =
       options.client ??

@@ -23,6 +23,12 @@ import type { Message } from '../engine/types.js';
 
 export const RECORDING_VERSION = 1;
 
+/**
+ * The largest recording a replay reads (256 MiB): it is read whole, and a string of text past
+ * about 512 MiB is more than Node can hold. A larger file is refused by its size, unread.
+ */
+export const MAX_RECORDING_BYTES = 256 * 1024 * 1024;
+
 export interface RecordingHeader {
   readonly kind: 'exarch.recording';
   readonly version: typeof RECORDING_VERSION;

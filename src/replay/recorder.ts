@@ -1,8 +1,9 @@
-import { appendFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { MessageCreateParamsStreaming, RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages/messages';
+import { type FileError, fileErrorOf } from '../engine/fs/fileError.js';
 import { makeDirs } from '../engine/fs/makeDirs.js';
-import { ProviderError, describeError } from '../engine/model/errors.js';
+import { appendRegular, writeRegular } from '../engine/fs/regularFile.js';
+import { ProviderError } from '../engine/model/errors.js';
 import { Redactor } from '../engine/redact.js';
 import type { ModelRequest } from '../engine/types.js';
 import { canonicalJson, HistoryCursor, requestFields } from './fingerprint.js';
@@ -16,7 +17,18 @@ export interface ExchangeRecorderOptions {
   readonly maxTokens: number;
   /** Secrets kept out of the file (default: those of `process.env`; see redact.ts). */
   readonly redactor?: Redactor;
+  /**
+   * Called once, with the first exchange that could not be appended (a full disk, a file-size
+   * limit, a read-only directory): one line naming the file and the cause. The run is not failed
+   * here; the exchanges not written are held, in order, and tried again with the next one (up to
+   * 16 MiB; past that the recording is given up), and the file only ever holds whole lines, so a
+   * replay of it says where it ends. Default: a process warning.
+   */
+  readonly onFault?: (fault: FileError) => void;
 }
+
+/** What a recording that could not be written holds back, at most, waiting for room. */
+const MAX_HELD_BYTES = 16 * 1024 * 1024;
 
 /** One request under way: its stream events as they arrive, then how it ended. */
 export interface ExchangeLog {
@@ -39,10 +51,17 @@ export class ExchangeRecorder {
   /** When the recording began: exchanges keep their times from it. */
   private readonly began = performance.now();
   private readonly agents = new Map<string, { requests: number; history: HistoryCursor; fields: Map<string, string> }>();
+  private readonly onFault: (fault: FileError) => void;
+  /** Exchanges not written yet (a write failed), in order; `faulted` once that was said. */
+  private held: string[] = [];
+  private heldBytes = 0;
+  private faulted = false;
+  private abandoned = false;
 
   constructor(options: ExchangeRecorderOptions) {
     this.file = options.file;
     this.redactor = options.redactor ?? Redactor.fromEnv();
+    this.onFault = options.onFault ?? ((fault) => process.emitWarning(fault.message));
     const header: RecordingHeader = {
       kind: 'exarch.recording',
       version: RECORDING_VERSION,
@@ -53,9 +72,10 @@ export class ExchangeRecorder {
     };
     try {
       makeDirs(dirname(options.file));
-      writeFileSync(options.file, `${this.redactor.json(canonicalJson(header))}\n`);
+      // A FIFO, a device or a directory is refused without waiting on it (regularFile.ts).
+      writeRegular(options.file, `${this.redactor.json(canonicalJson(header))}\n`, { what: 'the recording' });
     } catch (error) {
-      throw new RecordingError('unwritable', `cannot write the recording to ${options.file}: ${describeError(error)}`);
+      throw new RecordingError('unwritable', `cannot write the recording to ${options.file}: ${fileErrorOf(error, options.file, ROLE).reason}`);
     }
   }
 
@@ -106,16 +126,37 @@ export class ExchangeRecorder {
           events,
           ...(fault ? { fault } : {}),
         };
-        try {
-          appendFileSync(this.file, `${this.redactor.json(canonicalJson(exchange))}\n`);
-        } catch (writeError) {
-          // The run goes on; a replay of this recording will say where it ends.
-          process.emitWarning(`exarch: cannot append to the recording ${this.file}: ${describeError(writeError)}`);
-        }
+        this.append(`${this.redactor.json(canonicalJson(exchange))}\n`);
       },
     };
   }
+
+  /** Appends one exchange's line after those still held; a failure is said once and the lines kept for the next try. */
+  private append(line: string): void {
+    if (this.abandoned) return;
+    this.held.push(line);
+    this.heldBytes += line.length;
+    try {
+      appendRegular(this.file, this.held.join(''), { what: 'the recording' });
+    } catch (error) {
+      // Nothing of it is in the file (appendRegular cuts a part write back).
+      if (this.heldBytes > MAX_HELD_BYTES) {
+        this.abandoned = true;
+        this.held = [];
+        this.heldBytes = 0;
+      }
+      if (!this.faulted) {
+        this.faulted = true;
+        this.onFault(fileErrorOf(error, this.file, ROLE));
+      }
+      return;
+    }
+    this.held = [];
+    this.heldBytes = 0;
+  }
 }
+
+const ROLE = { what: 'the recording', writing: true } as const;
 
 /** What a replay needs to fail the same way: a provider's fault as the session saw it, or a cancellation. */
 function faultOf(error: unknown): RecordedFault {

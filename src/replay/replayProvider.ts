@@ -1,5 +1,6 @@
-import { readFileSync } from 'node:fs';
-import { describeError, PROVIDER_ERROR_KINDS, ProviderError } from '../engine/model/errors.js';
+import { fileErrorOf } from '../engine/fs/fileError.js';
+import { readRegular } from '../engine/fs/regularFile.js';
+import { PROVIDER_ERROR_KINDS, ProviderError } from '../engine/model/errors.js';
 import { MessageAssembler, messagesBody } from '../providers/anthropic.js';
 import { Redactor } from '../engine/redact.js';
 import type { RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages/messages';
@@ -7,7 +8,7 @@ import { depthExceeds } from '../engine/nesting.js';
 import type { Message, ModelRequest, ModelResponse, Provider, StreamSink } from '../engine/types.js';
 import { ExchangeOrder } from './exchangeOrder.js';
 import { canonicalJson, firstDifference, HistoryCursor, requestFields } from './fingerprint.js';
-import { RECORDING_VERSION, RecordingError, ReplayMismatchError, type RecordedExchange, type RecordingHeader } from './format.js';
+import { MAX_RECORDING_BYTES, RECORDING_VERSION, RecordingError, ReplayMismatchError, type RecordedExchange, type RecordingHeader } from './format.js';
 
 export interface ReplayProviderOptions {
   /** The model of requests that name none (default: the recorded provider's). */
@@ -201,17 +202,18 @@ const MAX_LOST_PLACES = 65_536;
 
 /**
  * The header and exchanges of a recording file; anything else is one line naming the file and the
- * line. Each exchange is checked for everything a replay reads of it, its answer included (played
- * once through an assembler that keeps nothing), so that a damaged or foreign file is refused
- * before the run starts rather than failing it halfway with JavaScript's words.
+ * line. A FIFO or a device is refused without waiting on it, a file over MAX_RECORDING_BYTES by
+ * its size (regularFile.ts). Each exchange is checked for everything a replay reads of it, its
+ * answer included (played once through an assembler that keeps nothing), so that a damaged or
+ * foreign file is refused before the run starts rather than failing it halfway with JavaScript's
+ * words.
  */
 export function readRecording(file: string): { header: RecordingHeader; exchanges: RecordedExchange[] } {
   let text: string;
   try {
-    text = readFileSync(file, 'utf8');
+    text = readRegular(file, MAX_RECORDING_BYTES, { what: 'the recording' }).toString('utf8');
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    throw new RecordingError('unreadable', `cannot read the recording ${file}: ${code === 'ENOENT' ? 'no such file' : describeError(error)}`);
+    throw new RecordingError('unreadable', fileErrorOf(error, file, { what: 'the recording', writing: false }).message);
   }
   const lines = text.split('\n');
   let header: RecordingHeader | undefined;

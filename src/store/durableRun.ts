@@ -278,15 +278,12 @@ function launch(
   const result = (async (): Promise<DurableRunResult> => {
     // A root that crashed rejects here: the run is failed.
     let status: RunStatus = 'failed';
+    let ended: DurableRunResult;
     try {
       const snapshot = await waitForSettled(root);
       settled = true;
       status = storeFailure ? 'failed' : suspended ? 'waiting' : interrupted ? 'interrupted' : statusOfSnapshot(snapshot);
-      return {
-        ...runResultOf(snapshot, storeFailure && `the run store could not be written: ${storeFailure.message}`),
-        status,
-        ...(storeFailure ? { storeError: storeFailure } : {}),
-      };
+      ended = { ...runResultOf(snapshot, storeFailure && `the run store could not be written: ${storeFailure.message}`), status };
     } finally {
       settled = true;
       clearInterval(renew);
@@ -297,10 +294,16 @@ function launch(
       try {
         await journal.flush();
         if (!storeFailure) await store.release(id, owner, status);
+      } catch (error) {
+        // Its end could not be recorded (a full disk): the run stays `running`, its owner this
+        // process, for a resume to take up once there is room. Said as any store failure is.
+        storeFailure ??= error instanceof Error ? error : new Error(String(error));
       } finally {
         await closeMcp();
       }
     }
+    // The last burst (flushed above) may have failed too: the result says so.
+    return storeFailure ? { ...ended, storeError: storeFailure } : ended;
   })();
   return {
     id,

@@ -23,7 +23,16 @@ const RECORD = z.discriminatedUnion('type', [
     z.looseObject({ type: z.literal('message'), role: z.literal('user'), content: USER_CONTENT }),
     z.looseObject({ type: z.literal('message'), role: z.literal('assistant'), content: ASSISTANT_CONTENT }),
   ]),
-  z.looseObject({ type: z.literal('usage'), request: usage, session: usage, stopReason: z.enum(STOP_REASONS), incomplete: z.array(z.string()).optional() }),
+  z.looseObject({
+    type: z.literal('usage'),
+    request: usage,
+    session: usage,
+    stopReason: z.enum(STOP_REASONS),
+    incomplete: z.array(z.string()).optional(),
+    requests: count.optional(),
+    lost: usage.optional(),
+  }),
+  z.looseObject({ type: z.literal('lost'), requests: count, usage }),
   z.looseObject({
     type: z.literal('spawn'),
     name: z.string(),
@@ -54,6 +63,12 @@ const RECORD = z.discriminatedUnion('type', [
   z.looseObject({ type: z.literal('interrupt') }),
   z.looseObject({ type: z.literal('resume') }),
 ]);
+
+/** Takes a type only if it is `never`: see below. */
+function none<_T extends never>(): void {}
+// Every type of JournalRecord has its schema here: a record type added there and not here fails to
+// compile, rather than every journal that holds one reading as damaged.
+none<Exclude<JournalRecord['type'], z.infer<typeof RECORD>['type']>>();
 
 /** Why `value` is not a journal record, in one line (`usage.inputTokens is missing`); undefined when it is one. */
 function journalRecordProblem(value: unknown): string | undefined {

@@ -1,5 +1,3 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
 import { appendAssistantBlocks, appendUserBlocks, text } from '../engine/history.js';
 import { sessionStatechart } from '../watch/statechart/extract.js';
 import { PROTOCOL_TOOL_NAMES } from '../tools/protocolTools.js';
@@ -7,7 +5,7 @@ import { TRACE_VERSION, type TraceRecord } from '../watch/trace/format.js';
 import type { AgentIdentity, AssistantBlock, Message, Usage, UserBlock } from '../engine/types.js';
 import { ZERO_USAGE } from '../engine/usage.js';
 import { renderViewerHtml } from '../watch/viewer/html.js';
-import type { WrittenViewer } from '../watch/viewer/write.js';
+import { writeViewerPage, type WrittenViewer } from '../watch/viewer/write.js';
 import { RunError } from './durableRun.js';
 import type { JournalRecord } from './journalRecord.js';
 import type { JournalRow, RunStore } from './runStore.js';
@@ -85,8 +83,7 @@ export async function writeViewerForRun(store: RunStore, runId: string, outFile:
   const first = records[0];
   if (typeof model === 'string' && first?.kind === 'trace.start') records[0] = { ...first, model };
   const html = renderViewerHtml(records);
-  mkdirSync(dirname(outFile), { recursive: true });
-  writeFileSync(outFile, html);
+  writeViewerPage(outFile, html);
   return { outFile, agents: records.filter((record) => record.kind === 'agent.start').length, records: records.length, leftOut: [] };
 }
 

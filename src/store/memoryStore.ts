@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import type { Redactor } from '../engine/redact.js';
 import { StoreError } from './storeError.js';
+import { requestSpend } from './requestSpend.js';
 import type { ClaimResult, JournalRow, NewRun, RunOwner, RunRow, RunStatus, RunStore, RunSummary } from './runStore.js';
 
 /** What both stores take besides their file: a clock, so tests can move leases past expiry. */
@@ -90,9 +91,10 @@ export class MemoryRunStore implements RunStore {
       let requests = 0;
       for (const { record } of this.rows.get(run.id)?.values() ?? []) {
         if (record.type === 'session') agents++;
-        if (record.type !== 'usage') continue;
-        requests++;
-        for (const key of Object.keys(usage) as (keyof typeof usage)[]) usage[key] += record.request[key] ?? 0;
+        const spend = requestSpend(record);
+        if (!spend) continue;
+        requests += spend.requests;
+        for (const key of Object.keys(usage) as (keyof typeof usage)[]) usage[key] += spend.usage[key] ?? 0;
       }
       return { ...structuredClone(run), status: reportedStatus(run, now), agents, requests, usage };
     });

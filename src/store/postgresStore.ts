@@ -3,7 +3,7 @@ import pg from 'pg';
 import { stringifyBounded } from '../engine/nesting.js';
 import { Redactor } from '../engine/redact.js';
 import { mayClaim, reportedStatus, type StoreOptions } from './memoryStore.js';
-import { describeUrl } from './postgresUrl.js';
+import { redactUrl, urlSecrets } from '../engine/urlSecrets.js';
 import { StoreError } from './storeError.js';
 import { MAX_OPTIONS_CHARS, parseJson, readJournalRow, readRunColumns, readTotals, unreadableRun, type RunColumns as StoredRunColumns } from './storedRun.js';
 import type { ClaimResult, JournalRow, NewRun, RunListing, RunOwner, RunRow, RunStatus, RunStore } from './runStore.js';
@@ -113,14 +113,14 @@ export const POSTGRES_SCHEMA_VERSION = Math.max(...Object.keys(MIGRATIONS).map(N
 /** Held while migrating: any constant of ours ('EXAR'), shared by every exarch process. */
 const MIGRATION_LOCK = 0x45584152;
 
-/** A run's totals, summed from its journal by the server. */
+/** A run's totals, summed from its journal by the server (as `requestSpend` counts one record: kept requests and `lost` ones). */
 const TOTALS = `
   count(*) FILTER (WHERE j.type = 'session')::int AS agents,
-  count(*) FILTER (WHERE j.type = 'usage')::int AS requests,
-  coalesce(sum((j.body::jsonb #>> '{request,inputTokens}')::bigint) FILTER (WHERE j.type = 'usage'), 0)::bigint AS input_tokens,
-  coalesce(sum((j.body::jsonb #>> '{request,outputTokens}')::bigint) FILTER (WHERE j.type = 'usage'), 0)::bigint AS output_tokens,
-  coalesce(sum((j.body::jsonb #>> '{request,cacheCreationInputTokens}')::bigint) FILTER (WHERE j.type = 'usage'), 0)::bigint AS cache_creation_input_tokens,
-  coalesce(sum((j.body::jsonb #>> '{request,cacheReadInputTokens}')::bigint) FILTER (WHERE j.type = 'usage'), 0)::bigint AS cache_read_input_tokens`;
+  coalesce(sum(CASE j.type WHEN 'usage' THEN coalesce((j.body::jsonb #>> '{requests}')::int, 1) WHEN 'lost' THEN (j.body::jsonb #>> '{requests}')::int END), 0)::int AS requests,
+  coalesce(sum(CASE j.type WHEN 'usage' THEN (j.body::jsonb #>> '{request,inputTokens}')::bigint + coalesce((j.body::jsonb #>> '{lost,inputTokens}')::bigint, 0) WHEN 'lost' THEN (j.body::jsonb #>> '{usage,inputTokens}')::bigint END), 0)::bigint AS input_tokens,
+  coalesce(sum(CASE j.type WHEN 'usage' THEN (j.body::jsonb #>> '{request,outputTokens}')::bigint + coalesce((j.body::jsonb #>> '{lost,outputTokens}')::bigint, 0) WHEN 'lost' THEN (j.body::jsonb #>> '{usage,outputTokens}')::bigint END), 0)::bigint AS output_tokens,
+  coalesce(sum(CASE j.type WHEN 'usage' THEN (j.body::jsonb #>> '{request,cacheCreationInputTokens}')::bigint + coalesce((j.body::jsonb #>> '{lost,cacheCreationInputTokens}')::bigint, 0) WHEN 'lost' THEN (j.body::jsonb #>> '{usage,cacheCreationInputTokens}')::bigint END), 0)::bigint AS cache_creation_input_tokens,
+  coalesce(sum(CASE j.type WHEN 'usage' THEN (j.body::jsonb #>> '{request,cacheReadInputTokens}')::bigint + coalesce((j.body::jsonb #>> '{lost,cacheReadInputTokens}')::bigint, 0) WHEN 'lost' THEN (j.body::jsonb #>> '{usage,cacheReadInputTokens}')::bigint END), 0)::bigint AS cache_read_input_tokens`;
 
 /** The rest of an UPDATE of `runs AS r` that lets go of a run (`$1`) and writes its totals, summed from its journal. */
 const LET_GO_WITH_TOTALS = `owner_host = NULL, owner_pid = NULL, owner_token = NULL, lease_until = 0,
@@ -223,7 +223,7 @@ export function isConnectionError(error: unknown): boolean {
  * written) and not reported as a conflict.
  */
 export class PostgresRunStore implements RunStore {
-  /** The URL without its password: what messages name. */
+  /** The URL without its secrets (`redactUrl`): what messages name. */
   readonly file: string;
   readonly pool: pg.Pool;
   private readonly now: () => number;
@@ -233,11 +233,12 @@ export class PostgresRunStore implements RunStore {
   private closed = false;
 
   constructor(url: string, options: PostgresStoreOptions = {}) {
-    this.file = describeUrl(url);
+    this.file = redactUrl(url);
     this.now = options.now ?? Date.now;
-    this.redactor = options.redactor ?? Redactor.fromEnv();
+    // The URL's own secrets too: an error that quotes it is stored without them.
+    this.redactor = options.redactor ?? Redactor.fromEnv(process.env, urlSecrets(url));
     this.reconnectMs = options.reconnectMs ?? 60_000;
-    this.pool = new pg.Pool({ connectionString: url, max: options.poolSize ?? 4, connectionTimeoutMillis: 10_000 });
+    this.pool = new pg.Pool({ Client: ClosingClient, connectionString: url, max: options.poolSize ?? 4, connectionTimeoutMillis: 10_000 });
     // An idle connection the server dropped (a restart) is an event, not a crash: the pool
     // discards it and the next query opens a new one.
     this.pool.on('error', () => {});
@@ -862,6 +863,14 @@ export class PostgresRunStore implements RunStore {
     );
   }
 
+  /**
+   * Connects and creates or checks the schema now, rather than at the first call: a command that
+   * must not go on without the store (one that queues a run next) hears the store's one line first.
+   */
+  async open(): Promise<void> {
+    await this.schema();
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -890,21 +899,34 @@ export class PostgresRunStore implements RunStore {
     }
   }
 
+  /**
+   * `fn` in a transaction on one client of the pool. A client checked out of the pool has lost the
+   * pool's 'error' listener: a server that goes away (a restart, a killed backend) then emits
+   * 'error' on it, and an event nobody hears ends the process, every run of a worker with it. Heard
+   * here, it only marks the connection lost: the statement in flight, or the next one, fails with a
+   * connection error, which the caller's retry (`retrying`) or the worker's lease takes up.
+   */
   private async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
-    let broken: unknown;
+    let lost: Error | undefined;
+    const onError = (error: Error): void => {
+      lost ??= error;
+    };
+    client.on('error', onError);
+    let broken: Error | undefined;
     try {
       await client.query('BEGIN');
       const result = await fn(client);
       await client.query('COMMIT');
       return result;
     } catch (error) {
-      broken = isConnectionError(error) ? error : undefined;
+      broken = isConnectionError(error) && error instanceof Error ? error : lost;
       if (broken === undefined) await client.query('ROLLBACK').catch(() => {});
       throw error;
     } finally {
-      // A connection that failed is not handed out again.
-      client.release(broken instanceof Error ? broken : undefined);
+      client.off('error', onError);
+      // A connection that failed is not handed out again (release gives the pool's listener back first).
+      client.release(broken ?? lost);
     }
   }
 
@@ -927,6 +949,10 @@ export class PostgresRunStore implements RunStore {
   /** A server that cannot be reached (after the retries), or refuses us, is one line naming it. */
   private failure(error: unknown): unknown {
     if (error instanceof StoreError) return error;
+    // pg's words when the server asks for a password it was not given (SCRAM), or cannot use.
+    if (error instanceof Error && /^SASL: .*client password must be/.test(error.message))
+      return new StoreError('unreadable', this.file, 'the server asks for a password: give it in PGPASSWORD, a PGPASSFILE, or the URL', { cause: error });
+    if (error instanceof Error && error.message.startsWith('SASL: ')) return new StoreError('unreadable', this.file, error.message, { cause: error });
     // A query that reads journal records as JSON met one that is not: a record written by something other than exarch.
     if (error instanceof pg.DatabaseError && error.code === '22P02')
       return new StoreError('damaged', this.file, 'a journal record is not JSON', { cause: error });
@@ -934,6 +960,28 @@ export class PostgresRunStore implements RunStore {
       return new StoreError('unreadable', this.file, error instanceof Error ? error.message : String(error), { cause: error });
     }
     return error;
+  }
+}
+
+/**
+ * pg's client, closing its socket when it fails to connect. pg leaves the socket of a client that
+ * gave up during authentication open (it had no password to answer the server's SCRAM challenge
+ * with): the server holds it for its authentication_timeout, a minute, and the command that
+ * already said why it stops waits for it to exit.
+ */
+class ClosingClient extends pg.Client {
+  override connect(): Promise<pg.Client>;
+  override connect(callback: (err: Error) => void): void;
+  override connect(callback?: (err: Error) => void): Promise<pg.Client> | undefined {
+    if (callback === undefined)
+      return super.connect().catch((error: unknown) => {
+        this.connection.stream.destroy();
+        throw error;
+      });
+    super.connect((error: Error, ...rest: unknown[]) => {
+      if (error) this.connection.stream.destroy();
+      (callback as (error: Error, ...rest: unknown[]) => void)(error, ...rest);
+    });
   }
 }
 

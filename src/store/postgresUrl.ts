@@ -1,17 +1,16 @@
+import { redactUrl } from '../engine/urlSecrets.js';
+
 /**
  * What the CLI needs to know of a Postgres URL before it loads pg (which costs a command that
  * never uses it a second on a loaded machine): whether it is one, and how to show it.
  */
 
-/** The URL as it may be shown: without its password. */
+/**
+ * The URL as it may be shown: its password, secret parameters (`?password=`, `sslpassword`,
+ * `sslkey`, …) and fragment masked, as every URL exarch shows is (`redactUrl`).
+ */
 export function describeUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password !== '') parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return 'postgres://(unparsable URL)';
-  }
+  return redactUrl(url);
 }
 
 /** Whether `--db`/`--store` names a Postgres server rather than a SQLite file. */

@@ -34,6 +34,7 @@ interface Replayed {
   inbox: AgentResult[];
   steps: number;
   latchCounts: Record<string, LatchCount>;
+  requests: number;
   usage: Usage;
   childUsage: Usage;
   spawned: number;
@@ -187,6 +188,7 @@ function restoreSession(session: Replayed, bySession: ReadonlyMap<string, readon
     inbox: session.inbox,
     steps: session.steps,
     latchCounts: session.latchCounts,
+    requests: session.requests,
     usage: session.usage,
     childUsage: session.childUsage,
     spawned: session.spawned,
@@ -247,6 +249,7 @@ function replay(records: readonly JournalRecord[], runId: string, agent?: AgentI
     inbox: [],
     steps: 0,
     latchCounts: {},
+    requests: 0,
     usage: ZERO_USAGE,
     childUsage: ZERO_USAGE,
     spawned: 0,
@@ -292,6 +295,7 @@ function replay(records: readonly JournalRecord[], runId: string, agent?: AgentI
       case 'usage': {
         appendAssistantBlocks(session.messages, response);
         session.usage = record.session;
+        session.requests += record.requests ?? 1;
         session.steps += 1;
         const calls = response.some((block) => block.type === 'tool_use');
         if (calls) {
@@ -310,6 +314,11 @@ function replay(records: readonly JournalRecord[], runId: string, agent?: AgentI
         response = [];
         break;
       }
+      case 'lost':
+        // Requests served and not kept: counted, nothing of them in the history.
+        session.usage = addUsage(session.usage, record.usage);
+        session.requests += record.requests;
+        break;
       case 'tool':
         // A call waiting for a person has no result until one answers: what the interrupt that
         // stopped the run to wait answered it with (`cancelled`) is undone.

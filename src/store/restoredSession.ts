@@ -21,6 +21,9 @@ export interface RestoredSession {
   /** Model responses committed in the current turn (a re-asked request counts as it starts). */
   readonly steps: number;
   readonly latchCounts: Readonly<Record<string, LatchCount>>;
+  /** Model requests it made that reached the provider (retried, failed and aborted ones included). */
+  readonly requests: number;
+  /** Its own tokens, those of requests it did not keep included. */
   readonly usage: Usage;
   readonly childUsage: Usage;
   /** Children ever spawned, and spawns per name (reused names get fresh ids). */

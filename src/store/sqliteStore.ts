@@ -1,11 +1,14 @@
 import Database from 'better-sqlite3';
-import { closeSync, openSync, readSync, statSync, type Stats } from 'node:fs';
+import { closeSync, readSync } from 'node:fs';
+import { FileError } from '../engine/fs/fileError.js';
 import { makeDirs } from '../engine/fs/makeDirs.js';
+import { formatBytes, openRegular, readRegular } from '../engine/fs/regularFile.js';
 import { dirname, resolve } from 'node:path';
 import { stringifyBounded } from '../engine/nesting.js';
 import { Redactor } from '../engine/redact.js';
 import { mayClaim, reportedStatus, type StoreOptions } from './memoryStore.js';
 import { StoreError } from './storeError.js';
+import { requestSpend } from './requestSpend.js';
 import { WalCheckpointer } from './walCheckpointer.js';
 import { MAX_OPTIONS_CHARS, parseJson, readJournalRow, readRunColumns, readTotals, unreadableRun, type RunColumns as StoredRunColumns } from './storedRun.js';
 import type { ClaimResult, JournalRow, NewRun, RunListing, RunOwner, RunRow, RunStatus, RunStore } from './runStore.js';
@@ -171,15 +174,18 @@ const RUN_COLUMNS = `id, task, cwd, CASE WHEN length(options) > ${MAX_OPTIONS_CH
 const LIST_RUNS = `SELECT ${RUN_COLUMNS}, agents, requests, input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens
   FROM runs ORDER BY started_at DESC, id DESC`;
 
-/** One run's totals, from its journal rows (by key). */
+/**
+ * One run's totals, from its journal rows (by key): every request that reached the provider, kept
+ * (`usage`, with what its retries spent) or not (`lost`), as `requestSpend` counts one record.
+ */
 const RUN_TOTALS = `
   SELECT
     count(*) FILTER (WHERE type = 'session') AS agents,
-    count(*) FILTER (WHERE type = 'usage') AS requests,
-    coalesce(sum(json_extract(body, '$.request.inputTokens')) FILTER (WHERE type = 'usage'), 0) AS input_tokens,
-    coalesce(sum(json_extract(body, '$.request.outputTokens')) FILTER (WHERE type = 'usage'), 0) AS output_tokens,
-    coalesce(sum(json_extract(body, '$.request.cacheCreationInputTokens')) FILTER (WHERE type = 'usage'), 0) AS cache_creation_input_tokens,
-    coalesce(sum(json_extract(body, '$.request.cacheReadInputTokens')) FILTER (WHERE type = 'usage'), 0) AS cache_read_input_tokens
+    coalesce(sum(CASE type WHEN 'usage' THEN coalesce(json_extract(body, '$.requests'), 1) WHEN 'lost' THEN json_extract(body, '$.requests') END), 0) AS requests,
+    coalesce(sum(CASE type WHEN 'usage' THEN json_extract(body, '$.request.inputTokens') + coalesce(json_extract(body, '$.lost.inputTokens'), 0) WHEN 'lost' THEN json_extract(body, '$.usage.inputTokens') END), 0) AS input_tokens,
+    coalesce(sum(CASE type WHEN 'usage' THEN json_extract(body, '$.request.outputTokens') + coalesce(json_extract(body, '$.lost.outputTokens'), 0) WHEN 'lost' THEN json_extract(body, '$.usage.outputTokens') END), 0) AS output_tokens,
+    coalesce(sum(CASE type WHEN 'usage' THEN json_extract(body, '$.request.cacheCreationInputTokens') + coalesce(json_extract(body, '$.lost.cacheCreationInputTokens'), 0) WHEN 'lost' THEN json_extract(body, '$.usage.cacheCreationInputTokens') END), 0) AS cache_creation_input_tokens,
+    coalesce(sum(CASE type WHEN 'usage' THEN json_extract(body, '$.request.cacheReadInputTokens') + coalesce(json_extract(body, '$.lost.cacheReadInputTokens'), 0) WHEN 'lost' THEN json_extract(body, '$.usage.cacheReadInputTokens') END), 0) AS cache_read_input_tokens
   FROM journal WHERE run_id = ?`;
 
 /**
@@ -303,7 +309,7 @@ export class SqliteRunStore implements RunStore {
     const { id, task, cwd, startedAt, owner } = run;
     try {
       // The working directory is not redacted: it is where the run may be resumed, and no secret is a path.
-      const options = this.redactor.json(stringifyBounded(run.options));
+      const options = this.optionsText(run.options);
       const num = this.insertRun.immediate({
         id,
         task: this.redactor.text(task),
@@ -318,6 +324,18 @@ export class SqliteRunStore implements RunStore {
       throw this.conflict(error, `run ${id}`);
     }
     this.running.set(id, { agents: 0, requests: 0, input_tokens: 0, output_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 });
+  }
+
+  /**
+   * `options` as `createRun` stores them, bounded and redacted: what `getRun` gives back. (The CLI
+   * signs this form, so that a record that holds a secret still verifies once it is redacted.)
+   */
+  storedOptions(options: NewRun['options']): RunRow['options'] {
+    return JSON.parse(this.optionsText(options)) as RunRow['options'];
+  }
+
+  private optionsText(options: NewRun['options']): string {
+    return this.redactor.json(stringifyBounded(options));
   }
 
   getRun(id: string): RunRow | undefined {
@@ -358,13 +376,13 @@ export class SqliteRunStore implements RunStore {
       const totals = this.running.get(runId);
       if (!totals) continue;
       if (record.type === 'session') totals.agents += 1;
-      else if (record.type === 'usage') {
-        totals.requests += 1;
-        totals.input_tokens += record.request.inputTokens;
-        totals.output_tokens += record.request.outputTokens;
-        totals.cache_creation_input_tokens += record.request.cacheCreationInputTokens;
-        totals.cache_read_input_tokens += record.request.cacheReadInputTokens;
-      }
+      const spend = requestSpend(record);
+      if (!spend) continue;
+      totals.requests += spend.requests;
+      totals.input_tokens += spend.usage.inputTokens;
+      totals.output_tokens += spend.usage.outputTokens;
+      totals.cache_creation_input_tokens += spend.usage.cacheCreationInputTokens;
+      totals.cache_read_input_tokens += spend.usage.cacheReadInputTokens;
     }
   }
 
@@ -389,7 +407,12 @@ export class SqliteRunStore implements RunStore {
   }
 
   claim(runId: string, owner: RunOwner, leaseMs: number): ClaimResult {
-    const claimed = this.claimRun.immediate(runId, owner, leaseMs);
+    let claimed: ClaimResult;
+    try {
+      claimed = this.claimRun.immediate(runId, owner, leaseMs);
+    } catch (error) {
+      throw writeFailure(error, this.file);
+    }
     if (claimed.ok) this.running.set(runId, { ...this.totalsOf(runId) });
     return claimed;
   }
@@ -400,7 +423,11 @@ export class SqliteRunStore implements RunStore {
 
   /** Lets go of the run and writes its totals, so `listRuns` need not read its journal again. */
   release(runId: string, owner: RunOwner, status: RunStatus): void {
-    this.letGoWithTotals(runId, owner, status);
+    try {
+      this.letGoWithTotals(runId, owner, status);
+    } catch (error) {
+      throw writeFailure(error, this.file);
+    }
     this.running.delete(runId);
   }
 
@@ -451,12 +478,12 @@ export class SqliteRunStore implements RunStore {
     this.db.close();
   }
 
-  /** A primary key taken is the caller's conflict; a corrupt page, the file's; anything else, as SQLite said. */
+  /** A primary key taken is the caller's conflict; a corrupt page, the file's; no room, `unwritable`; anything else, as SQLite said. */
   private conflict(error: unknown, what: string): unknown {
     if (!(error instanceof Database.SqliteError)) return error;
     if (error.code === 'SQLITE_CONSTRAINT_PRIMARYKEY') return new StoreError('conflict', this.file, what, { cause: error });
     if (error.code.startsWith('SQLITE_CORRUPT')) return new StoreError('corrupt', this.file, error.message, { cause: error });
-    return error;
+    return writeFailure(error, this.file);
   }
 }
 
@@ -495,11 +522,11 @@ function ownerOf(r: RunColumns): RunOwner | null {
  * Nothing is written to a file before it has been found to be an exarch database (or empty).
  */
 function openChecked(file: string): Database.Database {
-  const stats = statOrMissing(file);
-  if (stats !== undefined && stats.size > 0) inspect(file);
+  const head = readHead(file);
+  if (head !== undefined && head.size > 0) inspect(file, head.bytes);
   let db: Database.Database;
   try {
-    if (stats === undefined) makeDirs(dirname(file));
+    if (head === undefined) makeDirs(dirname(file));
     db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
   } catch (error) {
     throw openFailure(error, file);
@@ -519,22 +546,42 @@ function openChecked(file: string): Database.Database {
   }
 }
 
-/** The file's stats; undefined if there is none (a new store). */
-function statOrMissing(file: string): Stats | undefined {
-  let stats: Stats;
+/** The files SQLite keeps beside a database: each, if it is there, must be a regular file too. */
+const SIDE_FILES = ['-wal', '-shm', '-journal'];
+
+/**
+ * The file's size and first 100 bytes (SQLite's header, or fewer for a shorter file); undefined
+ * if there is none (a new store). The file, and the files SQLite keeps beside it, are opened
+ * without waiting and checked on their descriptors (regularFile.ts): a FIFO, a device or a
+ * directory given as the store, or put where its WAL goes, is refused before SQLite opens it.
+ */
+function readHead(file: string): { size: number; bytes: Buffer } | undefined {
+  for (const side of SIDE_FILES) {
+    try {
+      closeSync(openRegular(`${file}${side}`, 'read', { what: '' }).fd);
+    } catch (error) {
+      if (!(error instanceof FileError && error.kind === 'missing')) throw openFailure(error, file);
+    }
+  }
+  let opened: ReturnType<typeof openRegular>;
   try {
-    stats = statSync(file);
+    opened = openRegular(file, 'read', { what: '' });
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    if (error instanceof FileError && error.kind === 'missing') return undefined;
     throw openFailure(error, file);
   }
-  if (!stats.isFile()) throw new StoreError('unreadable', file, stats.isDirectory() ? 'it is a directory' : 'it is not a regular file');
-  return stats;
+  try {
+    const head = Buffer.alloc(100);
+    return { size: opened.stats.size, bytes: head.subarray(0, readSync(opened.fd, head, 0, head.length, 0)) };
+  } catch (error) {
+    throw openFailure(error, file);
+  } finally {
+    closeSync(opened.fd);
+  }
 }
 
 /** The read-only checks: SQLite's header, our application id, a schema we know, pages intact. */
-function inspect(file: string): void {
-  const head = readHead(file);
+function inspect(file: string, head: Buffer): void {
   if (!head.subarray(0, SQLITE_MAGIC.length).equals(SQLITE_MAGIC)) throw new StoreError('not-exarch', file, 'not a SQLite file');
   if (head.length < 100) throw new StoreError('corrupt', file, 'truncated inside its header');
   let db: Database.Database | undefined;
@@ -574,23 +621,39 @@ function migrate(db: Database.Database, file: string): void {
   }).immediate();
 }
 
-/** The first 100 bytes (SQLite's header), or fewer for a shorter file. */
-function readHead(file: string): Buffer {
-  const head = Buffer.alloc(100);
-  let fd: number | undefined;
+/**
+ * A write SQLite could not make for want of room or permission, as the StoreError a user can act
+ * on (`unwritable`); anything else as it is. SQLite says SQLITE_FULL for a full disk; a file-size
+ * limit (EFBIG) and most other failed writes are SQLITE_IOERR_WRITE, which cannot tell them apart:
+ * the limit, if this process has one, is named beside it.
+ */
+function writeFailure(error: unknown, file: string): unknown {
+  if (!(error instanceof Database.SqliteError)) return error;
+  const { code } = error;
+  const as = (detail: string): StoreError => new StoreError('unwritable', file, detail, { cause: error });
+  if (code === 'SQLITE_FULL') return as('no space left on the device (SQLITE_FULL)');
+  if (code.startsWith('SQLITE_READONLY')) return as(`the file or its directory is read-only (${code})`);
+  if (code.startsWith('SQLITE_IOERR') || code === 'SQLITE_CANTOPEN') return as(`${error.message} (${code})${fileSizeLimit()}`);
+  return error;
+}
+
+/** `; this process may write files of at most N (ulimit -f)` when it has such a limit, else ''. */
+function fileSizeLimit(): string {
   try {
-    fd = openSync(file, 'r');
-    return head.subarray(0, readSync(fd, head, 0, head.length, 0));
-  } catch (error) {
-    throw openFailure(error, file);
-  } finally {
-    if (fd !== undefined) closeSync(fd);
+    const limits = readRegular('/proc/self/limits', 64 * 1024, { what: '' }).toString('utf8');
+    const soft = /^Max file size\s+(\d+)/m.exec(limits)?.[1];
+    return soft === undefined ? '' : `; this process may write files of at most ${formatBytes(Number(soft))} (ulimit -f)`;
+  } catch {
+    return '';
   }
 }
 
 /** SQLite's and the file system's failures while opening, as the StoreError a user can act on. */
 function openFailure(error: unknown, file: string): unknown {
   if (error instanceof StoreError) return error;
+  // The store's own file, or one SQLite keeps beside it, is not a regular file (the path it names says which).
+  if (error instanceof FileError)
+    return new StoreError('unreadable', file, error.file === file ? error.reason : `${error.file}: ${error.reason}`, { cause: error });
   const message = error instanceof Error ? error.message : String(error);
   if (error instanceof Database.SqliteError && /^SQLITE_(CORRUPT|NOTADB)/.test(error.code)) return new StoreError('corrupt', file, message, { cause: error });
   if (error instanceof Database.SqliteError && !/^SQLITE_(CANTOPEN|IOERR|PERM|AUTH|READONLY)/.test(error.code)) return error;

@@ -87,7 +87,13 @@ export class WalCheckpointer {
    */
   private inline(): void {
     this.pages = 0;
-    if (this.db.open) this.db.pragma('wal_checkpoint(PASSIVE)');
+    try {
+      if (this.db.open) this.db.pragma('wal_checkpoint(PASSIVE)');
+    } catch {
+      // A checkpoint that cannot write (a full disk, a file-size limit) copies nothing: the WAL
+      // keeps every commit, and the next checkpoint tries again. It must not fail the commit that
+      // asked for it, nor throw from the worker's message.
+    }
   }
 
   private start(): Worker {

@@ -6,6 +6,8 @@ import { newRunId } from '../store/durableRun.js';
 import { RUN_QUEUE, type PostgresRunStore } from '../store/postgresStore.js';
 import type { RunOptionsRecord } from '../store/runStore.js';
 import type { AgentBudget } from '../engine/budget.js';
+import { ExarchError } from '../engine/exarchError.js';
+import { clip } from '../engine/render.js';
 import type { AgentIdentity } from '../engine/types.js';
 
 export { RUN_QUEUE };
@@ -33,6 +35,68 @@ export interface RunJob {
   readonly runId: string;
   readonly session?: string;
   readonly spawn?: SpawnedSession;
+}
+
+/**
+ * A job on the run queue whose payload is no run (null, no object, no run id): anything with the
+ * database's credentials can send one. No worker could do better with it, so it is failed once,
+ * never offered again (`failForGood`), and said in one line.
+ */
+export class MalformedJobError extends ExarchError<'malformed-job'> {
+  constructor(
+    /** The queue's id of the job. */
+    readonly job: string,
+    message: string,
+  ) {
+    super('malformed-job', message);
+  }
+}
+
+/** Longest payload quoted in a `MalformedJobError`'s line. */
+const QUOTED_PAYLOAD = 80;
+
+/**
+ * A job's payload as a `RunJob`, or a `MalformedJobError` naming the job and what is wrong with it.
+ * A `spawn` that is not what this exarch writes is left out: the session's job then reads what
+ * started it from its parent's journal, as a wake does (the journal, not the job, is the record).
+ */
+export function readRunJob(job: string, data: unknown): RunJob {
+  const malformed = (why: string): MalformedJobError =>
+    new MalformedJobError(job, `its payload ${clip(JSON.stringify(data) ?? String(data), QUOTED_PAYLOAD)} is not a run (${why})`);
+  if (typeof data !== 'object' || data === null || Array.isArray(data)) throw malformed('not an object');
+  const { runId, session, spawn } = data as Readonly<Record<string, unknown>>;
+  if (typeof runId !== 'string' || runId === '') throw malformed('no runId string');
+  if (session !== undefined && (typeof session !== 'string' || session === '')) throw malformed('its session is not a session id');
+  return { runId, ...(session === undefined ? {} : { session }), ...(isSpawnedSession(spawn) ? { spawn } : {}) };
+}
+
+/** Whether `value` has the shape `jobsStartedBy` gives a sub-agent's first job (the fields a session is built from). */
+function isSpawnedSession(value: unknown): value is SpawnedSession {
+  if (typeof value !== 'object' || value === null) return false;
+  const spawn = value as Readonly<Record<string, unknown>>;
+  const agent = spawn['agent'] as Readonly<Record<string, unknown>> | null | undefined;
+  const optionalString = (key: string): boolean => spawn[key] === undefined || typeof spawn[key] === 'string';
+  return (
+    typeof agent === 'object' &&
+    agent !== null &&
+    typeof agent['name'] === 'string' &&
+    typeof agent['id'] === 'string' &&
+    Number.isSafeInteger(agent['depth']) &&
+    Array.isArray(agent['path']) &&
+    agent['path'].every((name) => typeof name === 'string') &&
+    typeof spawn['actorId'] === 'string' &&
+    typeof spawn['task'] === 'string' &&
+    optionalString('profile') &&
+    optionalString('scope') &&
+    (spawn['budget'] === undefined || isAgentBudget(spawn['budget']))
+  );
+}
+
+function isAgentBudget(value: unknown): value is AgentBudget {
+  if (typeof value !== 'object' || value === null) return false;
+  const { tokens, cost } = value as Readonly<Record<string, unknown>>;
+  const amount = (n: unknown): boolean => n === undefined || (typeof n === 'number' && Number.isFinite(n) && n > 0);
+  return amount(tokens) && amount(cost);
 }
 
 /**
@@ -118,4 +182,14 @@ export async function requeueRun(url: string, runId: string): Promise<void> {
   } finally {
     await boss.stop({ graceful: false, wait: true });
   }
+}
+
+/**
+ * Fails a job for good: pg-boss fails a job into `retry` while it has retries left (the run queue
+ * gives a thousand), so it is left none first. The same statement's effect as pg-boss's `fail`
+ * on a job whose retry limit was reached.
+ */
+export async function failForGood(boss: PgBoss, id: string, message: string): Promise<void> {
+  await boss.getDb().executeSql('UPDATE pgboss.job SET retry_limit = retry_count WHERE name = $1 AND id = $2', [RUN_QUEUE, id]);
+  await boss.fail(RUN_QUEUE, id, { message });
 }

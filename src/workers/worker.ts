@@ -8,7 +8,7 @@ import { reportedStatus } from '../store/memoryStore.js';
 import { resumeRun, RunError, type DurableRun, type DurableSessionInput } from '../store/durableRun.js';
 import { isConnectionError, openPostgresStore, type PostgresRunStore } from '../store/postgresStore.js';
 import type { RunOwner, RunRow } from '../store/runStore.js';
-import { RUN_QUEUE, startBoss, type QueuePolicy, type RunJob } from './runQueue.js';
+import { failForGood, MalformedJobError, readRunJob, RUN_QUEUE, startBoss, type QueuePolicy, type RunJob } from './runQueue.js';
 import { createRunObserver } from '../watch/observe/runObserver.js';
 import type { RunEventListener } from '../watch/observe/events.js';
 import type { SpanDirectory } from '../watch/otel/otelExporter.js';
@@ -24,7 +24,9 @@ export type WorkerEvent =
   | { readonly type: 'handed-back'; readonly runId: string }
   /** A session of a run whose sessions are jobs of their own: taken, or left (parked to wait for its sub-agents, ended, handed back). */
   | { readonly type: 'session'; readonly runId: string; readonly session: string; readonly what: 'taken' | SessionJobEnd }
-  | { readonly type: 'error'; readonly runId: string | undefined; readonly detail: string };
+  | { readonly type: 'error'; readonly runId: string | undefined; readonly detail: string }
+  /** A job whose payload is no run (see `MalformedJobError`): failed once, not offered again. */
+  | { readonly type: 'malformed'; readonly job: string; readonly detail: string };
 
 export interface WorkerOptions {
   /** The PostgreSQL URL of the run store and the queue. */
@@ -159,25 +161,40 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
    * restart at that moment killed the worker with an unhandled rejection.
    */
   const fetchLoop = async (): Promise<void> => {
+    // Fetches in a row that failed (the server restarting, say): the next is asked for after a
+    // backoff, pollMs doubled each time up to FETCH_BACKOFF_CAP_MS, and at once after one that worked.
+    let failed = 0;
     while (!draining) {
       const free = concurrency - inFlight.size;
       if (free <= 0) {
         await Promise.race([freed.next(), woken]);
         continue;
       }
-      const jobs = await boss.fetch<RunJob>(RUN_QUEUE, { batchSize: free }).catch((): PgBoss.Job<RunJob>[] => []);
+      // Unknown: a job's payload is what anyone with the database's credentials put there (see readRunJob).
+      const jobs = await boss.fetch<unknown>(RUN_QUEUE, { batchSize: free }).then(
+        (found) => {
+          failed = 0;
+          return found;
+        },
+        (): PgBoss.Job<unknown>[] => {
+          failed++;
+          return [];
+        },
+      );
       if (jobs.length === 0) {
-        await Promise.race([sleep(pollMs), woken, queuedHere.next()]);
+        await Promise.race([sleep(failed === 0 ? pollMs : Math.min(FETCH_BACKOFF_CAP_MS, pollMs * 2 ** failed)), woken, queuedHere.next()]);
         continue;
       }
       for (const job of jobs) {
         const task = (async () => {
           let failure: unknown;
           try {
+            const payload = readRunJob(job.id, job.data);
             // Taken as the worker began to stop: offered again at once, untouched.
-            if (draining) throw new HandedBack(`worker stopping; run ${job.data.runId} not started`);
-            await runJob(job.data, job.id, store, options, running, () => draining, emit, sessionJobs);
+            if (draining) throw new HandedBack(`worker stopping; run ${payload.runId} not started`);
+            await runJob(payload, job.id, store, options, running, () => draining, emit, sessionJobs);
           } catch (error) {
+            if (error instanceof MalformedJobError) emit({ type: 'malformed', job: job.id, detail: error.message });
             failure = error;
           }
           await settleJob(boss, job.id, failure);
@@ -275,6 +292,9 @@ function steerFromStore(
 /** How long a worker keeps trying to mark a job done or failed while the server is away. */
 const SETTLE_MS = 60_000;
 
+/** The longest a worker waits before it asks a server that failed its last fetches for jobs again. */
+const FETCH_BACKOFF_CAP_MS = 10_000;
+
 /**
  * Marks a job done, or failed (offered again after the queue's retry delay). A server that cannot
  * be reached is tried again for a minute, then left: the job, still active, expires and is
@@ -286,6 +306,7 @@ async function settleJob(boss: PgBoss, id: string, failure: unknown): Promise<vo
   for (;;) {
     try {
       if (failure === undefined) await boss.complete(RUN_QUEUE, id);
+      else if (failure instanceof MalformedJobError) await failForGood(boss, id, failure.message);
       else await boss.fail(RUN_QUEUE, id, { message: failure instanceof Error ? failure.message : String(failure) });
       return;
     } catch (error) {

@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Tool } from '../../src/tools/defineTool.js';
 import { workspaceTools } from '../../src/tools/workspace/index.js';
+import { canSwitchUser, giveToNobody } from '../support/asUser.js';
 import { requireBubblewrap } from '../support/bubblewrap.js';
 import { call, exarch, lastUserText, serve, stream, workdir } from '../support/cliHarness.js';
 
@@ -30,6 +31,9 @@ beforeAll(async () => {
   outside = join(mkdtempSync('/var/tmp/exarch-outside-'), 'outside.txt');
   execFileSync('mkdir', [root]);
   writeFileSync(outside, 'untouched\n');
+  // Run as root (CI), exarch runs commands as the workspace's owner: make that nobody, and let
+  // nobody reach the outside file too, so that only the sandbox stands between them.
+  if (canSwitchUser) await giveToNobody(base, root, join(outside, '..'), outside);
   server = createServer((socket) => socket.end('hello from the host\n'));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   port = (server.address() as { port: number }).port;
@@ -40,8 +44,13 @@ afterAll(async () => {
   rmSync(join(outside, '..'), { recursive: true, force: true });
 });
 
-async function shell(command: string, options: { network?: boolean } = {}): Promise<string> {
-  const tool = workspaceTools({ root, allowShell: true, allowNetwork: options.network === true }).find((t: Tool) => t.name === 'run_shell');
+async function shell(command: string, options: { network?: boolean; shellUser?: string } = {}): Promise<string> {
+  const tool = workspaceTools({
+    root,
+    allowShell: true,
+    allowNetwork: options.network === true,
+    ...(options.shellUser === undefined ? {} : { shellUser: options.shellUser }),
+  }).find((t: Tool) => t.name === 'run_shell');
   const prepared = tool?.prepare({ command });
   if (!prepared?.ok) throw new Error('cannot prepare run_shell');
   return String(await prepared.value({ agent, toolUseId: 'toolu_1', signal: new AbortController().signal }));
@@ -90,9 +99,13 @@ describe.skipIf(BWRAP === undefined)('run_shell in the bubblewrap sandbox', () =
 
   it('holds no capability, so it cannot remount the file system read-write (CI runs as root)', async () => {
     const escaped = join(outside, '..', 'escaped.txt');
-    const out = await shell(`grep CapEff /proc/self/status; mount -o remount,rw,bind / 2>&1; echo x > '${escaped}'; echo done`);
-    expect(out).toMatch(/CapEff:\s+0+\n/);
-    expect(existsSync(escaped)).toBe(false);
+    const script = `grep CapEff /proc/self/status; mount -o remount,rw,bind / 2>&1; echo x > '${escaped}'; echo done`;
+    // As the workspace's owner (the default), and as root where root asks for it by name.
+    for (const shellUser of canSwitchUser ? [undefined, 'root'] : [undefined]) {
+      const out = await shell(script, shellUser === undefined ? {} : { shellUser });
+      expect(out).toMatch(/CapEff:\s+0+\n/);
+      expect(existsSync(escaped)).toBe(false);
+    }
   });
 
   it('a Unix socket outside the working directory cannot be reached (read-only mounts do not stop connect)', async () => {

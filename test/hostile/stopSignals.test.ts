@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { canSwitchUser, giveToNobody } from '../support/asUser.js';
 import { call, exarch, readJsonl, serve, stream, workdir } from '../support/cliHarness.js';
 
 /**
@@ -13,6 +14,8 @@ describe('SIGTERM and SIGHUP behave like the first Ctrl-C', () => {
     '%s mid-stream and mid-tool: exit 130, every log ends with its outcome, the run is left interrupted',
     async (signal) => {
       const cwd = workdir();
+      // Run as root (CI), exarch runs sandboxed commands as the working directory's owner: make it a user's.
+      if (canSwitchUser) await giveToNobody(cwd);
       const logDir = join(cwd, 'logs');
       const server = await serve({
         root: [

@@ -81,6 +81,12 @@ export interface AnthropicTestServer {
   url: string;
   requests: ReceivedRequest[];
   pairingViolations: { index: number; agent: string; problems: string[] }[];
+  /**
+   * What the server billed, as a provider counts it: the tokens its streams reported in the events
+   * it wrote (`message_start`'s usage, then what each `message_delta` adds), the streams it began,
+   * and the most that were open at once.
+   */
+  billed: { tokens: number; streams: number; open: number; mostOpen: number };
   /** Destroys every open connection (stalled streams included) and stops listening. */
   close(): Promise<void>;
 }
@@ -421,6 +427,18 @@ export async function startAnthropicServer(handler: Handler): Promise<AnthropicT
   const pairingViolations: AnthropicTestServer['pairingViolations'] = [];
   let requestSequence = 0;
   let closing = false;
+  const billed = { tokens: 0, streams: 0, open: 0, mostOpen: 0 };
+  /** What one written event adds to the bill (`seen`: the stream's usage so far, cumulative as the API reports it). */
+  const bill = (event: SseEvent, seen: { input: number; output: number }): void => {
+    const data = event.data as { message?: { usage?: UsageSpec }; usage?: UsageSpec };
+    const usage = event.event === 'message_start' ? data.message?.usage : event.event === 'message_delta' ? data.usage : undefined;
+    if (!usage) return;
+    const input = (usage.input_tokens ?? 0) + (usage.cache_creation_input_tokens ?? 0) + (usage.cache_read_input_tokens ?? 0);
+    const output = usage.output_tokens ?? 0;
+    billed.tokens += Math.max(0, input - seen.input) + Math.max(0, output - seen.output);
+    seen.input = Math.max(seen.input, input);
+    seen.output = Math.max(seen.output, output);
+  };
 
   /** A delay that `close()` cuts short. */
   const wait = (ms: number): Promise<void> =>
@@ -489,12 +507,20 @@ export async function startAnthropicServer(handler: Handler): Promise<AnthropicT
         if (plan.latencyMs !== undefined && plan.latencyMs > 0) await wait(plan.latencyMs);
         if (gone(res)) return;
         startSse(res, requestId);
+        billed.streams += 1;
+        billed.open += 1;
+        billed.mostOpen = Math.max(billed.mostOpen, billed.open);
+        res.once('close', () => (billed.open -= 1));
+        const seen = { input: 0, output: 0 };
         const limit = Math.min(plan.events.length, plan.stallAfter ?? Infinity, plan.dropAfter ?? Infinity);
         for (let i = 0; i < limit; i += 1) {
           if (i > 0 && plan.chunkDelayMs !== undefined && plan.chunkDelayMs > 0) await wait(plan.chunkDelayMs);
           if (gone(res)) return;
           const event = plan.events[i];
-          if (event !== undefined) res.write(sseFrame(event.event, event.data));
+          if (event !== undefined) {
+            res.write(sseFrame(event.event, event.data));
+            bill(event, seen);
+          }
         }
         if (gone(res)) return;
         if (plan.dropAfter !== undefined && plan.dropAfter <= (plan.stallAfter ?? Infinity)) {
@@ -589,6 +615,7 @@ export async function startAnthropicServer(handler: Handler): Promise<AnthropicT
     url: `http://127.0.0.1:${port}`,
     requests,
     pairingViolations,
+    billed,
     close(): Promise<void> {
       closed ??= new Promise<void>((resolve, reject) => {
         closing = true;

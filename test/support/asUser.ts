@@ -14,6 +14,12 @@ import { promisify } from 'node:util';
 
 export const NOBODY = 65534;
 
+/**
+ * A uid that no user database entry names and no other test runs as: the owner of a workspace
+ * whose sandboxed commands are counted on the host by their uid (nobody is shared with other tests).
+ */
+export const UNLISTED_UID = 64_123;
+
 /** Only root can start a process as another user. */
 export const canSwitchUser = process.getuid?.() === 0 && process.platform === 'linux';
 
@@ -60,5 +66,10 @@ export async function callAsNobody(root: string, name: string, input: unknown): 
 
 /** Makes `nobody` the owner of `paths`. */
 export async function giveToNobody(...paths: string[]): Promise<void> {
-  for (const file of paths) await chown(file, NOBODY, NOBODY);
+  await giveTo(NOBODY, ...paths);
+}
+
+/** Makes `uid` (and the group of the same number) the owner of `paths`. */
+export async function giveTo(uid: number, ...paths: string[]): Promise<void> {
+  for (const file of paths) await chown(file, uid, uid);
 }

@@ -14,6 +14,7 @@
 type ContractValue =
   | 'readyForUser'
   | 'streaming'
+  | 'queued'
   | 'dispatchingBatch'
   | 'awaitingApproval'
   | 'waitingForAgents'
@@ -64,6 +65,9 @@ export type ContractEvent =
   | { readonly type: 'cancel' }
   /** Issue 17: the budget a sub-agent spends within is reached. */
   | { readonly type: 'budget.spent' }
+  /** Issue 37: the budget has no room for the request about to leave; later it has. */
+  | { readonly type: 'budget.wait' }
+  | { readonly type: 'budget.room' }
   | { readonly type: 'tick' }
   | { readonly type: 'tool.settled' }
   | { readonly type: 'batch.drained' }
@@ -139,6 +143,13 @@ export function contractStep(s: ContractState, event: ContractEvent, limits: Con
     case 'budget.spent':
       // Issue 17 (docs/protocol.md §9): a sub-agent whose budget is reached ends capped at once, whatever it was doing.
       return go(s, 'capped', { batch: null, kids: 0 });
+    case 'budget.wait':
+      // Issue 37: a budget admits a request before it leaves; one it has no room for waits, queued,
+      // and was never made: it is not one of the turn's requests (§6).
+      return s.value === 'streaming' ? go(s, 'queued', { steps: s.steps - 1 }) : s;
+    case 'budget.room':
+      // Issue 37: admitted, the request leaves: one more of the turn's requests.
+      return s.value === 'queued' ? go(s, 'streaming', { steps: s.steps + 1 }) : s;
     case 'child.finished': {
       // §3/§4: every child delivers exactly one result into the inbox.
       const next = { ...s, kids: s.kids - 1, inbox: s.inbox + 1 };

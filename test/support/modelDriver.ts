@@ -395,6 +395,13 @@ export class PathDriver {
       case 'budget.spent':
         this.actor.send(event);
         return;
+      case 'budget.wait':
+        // The meter's answer, as the session raises it: the request held at the gate is aborted.
+        this.actor.send(event);
+        return;
+      case 'budget.room':
+        this.actor.send(event);
+        return;
       case 'tick':
         return; // it follows by itself
       case 'batch.drained':

@@ -1,4 +1,4 @@
-import { createServer, type IncomingMessage } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { onCleanup } from './cliHarness.js';
 
@@ -42,14 +42,19 @@ function attributeValue(value: AnyValue): unknown {
   return undefined;
 }
 
-export async function collector(): Promise<{
+/**
+ * The collector. Each post is kept with its path, content type and headers; `refuse` answers
+ * every post with that status and a body of the caller's (one that echoes the request's
+ * credentials, say) instead of taking its spans.
+ */
+export async function collector(options: { readonly refuse?: { readonly status: number; body(headers: IncomingHttpHeaders): string } } = {}): Promise<{
   url: string;
   spans: Received[];
-  posts: { path: string; contentType: string | undefined }[];
+  posts: { path: string; contentType: string | undefined; headers: IncomingHttpHeaders }[];
   serviceNames: string[];
 }> {
   const spans: Received[] = [];
-  const posts: { path: string; contentType: string | undefined }[] = [];
+  const posts: { path: string; contentType: string | undefined; headers: IncomingHttpHeaders }[] = [];
   const serviceNames: string[] = [];
   const read = async (req: IncomingMessage): Promise<string> => {
     const chunks: Buffer[] = [];
@@ -58,7 +63,12 @@ export async function collector(): Promise<{
   };
   const server = createServer((req, res) => {
     void read(req).then((text) => {
-      posts.push({ path: req.url ?? '', contentType: req.headers['content-type'] });
+      posts.push({ path: req.url ?? '', contentType: req.headers['content-type'], headers: req.headers });
+      if (options.refuse) {
+        res.writeHead(options.refuse.status, { 'content-type': 'text/plain' });
+        res.end(options.refuse.body(req.headers));
+        return;
+      }
       const body = JSON.parse(text) as {
         resourceSpans?: { resource?: { attributes?: { key: string; value: AnyValue }[] }; scopeSpans?: { spans?: OtlpSpan[] }[] }[];
       };

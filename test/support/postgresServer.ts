@@ -22,15 +22,16 @@ function postgresAvailable(file: string): boolean {
 }
 
 /**
- * One server for a test file: started before its tests, stopped after them. `available` is
+ * One server for a test file: started before its tests, stopped after them (`passwords`: see
+ * `startPostgres`). `available` is
  * `postgresAvailable(file)` (the caller skips its Postgres tests without it); `server()` is the
  * running server, for use inside those tests only.
  */
-export function postgresForFile(file: string): { readonly available: boolean; server(): PostgresServer } {
+export function postgresForFile(file: string, options: { readonly passwords?: boolean } = {}): { readonly available: boolean; server(): PostgresServer } {
   const available = postgresAvailable(file);
   let started: PostgresServer | undefined;
   beforeAll(async () => {
-    if (available) started = await startPostgres();
+    if (available) started = await startPostgres(options);
   }, 120_000);
   afterAll(() => started?.stop(), 120_000);
   return {

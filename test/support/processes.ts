@@ -23,3 +23,23 @@ export function processesWith(marker: string): number[] {
     })
     .map(Number);
 }
+
+/**
+ * Live tasks (processes and their threads) whose real user is `uid`, counted from /proc. Zombies
+ * are left out: they run nothing, and an orphaned bubblewrap waits as one until the machine's init
+ * reaps it.
+ */
+export function tasksOf(uid: number): number {
+  let tasks = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const status = readFileSync(`/proc/${entry}/status`, 'utf8');
+      const realUid = /^Uid:\s+(\d+)/m.exec(status)?.[1];
+      if (realUid === String(uid) && !/^State:\s+Z/m.test(status)) tasks += Number(/^Threads:\s+(\d+)/m.exec(status)?.[1] ?? 1);
+    } catch {
+      // Gone since the listing.
+    }
+  }
+  return tasks;
+}

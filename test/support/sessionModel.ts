@@ -38,6 +38,9 @@ export type ModelEvent =
   | { readonly type: 'cancel'; readonly reason?: string }
   /** Issue 17: the budget its parent gave it is spent (src/engine/budget.ts sends it; the driver does here). */
   | { readonly type: 'budget.spent' }
+  /** Issue 37: its budgets have no room for its request (raised by the session; the driver sends it), then have it. */
+  | { readonly type: 'budget.wait' }
+  | { readonly type: 'budget.room' }
   | { readonly type: 'tick' }
   | { readonly type: 'tool.settled'; readonly result: ToolResultBlock }
   | { readonly type: 'batch.drained'; readonly result?: ToolResultBlock }
@@ -228,7 +231,8 @@ export function traversableSession(kind: ModelKind): TraversableSession {
  * that the model predicts how the machine takes a session up again.
  *
  * - A session in `streaming` has counted the request in flight; a resume counts it again as it
- *   re-asks, so the restored count is one less.
+ *   re-asks, so the restored count is one less. One `queued` (issue 37) counted none, and its
+ *   journal says what a streaming one's would: it is asked again as it resumes.
  * - Children still running have recorded nothing the model knows of: they start afresh.
  * - The model spawns only sub-agents named `kid`.
  * - `journaled: 'nudged'` for a session in `streaming`: it got there by the tick out of `nudged`,
@@ -238,13 +242,18 @@ export function traversableSession(kind: ModelKind): TraversableSession {
 function restoredFromModel(snapshot: SessionSnapshot, journaled?: ResumeState): RestoredSession {
   const c = snapshot.context;
   const value = String(snapshot.value);
-  if (snapshot.status !== 'active' || !['readyForUser', 'streaming', 'dispatchingBatch', 'awaitingApproval', 'waitingForAgents', 'nudged'].includes(value)) {
+  if (
+    snapshot.status !== 'active' ||
+    !['readyForUser', 'streaming', 'queued', 'dispatchingBatch', 'awaitingApproval', 'waitingForAgents', 'nudged'].includes(value)
+  ) {
     throw new Error(`a ${value} (${snapshot.status}) session is not resumed`);
   }
-  if (journaled !== undefined && journaled !== value && !(journaled === 'nudged' && value === 'streaming')) {
+  // A queued session's request never left: its journal says what a streaming one's would.
+  const asJournaled = value === 'queued' ? 'streaming' : value;
+  if (journaled !== undefined && journaled !== asJournaled && !(journaled === 'nudged' && asJournaled === 'streaming')) {
     throw new Error(`a ${value} session is not journaled as ${journaled}`);
   }
-  const state = journaled ?? value;
+  const state = journaled ?? asJournaled;
   const batch = c.batch && !c.batch.committed ? c.batch : null;
   const response = batch && batchResponses.get(batch.plan);
   if (batch && !response) throw new Error('the model lost the response that opened its batch');
@@ -256,6 +265,7 @@ function restoredFromModel(snapshot: SessionSnapshot, journaled?: ResumeState): 
     inbox: [...c.inbox],
     steps: value === 'streaming' ? c.steps - 1 : c.steps,
     latchCounts: { ...c.latchCounts },
+    requests: c.requests,
     usage: c.usage,
     childUsage: c.childUsage,
     spawned: c.spawned,
@@ -437,11 +447,16 @@ export function eventsFor(kind: ModelKind): (snapshot: SessionSnapshot) => Model
           ...responses(snapshot, kind),
           { type: 'model.error', error: { message: MODEL_ERROR } },
           ...starting,
+          // Issue 37: the budget had no room for the request; it waits in the queue.
+          { type: 'budget.wait' },
           ...cancel,
           ...user,
           ...childEvents(snapshot),
         ];
       }
+      case 'queued':
+        // Room comes, or the budget is reached (for the root too: its request never fits), or the outside world acts.
+        return [{ type: 'budget.room' }, ...(kind === 'root' ? [{ type: 'budget.spent' } as const] : []), ...cancel, ...user, ...childEvents(snapshot)];
       case 'dispatchingBatch': {
         const pending = pendingRuns(snapshot);
         // With nothing left to run, the batch drains at once: nothing can come between.

@@ -28,9 +28,16 @@ export class SessionRecorder {
   record(record: LogRecord): void {
     if (record.type === 'outcome') this.ended = true;
     else if (record.type === 'usage') this.ownUsage = record.session;
+    else if (record.type === 'lost') this.ownUsage = addUsage(this.ownUsage, record.usage);
     else if (record.type === 'inbox') this.subtreeUsage = addUsage(this.subtreeUsage, record.result.usage);
     this.log.append(record);
     this.journal?.append(record);
+  }
+
+  /** Requests of a step that ended without a response to keep (see the `lost` record). */
+  lost(spent: { readonly requests: number; readonly usage: Usage }): void {
+    if (this.ended) return;
+    this.record({ type: 'lost', requests: spent.requests, usage: spent.usage });
   }
 
   /** A record only a resume needs (a settled tool call, a queued user message): journal only. */

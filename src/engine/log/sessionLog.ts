@@ -1,6 +1,7 @@
-import { appendFileSync } from 'node:fs';
+import { FileError, fileErrorOf } from '../fs/fileError.js';
 import { makeDirs } from '../fs/makeDirs.js';
-import { join } from 'node:path';
+import { appendRegular } from '../fs/regularFile.js';
+import { dirname, join } from 'node:path';
 import { stringifyBounded } from '../nesting.js';
 import { Redactor } from '../redact.js';
 import type { AgentIdentity, AgentOutcome, AgentResult, Message, StopReason, Usage } from '../types.js';
@@ -21,7 +22,17 @@ export type LogRecord =
       readonly stopReason: StopReason;
       /** Tool calls cut off at max_tokens (never executed); absent when none. */
       readonly incomplete?: readonly string[];
+      /** Requests the step made, when it was retried (absent: one). */
+      readonly requests?: number;
+      /** What its retried requests spent (absent: nothing); `session` includes it. */
+      readonly lost?: Usage;
     }
+  /**
+   * Model requests that reached the provider and ended without a response the session kept (a
+   * retried or failed attempt, or one aborted by a cancel, a spent budget or a stop): how many, and
+   * the tokens they reported. With the `usage` records, every request the provider served.
+   */
+  | { readonly type: 'lost'; readonly requests: number; readonly usage: Usage }
   /** A child was spawned: its name, agent id, the parent's actor id for it, its task, its declared type and its budget, if any. */
   | {
       readonly type: 'spawn';
@@ -95,9 +106,21 @@ export const nullLogSink: LogSink = { open: () => nullLog };
 
 const FLUSH_BYTES = 64 * 1024;
 
+/** What a log that could not be written holds back, at most, waiting for room; past it the log is given up (it stays a whole prefix). */
+const MAX_HELD_BYTES = 16 * 1024 * 1024;
+
 export interface JsonlLogSinkOptions {
   /** Secrets to keep out of the files (default: those of `process.env`; see redact.ts). */
   readonly redactor?: Redactor;
+  /**
+   * Called with the first fault of each log file (a full disk, a file-size limit, a read-only
+   * directory, a log that is a FIFO or a symlink): one line naming the file and the cause. A
+   * session is never failed by its log: the records that could not be written are held and tried
+   * again at the next flush (up to 16 MiB; past that the log is given up), and the file only ever
+   * holds whole lines. A host stops the run here if it wants nothing missing (the CLI does, and
+   * the run stays resumable). Default: a process warning.
+   */
+  readonly onFault?: (fault: FileError) => void;
 }
 
 /**
@@ -111,20 +134,27 @@ export class JsonlLogSink implements LogSink {
   private created = false;
   private readonly open_ = new Set<JsonlSessionLog>();
   private readonly redactor: Redactor;
+  private readonly onFault: (fault: FileError) => void;
 
   constructor(
     readonly dir: string,
     options: JsonlLogSinkOptions = {},
   ) {
     this.redactor = options.redactor ?? Redactor.fromEnv();
+    this.onFault = options.onFault ?? ((fault) => process.emitWarning(fault.message));
   }
 
   open(agent: AgentIdentity): SessionLog {
+    const file = join(this.dir, logFileName(agent));
     if (!this.created) {
-      makeDirs(this.dir);
-      this.created = true;
+      try {
+        makeDirs(this.dir);
+        this.created = true;
+      } catch {
+        // Said by the log, at its first write (which tries to make the directory again).
+      }
     }
-    const log = new JsonlSessionLog(join(this.dir, logFileName(agent)), this.redactor, () => this.open_.delete(log));
+    const log = new JsonlSessionLog(file, this.redactor, this.onFault, () => this.open_.delete(log));
     this.open_.add(log);
     return log;
   }
@@ -143,36 +173,66 @@ class JsonlSessionLog implements SessionLog {
   private buffer: string[] = [];
   private bytes = 0;
   private closed = false;
+  /** A write failed (said once); the buffer holds what it did not write. */
+  private faulted = false;
+  /** Given up: more was held back than MAX_HELD_BYTES. Nothing more is written. */
+  private abandoned = false;
 
   constructor(
     readonly file: string,
     private readonly redactor: Redactor,
+    private readonly onFault: (fault: FileError) => void,
     private readonly onClose: () => void,
   ) {}
 
   append(record: LogRecord): void {
+    if (this.abandoned) return;
     const line = `${stringifyBounded({ ts: Date.now(), ...record })}\n`;
     this.buffer.push(line);
     this.bytes += line.length;
-    if (this.closed || this.bytes >= FLUSH_BYTES) this.flush();
+    // Once a write failed, only the turn's end and the close try again: not every record.
+    if (this.closed || (this.bytes >= FLUSH_BYTES && !this.faulted)) this.flush();
   }
 
   flush(): void {
-    if (this.buffer.length === 0) return;
+    if (this.buffer.length === 0 || this.abandoned) return;
     // One redaction pass per batch: a secret never spans two lines.
     const data = this.redactor.json(this.buffer.join(''));
+    try {
+      this.write(data);
+    } catch (error) {
+      // Nothing of the batch is in the file (appendRegular cuts a part write back): it is held for the next flush.
+      if (this.bytes > MAX_HELD_BYTES) {
+        this.abandoned = true;
+        this.buffer = [];
+        this.bytes = 0;
+      }
+      if (!this.faulted) {
+        this.faulted = true;
+        this.onFault(fileErrorOf(error, this.file, { what: 'the session log', writing: true }));
+      }
+      return;
+    }
     this.buffer = [];
     this.bytes = 0;
-    try {
-      appendFileSync(this.file, data);
-    } catch (error) {
-      throw new Error(`cannot write session log ${this.file}: ${error instanceof Error ? error.message : String(error)}`);
-    }
   }
 
   close(): void {
     this.flush();
     if (!this.closed) this.onClose();
     this.closed = true;
+  }
+
+  /** Appends, never through a symlink (exarch names these files: one there was planted); a missing directory is made first. */
+  private write(data: string): void {
+    const role = { what: 'the session log', noFollow: true };
+    try {
+      appendRegular(this.file, data, role);
+    } catch (error) {
+      if (!(error instanceof FileError && error.kind === 'missing')) throw error;
+      // Its directory could not be made when the sink opened, or was removed since: why it cannot be, if it cannot.
+      makeDirs(dirname(this.file));
+      appendRegular(this.file, data, role);
+    }
   }
 }

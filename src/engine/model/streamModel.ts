@@ -1,5 +1,6 @@
 import type { ModelRequest, ModelResponse, Provider, SessionListener, StopReason, StreamSink, Usage } from '../types.js';
 import { STOP_REASONS } from '../types.js';
+import { addUsage, ZERO_USAGE } from '../usage.js';
 import { deadlines, type Deadline } from '../deadlines.js';
 import { MAX_TOOL_INPUT_DEPTH, depthExceeds } from '../nesting.js';
 import { wellFormedText } from '../wellFormed.js';
@@ -60,11 +61,29 @@ export class AttemptAbort {
   }
 }
 
-/** The cancellation of one model step: `abort` reaches the current attempt directly. */
+/**
+ * Model requests that left and the tokens they reported: what a provider bills, whether or not
+ * the session keeps a response of theirs.
+ */
+export interface RequestSpend {
+  readonly requests: number;
+  readonly usage: Usage;
+}
+
+/**
+ * The cancellation of one model step: `abort` reaches the current attempt directly. It also keeps
+ * the step's ledger: every attempt that reached the provider (retries included) and what each
+ * reported, so that requests a session does not keep (retried, failed, aborted) are still counted.
+ */
 export class StepCancellation {
   private aborted = false;
   private reason: unknown;
   private current: AttemptAbort | undefined;
+  private sent = 0;
+  /** Tokens of the step's attempts that ended without the response (retried or failed). */
+  private lostUsage: Usage = ZERO_USAGE;
+  /** Tokens the current attempt reported so far. */
+  private attemptUsage: Usage = ZERO_USAGE;
 
   get isAborted(): boolean {
     return this.aborted;
@@ -89,6 +108,41 @@ export class StepCancellation {
     this.current = attempt;
     return attempt;
   }
+
+  /** @internal An attempt is about to reach the provider. */
+  sending(): void {
+    this.sent++;
+    this.attemptUsage = ZERO_USAGE;
+  }
+
+  /** @internal What the current attempt's stream reported it adds. */
+  addUsage(added: Usage): void {
+    this.attemptUsage = addUsage(this.attemptUsage, added);
+  }
+
+  /** @internal The current attempt ended without a response the step returns (it is retried, or the step fails). */
+  attemptLost(): void {
+    this.lostUsage = addUsage(this.lostUsage, this.attemptUsage);
+    this.attemptUsage = ZERO_USAGE;
+  }
+
+  /** Requests of this step that reached the provider, each retry one more. */
+  get requests(): number {
+    return this.sent;
+  }
+
+  /**
+   * What the step spent on requests it does not return a response of: retried and failed attempts,
+   * and, once the step is aborted, the attempt it aborted (with what that had reported by then).
+   */
+  get lost(): Usage {
+    return this.aborted ? addUsage(this.lostUsage, this.attemptUsage) : this.lostUsage;
+  }
+
+  /** Everything the step sent and spent, for a step that ends without a response (failed or aborted). */
+  spent(): RequestSpend {
+    return { requests: this.sent, usage: addUsage(this.lostUsage, this.attemptUsage) };
+  }
 }
 
 /**
@@ -98,9 +152,10 @@ export class StepCancellation {
 export async function runModelStep(input: StreamModelInput, cancellation: StepCancellation): Promise<ModelResponse> {
   for (let attempt = 0; ; attempt++) {
     try {
-      return validateResponse(await attemptOnce(input, cancellation.next()));
+      return validateResponse(await attemptOnce(input, cancellation.next(), cancellation));
     } catch (error) {
       if (cancellation.isAborted) throw cancellation.abortReason ?? error;
+      cancellation.attemptLost();
       const retryable = error instanceof ProviderError && error.retryable;
       if (!retryable) throw error;
       if (attempt >= input.retry.maxRetries) {
@@ -125,7 +180,7 @@ export function backoffDelay(policy: RetryPolicy, attempt: number): number {
   return Math.round(ceiling / 2 + (Math.random() * ceiling) / 2);
 }
 
-async function attemptOnce(input: StreamModelInput, attempt: AttemptAbort): Promise<ModelResponse> {
+async function attemptOnce(input: StreamModelInput, attempt: AttemptAbort, ledger: StepCancellation): Promise<ModelResponse> {
   let lastActivity = Date.now();
   // One deadline per attempt, re-armed only when it comes: deltas just stamp a time.
   let watchdog: Deadline | undefined;
@@ -147,7 +202,12 @@ async function attemptOnce(input: StreamModelInput, attempt: AttemptAbort): Prom
   if (attempt.isAborted) watchdog?.cancel();
   const { agent } = input.request;
   const listener = input.listener;
-  const count = usageCounter(input.onUsage);
+  // Reports that arrive after an abort are not counted: the abort took the attempt's spend as it was.
+  const count = usageCounter((added) => {
+    if (attempt.isAborted) return;
+    ledger.addUsage(added);
+    input.onUsage?.(added);
+  });
   const sink: StreamSink = {
     text(delta) {
       lastActivity = Date.now();
@@ -171,6 +231,8 @@ async function attemptOnce(input: StreamModelInput, attempt: AttemptAbort): Prom
   };
   try {
     const { request } = input;
+    if (attempt.isAborted) throw attempt.signal.reason;
+    ledger.sending();
     const response = await input.provider.stream(
       {
         agent: request.agent,
@@ -199,8 +261,7 @@ async function attemptOnce(input: StreamModelInput, attempt: AttemptAbort): Prom
  * Turns an attempt's cumulative usage reports into what each adds. Each kind of token only grows
  * (a report that says less than an earlier one adds nothing of that kind).
  */
-function usageCounter(onUsage: ((added: Usage) => void) | undefined): (usage: Usage) => void {
-  if (!onUsage) return () => undefined;
+function usageCounter(onUsage: (added: Usage) => void): (usage: Usage) => void {
   let input = 0;
   let output = 0;
   let cacheWrites = 0;

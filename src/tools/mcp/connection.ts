@@ -6,7 +6,9 @@ import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/cl
 import type { Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { describeError } from '../../engine/model/errors.js';
+import { Redactor } from '../../engine/redact.js';
 import { schemaProblem } from '../../engine/schemaProblem.js';
+import { urlSecrets } from '../../engine/urlSecrets.js';
 import { cappedFetch } from './cappedFetch.js';
 import { McpServerError } from './mcpError.js';
 import { provisionalName, type McpServerSpec } from './serverSpec.js';
@@ -122,7 +124,8 @@ export class McpConnection {
       // reported before the process is gone (or the escalation had its time).
       await boundedWait(exited, EXIT_WAIT_MS);
       if (trouble.overCap) throw new McpServerError(`${overCap(label)} and could not start`, 'start', label, { cause: error });
-      const why = describeFailure(error);
+      // An HTTP server's URL secrets (a `?token=`) are never in the line, should the failure quote the URL.
+      const why = 'url' in spec ? new Redactor(urlSecrets(spec.url)).text(describeFailure(error)) : describeFailure(error);
       const last = lastLine(tail);
       throw new McpServerError(`MCP server '${label}' could not start: ${why}${last ? ` (its last words: ${last})` : ''}`, 'start', label, { cause: error });
     }

@@ -1,5 +1,6 @@
 import { ExarchError } from '../../engine/exarchError.js';
 import { MAX_TIMER_MS } from '../../engine/maxTimer.js';
+import { redactUrl } from '../../engine/urlSecrets.js';
 
 /**
  * How to reach one MCP server: a command run as a child process speaking MCP over stdio, or a
@@ -60,9 +61,10 @@ export function checkSpec(spec: McpServerSpec): McpServerSpec {
     try {
       url = new URL(spec.url);
     } catch {
-      throw new McpSpecError(`mcp server url ${JSON.stringify(spec.url)} is not a URL`);
+      throw new McpSpecError(`mcp server url ${JSON.stringify(redactUrl(spec.url))} is not a URL`);
     }
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new McpSpecError(`mcp server url ${JSON.stringify(spec.url)} must be http:// or https://`);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:')
+      throw new McpSpecError(`mcp server url ${JSON.stringify(redactUrl(spec.url))} must be http:// or https://`);
   } else if (!('command' in spec) || typeof spec.command !== 'string' || spec.command === '') {
     throw new McpSpecError('an mcp server needs a non-empty `command` (stdio) or a `url` (streamable HTTP)');
   }

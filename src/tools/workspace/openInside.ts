@@ -149,36 +149,53 @@ async function walk(rootDir: OpenDir, queue: string[], context: Walk): Promise<F
   }
 }
 
+/** Who a file or directory belongs to. */
+export interface Owner {
+  readonly uid: number;
+  readonly gid: number;
+}
+
+export function ownerOf(stats: Stats): Owner {
+  return { uid: stats.uid, gid: stats.gid };
+}
+
+/**
+ * Gives what exarch just made (`handle`) to `owner`, when exarch runs as root: a file or directory
+ * made by root in someone's workspace would be root's, and the commands that run as the
+ * workspace's owner (see shellUser.ts) could then neither change it nor add to it. Without root,
+ * what the process makes is its own user's, as everything else it writes.
+ */
+export async function keepOwner(handle: FileHandle, owner: Owner): Promise<void> {
+  if (process.getuid?.() !== 0 || (owner.uid === 0 && owner.gid === 0)) return;
+  await handle.chown(owner.uid, owner.gid);
+}
+
 /**
  * Makes the directories `names` below `dir`, one at a time, each opened by descriptor right
- * after it is made: one swapped for a symlink in between is refused, not followed.
+ * after it is made: one swapped for a symlink in between is refused, not followed. Each one made
+ * here belongs to the owner of the directory it is made in (`keepOwner`).
  * Returns the last one (held by `location`).
  */
 export async function createDirs(location: Location, dir: OpenDir, names: readonly string[], shown: string): Promise<OpenDir> {
   let current = dir;
   for (const name of names) {
+    let made = true;
     try {
       await mkdir(at(current, name), 0o777);
     } catch (error) {
       // Made meanwhile by someone else: fine if it is a directory, which the open below checks.
       if (errorCode(error) !== 'EEXIST') throw fsError(error, shown);
+      made = false;
     }
     const next = await openDir(at(current, name), path.join(current.real, name), shown);
     location.hold(next);
+    if (made)
+      await keepOwner(next.handle, ownerOf(await current.handle.stat())).catch((error: unknown) => {
+        throw fsError(error, shown);
+      });
     current = next;
   }
   return current;
-}
-
-/** What a non-regular file is, for a refusal. */
-export function fileKind(stats: Stats): string {
-  if (stats.isDirectory()) return 'a directory';
-  if (stats.isFIFO()) return 'a FIFO';
-  if (stats.isSocket()) return 'a socket';
-  if (stats.isCharacterDevice()) return 'a character device';
-  if (stats.isBlockDevice()) return 'a block device';
-  if (stats.isSymbolicLink()) return 'a symlink';
-  return 'an unknown kind of file';
 }
 
 /** One line for a path that changed between two steps of the walk (a race, or a concurrent edit). */

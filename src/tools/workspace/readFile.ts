@@ -2,7 +2,8 @@ import { constants, type Stats } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { z } from 'zod';
 import { defineTool, type Tool } from '../defineTool.js';
-import { at, changed, fileKind, locate, type Location } from './openInside.js';
+import { fileKind } from '../../engine/fs/fileKind.js';
+import { at, changed, locate, type Location } from './openInside.js';
 import { errorCode, fsError, quote, WorkspaceError } from './paths.js';
 
 /** Lines returned by one call at most. */

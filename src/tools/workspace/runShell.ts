@@ -4,7 +4,9 @@ import { z } from 'zod';
 import { defineTool, type Tool } from '../defineTool.js';
 import { WorkspaceError } from './paths.js';
 import { sandboxEnvironment, shellEnvironment } from './shellEnvironment.js';
+import { describeLimits, limitNotes, signalOfExitCode, type ShellExit } from './shellLimits.js';
 import { sandboxArgs, type ShellSandbox } from './shellSandbox.js';
+import { userLabel } from './shellUser.js';
 import { unixSocketFilter } from './seccompFilter.js';
 
 /** Default time a command may run before its process group is killed. */
@@ -23,7 +25,12 @@ const input = z.object({
   command: z.string().min(1).describe('A shell command line, run by /bin/sh -c in the working directory.'),
 });
 
-export function runShellTool(root: string, timeoutMs: number = SHELL_DEFAULT_TIMEOUT_MS, sandbox: ShellSandbox = { kind: 'none' }): Tool {
+/**
+ * `run_shell` in `root`. `readOnly`: the sandbox's user may not write in the working directory,
+ * which a result refused permission then says. (The description depends on the options alone,
+ * never on this machine's users, so a recorded run replays elsewhere.)
+ */
+export function runShellTool(root: string, timeoutMs: number = SHELL_DEFAULT_TIMEOUT_MS, sandbox: ShellSandbox = { kind: 'none' }, readOnly = false): Tool {
   if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1) {
     throw new RangeError(`exarch: shellTimeoutMs must be a positive integer, got ${String(timeoutMs)}`);
   }
@@ -36,16 +43,17 @@ export function runShellTool(root: string, timeoutMs: number = SHELL_DEFAULT_TIM
       `then the last ${SHELL_STDOUT_CHARS / 1000}k characters of stdout and ${SHELL_STDERR_CHARS / 1000}k of stderr. ` +
       `Killed (with everything it started) after ${formatMs(timeoutMs)}; processes it leaves in the background end with it. ` +
       (sandbox.kind === 'bubblewrap'
-        ? `It runs in a sandbox: only the working directory and /tmp are writable, ${sandbox.network ? 'the network is reachable' : 'there is no network'}. `
+        ? `It runs in a sandbox: only the working directory and /tmp are writable, ${sandbox.network ? 'the network is reachable' : 'there is no network'}. ` +
+          (sandbox.limits === undefined ? '' : `Limits: ${describeLimits(sandbox.limits.asked)}. `)
         : '') +
       'Not interactive: pass flags like --yes, avoid pagers and watchers.',
     input,
     timeoutMs: timeoutMs + TOOL_TIMEOUT_MARGIN_MS,
-    run: ({ command }, { signal }) => runShell(root, command, timeoutMs, sandbox, signal),
+    run: ({ command }, { signal }) => runShell(root, command, timeoutMs, sandbox, readOnly, signal),
   });
 }
 
-async function runShell(root: string, command: string, timeoutMs: number, sandbox: ShellSandbox, signal: AbortSignal): Promise<string> {
+async function runShell(root: string, command: string, timeoutMs: number, sandbox: ShellSandbox, readOnly: boolean, signal: AbortSignal): Promise<string> {
   signal.throwIfAborted();
   const cwd = await realpath(root).catch(() => {
     throw new WorkspaceError('io', `the working directory ${root} is not accessible`);
@@ -53,12 +61,26 @@ async function runShell(root: string, command: string, timeoutMs: number, sandbo
   return new Promise<string>((resolve, reject) => {
     // detached: the shell (or bubblewrap) leads a new process group, so a kill reaches everything it started.
     const filter = sandbox.kind === 'bubblewrap' ? unixSocketFilter() : undefined;
+    const shield = sandbox.kind === 'bubblewrap' ? sandbox.shield?.(cwd) : undefined;
+    // Under bubblewrap, prlimit sets the limits just before the shell: bubblewrap's own processes are not limited.
     const [file, args, env] =
       sandbox.kind === 'bubblewrap'
-        ? [sandbox.bwrap, [...sandboxArgs(cwd, sandbox.network, filter !== undefined), '/bin/sh', '-c', command], sandboxEnvironment(process.env)]
+        ? [
+            sandbox.bwrap,
+            [...sandboxArgs(cwd, sandbox.network, filter !== undefined, shield), ...(sandbox.limits?.command ?? []), '/bin/sh', '-c', command],
+            sandboxEnvironment(process.env, sandbox.user),
+          ]
         : ['/bin/sh', ['-c', command], shellEnvironment(process.env)];
+    const user = sandbox.kind === 'bubblewrap' ? sandbox.user : undefined;
     // The seccomp program goes to bubblewrap on its own pipe (fd SECCOMP_FD = 3), which it reads to EOF and closes.
-    const child = spawn(file, args, { cwd, env, detached: true, stdio: ['ignore', 'pipe', 'pipe', filter === undefined ? 'ignore' : 'pipe'] });
+    const child = spawn(file, args, {
+      cwd,
+      env,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe', filter === undefined ? 'ignore' : 'pipe'],
+      // Started as the user (libuv drops root's supplementary groups too), bubblewrap makes a user namespace of its own.
+      ...(user === undefined ? {} : { uid: user.uid, gid: user.gid }),
+    });
     const [, out, err, seccompPipe] = child.stdio;
     if (out === null || err === null) throw new WorkspaceError('io', "run_shell could not open the command's output pipes");
     if (filter !== undefined && seccompPipe !== null && seccompPipe !== undefined && 'end' in seccompPipe) {
@@ -98,7 +120,7 @@ async function runShell(root: string, command: string, timeoutMs: number, sandbo
       if (settled) return;
       settled = true;
       cleanup();
-      resolve(report(exit, timedOut ? timeoutMs : undefined, stdout, stderr, note));
+      resolve(report(exit, timedOut ? timeoutMs : undefined, stdout, stderr, note, sandbox, readOnly));
     };
     const onAbort = (): void => {
       killGroup();
@@ -155,12 +177,16 @@ function report(
   stdout: Tail,
   stderr: Tail,
   note: string | undefined,
+  sandbox: ShellSandbox,
+  readOnly: boolean,
 ): string {
   const lines: string[] = [];
+  // Under bubblewrap a shell killed by a signal comes back as exit code 128 + N: name the signal.
+  const signalled = sandbox.kind === 'bubblewrap' && exit?.code !== null && exit?.code !== undefined ? signalOfExitCode(exit.code) : undefined;
   if (timedOutAfterMs !== undefined) {
     lines.push(`timed out after ${formatMs(timedOutAfterMs)}: the command and everything it started were killed`);
   } else if (exit?.code !== null && exit?.code !== undefined) {
-    lines.push(`exit code: ${exit.code}`);
+    lines.push(`exit code: ${exit.code}${signalled === undefined ? '' : ` (${signalled})`}`);
   } else {
     lines.push(`killed by ${exit?.signal ?? 'a signal'}`);
   }
@@ -170,7 +196,19 @@ function report(
   if (out !== '') lines.push('--- stdout ---', out);
   if (err !== '') lines.push('--- stderr ---', err);
   if (note !== undefined) lines.push(note);
+  if (sandbox.kind === 'bubblewrap' && sandbox.limits !== undefined) {
+    const ended: ShellExit = { code: exit?.code ?? null, signal: exit?.signal ?? null, timedOut: timedOutAfterMs !== undefined };
+    lines.push(...limitNotes(ended, `${out}\n${err}`, sandbox.limits.limits, runsAsRoot(sandbox)));
+  }
+  if (sandbox.kind === 'bubblewrap' && sandbox.user !== undefined && readOnly && /Permission denied/.test(`${out}\n${err}`)) {
+    lines.push(`note: the sandbox runs commands as ${userLabel(sandbox.user)}, who may not write in the working directory`);
+  }
   return lines.join('\n');
+}
+
+/** The sandbox's commands run as root: exarch is root and no other user was chosen. */
+function runsAsRoot(sandbox: ShellSandbox & { kind: 'bubblewrap' }): boolean {
+  return sandbox.user === undefined && process.getuid?.() === 0;
 }
 
 /** Keeps the last `chars` characters of a stream (bytes bounded too), counting what it drops. */

@@ -1,30 +1,33 @@
+import { isSecretVariable } from '../../engine/redact.js';
+
 /**
  * The environment a `run_shell` command starts with: the user's, without anything that looks like
  * a credential. A command's output goes to the model and to the logs, so a secret it can read is a
  * secret that leaves the machine.
  */
 
-/** `ANTHROPIC_API_KEY`, `GITHUB_TOKEN`, `AWS_SECRET_ACCESS_KEY`, `CLIENT_SECRET`, `DB_PASSWORD`… */
-const SECRET_NAME = /(?:^|_)(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD)$/i;
-
-/** True for a variable whose value is never handed to a command. */
-function isSecretName(name: string): boolean {
-  return SECRET_NAME.test(name);
-}
-
-/** The user's environment minus every variable named like a credential (deny-list). */
+/**
+ * The user's environment minus every variable that holds a credential (deny-list, the one the
+ * redactors use: `ANTHROPIC_API_KEY`, `GITHUB_TOKEN`, `DB_PASSWORD`, `PGPASSWORD`, the OTLP
+ * headers, a URL with a password or token in it such as `EXARCH_DB_URL`).
+ */
 export function shellEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const kept: NodeJS.ProcessEnv = {};
   for (const [name, value] of Object.entries(env)) {
-    if (value !== undefined && !isSecretName(name)) kept[name] = value;
+    if (value !== undefined && !isSecretVariable(name, value)) kept[name] = value;
   }
   return kept;
 }
 
 /**
  * Inside the sandbox: the same, with `TMPDIR` pointing at the sandbox's private `/tmp` (the user's
- * own temporary directory is read-only or hidden there).
+ * own temporary directory is read-only or hidden there), and, for a command run as another `user`,
+ * that user's HOME, USER and LOGNAME instead of exarch's.
  */
-export function sandboxEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  return { ...shellEnvironment(env), TMPDIR: '/tmp' };
+export function sandboxEnvironment(env: NodeJS.ProcessEnv, user?: { readonly name?: string; readonly home: string }): NodeJS.ProcessEnv {
+  const kept: NodeJS.ProcessEnv = { ...shellEnvironment(env), TMPDIR: '/tmp' };
+  if (user === undefined) return kept;
+  delete kept['USER'];
+  delete kept['LOGNAME'];
+  return { ...kept, HOME: user.home, ...(user.name === undefined ? {} : { USER: user.name, LOGNAME: user.name }) };
 }

@@ -2,8 +2,10 @@ import { spawnSync } from 'node:child_process';
 import { accessSync, closeSync, constants, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { ExarchError } from '../../engine/exarchError.js';
 import { unixSocketFilter } from './seccompFilter.js';
+import { ShellSandboxError } from './shellSandboxError.js';
+import { anyLimit, DEFAULT_SHELL_LIMITS, effectiveLimits, hardLimits, prlimitOptions, type ShellLimits } from './shellLimits.js';
+import { type ShellUser, userLabel } from './shellUser.js';
 
 /**
  * How `run_shell` runs a command: inside bubblewrap (Linux, Debian's `bubblewrap`), or, when the
@@ -15,44 +17,108 @@ import { unixSocketFilter } from './seccompFilter.js';
  * host. bubblewrap is the PID namespace's init: when the command exits, the kernel kills every
  * process left in it, `setsid` and double forks included. bubblewrap itself is started with the
  * command's environment (no credentials), since its own `/proc/1/environ` is readable inside.
+ * Inside the working directory, what a later run or resume reads (exarch's state) and what git runs
+ * (hooks, config) are read-only, and exarch's state directory is hidden (`shield`).
+ * Started as `user` (when exarch is root), bubblewrap runs without root, in a user namespace of
+ * its own; `limits` are set by prlimit, inside, on the shell and what it starts (shellLimits.ts).
  */
-export type ShellSandbox = { readonly kind: 'bubblewrap'; readonly bwrap: string; readonly network: boolean } | { readonly kind: 'none' };
+export type ShellSandbox =
+  | {
+      readonly kind: 'bubblewrap';
+      readonly bwrap: string;
+      readonly network: boolean;
+      readonly limits?: SandboxLimits;
+      readonly user?: ShellUser;
+      /** What to keep from a command starting now in the working directory `cwd` (its real path). */
+      readonly shield?: (cwd: string) => SandboxShield;
+    }
+  | { readonly kind: 'none' };
 
-/** A sandbox was asked for and cannot be had. */
-export class ShellSandboxError extends ExarchError<'sandbox-unavailable'> {
-  constructor(message: string) {
-    super('sandbox-unavailable', message);
-  }
+/** The limits of each command, and how they are set. */
+interface SandboxLimits {
+  /** What was asked for: what the model is told (the tool's description depends on the options alone, so a recording replays on another machine). */
+  readonly asked: ShellLimits;
+  /** What each command gets: what was asked for, capped at exarch's own hard limits. */
+  readonly limits: ShellLimits;
+  /** prlimit's path and options, to run before `/bin/sh` inside the sandbox; none when nothing is limited. */
+  readonly command: readonly string[];
 }
+
+export { ShellSandboxError } from './shellSandboxError.js';
 
 /** Where bubblewrap is looked for before PATH. */
 const BWRAP_CANDIDATES = ['/usr/bin/bwrap', '/usr/local/bin/bwrap'];
 
-let probed: { path: string } | { reason: string } | undefined;
+/** Where util-linux's prlimit is looked for before PATH. */
+const PRLIMIT_CANDIDATES = ['/usr/bin/prlimit', '/bin/prlimit'];
 
-/**
- * The bubblewrap sandbox, once bubblewrap is found and shown to work here (a container without
- * user namespaces may have the binary and still refuse); throws ShellSandboxError saying what to do.
- */
-export function bubblewrapSandbox(network: boolean, env: NodeJS.ProcessEnv = process.env): ShellSandbox {
-  probed ??= probeBubblewrap(env);
-  if ('reason' in probed) {
-    throw new ShellSandboxError(
-      `run_shell runs commands in a bubblewrap sandbox, and ${probed.reason}: install it (apt-get install bubblewrap) ` +
-        'or pass --allow-shell=unsandboxed to run commands without a sandbox',
-    );
-  }
-  return { kind: 'bubblewrap', bwrap: probed.path, network };
+type Probe = { path: string } | { reason: string; trial?: true };
+
+/** The trial's outcome for each uid bubblewrap is started as (the user namespace it needs may be refused to one and not another). */
+const probed = new Map<number, Probe>();
+
+/** What the sandbox is set up with beyond the network. */
+export interface SandboxSetup {
+  /** Each command's limits (default: DEFAULT_SHELL_LIMITS). */
+  readonly limits?: ShellLimits;
+  /** The user bubblewrap and the command run as (default: exarch's own). */
+  readonly user?: ShellUser;
 }
 
 /**
- * Finds bubblewrap (in `candidates`, then on PATH) and tries it once. Exported for its tests,
- * which pass stand-ins for bubblewrap as `candidates`.
+ * The bubblewrap sandbox, once bubblewrap is found and shown to work here, as `setup.user` (a
+ * container without user namespaces may have the binary and still refuse), and prlimit found for
+ * the limits; throws ShellSandboxError saying what to do.
  */
-export function probeBubblewrap(env: NodeJS.ProcessEnv, candidates: readonly string[] = BWRAP_CANDIDATES): { path: string } | { reason: string } {
-  if (process.platform !== 'linux') return { reason: `bubblewrap is Linux-only (this is ${process.platform})` };
+export function bubblewrapSandbox(
+  network: boolean,
+  env: NodeJS.ProcessEnv = process.env,
+  setup: SandboxSetup = {},
+): Extract<ShellSandbox, { kind: 'bubblewrap' }> {
+  const { user } = setup;
+  const key = user?.uid ?? process.getuid?.() ?? 0;
+  const probe = probed.get(key) ?? probeBubblewrap(env, BWRAP_CANDIDATES, user);
+  probed.set(key, probe);
+  if ('reason' in probe) {
+    throw new ShellSandboxError(
+      user !== undefined && probe.trial === true
+        ? `run_shell runs commands in a bubblewrap sandbox as ${userLabel(user)}, and ${probe.reason}: started without root, bubblewrap needs ` +
+            'unprivileged user namespaces (user.max_user_namespaces); pass --shell-user root to run them as root in the sandbox'
+        : `run_shell runs commands in a bubblewrap sandbox, and ${probe.reason}: install it (apt-get install bubblewrap) ` +
+            'or pass --allow-shell=unsandboxed to run commands without a sandbox',
+    );
+  }
+  const limits = sandboxLimits(setup.limits ?? DEFAULT_SHELL_LIMITS, env);
+  return { kind: 'bubblewrap', bwrap: probe.path, network, limits, ...(user === undefined ? {} : { user }) };
+}
+
+/** The limits a command gets here, and the prlimit command that sets them (found once needed). */
+function sandboxLimits(asked: ShellLimits, env: NodeJS.ProcessEnv): SandboxLimits {
+  const hard = hardLimits();
+  const limits = effectiveLimits(asked, hard);
+  if (!anyLimit(limits)) return { asked, limits, command: [] };
+  const prlimit = findExecutable('prlimit', PRLIMIT_CANDIDATES, env);
+  if (prlimit === undefined) {
+    throw new ShellSandboxError(
+      'run_shell limits each sandboxed command with prlimit, and prlimit (util-linux) was not found: install it (apt-get install util-linux), ' +
+        'or pass --shell-limits with every limit unlimited',
+    );
+  }
+  return { asked, limits, command: [prlimit, ...prlimitOptions(limits, hard), '--'] };
+}
+
+function findExecutable(name: string, candidates: readonly string[], env: NodeJS.ProcessEnv): string | undefined {
   const dirs = (env['PATH'] ?? '').split(delimiter).filter(Boolean);
-  const path = [...candidates, ...dirs.map((dir) => join(dir, 'bwrap'))].find(isExecutable);
+  return [...candidates, ...dirs.map((dir) => join(dir, name))].find(isExecutable);
+}
+
+/**
+ * Finds bubblewrap (in `candidates`, then on PATH) and tries it once, as `user` when given.
+ * Exported for its tests, which pass stand-ins for bubblewrap as `candidates`.
+ */
+export function probeBubblewrap(env: NodeJS.ProcessEnv, candidates: readonly string[] = BWRAP_CANDIDATES, user?: ShellUser): Probe {
+  if (process.platform !== 'linux') return { reason: `bubblewrap is Linux-only (this is ${process.platform})` };
+  const path = findExecutable('bwrap', candidates, env);
   if (path === undefined) return { reason: 'bubblewrap (bwrap) was not found' };
   // The trial loads the seccomp program too, so a kernel that refuses it is found here, not mid-run.
   // (spawnSync cannot feed a pipe on fd 3, so the program goes through a file.)
@@ -68,10 +134,12 @@ export function probeBubblewrap(env: NodeJS.ProcessEnv, candidates: readonly str
       stdio: ['ignore', 'pipe', 'pipe', ...(fd === undefined ? [] : [fd])],
       timeout: 10_000,
       encoding: 'utf8',
+      ...(user === undefined ? {} : { uid: user.uid, gid: user.gid }),
     });
     if (trial.status !== 0)
       return {
         reason: `bubblewrap at ${path} cannot start a sandbox here (${(trial.stderr || trial.error?.message || 'no reason given').trim().split('\n')[0]})`,
+        trial: true,
       };
   } finally {
     if (fd !== undefined) closeSync(fd);
@@ -89,14 +157,39 @@ function isExecutable(path: string): boolean {
   }
 }
 
+/**
+ * What the sandbox keeps from a command besides the rest of the file system, as real paths that
+ * exist now (see protectedPaths.ts): directories inside the working directory bound onto
+ * themselves, writable, so that they cannot be renamed or removed (`pinned`, parents first); paths
+ * inside it bound read-only (`readOnly`: a mount point cannot be renamed, removed or replaced by a
+ * symlink either); directories an empty read-only tmpfs covers (`hidden`).
+ */
+export interface SandboxShield {
+  readonly pinned: readonly string[];
+  readonly readOnly: readonly string[];
+  readonly hidden: readonly string[];
+}
+
+const NO_SHIELD: SandboxShield = { pinned: [], readOnly: [], hidden: [] };
+
+/** bubblewrap's mounts for `shield`, to come after the working directory's own. */
+function shieldArgs(shield: SandboxShield): string[] {
+  return [
+    ...shield.pinned.flatMap((dir) => ['--bind', dir, dir]),
+    ...shield.readOnly.flatMap((p) => ['--ro-bind', p, p]),
+    ...shield.hidden.flatMap((dir) => ['--tmpfs', dir, '--remount-ro', dir]),
+  ];
+}
+
 /** The descriptor bubblewrap reads the seccomp program from (see seccompFilter.ts). */
 const SECCOMP_FD = 3;
 
 /**
  * bubblewrap's arguments for a command working in `cwd` (mounts in order: later ones sit on top).
- * With `seccomp`, bubblewrap loads the program it reads from fd SECCOMP_FD.
+ * With `seccomp`, bubblewrap loads the program it reads from fd SECCOMP_FD; `shield` adds the
+ * protected and hidden paths.
  */
-export function sandboxArgs(cwd: string, network: boolean, seccomp = false): string[] {
+export function sandboxArgs(cwd: string, network: boolean, seccomp = false, shield: SandboxShield = NO_SHIELD): string[] {
   return [
     ...(seccomp ? ['--seccomp', String(SECCOMP_FD)] : []),
     '--ro-bind',
@@ -112,6 +205,8 @@ export function sandboxArgs(cwd: string, network: boolean, seccomp = false): str
     '--bind',
     cwd,
     cwd,
+    // On top of the working directory: exarch's state and git's hooks read-only, the key's directory hidden.
+    ...shieldArgs(shield),
     '--chdir',
     cwd,
     '--unshare-pid',

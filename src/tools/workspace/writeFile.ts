@@ -1,10 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { constants, type Stats } from 'node:fs';
-import { type FileHandle, open, rename, unlink } from 'node:fs/promises';
+import { type FileHandle, open, realpath, rename, unlink } from 'node:fs/promises';
+import path from 'node:path';
 import { z } from 'zod';
 import { defineTool, type Tool } from '../defineTool.js';
-import { at, changed, createDirs, fileKind, locate, type Location, type OpenDir } from './openInside.js';
+import { fileKind } from '../../engine/fs/fileKind.js';
+import { at, changed, createDirs, keepOwner, locate, ownerOf, type Location, type OpenDir, type Owner } from './openInside.js';
 import { errorCode, fsError, quote, WorkspaceError } from './paths.js';
+import type { ProtectedPaths } from './protectedPaths.js';
 
 const NOFOLLOW = constants.O_NOFOLLOW ?? 0;
 const NONBLOCK = constants.O_NONBLOCK ?? 0;
@@ -18,7 +21,8 @@ const input = z.object({
   content: z.string().describe('The complete new content of the file.'),
 });
 
-export function writeFileTool(root: string): Tool {
+/** `protection`: the paths it refuses to write (exarch's state, git's hooks and config); none without. */
+export function writeFileTool(root: string, protection?: ProtectedPaths): Tool {
   return defineTool({
     name: 'write_file',
     // Writes the whole file from its input (a fresh file renamed over the old one, no append mode): a second run leaves the
@@ -28,14 +32,22 @@ export function writeFileTool(root: string): Tool {
       'Create or overwrite a file in the working directory with `content` (the whole file). Missing parent directories are ' +
       'created. Paths outside the working directory are refused.',
     input,
-    run: ({ path: shown, content }, { signal }) => writeText(root, shown, content, signal),
+    run: ({ path: shown, content }, { signal }) => writeText(root, shown, content, signal, protection),
   });
 }
 
-async function writeText(root: string, shown: string, content: string, signal: AbortSignal): Promise<string> {
+async function writeText(root: string, shown: string, content: string, signal: AbortSignal, protection: ProtectedPaths | undefined): Promise<string> {
   signal.throwIfAborted();
   const location = await locate(root, shown);
   try {
+    // Before any directory is made: where the walk found the file to be, every symlink on the way followed.
+    if (protection !== undefined) {
+      const found = location.found;
+      const real =
+        found.kind === 'entry' ? path.join(found.dir.real, found.name) : found.kind === 'missing' ? path.join(found.dir.real, ...found.rest) : undefined;
+      const refusal = real === undefined ? undefined : protection.refusal(await realpath(root), real, shown);
+      if (refusal !== undefined) throw refusal;
+    }
     const target = await prepareTarget(location, shown);
     signal.throwIfAborted();
     const bytes = Buffer.from(content, 'utf8');
@@ -52,6 +64,8 @@ interface Target {
   readonly name: string;
   /** The existing file's permission bits, kept by the new file; undefined for a new file. */
   readonly mode: number | undefined;
+  /** Who the file belongs to: the existing file's owner, or a new one's directory's (see `replaceFile`). */
+  readonly owner: Owner;
 }
 
 /** Where the file goes: its directory by descriptor (made if missing), and what is there now, refused unless it is a regular file. */
@@ -70,10 +84,12 @@ async function prepareTarget(location: Location, shown: string): Promise<Target>
       // `x/..` in a symlink's target: that path has no file to create.
       if (name === undefined || found.rest.includes('..')) throw new WorkspaceError('not-found', `no such file: ${shown}`);
       const dir = await createDirs(location, found.dir, found.rest.slice(0, -1), shown);
-      return { dir, name, mode: undefined };
+      return { dir, name, mode: undefined, owner: ownerOf(await dir.handle.stat()) };
     }
-    case 'entry':
-      return { dir: found.dir, name: found.name, mode: await existingMode(found.dir, found.name, found.stats, shown) };
+    case 'entry': {
+      const existing = await existingFile(found.dir, found.name, found.stats, shown);
+      return { dir: found.dir, name: found.name, mode: existing.mode & 0o777, owner: ownerOf(existing) };
+    }
   }
 }
 
@@ -82,7 +98,7 @@ async function prepareTarget(location: Location, shown: string): Promise<Target>
  * never opened), then an O_NONBLOCK open that writes nothing, checked by fstat on the descriptor
  * (an open also says whether this process may write the file at all).
  */
-async function existingMode(dir: OpenDir, name: string, stats: Stats, shown: string): Promise<number> {
+async function existingFile(dir: OpenDir, name: string, stats: Stats, shown: string): Promise<Stats> {
   if (!stats.isFile()) throw notRegular(shown, fileKind(stats));
   let handle: FileHandle;
   try {
@@ -97,7 +113,7 @@ async function existingMode(dir: OpenDir, name: string, stats: Stats, shown: str
   try {
     const opened = await handle.stat();
     if (!opened.isFile()) throw notRegular(shown, fileKind(opened));
-    return opened.mode & 0o777;
+    return opened;
   } finally {
     await handle.close();
   }
@@ -112,7 +128,8 @@ async function existingMode(dir: OpenDir, name: string, stats: Stats, shown: str
  * content, whatever the link count is and whenever a link appears. It is also atomic (a reader
  * never sees half a file; a crash leaves the old one) and never opens the old file for writing,
  * so it cannot block on one. The cost: the file gets a new inode (hard links inside the workspace
- * are split; the owner becomes this process's user), and the directory must be writable.
+ * are split), and the directory must be writable. Its owner would become this process's user: run
+ * as root, exarch gives it the old file's owner, or a new file its directory's (`keepOwner`).
  */
 async function replaceFile(target: Target, bytes: Buffer, shown: string): Promise<void> {
   const temp = `.exarch-write-${randomBytes(6).toString('hex')}.tmp`;
@@ -122,7 +139,9 @@ async function replaceFile(target: Target, bytes: Buffer, shown: string): Promis
   try {
     try {
       await handle.writeFile(bytes);
-      // The open's mode went through the umask; an existing file keeps its own bits exactly.
+      await keepOwner(handle, target.owner);
+      // The open's mode went through the umask; an existing file keeps its own bits exactly (after
+      // a chown, which clears set-id bits).
       if (target.mode !== undefined) await handle.chmod(target.mode);
     } finally {
       await handle.close();

@@ -2,7 +2,9 @@ import type { ActorRefLike, InspectionEvent } from 'xstate';
 import type { ApprovalDecision } from '../../engine/approvals.js';
 import type { BudgetCrossing, BudgetMeter } from '../../engine/budget.js';
 import type { SessionSnapshot } from '../../engine/runtime.js';
-import type { AgentIdentity, AgentResult, Message, ModelResponse, ToolResultBlock } from '../../engine/types.js';
+import type { RequestSpend } from '../../engine/model/streamModel.js';
+import type { AgentIdentity, AgentResult, Message, ModelResponse, ToolResultBlock, Usage } from '../../engine/types.js';
+import { addUsage, ZERO_USAGE } from '../../engine/usage.js';
 import type { RunEventListener } from './events.js';
 
 /**
@@ -35,6 +37,9 @@ interface Track {
   state: string;
   steps: number;
   requests: number;
+  /** The session's count of requests served, and their tokens, as far as events have accounted for them (see `model.lost`). */
+  served: number;
+  servedUsage: Usage;
   /** Messages sent so far, and the last one (an append may merge into it in place). */
   messages: number;
   last: Message | undefined;
@@ -49,6 +54,16 @@ interface Track {
 function firstUserText(messages: readonly Message[]): string {
   const first = messages.find((m) => m.role === 'user');
   return first?.content.map((b) => (b.type === 'text' ? b.text : '')).join('') ?? '';
+}
+
+/** `a − b`, kind by kind, never below zero. */
+function subtractUsage(a: Usage, b: Usage): Usage {
+  return {
+    inputTokens: Math.max(0, a.inputTokens - b.inputTokens),
+    outputTokens: Math.max(0, a.outputTokens - b.outputTokens),
+    cacheCreationInputTokens: Math.max(0, a.cacheCreationInputTokens - b.cacheCreationInputTokens),
+    cacheReadInputTokens: Math.max(0, a.cacheReadInputTokens - b.cacheReadInputTokens),
+  };
 }
 
 function errorText(error: unknown): string {
@@ -132,6 +147,9 @@ export class RunDecoder {
         state: '',
         steps: 0,
         requests: 0,
+        // A resumed session's count starts where its journal left it (a test's partial snapshot may have none).
+        served: session.context.requests ?? 0,
+        servedUsage: session.context.usage ?? ZERO_USAGE,
         messages: 0,
         last: undefined,
         snapshot: undefined,
@@ -183,6 +201,20 @@ export class RunDecoder {
     }
     track.messages = messages.length;
     track.last = messages[messages.length - 1];
+    // Requests counted with no response or error to show for them were aborted (a cancel, a spent budget).
+    if (context.requests !== undefined && context.requests > track.served) {
+      this.emit({
+        type: 'model.lost',
+        agent: agent.id,
+        path,
+        time,
+        reason: 'aborted',
+        requests: context.requests - track.served,
+        usage: subtractUsage(context.usage, track.servedUsage),
+      });
+      track.served = context.requests;
+      track.servedUsage = context.usage;
+    }
 
     const state = String(session.value);
     const steps = context.steps;
@@ -284,6 +316,11 @@ export class RunDecoder {
           this.emit({ type: 'tool.call', agent, path, time, id: block.id, name: block.name, input: block.input, complete: !incomplete.has(block.id) });
       }
       this.emit({ type: 'usage', agent, path, time, usage: response.usage });
+      const requests = typeof event['requests'] === 'number' ? event['requests'] : 1;
+      const lost = (event['lost'] as Usage | undefined) ?? ZERO_USAGE;
+      if (requests > 1) this.emit({ type: 'model.lost', agent, path, time, reason: 'retried', requests: requests - 1, usage: lost });
+      track.served += requests;
+      track.servedUsage = addUsage(track.servedUsage, addUsage(response.usage, lost));
     } else if ((type === 'tool.settled' || type === 'batch.drained') && event['result'] !== undefined) {
       const result = event['result'] as ToolResultBlock;
       this.emit({ type: 'tool.result', agent, path, time, id: result.tool_use_id, isError: result.is_error === true, content: result.content });
@@ -295,6 +332,13 @@ export class RunDecoder {
       const reason = event['reason'];
       this.emit({ type: 'agent.cancel', agent, path, time, ...(typeof reason === 'string' ? { reason } : {}) });
     } else if (type === 'model.error') {
+      // What the failed requests spent first: a watcher ending the request on the error has it by then.
+      const spent = event['spent'] as RequestSpend | undefined;
+      if (spent) {
+        this.emit({ type: 'model.lost', agent, path, time, reason: 'failed', requests: spent.requests, usage: spent.usage });
+        track.served += spent.requests;
+        track.servedUsage = addUsage(track.servedUsage, spent.usage);
+      }
       this.emit({ type: 'model.error', agent, path, time, message: errorText(event['error']) });
     } else if (type === 'approval.answer') {
       // Observed before the session takes it: the call is still among those waiting (else it is ignored).

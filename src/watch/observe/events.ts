@@ -143,6 +143,19 @@ export interface ModelErrorEvent extends RunEventBase {
 }
 
 /**
+ * Model requests of the agent that reached the provider and ended without a response it keeps:
+ * `retried` (a stream that broke, asked again), `failed` (the step failed with it) or `aborted`
+ * (a cancel, a spent budget). They were served, and what they reported is spent: `usage` counts
+ * it, as `agent.state`'s running total does.
+ */
+export interface ModelLostEvent extends RunEventBase {
+  readonly type: 'model.lost';
+  readonly reason: 'retried' | 'failed' | 'aborted';
+  readonly requests: number;
+  readonly usage: Usage;
+}
+
+/**
  * Every snapshot of a session, for a watcher that draws from the session's context (what a batch
  * is running, how many sub-agents are live). Sent after the other events of the same snapshot.
  * The snapshot is XState's own, typed; its context's arrays are the live ones, not copies.
@@ -224,6 +237,7 @@ export type RunEvent =
   | UserMessageEvent
   | CancelEvent
   | ModelErrorEvent
+  | ModelLostEvent
   | ApprovalRequestedEvent
   | ApprovalAnsweredEvent
   | BudgetExceededEvent

@@ -20,6 +20,7 @@ import type { AgentStartedEvent, RunEvent } from '../observe/events.js';
 import { observe } from '../observe/runObserver.js';
 import { Redactor } from '../../engine/redact.js';
 import type { Message, Usage } from '../../engine/types.js';
+import { addUsage, ZERO_USAGE } from '../../engine/usage.js';
 
 /**
  * A run as OpenTelemetry spans, following the GenAI semantic conventions (agent spans, inference
@@ -108,10 +109,13 @@ interface AgentSpans {
   planned: { readonly span: SpanContext; readonly start: number; readonly parent: Context; readonly provider: string | undefined } | undefined;
   /** Its last snapshot was at rest with nothing left (no sub-agent, nothing to take): a stop then ends it. */
   atRest: boolean;
-  /** Deliveries seen while the span is only planned, added to it when it is emitted. */
-  readonly deliveries: { readonly attributes: Attributes; readonly time: number }[];
+  /** Span events (deliveries, waits in a budget's queue) seen while the span is only planned, added to it when it is emitted. */
+  readonly pendingEvents: { readonly name: string; readonly attributes: Attributes; readonly time: number }[];
   /** Each message of the history in the conventions' JSON form (only with `captureContent`). */
   readonly content: string[];
+  /** Its requests served and not kept (retried, failed, aborted), set on its span as it ends. */
+  lostRequests: number;
+  lostUsage: Usage;
 }
 
 interface OpenChat {
@@ -167,12 +171,16 @@ export class OtelRunExporter {
           tools: new Map(),
           planned: undefined,
           atRest: false,
-          deliveries: [],
+          pendingEvents: [],
           content: [],
+          lostRequests: 0,
+          lostUsage: ZERO_USAGE,
         });
         break;
       case 'agent.state': {
         const agent = this.agents.get(event.agent);
+        // A session queued for room in its budget says so on its span, from the time it began to wait.
+        if (agent && event.state === 'queued') this.agentEvent(agent, 'exarch.queued', { 'exarch.queued.reason': 'budget' }, event.time);
         if (!agent || event.requests <= agent.requests) break;
         agent.requests = event.requests;
         // A continuation (pause_turn) begins while the response before it still waits for its commit.
@@ -214,6 +222,27 @@ export class OtelRunExporter {
         if (agent) agent.chat = undefined;
         break;
       }
+      case 'model.lost': {
+        const agent = this.agents.get(event.agent);
+        if (!agent) break;
+        agent.lostRequests += event.requests;
+        agent.lostUsage = addUsage(agent.lostUsage, event.usage);
+        const chat = agent.chat;
+        if (!chat) break;
+        if (event.reason === 'retried') {
+          // The chat's usage is its kept response's: what the retried streams spent is an event of it.
+          chat.span.addEvent('exarch.request.retried', { 'exarch.requests': event.requests, ...usageAttributes(event.usage) }, event.time);
+          break;
+        }
+        // The request of this chat: served, its tokens spent, its response never kept.
+        chat.span.setAttributes(usageAttributes(event.usage));
+        if (event.reason === 'aborted') {
+          this.fail(chat.span, 'cancelled', 'the request was aborted');
+          chat.span.end(event.time);
+          agent.chat = undefined;
+        }
+        break;
+      }
       case 'tool.call': {
         const agent = this.agents.get(event.agent);
         if (!agent) break;
@@ -242,8 +271,7 @@ export class OtelRunExporter {
       case 'delivery': {
         const agent = this.agents.get(event.agent);
         const attributes = { 'exarch.child.id': event.child, 'exarch.child.name': event.name, 'exarch.outcome': event.outcome };
-        if (agent?.planned) agent.deliveries.push({ attributes, time: event.time });
-        else agent?.span?.addEvent('exarch.delivery', attributes, event.time);
+        if (agent) this.agentEvent(agent, 'exarch.delivery', attributes, event.time);
         break;
       }
       case 'agent.ended':
@@ -418,16 +446,29 @@ export class OtelRunExporter {
     const planned = agent.planned;
     if (planned && !continued && this.ids) {
       agent.span = this.ids.startWith(planned.span, () => this.startAgentSpan(agent, planned.provider, planned.start, planned.parent));
-      for (const delivery of agent.deliveries) agent.span.addEvent('exarch.delivery', delivery.attributes, delivery.time);
+      for (const pending of agent.pendingEvents) agent.span.addEvent(pending.name, pending.attributes, pending.time);
     }
     const span = agent.span;
     if (!span) return;
     if (continued) span.setAttribute('exarch.agent.continued', true);
+    if (agent.lostRequests > 0)
+      span.setAttributes({
+        'exarch.requests.lost': agent.lostRequests,
+        'exarch.usage.lost.input_tokens': agent.lostUsage.inputTokens + agent.lostUsage.cacheReadInputTokens + agent.lostUsage.cacheCreationInputTokens,
+        'exarch.usage.lost.output_tokens': agent.lostUsage.outputTokens,
+      });
     if (ended?.outcome !== undefined) span.setAttribute('exarch.agent.outcome', ended.outcome);
     if (ended?.status === 'error') this.fail(span, 'crash', ended.reason ?? 'the session crashed');
     else if (ended?.outcome === 'failed') this.fail(span, 'failed', ended.reason ?? 'the agent failed');
     else if (ended?.reason !== undefined) span.setAttribute('exarch.agent.reason', this.redactor.text(ended.reason));
     span.end(time);
+  }
+
+  /** An event on the agent's span; while the span is only planned, kept for when it is emitted. */
+  private agentEvent(agent: AgentSpans, name: string, attributes: Attributes, time: number): void {
+    this.openAgent(agent, undefined);
+    if (agent.planned) agent.pendingEvents.push({ name, attributes, time });
+    else agent.span?.addEvent(name, attributes, time);
   }
 
   private fail(span: Span, type: string, message: string): void {

@@ -12,6 +12,12 @@ import type { AgentOutcome, Message, StopReason, Usage } from '../../engine/type
  */
 export const TRACE_VERSION = 1;
 
+/**
+ * The largest trace `exarch view` reads (256 MiB): it is read whole and its records go into one
+ * page. A larger file is refused by its size, unread.
+ */
+export const MAX_TRACE_BYTES = 256 * 1024 * 1024;
+
 /** The statechart of the session machine, so a trace can be viewed without the code that wrote it. */
 export interface TraceStatechart {
   readonly initial: string;

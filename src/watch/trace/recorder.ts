@@ -1,6 +1,7 @@
-import { appendFileSync, writeFileSync } from 'node:fs';
 import { ExarchError } from '../../engine/exarchError.js';
+import { type FileError, fileErrorOf } from '../../engine/fs/fileError.js';
 import { makeDirs } from '../../engine/fs/makeDirs.js';
+import { appendRegular, writeRegular } from '../../engine/fs/regularFile.js';
 import { dirname } from 'node:path';
 import type { InspectionEvent } from 'xstate';
 import { stringifyBounded } from '../../engine/nesting.js';
@@ -20,11 +21,20 @@ export interface TraceRecorderOptions {
   readonly now?: () => number;
   /** Secrets to keep out of the trace (default: those of `process.env`; see redact.ts). */
   readonly redactor?: Redactor;
+  /**
+   * Called once, with the first write that failed (a full disk, a file-size limit, a read-only
+   * directory): one line naming the file and the cause. The records it did not write are held
+   * and tried again at the next flush (up to 16 MiB; past that the trace is given up); the file
+   * only ever holds whole lines. Default: a process warning.
+   */
+  readonly onFault?: (fault: FileError) => void;
 }
 
 const FLUSH_BYTES = 256 * 1024;
+/** What a trace that could not be written holds back, at most, waiting for room. */
+const MAX_HELD_BYTES = 16 * 1024 * 1024;
 
-/** The trace file cannot be made (a part of its path is a file, no permission): one line for the user. */
+/** The trace file cannot be made (a part of its path is a file, no permission, a FIFO): one line for the user. */
 export class TraceFileError extends ExarchError<'trace-file'> {
   constructor(
     readonly file: string,
@@ -35,18 +45,8 @@ export class TraceFileError extends ExarchError<'trace-file'> {
   }
 
   static from(file: string, error: unknown): TraceFileError {
-    const code = (error as NodeJS.ErrnoException | undefined)?.code;
-    const why =
-      code === 'ENOTDIR' || code === 'EEXIST' || code === 'EISDIR'
-        ? code === 'EISDIR'
-          ? 'it is a directory'
-          : 'a part of the path is a file'
-        : code === 'EACCES' || code === 'EPERM' || code === 'EROFS'
-          ? 'permission denied'
-          : error instanceof Error
-            ? error.message
-            : String(error);
-    return new TraceFileError(file, code, `cannot write the trace to ${file}: ${why}`);
+    const fault = fileErrorOf(error, file, { what: 'the trace', writing: true });
+    return new TraceFileError(file, fault.code, `cannot write the trace to ${file}: ${fault.reason}`);
   }
 }
 
@@ -64,13 +64,22 @@ export class TraceRecorder {
   private readonly redactor: Redactor;
   private readonly observer = new RunObserver();
   private readonly maker: TraceRecordMaker;
+  private readonly onFault: (fault: FileError) => void;
+  /** A write failed (said once); the buffer holds what it did not write. */
+  private faulted = false;
+  /** Given up: more was held back than MAX_HELD_BYTES. */
+  private abandoned = false;
+  /** What was held when the last write failed. */
+  private heldAtFault = 0;
 
   constructor(options: TraceRecorderOptions) {
     this.file = options.file;
     this.redactor = options.redactor ?? Redactor.fromEnv();
+    this.onFault = options.onFault ?? ((fault) => process.emitWarning(fault.message));
     try {
       makeDirs(dirname(options.file));
-      writeFileSync(options.file, '');
+      // A FIFO, a device or a directory is refused without waiting on it (regularFile.ts).
+      writeRegular(options.file, '', { what: 'the trace' });
     } catch (error) {
       throw TraceFileError.from(options.file, error);
     }
@@ -95,18 +104,36 @@ export class TraceRecorder {
 
   /** Every line is JSON, however deep what a model sent (see nesting.ts). */
   private write(record: TraceRecord): void {
+    if (this.abandoned) return;
     const line = `${stringifyBounded(record)}\n`;
     this.buffer.push(line);
     this.bytes += line.length;
-    if (this.bytes >= FLUSH_BYTES) this.flush();
+    // Once a write failed, only every FLUSH_BYTES more (and the close) try again.
+    if (this.bytes >= (this.faulted ? this.heldAtFault + FLUSH_BYTES : FLUSH_BYTES)) this.flush();
   }
 
-  /** Writes what is buffered. */
+  /** Writes what is buffered; a write that fails is said to `onFault` (once) and tried again later, never thrown. */
   flush(): void {
-    if (this.buffer.length === 0) return;
-    appendFileSync(this.file, this.redactor.json(this.buffer.join('')));
+    if (this.buffer.length === 0 || this.abandoned) return;
+    try {
+      appendRegular(this.file, this.redactor.json(this.buffer.join('')), { what: 'the trace' });
+    } catch (error) {
+      // Nothing of it is in the file (appendRegular cuts a part write back).
+      this.heldAtFault = this.bytes;
+      if (this.bytes > MAX_HELD_BYTES) {
+        this.abandoned = true;
+        this.buffer = [];
+        this.bytes = 0;
+      }
+      if (!this.faulted) {
+        this.faulted = true;
+        this.onFault(fileErrorOf(error, this.file, { what: 'the trace', writing: true }));
+      }
+      return;
+    }
     this.buffer = [];
     this.bytes = 0;
+    this.heldAtFault = 0;
   }
 
   /** Ends the trace; later events are ignored. */

@@ -1,13 +1,14 @@
 import type { AgentOutcome } from '../../engine/types.js';
 
 /**
- * The viewer's colours, by meaning: waiting is grey (waiting for sub-agents a darker grey, for a person's approval orange), working blue, a tool batch amber, a nudge
+ * The viewer's colours, by meaning: waiting is grey (waiting for sub-agents a darker grey, for room in a budget a slate grey, for a person's approval orange), working blue, a tool batch amber, a nudge
  * purple, done green, and the bad endings red. The page, its legend and the statechart all read
  * them from here.
  */
 export const STATE_COLORS: Readonly<Record<string, string>> = {
   readyForUser: '#cbd5e1',
   streaming: '#3b82f6',
+  queued: '#64748b',
   dispatchingBatch: '#f59e0b',
   waitingForAgents: '#94a3b8',
   awaitingApproval: '#ea580c',
@@ -26,6 +27,7 @@ export const UNKNOWN_STATE_COLOR = '#9ca3af';
 export const STATE_MEANINGS: Readonly<Record<string, string>> = {
   readyForUser: 'waiting: turn over, for the user or its inbox',
   streaming: 'working: a model request in flight',
+  queued: 'waiting for room in its budget to make its request',
   dispatchingBatch: 'tool batch running',
   waitingForAgents: 'waiting for its sub-agents (wait_for_agents), no request',
   awaitingApproval: 'waiting for a person to approve a tool call',

@@ -5,3 +5,4 @@ export { buildViewerModel, viewerModelBuilder } from './buildModel.js';
 export { ViewerModelBuilder, type ViewerAgent, type ViewerArrow, type ViewerBar, type ViewerModel, type ViewerModelBuilderOptions } from './model.js';
 export { LiveViewerError, serveViewer, startLiveViewer, type LiveViewer, type LiveViewerOptions, type ServedViewer } from './liveServer.js';
 export { PageScriptError } from './pageScript.js';
+export { newViewerToken, ViewerTokenError } from './viewerToken.js';

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { pipeline, Readable } from 'node:stream';
 import type { AnyActorRef } from 'xstate';
 import { stringifyBounded } from '../../engine/nesting.js';
 import type { RunEventListener } from '../observe/events.js';
@@ -9,6 +10,10 @@ import type { TraceRecord } from '../trace/format.js';
 import { TraceRecordMaker } from '../trace/records.js';
 import { renderViewerHtml } from './html.js';
 import { ExarchError } from '../../engine/exarchError.js';
+import { EventFollower } from './eventFollower.js';
+import { chunksOf, ServedRecords } from './servedRecords.js';
+import { StallWatch } from './stallWatch.js';
+import { checkedViewerToken, newViewerToken, tokenMatches } from './viewerToken.js';
 
 /**
  * The turn-flow viewer, live: a server on 127.0.0.1 that records a run as it goes (the same trace
@@ -21,11 +26,17 @@ import { ExarchError } from '../../engine/exarchError.js';
  * - `/trace.jsonl`: the trace so far, as `exarch view` reads it.
  *
  * A page opened after the run ended is the offline page of its trace. Each record is serialised
- * once, redacted (secrets of `process.env` by default; see redact.ts), and kept as that line, so
- * serving costs time linear in the run however many pages follow it.
+ * once, redacted (secrets of `process.env` by default; see redact.ts), and kept as those bytes,
+ * which every stream, download and page reads; the page is rendered once per change of the trace,
+ * not per request. Everything is written with backpressure (no more until the socket has taken the
+ * last chunk), so a client that stops reading holds at most a chunk of its own, and a client that
+ * took nothing while 4 MiB of the run arrived is dropped (stallWatch.ts): a browser's event
+ * stream reconnects with the last id it got and loses nothing.
  *
- * Only this machine's pages are answered: a request whose `Host` is not the server's own address
- * (a DNS-rebinding page) gets 403, and the page itself may connect to nothing but this server.
+ * Only the person who started it is answered: every request must carry the viewer's token
+ * (`?token=…`, in `url`; anything else gets 403 and nothing of the run), a request whose `Host` is
+ * not the server's own address (a DNS-rebinding page) gets 403, and the page itself may connect to
+ * nothing but this server.
  */
 export interface LiveViewerOptions {
   /** Default 0: any free port. An explicit port that is taken is an error. */
@@ -38,12 +49,19 @@ export interface LiveViewerOptions {
   readonly model?: string;
   /** Secrets to keep out of what is served (default: those of `process.env`). */
   readonly redactor?: Redactor;
+  /**
+   * The secret every request must carry (`?token=…`): at least 22 URL-safe characters. Default: a
+   * new one of 256 random bits, which `url` carries.
+   */
+  readonly token?: string;
   readonly now?: () => number;
 }
 
 export interface LiveViewer {
-  /** The page to open: `http://127.0.0.1:PORT/`. */
+  /** The page to open: `http://127.0.0.1:PORT/?token=TOKEN`. */
   readonly url: string;
+  /** The secret `url` carries, which every request must. */
+  readonly token: string;
   /** Feed it the run's events (a `RunObserver` listener). Ignored after `end()`. */
   readonly onEvent: RunEventListener;
   /** The run ended: the trace is closed (`trace.end`) and every page is told. Idempotent. */
@@ -62,7 +80,9 @@ export interface LiveViewer {
  * with `trace.end` as a recorder's do.
  */
 export interface TraceServer {
+  /** The page to open, with its token. */
   readonly url: string;
+  readonly token: string;
   /** The run's next trace record. Ignored after `end()`. */
   readonly push: (record: TraceRecord) => void;
   /** No record follows: every page is told. Idempotent. */
@@ -79,12 +99,6 @@ export class LiveViewerError extends ExarchError<'live-viewer'> {
   }
 }
 
-interface Follower {
-  readonly response: ServerResponse;
-  /** The index of the next record it is to be sent. */
-  next: number;
-}
-
 /** Starts the server; feed it the run's events with `onEvent`, then call `end()`. */
 export async function startLiveViewer(options: LiveViewerOptions = {}): Promise<LiveViewer> {
   const server = await startTraceServer(options);
@@ -98,6 +112,7 @@ export async function startLiveViewer(options: LiveViewerOptions = {}): Promise<
   );
   return {
     url: server.url,
+    token: server.token,
     onEvent: maker.onEvent,
     get records() {
       return server.records;
@@ -112,50 +127,71 @@ export async function startLiveViewer(options: LiveViewerOptions = {}): Promise<
   };
 }
 
+/** A rendered page, kept until the trace changes. */
+interface RenderedPage {
+  readonly records: number;
+  readonly ended: boolean;
+  readonly bytes: Buffer;
+}
+
 /** Starts the server alone; `push` it trace records, then call `end()`. (`title`, `model` and `now` are the records' own.) */
 export async function startTraceServer(options: Omit<LiveViewerOptions, 'title' | 'model' | 'now'> = {}): Promise<TraceServer> {
   const host = options.host ?? '127.0.0.1';
   const redactor = options.redactor ?? Redactor.fromEnv();
-  /** Every record so far, as its (redacted) JSON line: what is streamed, served as the trace, and embedded in a page. */
-  const lines: string[] = [];
-  const followers = new Set<Follower>();
+  const token = options.token === undefined ? newViewerToken() : checkedViewerToken(options.token);
+  /** Every record so far, redacted: what is streamed, served as the trace, and embedded in a page. */
+  const records = new ServedRecords();
+  const followers = new Set<EventFollower>();
+  let page: RenderedPage | undefined;
+  /** Every client being sent something: one that takes nothing while the run goes on is dropped. */
+  const stalls = new StallWatch(() => records.bytes);
   let ended = false;
   let closed = false;
   let flushing: NodeJS.Immediate | undefined;
   let markEnded = (): void => undefined;
   const endedPromise = new Promise<void>((resolve) => (markEnded = resolve));
 
-  const send = (follower: Follower): void => {
-    if (follower.next >= lines.length) return;
-    const parts: string[] = [];
-    for (let i = follower.next; i < lines.length; i++) parts.push(`id: ${i}\ndata: ${lines[i]}\n\n`);
-    follower.next = lines.length;
-    follower.response.write(parts.join(''));
-  };
-  const finish = (follower: Follower): void => {
-    send(follower);
-    follower.response.end('event: end\ndata: \n\n');
-    followers.delete(follower);
-  };
   // Records of one turn of the event loop go out together.
   const flush = (): void => {
     flushing = undefined;
-    for (const follower of followers) {
-      if (ended) finish(follower);
-      else send(follower);
-    }
+    stalls.check();
+    for (const follower of followers) follower.pump();
   };
   const push = (record: TraceRecord): void => {
     if (ended) return;
-    lines.push(redactor.json(stringifyBounded(record)));
+    records.add(redactor.json(stringifyBounded(record)));
     flushing ??= setImmediate(flush);
+  };
+
+  /**
+   * The page of the run so far, rendered once per change of the trace (a page is the whole trace:
+   * rendering it per request would cost every load the run's size again). A client still being
+   * sent an older page keeps that one alive, until it has it or StallWatch drops it.
+   */
+  const renderedPage = (): RenderedPage => {
+    if (page?.records === records.count && page.ended === ended) return page;
+    // The lines are redacted already; what the page adds (its code, colours) holds no secret.
+    const html = renderViewerHtml(records.records(), {
+      redactor: new Redactor([]),
+      ...(ended ? {} : { live: { events: `events?token=${token}` } }),
+    });
+    page = { records: records.count, ended, bytes: Buffer.from(html, 'utf8') };
+    return page;
   };
 
   let origin = '';
   const server = createServer((request: IncomingMessage, response: ServerResponse) => {
+    // Nothing that is served may be sent on elsewhere with its address (which holds the token).
+    response.setHeader('referrer-policy', 'no-referrer');
     if (!allowedHost(request.headers.host, origin)) {
       response.writeHead(403, { 'content-type': 'text/plain; charset=utf-8' });
       response.end('forbidden: the exarch viewer answers pages of this machine only\n');
+      return;
+    }
+    const url = new URL(request.url ?? '/', `http://${origin}`);
+    if (!tokenMatches(token, url.searchParams.get('token'))) {
+      response.writeHead(403, { 'content-type': 'text/plain; charset=utf-8', 'cache-control': 'no-store' });
+      response.end('forbidden: open the exarch viewer at the address it printed, with its ?token=\n');
       return;
     }
     if (request.method !== 'GET') {
@@ -163,29 +199,41 @@ export async function startTraceServer(options: Omit<LiveViewerOptions, 'title' 
       response.end('method not allowed\n');
       return;
     }
-    const url = new URL(request.url ?? '/', `http://${origin}`);
     if (url.pathname === '/' || url.pathname === '/index.html') {
-      const records = lines.map((line) => JSON.parse(line) as TraceRecord);
-      // The lines are redacted already; what the page adds (its code, colours) holds no secret.
-      const html = renderViewerHtml(records, { redactor: new Redactor([]), ...(ended ? {} : { live: { events: 'events' } }) });
-      response.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
-      response.end(html);
+      const served = renderedPage();
+      response.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', 'content-length': served.bytes.length });
+      stalls.watch(response);
+      sendPaced(
+        response,
+        chunksOf((index) => (index === 0 ? served.bytes : undefined)),
+      );
     } else if (url.pathname === '/events') {
       const lastId = request.headers['last-event-id'];
       const from = lastId !== undefined && /^\d+$/.test(String(lastId)) ? Number(lastId) + 1 : Number(url.searchParams.get('from') ?? 0);
       response.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', connection: 'keep-alive' });
       response.flushHeaders();
-      const follower: Follower = { response, next: Number.isSafeInteger(from) && from >= 0 ? Math.min(from, lines.length) : 0 };
-      if (ended) {
-        finish(follower);
-        return;
-      }
+      const start = Number.isSafeInteger(from) && from >= 0 ? Math.min(from, records.count) : 0;
+      const follower = new EventFollower(
+        records,
+        response,
+        start,
+        () => ended,
+        (done) => followers.delete(done),
+      );
       followers.add(follower);
-      send(follower);
-      response.on('close', () => followers.delete(follower));
+      stalls.watch(response);
+      follower.pump();
     } else if (url.pathname === '/trace.jsonl') {
-      response.writeHead(200, { 'content-type': 'application/x-ndjson; charset=utf-8', 'cache-control': 'no-store' });
-      response.end(lines.map((line) => `${line}\n`).join(''));
+      // The trace as it is now: its lines are the records' own bytes, so this copies nothing but the chunk in flight.
+      const count = records.count;
+      let length = 0;
+      for (let i = 0; i < count; i++) length += records.line(i)?.length ?? 0;
+      response.writeHead(200, { 'content-type': 'application/x-ndjson; charset=utf-8', 'cache-control': 'no-store', 'content-length': length });
+      stalls.watch(response);
+      sendPaced(
+        response,
+        chunksOf((index) => (index < count ? records.line(index) : undefined)),
+      );
     } else {
       response.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' });
       response.end('not found\n');
@@ -208,10 +256,11 @@ export async function startTraceServer(options: Omit<LiveViewerOptions, 'title' 
   origin = `${host.includes(':') ? `[${host}]` : host}:${port}`;
 
   return {
-    url: `http://${origin}/`,
+    url: `http://${origin}/?token=${token}`,
+    token,
     push,
     get records() {
-      return lines.length;
+      return records.count;
     },
     ended: endedPromise,
     end() {
@@ -223,15 +272,22 @@ export async function startTraceServer(options: Omit<LiveViewerOptions, 'title' 
     async close() {
       if (closed) return;
       closed = true;
-      // What is not sent yet goes out first (and, if the run ended, its end), so no page misses it.
+      // What the pages will take now goes out first (and, if the run ended, its end), so a page that reads misses nothing.
       if (flushing) clearImmediate(flushing);
       flush();
-      for (const follower of followers) follower.response.end();
-      followers.clear();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/**
+ * A body sent with backpressure: `stream.pipeline` writes the next chunk only once the socket has
+ * taken the last (so a client that does not read holds one chunk, not the body), and stops when
+ * the client goes (its error then is the client's leaving, nothing to report).
+ */
+function sendPaced(response: ServerResponse, chunks: Iterable<Buffer>): void {
+  pipeline(Readable.from(chunks, { objectMode: true, highWaterMark: 1 }), response, () => undefined);
 }
 
 /** The server's own address, by IP or as localhost: nothing a web page elsewhere can have resolved to us. */
@@ -243,7 +299,7 @@ function allowedHost(header: string | undefined, origin: string): boolean {
 
 /** What `serveViewer` returns. */
 export interface ServedViewer {
-  /** The page to open. */
+  /** The page to open, with the token it needs (`?token=…`). */
   readonly url: string;
   /** Resolves once the run's root has ended and its last records were recorded. */
   readonly ended: Promise<void>;

@@ -1,8 +1,9 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { fileErrorOf } from '../../engine/fs/fileError.js';
 import { makeDirs } from '../../engine/fs/makeDirs.js';
+import { readRegular, writeRegular } from '../../engine/fs/regularFile.js';
 import { basename, dirname } from 'node:path';
 import { describeError } from '../../engine/model/errors.js';
-import type { TraceRecord } from '../trace/format.js';
+import { MAX_TRACE_BYTES, type TraceRecord } from '../trace/format.js';
 import { readTrace, type LeftOutLine } from '../trace/readTrace.js';
 import { renderViewerHtml } from './html.js';
 
@@ -17,16 +18,18 @@ export interface WrittenViewer {
 
 /**
  * `exarch view TRACE --out FILE.html`: reads a JSONL trace and writes the turn-flow viewer for it.
- * A file that cannot be read or is not a trace throws one line naming it; lines that are not
- * trace records are left out of the page (`leftOut`).
+ * A file that cannot be read or is not a trace throws one line naming it; so does a page that
+ * cannot be written (`FileError`: a full disk leaves no part of it behind). Neither file may be a
+ * FIFO or a device (refused without waiting on it), and a trace over MAX_TRACE_BYTES is refused
+ * by its size. Lines that are not trace records are left out of the page (`leftOut`).
  */
 export function writeViewer(traceFile: string, outFile: string): WrittenViewer {
   let text: string;
   try {
-    text = readFileSync(traceFile, 'utf8');
+    text = readRegular(traceFile, MAX_TRACE_BYTES, { what: 'the trace' }).toString('utf8');
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    throw new Error(code === 'ENOENT' ? `${traceFile}: no such file` : `${traceFile}: cannot read it: ${describeError(error)}`);
+    const fault = fileErrorOf(error, traceFile, { what: 'the trace', writing: false });
+    throw new Error(fault.kind === 'missing' ? `${traceFile}: no such file` : fault.message);
   }
   let records: TraceRecord[];
   let leftOut: readonly LeftOutLine[];
@@ -36,8 +39,7 @@ export function writeViewer(traceFile: string, outFile: string): WrittenViewer {
     throw new Error(`${traceFile}: ${describeError(error)}`);
   }
   const html = renderViewerHtml(records, { title: titleOf(records[0], traceFile) });
-  makeDirs(dirname(outFile));
-  writeFileSync(outFile, html);
+  writeViewerPage(outFile, html);
   return { outFile, agents: records.filter((record) => record.kind === 'agent.start').length, records: records.length, leftOut };
 }
 
@@ -46,3 +48,15 @@ function titleOf(first: TraceRecord | undefined, traceFile: string): string {
   const title = first?.kind === 'trace.start' ? first.title : '';
   return title && title !== 'exarch run' ? title : `${title || 'exarch'} · ${basename(traceFile)}`;
 }
+
+/** Writes a viewer page: its directory made, the file a regular one, all of the page or none of it (`FileError` otherwise). */
+export function writeViewerPage(outFile: string, html: string): void {
+  try {
+    makeDirs(dirname(outFile));
+  } catch (error) {
+    throw fileErrorOf(error, outFile, VIEWER_PAGE);
+  }
+  writeRegular(outFile, html, VIEWER_PAGE);
+}
+
+const VIEWER_PAGE = { what: 'the viewer page', writing: true } as const;
