@@ -90,4 +90,16 @@ export { RunJournal, type SessionJournal } from './store/runJournal.js';
 export { restoreRun, type RestoredRun } from './store/restoreRun.js';
 export type { RestoredSession, RestoredChild, RestoredBatch, ResumeState } from './store/restoredSession.js';
 export type { JournalRecord } from './store/journalRecord.js';
-export type { ClaimResult, JournalRow, NewRun, RunOptionsRecord, RunOwner, RunRow, RunStatus, RunStore, RunSummary } from './store/runStore.js';
+export type {
+  ClaimResult,
+  JournalRow,
+  NewRun,
+  RunListing,
+  RunOptionsRecord,
+  RunOwner,
+  RunRow,
+  RunStatus,
+  RunStore,
+  RunSummary,
+  UnreadableRun,
+} from './store/runStore.js';

@@ -62,12 +62,12 @@ describe('exarch run --agents', () => {
       'export default {}',
       /^exarch: exarch\.config\.ts: only a JSON config is supported \(a \.ts or \.js config is not\); write the agents as JSON, e\.g\. exarch\.config\.json$/,
     ],
-    ['bad JSON', '--agents=agents.json', '{ "agents": ', /^exarch: agents\.json is not valid JSON: /],
+    ['bad JSON', '--agents=agents.json', '{ "agents": ', /^exarch: agents\.json is not valid JSON: it ends too soon$/],
     [
       'an unknown field',
       '--agents=agents.json',
       JSON.stringify({ agents: { r: { description: 'd', prompt: 'x' } } }),
-      /^exarch: agents\.json: agents\.r: Unrecognized key: "prompt" \(expected /,
+      /^exarch: agents\.json: agents\.r has a field it may not: "prompt" \(expected /,
     ],
     [
       'a tool the run does not allow',

@@ -9,7 +9,8 @@ import { JournalTraceStream, traceFromJournal, writeViewerForRun } from '../src/
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import type { JournalRow } from '../src/store/runStore.js';
 import { ScriptedProvider, type ScriptedProviderOptions } from '../src/testing/index.js';
-import { parseTrace, TRACE_VERSION, type TraceRecord } from '../src/watch/trace/format.js';
+import { TRACE_VERSION, type TraceRecord } from '../src/watch/trace/format.js';
+import { parseTrace } from '../src/watch/trace/readTrace.js';
 import { TraceRecorder } from '../src/watch/trace/recorder.js';
 import type { Message } from '../src/engine/types.js';
 import { buildViewerModel, renderViewerHtml, type ViewerModel } from '../src/watch/viewer/index.js';

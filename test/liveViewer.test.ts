@@ -8,7 +8,8 @@ import { createSessionActor, defineTool, waitForSettled } from '../src/index.js'
 import { RunObserver } from '../src/watch/observe/runObserver.js';
 import { Redactor } from '../src/engine/redact.js';
 import { scriptedProvider } from '../src/testing/index.js';
-import { parseTrace, type TraceRecord } from '../src/watch/trace/format.js';
+import type { TraceRecord } from '../src/watch/trace/format.js';
+import { parseTrace } from '../src/watch/trace/readTrace.js';
 import { TraceRecorder } from '../src/watch/trace/recorder.js';
 import { serveViewer, startLiveViewer, type LiveViewer } from '../src/watch/viewer/liveServer.js';
 

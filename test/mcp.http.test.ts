@@ -187,7 +187,11 @@ describe('a call that fails in transport', () => {
     try {
       const hanging = call(toolset, 'mcp__web__hang');
       const huge = await call(toolset, 'mcp__web__huge');
-      const expected = { kind: 'call', server: 'web', message: "MCP server 'web': a response exceeded 4194304 bytes" };
+      const expected = {
+        kind: 'call',
+        server: 'web',
+        message: "MCP server 'web' sent a message over the 4 MiB cap (4194304 bytes): the calls it was answering failed",
+      };
       expect(huge).toMatchObject(expected);
       expect((huge as Error).cause).toMatchObject({ message: 'a response exceeded 4194304 bytes' });
       expect(await within(hanging, 4_000, 'the call in flight beside it')).toMatchObject(expected);

@@ -375,9 +375,9 @@ describe('hostile servers', () => {
     expect(run.text).toBe('survived');
     const [pipe, web, echo] = results(run.snapshot.context.messages);
     expect(pipe?.is_error).toBe(true);
-    expect(pipe?.content).toMatch(/^tool 'mcp__pipe__huge' failed: MCP server 'pipe' stopped during the call/);
+    expect(pipe?.content).toMatch(/^tool 'mcp__pipe__huge' failed: MCP server 'pipe' sent a message over the 4 MiB cap \(4194304 bytes\)/);
     expect(web?.is_error).toBe(true);
-    expect(web?.content).toMatch(/^tool 'mcp__web__huge' failed: MCP server 'web': .*4194304 bytes/);
+    expect(web?.content).toMatch(/^tool 'mcp__web__huge' failed: MCP server 'web' sent a message over the 4 MiB cap \(4194304 bytes\)/);
     expect(echo).toEqual({ content: 'echo: still fine', is_error: false });
   });
 });

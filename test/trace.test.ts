@@ -6,7 +6,8 @@ import { z } from 'zod';
 import { createSessionActor, defineTool, waitForSettled, type Tool } from '../src/index.js';
 import { AnthropicProvider } from '../src/providers/anthropic.js';
 import { scriptedProvider, type ScriptedProviderOptions } from '../src/testing/index.js';
-import { parseTrace, type TraceRecord } from '../src/watch/trace/format.js';
+import type { TraceRecord } from '../src/watch/trace/format.js';
+import { parseTrace } from '../src/watch/trace/readTrace.js';
 import { TraceRecorder } from '../src/watch/trace/recorder.js';
 import { responseEvents, scriptedHandler, startAnthropicServer } from './support/anthropicServer.js';
 

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Writable } from 'node:stream';
 import { runDemo } from '../src/cli/demo.js';
 import { EXPLORER_BRIEF } from '../src/cli/demoScript.js';
-import { parseTrace } from '../src/watch/trace/format.js';
+import { parseTrace } from '../src/watch/trace/readTrace.js';
 import { writeViewer } from '../src/watch/viewer/index.js';
 import { browserForTests } from './support/browser.js';
 import { z } from 'zod';

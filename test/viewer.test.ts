@@ -369,7 +369,7 @@ describe('writeViewer', () => {
     const file = join(dir, 'run.trace.jsonl');
     writeFileSync(file, traceText(records));
     const out = join(dir, 'nested', 'run.html');
-    expect(writeViewer(file, out)).toEqual({ outFile: out, agents: 4, records: records.length });
+    expect(writeViewer(file, out)).toEqual({ outFile: out, agents: 4, records: records.length, leftOut: [] });
     const html = readFileSync(out, 'utf8');
     expect(html).toContain('"agent":"root/worker3"');
     expect((embedded(html) as { records: unknown[] }).records).toHaveLength(records.length);

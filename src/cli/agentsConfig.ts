@@ -6,6 +6,7 @@ import { fileErrorOf } from '../engine/fs/fileError.js';
 import { readRegular } from '../engine/fs/regularFile.js';
 import { describeError } from '../engine/model/errors.js';
 import type { Tool } from '../tools/defineTool.js';
+import { schemaProblem } from '../engine/schemaProblem.js';
 
 /** The file `exarch run` reads declared agents from when `--agents` is not given, if it exists. */
 const DEFAULT_CONFIG_FILE = 'exarch.config.json';
@@ -88,9 +89,23 @@ export function readAgentsConfig(file: string | undefined, cwd: string): AgentsC
   try {
     raw = JSON.parse(text);
   } catch (error) {
-    throw new AgentsConfigError('not-json', shown, `${shown} is not valid JSON: ${describeError(error)}`);
+    throw new AgentsConfigError('not-json', shown, `${shown} is not valid JSON${whereJsonBreaks(text, error)}`);
   }
   return parseConfig(raw, shown).json;
+}
+
+/**
+ * Where a text stops being JSON, for a person editing it: `: it ends too soon`, `: at line 3,
+ * column 14`. JSON.parse says it in V8's words (`Expected property name or '}' in JSON at position
+ * 12`); only the position is taken from them, and when it is not there, nothing is said.
+ */
+function whereJsonBreaks(text: string, error: unknown): string {
+  const message = describeError(error);
+  if (/end of JSON input/i.test(message)) return ': it ends too soon';
+  const position = /at position (\d+)/.exec(message)?.[1];
+  if (position === undefined) return '';
+  const before = text.slice(0, Number(position)).split('\n');
+  return `: at line ${before.length}, column ${(before.at(-1)?.length ?? 0) + 1}`;
 }
 
 /** How messages name the config `--agents` gave (or the default file). */
@@ -132,15 +147,10 @@ export function agentsFromJson(raw: unknown, shown: string, tools: readonly Tool
 
 /** The profiles of a config's JSON, their reply schemas made zod schemas; their tools are not checked. */
 function parseConfig(raw: unknown, shown: string): LoadedAgents {
-  const parsed = configJson.safeParse(raw);
+  const parsed = configJson.safeParse(raw, { reportInput: true });
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    const where = issue && issue.path.length > 0 ? issue.path.map(String).join('.') : '(top level)';
-    throw new AgentsConfigError(
-      'invalid',
-      shown,
-      `${shown}: ${where}: ${issue?.message ?? 'invalid'} (expected { "agents": { "NAME": { "description": … } } })`,
-    );
+    // In exarch's words (zod's say "received undefined" of a field that is missing).
+    throw new AgentsConfigError('invalid', shown, `${shown}: ${schemaProblem(parsed.error)} (expected { "agents": { "NAME": { "description": … } } })`);
   }
   const agents: Record<string, AgentProfile> = {};
   for (const [name, profile] of Object.entries(parsed.data.agents)) {

@@ -17,6 +17,7 @@ import { listRunsCommand } from './runs.js';
 import { DEFAULT_MODEL } from '../providers/anthropic.js';
 import { Redactor } from '../engine/redact.js';
 import { redactProcessOutput } from './redactedOutput.js';
+import { failureLine } from './failureLine.js';
 import { isUrl, urlSecrets } from '../engine/urlSecrets.js';
 
 /**
@@ -32,7 +33,8 @@ const USAGE = `Usage:
       --max-depth N       how deep sub-agents may nest (default 2: root → child → grandchild)
       --reply-cap CHARS   longest reply a sub-agent hands up (default 16000)
       --max-retry-wait S  longest wait a rate-limited or overloaded API may ask for before a
-                          request is retried (default 60); longer, and the request fails
+                          request is retried (default 60, at most 2147483); longer, and the
+                          request fails
       --wake each|all     an agent that ended its turn while sub-agents run is woken by each
                           result (each, the default) or once, when all have reported (all)
       --log-dir DIR       where each agent's JSONL log goes (default .exarch/runs/<time>/)
@@ -141,12 +143,13 @@ const USAGE = `Usage:
   exarch --version                print the version
 
 Environment: ANTHROPIC_API_KEY (required by run, not by --replay), ANTHROPIC_BASE_URL, EXARCH_MODEL,
-EXARCH_STALL_TIMEOUT_MS (default 120000), EXARCH_STATE_DIR (where the key that signs run records is
-kept; default $XDG_STATE_HOME/exarch, else ~/.local/state/exarch); EXARCH_DB_URL (the default --db),
-PGPASSWORD, PGPASSFILE and libpq's other PG* variables (the database's password and more, off the
-command line); with --otel: OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT),
-OTEL_EXPORTER_OTLP_HEADERS (the collector's credentials), OTEL_EXPORTER_OTLP_TIMEOUT (default
-10000), OTEL_SERVICE_NAME. A URL is shown with its password and secret parameters masked.
+EXARCH_STALL_TIMEOUT_MS (default 120000), EXARCH_DEBUG (1: an internal error in full), EXARCH_STATE_DIR
+(where the key that signs run records is kept; default $XDG_STATE_HOME/exarch, else
+~/.local/state/exarch); EXARCH_DB_URL (the default --db), PGPASSWORD, PGPASSFILE and libpq's other
+PG* variables (the database's password and more, off the command line); with --otel:
+OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), OTEL_EXPORTER_OTLP_HEADERS (the
+collector's credentials), OTEL_EXPORTER_OTLP_TIMEOUT (default 10000), OTEL_SERVICE_NAME. A URL is
+shown with its password and secret parameters masked.
 Exit codes: 0 done, 1 fatal, 2 bad usage, 3 root capped, 4 waiting for approval (resumable),
 5 stopped: a file the run writes could not be written (disk full, file-size limit, read-only; resumable),
 130 interrupted (resumable).`;
@@ -238,7 +241,7 @@ async function main(argv: readonly string[]): Promise<number> {
     }
   } catch (error) {
     if (error instanceof UsageError) return usageError(error.message);
-    process.stderr.write(`exarch: ${describeError(error)}\n`);
+    process.stderr.write(`${failureLine(error)}\n`);
     return EXIT_FATAL;
   }
 }
@@ -365,6 +368,13 @@ async function view(positionals: readonly string[], values: Values): Promise<num
     written = writeViewer(target, values.out ?? htmlFor(target));
   }
   process.stdout.write(`${written.outFile}\n`);
+  const [first] = written.leftOut;
+  if (first) {
+    const count = written.leftOut.length;
+    process.stderr.write(
+      `exarch: ${target}: left out ${count === 1 ? 'a line that is not a trace record' : `${count} lines that are not trace records`} (line ${first.line}: ${first.problem})\n`,
+    );
+  }
   process.stderr.write(`exarch: wrote the turn-flow viewer for ${written.agents} agent${written.agents === 1 ? '' : 's'} (${written.records} trace records)\n`);
   return EXIT_OK;
 }
@@ -614,10 +624,15 @@ function interruptSignal(): AbortSignal {
   return interrupt.signal;
 }
 
+/** The slowest demo: its longest wait (the 30 s watchdog) at this speed is still far within what a timer holds. */
+const MIN_SPEED = 0.001;
+
 function speedOf(raw: string | undefined): number {
   if (raw === undefined) return 1;
   const speed = Number(raw);
   if (!Number.isFinite(speed) || speed <= 0) throw new UsageError(`--speed must be a positive number, got '${raw}'`);
+  // The demo's delays are divided by the speed: slower than this, its timers would overflow and fire at once.
+  if (speed < MIN_SPEED) throw new UsageError(`--speed must be at least ${MIN_SPEED} (slower, the demo's waits pass what a timer holds), got '${raw}'`);
   return speed;
 }
 
@@ -664,12 +679,21 @@ process.stdout.on('error', (error: NodeJS.ErrnoException) => {
   process.exit(error.code === 'EPIPE' ? EXIT_OK : EXIT_FATAL);
 });
 
+// What no caller caught (an error thrown from a timer, a rejection no one awaited) ends the command
+// as any failure does: one line, not Node's stack trace.
+const fail = (error: unknown): void => {
+  process.stderr.write(`${failureLine(error)}\n`);
+  process.exit(EXIT_FATAL);
+};
+process.on('uncaughtException', fail);
+process.on('unhandledRejection', fail);
+
 main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code;
   },
   (error: unknown) => {
-    process.stderr.write(`exarch: ${describeError(error)}\n`);
+    process.stderr.write(`${failureLine(error)}\n`);
     process.exitCode = EXIT_FATAL;
   },
 );

@@ -3,7 +3,11 @@ import { PlannedIds } from '../watch/otel/plannedIds.js';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { ExarchError } from '../engine/exarchError.js';
 import { describeError } from '../engine/model/errors.js';
+import { MAX_TIMER_MS } from '../engine/maxTimer.js';
 import { redactUrl } from '../engine/urlSecrets.js';
+
+/** How much longer than the exporter's own timeout `finish` waits for it. */
+const FINISH_GRACE_MS = 2_000;
 
 /**
  * `exarch run --otel`: the run's spans (src/watch/otel/otelExporter.ts) go to an OTLP/HTTP collector,
@@ -77,7 +81,9 @@ export async function startOtlpExport(env: NodeJS.ProcessEnv): Promise<OtlpExpor
     import('@opentelemetry/resources'),
   ]);
   const timeoutRaw = Number(env['OTEL_EXPORTER_OTLP_TRACES_TIMEOUT'] ?? env['OTEL_EXPORTER_OTLP_TIMEOUT']);
-  const timeoutMs = Number.isFinite(timeoutRaw) && timeoutRaw > 0 ? timeoutRaw : DEFAULT_TIMEOUT_MS;
+  // As OpenTelemetry's SDKs treat an invalid value: the default. Past what a timer holds (less the
+  // grace `finish` adds) is one: the timer would fire at once, not wait.
+  const timeoutMs = Number.isFinite(timeoutRaw) && timeoutRaw > 0 && timeoutRaw <= MAX_TIMER_MS - FINISH_GRACE_MS ? timeoutRaw : DEFAULT_TIMEOUT_MS;
   const exporter = new ReportingExporter(new OTLPTraceExporter({ url, timeoutMillis: timeoutMs }));
   const ids = new PlannedIds();
   const provider = new BasicTracerProvider({
@@ -94,7 +100,7 @@ export async function startOtlpExport(env: NodeJS.ProcessEnv): Promise<OtlpExpor
       // The exporter gives up by its own timeout; this bound is for anything that would not.
       let timer: NodeJS.Timeout | undefined;
       const late = new Promise<'late'>((resolve) => {
-        timer = setTimeout(() => resolve('late'), timeoutMs + 2_000);
+        timer = setTimeout(() => resolve('late'), timeoutMs + FINISH_GRACE_MS);
         timer.unref();
       });
       const outcome = await Promise.race([

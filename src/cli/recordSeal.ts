@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { depthExceeds } from '../engine/nesting.js';
-import type { ClaimResult, JournalRow, NewRun, RunOwner, RunRow, RunStatus, RunStore, RunSummary } from '../store/runStore.js';
+import type { ClaimResult, JournalRow, NewRun, RunListing, RunOwner, RunRow, RunStatus, RunStore } from '../store/runStore.js';
 import type { SqliteRunStore } from '../store/sqliteStore.js';
 
 /**
@@ -100,7 +100,7 @@ class SealingStore implements RunStore {
     return this.store.getRun(id);
   }
 
-  listRuns(): RunSummary[] {
+  listRuns(): RunListing[] {
     return this.store.listRuns();
   }
 

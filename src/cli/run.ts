@@ -2,7 +2,7 @@ import { DEFAULTS } from '../engine/options.js';
 import { describeError } from '../engine/model/errors.js';
 import { createSessionActor, isSettled, runResultOf, waitForSettled, type RunResult, type SessionActor } from '../engine/runtime.js';
 import { newRunId, resumeRun, RunError, startRun, type DurableSessionInput, type FinishedRun } from '../store/durableRun.js';
-import type { RunRow, RunStore } from '../store/runStore.js';
+import type { RunRow, RunStore, RunSummary } from '../store/runStore.js';
 import { finalAssistantText } from '../engine/history.js';
 import { restoreRun } from '../store/restoreRun.js';
 import type { Submission } from '../workers/runQueue.js';
@@ -352,6 +352,7 @@ async function followStored(
               ),
             );
           },
+          onRefused: (answer) => board.print(answer),
           onCommandOpen: () => board.pause(),
           onCommandClose: () => board.resume(),
           // Raw mode keeps Ctrl-C from the terminal's signal: raised here as the terminal would.
@@ -426,7 +427,7 @@ async function followStored(
         board.stop();
         if (withdrawn > 0)
           io.stderr.write(`exarch: ${withdrawn} steering line${withdrawn === 1 ? ' was' : 's were'} not taken before the run stopped (withdrawn)\n`);
-        const stored = (await store.listRuns()).find((r) => r.id === id);
+        const stored = await storedTotals(store, id);
         const totals = board.totals();
         const logDir = record.logDir ?? defaultLogDir(run.cwd, run.startedAt);
         const summary = (): void =>
@@ -482,6 +483,12 @@ async function followStored(
     await sending;
     if (boss) await (await boss).stop({ graceful: false, wait: true });
   }
+}
+
+/** The run's totals as its store counted them; undefined when the store has no readable row for it. */
+async function storedTotals(store: Pick<RunStore, 'listRuns'>, id: string): Promise<RunSummary | undefined> {
+  const listed = (await store.listRuns()).find((r) => r.id === id);
+  return listed?.status === 'unreadable' ? undefined : listed;
 }
 
 /** Waits `ms`, or less if `signal` aborts. */
@@ -831,6 +838,7 @@ class RunOutput {
       onCommand: (line) => {
         for (const said of steeringCommand(line, run.actor)) board.print(said);
       },
+      onRefused: (answer) => board.print(answer),
       onCommandOpen: () => board.pause(),
       onCommandClose: () => board.resume(),
       // Raw mode keeps Ctrl-C from the terminal's signal: raised here as the terminal would.
@@ -916,7 +924,7 @@ class RunOutput {
       const state = String(result.snapshot.value);
       const summary = async (): Promise<void> => {
         const totals = board.totals();
-        const stored = store && run.id !== undefined ? (await store.listRuns()).find((r) => r.id === run.id) : undefined;
+        const stored = store && run.id !== undefined ? await storedTotals(store, run.id) : undefined;
         writeSummary(io.stderr, stored ? { ...totals, agents: stored.agents, steps: stored.requests, usage: stored.usage } : totals, this.model, this.logDir);
         for (const line of agentSpendLines(result.snapshot.context.options.budget.agents(), this.model)) io.stderr.write(`${line}\n`);
         if (recorder) io.stderr.write(`exarch: trace: ${recorder.file} (view it with: exarch view ${recorder.file})\n`);

@@ -11,6 +11,7 @@ import { DEFAULT_SHELL_LIMITS, LIMIT_MINIMUMS, type ShellLimits } from '../tools
 import { lookUpUser, SHELL_USER_PATTERN } from '../tools/workspace/shellUser.js';
 import { parseShellLimits } from './shellLimitsFlag.js';
 import { UsageError } from './usageError.js';
+import { MAX_TIMER_SECONDS } from '../engine/maxTimer.js';
 import { redactUrl, URL_SECRET_MARK, urlSecrets } from '../engine/urlSecrets.js';
 
 /**
@@ -95,6 +96,18 @@ function positiveInt(flag: string, raw: string | undefined, min = 1): number | u
 }
 
 /**
+ * A flag in seconds that a timer waits on: refused past what a timer holds (MAX_TIMER_SECONDS,
+ * about 24.8 days), not clamped, since a value that large is a mistake, and a wait cut short
+ * without a word would not be the one asked for.
+ */
+export function timerSeconds(flag: string, raw: string | undefined, min: number): number | undefined {
+  const value = positiveInt(flag, raw, min);
+  if (value !== undefined && value > MAX_TIMER_SECONDS)
+    throw new UsageError(`--${flag} must be at most ${MAX_TIMER_SECONDS} seconds (the longest a timer can wait), got '${raw ?? ''}'`);
+  return value;
+}
+
+/**
  * Validates `exarch run`'s flags into the run's record: a bad value is a `UsageError` (one line,
  * exit 2), a declared-agents file that cannot be used an `AgentsConfigError` (exit 1). What depends
  * on the run's tools (tool names in `--approve` and in the agents' profiles) is checked once the
@@ -105,7 +118,8 @@ export function recordFromFlags(flags: RecordedFlags, env: NodeJS.ProcessEnv, cw
   const maxDepth = positiveInt('max-depth', flags.maxDepth, 0);
   const replyCap = positiveInt('reply-cap', flags.replyCap);
   if (flags.wake !== undefined && flags.wake !== 'each' && flags.wake !== 'all') throw new UsageError(`--wake must be each or all, got '${flags.wake}'`);
-  const maxRetryWait = positiveInt('max-retry-wait', flags.maxRetryWait, 0);
+  // The SDK sleeps as long as a server's retry-after asks, up to this; past a timer's reach it would not wait at all.
+  const maxRetryWait = timerSeconds('max-retry-wait', flags.maxRetryWait, 0);
   const mcp = flags.mcp ?? [];
   try {
     mcpSpecs(mcp, env);

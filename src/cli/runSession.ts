@@ -16,6 +16,7 @@ import { workspaceTools } from '../tools/workspace/index.js';
 import type { Provider } from '../engine/types.js';
 import { agentsFromJson } from './agentsConfig.js';
 import { budgetOf, mcpSpecs, type CliRunRecord } from './runRecord.js';
+import { MAX_TIMER_MS } from '../engine/maxTimer.js';
 import { checkKeyApart, prepareKeyDir, runKeyDir } from './runKey.js';
 
 /** A run that cannot start as asked (no API key, a log directory, a trace file): one line, exit 1. */
@@ -184,8 +185,10 @@ export function checkModelAccess(host: Pick<SessionHost, 'env' | 'provider'>): {
   }
   const stallRaw = host.env['EXARCH_STALL_TIMEOUT_MS'];
   const stallTimeoutMs = stallRaw === undefined || stallRaw === '' ? undefined : Number(stallRaw);
-  if (stallTimeoutMs !== undefined && (!Number.isSafeInteger(stallTimeoutMs) || stallTimeoutMs < 1)) {
-    throw new RunSetupError(`EXARCH_STALL_TIMEOUT_MS must be a positive integer (milliseconds), got '${stallRaw ?? ''}'`);
+  if (stallTimeoutMs !== undefined && (!Number.isSafeInteger(stallTimeoutMs) || stallTimeoutMs < 1 || stallTimeoutMs > MAX_TIMER_MS)) {
+    throw new RunSetupError(
+      `EXARCH_STALL_TIMEOUT_MS must be a positive integer (milliseconds) of at most ${MAX_TIMER_MS} (the longest a timer can wait), got '${stallRaw ?? ''}'`,
+    );
   }
   return { stallTimeoutMs };
 }

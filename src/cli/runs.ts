@@ -1,4 +1,4 @@
-import type { RunSummary } from '../store/runStore.js';
+import type { RunListing, RunSummary } from '../store/runStore.js';
 import { estimateCost } from '../engine/pricing.js';
 import { EXIT, usableTarget } from './run.js';
 import { openExistingStore, storeName, type StoreTarget } from './storeTarget.js';
@@ -27,15 +27,23 @@ export async function listRunsCommand(target: StoreTarget, io: RunsIo): Promise<
       return EXIT.ok;
     }
     io.stdout.write(formatRuns(runs));
+    // Why each unreadable run is so: on stderr, as every problem is; the table above lists it as `unreadable`.
+    for (const run of runs)
+      if (run.status === 'unreadable')
+        io.stderr.write(`exarch: run ${run.id} cannot be read back from ${store.file} (${run.problem}): it cannot be resumed or viewed\n`);
     return EXIT.ok;
   } finally {
     await store.close();
   }
 }
 
-/** The table `exarch runs` prints: fixed columns, the task's first line clipped last. */
-function formatRuns(runs: readonly RunSummary[]): string {
-  const rows = runs.map((run) => [run.id, startedAt(run.startedAt), run.status, String(run.agents), String(run.requests), cost(run), firstLine(run.task)]);
+/** The table `exarch runs` prints: fixed columns, the task's first line clipped last; what an unreadable run does not say is `-`. */
+function formatRuns(runs: readonly RunListing[]): string {
+  const rows = runs.map((run) =>
+    run.status === 'unreadable'
+      ? [run.id, run.startedAt === undefined ? '-' : startedAt(run.startedAt), run.status, '-', '-', '-', firstLine(run.task ?? '')]
+      : [run.id, startedAt(run.startedAt), run.status, String(run.agents), String(run.requests), cost(run), firstLine(run.task)],
+  );
   const header = ['ID', 'STARTED', 'STATUS', 'AGENTS', 'REQUESTS', 'COST', 'TASK'];
   const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => (row[column] ?? '').length)));
   const line = (cells: readonly string[]): string =>
@@ -51,6 +59,7 @@ function formatRuns(runs: readonly RunSummary[]): string {
 function startedAt(ms: number): string {
   // Local time to the minute: when a person started it, as they would say it.
   const date = new Date(ms);
+  if (Number.isNaN(date.getTime())) return '-';
   const pad = (n: number): string => String(n).padStart(2, '0');
   return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} ${pad(date.getHours())}:${pad(date.getMinutes())}`;
 }

@@ -1,5 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { createInterface, emitKeypressEvents, type Interface, type Key } from 'node:readline';
+import { MAX_STEERING_LINE_CHARS, TOO_LONG_ANSWER } from '../engine/steeringLine.js';
+import { readBoundedLines, type BoundedLines } from './boundedLines.js';
 
 /** The prompt of a command line. */
 const COMMAND_PROMPT = 'exarch> ';
@@ -14,6 +16,11 @@ export interface TerminalInputOptions {
   readonly terminal: boolean;
   /** A command line was entered (its output is written before the line closes). */
   readonly onCommand?: (line: string) => void;
+  /**
+   * A line that was not taken (longer than MAX_STEERING_LINE_CHARS): the one line that says so,
+   * to be shown where command answers are (default: written to `output`).
+   */
+  readonly onRefused?: (answer: string) => void;
   /** A command line opens (terminal only): the live tree gets out of the way; and it closes. */
   readonly onCommandOpen?: () => void;
   readonly onCommandClose?: () => void;
@@ -27,7 +34,8 @@ interface Question {
 }
 
 /**
- * What the person at the terminal types, for whoever asks: one readline over stdin, shared by the
+ * What the person at the terminal types, for whoever asks: one reader over stdin (readline on a
+ * terminal, boundedLines.ts on a pipe; a line past MAX_STEERING_LINE_CHARS is refused), shared by the
  * approval questions (`ask`, one at a time, in order) and the steering command line. Why one: two
  * readers of one stdin would each get some of the lines.
  *
@@ -38,6 +46,8 @@ interface Question {
  */
 export class TerminalInput {
   private lines: Interface | undefined;
+  /** Without a terminal: the lines of the pipe, each kept only up to the cap (see boundedLines.ts). */
+  private piped: BoundedLines | undefined;
   private readonly gate: GatedOutput;
   private readonly questions: Question[] = [];
   private open: Question | undefined;
@@ -50,18 +60,21 @@ export class TerminalInput {
 
   /** Starts reading (commands are taken from now on). */
   start(): void {
-    if (this.lines || this.closed) return;
+    if (this.lines || this.piped || this.closed) return;
     const { input, terminal } = this.options;
-    if (terminal) {
-      // Before readline's own listener: the command line opens (and the tree clears) before the key is echoed.
-      emitKeypressEvents(input);
-      input.on('keypress', this.onKeypress);
+    if (!terminal) {
+      // UTF-8 takes at most 4 bytes a character: no line within the cap is cut.
+      this.piped = readBoundedLines(input, 4 * MAX_STEERING_LINE_CHARS, { line: this.onLine, overlong: this.onOverlong, end: () => this.close() });
+      return;
     }
-    const lines = createInterface({ input, output: this.gate as unknown as NodeJS.WritableStream, terminal, historySize: terminal ? 50 : 0 });
+    // Before readline's own listener: the command line opens (and the tree clears) before the key is echoed.
+    emitKeypressEvents(input);
+    input.on('keypress', this.onKeypress);
+    const lines = createInterface({ input, output: this.gate as unknown as NodeJS.WritableStream, terminal, historySize: 50 });
     lines.setPrompt('');
     lines.on('line', this.onLine);
     lines.on('close', () => this.close());
-    if (terminal) lines.on('SIGINT', () => this.options.onInterrupt?.());
+    lines.on('SIGINT', () => this.options.onInterrupt?.());
     this.lines = lines;
   }
 
@@ -84,6 +97,7 @@ export class TerminalInput {
     this.open = undefined;
     this.gate.shut();
     this.lines?.close();
+    this.piped?.close();
     for (const question of waiting) question.resolve(undefined);
     if (this.commanding) {
       this.commanding = false;
@@ -117,7 +131,18 @@ export class TerminalInput {
     this.lines.prompt(true);
   };
 
+  /** A line past the cap: refused, whoever was to take it (a question stays open for the next line). */
+  private readonly onOverlong = (): void => {
+    if (this.options.onRefused) this.options.onRefused(TOO_LONG_ANSWER);
+    else this.options.output.write(`${TOO_LONG_ANSWER}\n`);
+  };
+
   private readonly onLine = (line: string): void => {
+    // A terminal's readline keeps a line whole: one typed or pasted past the cap is refused here.
+    if (line.length > MAX_STEERING_LINE_CHARS) {
+      this.onOverlong();
+      return;
+    }
     const question = this.open;
     if (question) {
       this.open = undefined;

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { EXIT, UsageError } from './run.js';
-import { readRecord } from './runRecord.js';
+import { readRecord, timerSeconds } from './runRecord.js';
 import { buildRunSession, checkModelAccess } from './runSession.js';
 import { checkTarget, DB_URL_VARIABLE, StoreTargetError } from './storeTarget.js';
 import { startWorker, type WorkerEvent } from '../workers/worker.js';
@@ -30,6 +30,9 @@ export interface WorkerIo {
   readonly provider?: Provider;
 }
 
+/** The longest `--job-expiry` the queue (pg-boss) takes: less than 24 hours. */
+const MAX_JOB_EXPIRY_SECONDS = 24 * 60 * 60 - 1;
+
 function positive(flag: string, raw: string | undefined, fallback: number): number {
   if (raw === undefined) return fallback;
   const value = Number(raw);
@@ -51,8 +54,11 @@ export async function workerCommand(flags: WorkerFlags, io: WorkerIo): Promise<n
     throw error;
   }
   const concurrency = positive('concurrency', flags.concurrency, 1);
-  const drainMs = positive('drain-timeout', flags.drainTimeout, 30) * 1000;
+  const drainMs = (timerSeconds('drain-timeout', flags.drainTimeout, 1) ?? 30) * 1000;
   const expireInSeconds = positive('job-expiry', flags.jobExpiry, 900);
+  // pg-boss refuses an expiry of 24 hours or more, in words of its own (`configuration assert: …`).
+  if (expireInSeconds > MAX_JOB_EXPIRY_SECONDS)
+    throw new UsageError(`--job-expiry must be at most ${MAX_JOB_EXPIRY_SECONDS} seconds (less than a day), got '${flags.jobExpiry ?? ''}'`);
   // A worker that cannot reach the model would fail every run it takes: it does not start (RunSetupError, one line).
   checkModelAccess(io);
   const say = (event: WorkerEvent): void => {

@@ -1,3 +1,5 @@
+import { MAX_TIMER_MS } from './maxTimer.js';
+
 /** A pending deadline; cancel it when the work it guards finishes first. */
 export interface Deadline {
   cancel(): void;
@@ -72,7 +74,8 @@ export class DeadlineQueue {
   private arm(at: number): void {
     if (this.timer) clearTimeout(this.timer);
     this.timerAt = at;
-    this.timer = setTimeout(this.onTimer, Math.max(1, Math.ceil(at - performance.now())));
+    // At most what a timer holds: a later deadline is waited for in steps (the timer re-arms for what is left).
+    this.timer = setTimeout(this.onTimer, Math.min(MAX_TIMER_MS, Math.max(1, Math.ceil(at - performance.now()))));
   }
 
   private readonly onTimer = (): void => {

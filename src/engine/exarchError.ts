@@ -24,6 +24,7 @@
  *     case 'agents-differ':
  *     case 'not-waiting':
  *     case 'spread':
+ *     case 'inconsistent':
  *       console.log(error.message);
  *       break;
  *     default: {

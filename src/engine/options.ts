@@ -11,6 +11,7 @@ import type { Tool } from '../tools/defineTool.js';
 import { DEFAULT_PROTOCOL, typedAgentTool, typedReplyTool, type ProtocolTools } from '../tools/protocolTools.js';
 import { toolAxes, type ToolAxes } from '../tools/toolbox.js';
 import type { AgentIdentity, Provider, SessionListener } from './types.js';
+import { MAX_TIMER_MS } from './maxTimer.js';
 
 /** Everything a session (and every sub-agent it spawns) runs with. */
 export interface SessionOptions {
@@ -166,14 +167,14 @@ export function resolveOptions(options: SessionOptions): ResolvedOptions {
     maxDepth: count('maxDepth', options.maxDepth ?? DEFAULTS.maxDepth, 0),
     replyCap: count('replyCap', options.replyCap ?? DEFAULTS.replyCap, 1),
     truncationBudget: count('truncationBudget', options.truncationBudget ?? DEFAULTS.truncationBudget, 0),
-    toolTimeoutMs: count('toolTimeoutMs', options.toolTimeoutMs ?? DEFAULTS.toolTimeoutMs, 1),
+    toolTimeoutMs: count('toolTimeoutMs', options.toolTimeoutMs ?? DEFAULTS.toolTimeoutMs, 1, MAX_TIMER_MS),
     toolOutputCap: count('toolOutputCap', options.toolOutputCap ?? DEFAULTS.toolOutputCap, 1),
     retry: {
       maxRetries: count('retry.maxRetries', options.retry?.maxRetries ?? DEFAULTS.retry.maxRetries, 0),
-      baseDelayMs: count('retry.baseDelayMs', options.retry?.baseDelayMs ?? DEFAULTS.retry.baseDelayMs, 0),
-      maxDelayMs: count('retry.maxDelayMs', options.retry?.maxDelayMs ?? DEFAULTS.retry.maxDelayMs, 0),
+      baseDelayMs: count('retry.baseDelayMs', options.retry?.baseDelayMs ?? DEFAULTS.retry.baseDelayMs, 0, MAX_TIMER_MS),
+      maxDelayMs: count('retry.maxDelayMs', options.retry?.maxDelayMs ?? DEFAULTS.retry.maxDelayMs, 0, MAX_TIMER_MS),
     },
-    stallTimeoutMs: count('stallTimeoutMs', options.stallTimeoutMs ?? DEFAULTS.stallTimeoutMs, 1),
+    stallTimeoutMs: count('stallTimeoutMs', options.stallTimeoutMs ?? DEFAULTS.stallTimeoutMs, 1, MAX_TIMER_MS),
     wake: wakeOf(options.wake),
     journal: options.journal,
     agents: new Map(),
@@ -261,9 +262,11 @@ function wakeOf(wake: unknown): 'each' | 'all' {
   throw new TypeError(`exarch: \`wake\` must be 'each' or 'all', got ${JSON.stringify(wake)}`);
 }
 
-function count(name: string, value: number, min: number): number {
-  if (!Number.isSafeInteger(value) || value < min) {
-    throw new RangeError(`exarch: option ${name} must be an integer ≥ ${min}, got ${String(value)}`);
+/** `value`, an integer of at least `min` (and, for a duration a timer waits, at most what a timer holds). */
+function count(name: string, value: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `≥ ${min}` : `from ${min} to ${max} (the longest a timer can wait, in ms)`;
+    throw new RangeError(`exarch: option ${name} must be an integer ${range}, got ${String(value)}`);
   }
   return value;
 }

@@ -28,8 +28,19 @@ export type SteeringLine =
   | { readonly kind: 'msg'; readonly agent: string; readonly text: string }
   | { readonly kind: 'wrong'; readonly answer: readonly string[] };
 
+/**
+ * Characters a steering line may have: a message a person gives an agent mid-run, not a document
+ * (a long text goes in a file the agent is told to read). A longer line is refused whole, and the
+ * readers of stdin stop keeping one once it is past this (see src/cli/boundedLines.ts).
+ */
+export const MAX_STEERING_LINE_CHARS = 64 * 1024;
+
+/** What a line over MAX_STEERING_LINE_CHARS is answered with, wherever it was read. */
+export const TOO_LONG_ANSWER = `exarch: a line longer than ${MAX_STEERING_LINE_CHARS} characters was refused; put a long message in a file and /msg the agent to read it`;
+
 /** Parses one steering line (`/cancel PATH`, `/msg PATH TEXT`, `/help`); `place` words the refusals. */
 export function parseSteeringLine(line: string, place: SteeringPlace = 'here'): SteeringLine {
+  if (line.length > MAX_STEERING_LINE_CHARS) return { kind: 'wrong', answer: [TOO_LONG_ANSWER] };
   const text = line.trim();
   if (text === '') return { kind: 'none' };
   const match = /^\/(\S+)\s*(.*)$/s.exec(text);

@@ -179,6 +179,10 @@ export class MessageAssembler {
 
   apply(event: RawMessageStreamEvent): void {
     this.started = true;
+    // The SDK hands on whatever JSON the server sent as an event, and a recording is a file: each
+    // event is checked for what is read of it, so a bad one is a broken stream said in one line.
+    const wrong = eventProblem(event as unknown);
+    if (wrong !== undefined) throw outOfProtocol(wrong);
     switch (event.type) {
       case 'message_start': {
         const u = event.message.usage;
@@ -278,6 +282,69 @@ export class MessageAssembler {
       ...(Object.keys(invalidToolInputs).length > 0 ? { invalidToolInputs } : {}),
     };
   }
+}
+
+/** Block indices a message may use: far more blocks than a response's output tokens could make. */
+const MAX_BLOCKS = 1_000_000;
+
+/**
+ * What is wrong with a stream event, for what the assembler reads of it; undefined when nothing
+ * is. Event types exarch does not read pass as they are.
+ */
+function eventProblem(event: unknown): string | undefined {
+  if (!isObject(event) || typeof event['type'] !== 'string') return 'an event that is not an object with a type';
+  const type = event['type'];
+  switch (type) {
+    case 'message_start': {
+      const message = event['message'];
+      return isObject(message) && isUsage(message['usage']) ? undefined : 'a message_start without the usage of a message';
+    }
+    case 'content_block_start': {
+      const index = event['index'];
+      const block = event['content_block'];
+      // Blocks are numbered from 0 as they start: a later number would leave a gap the size of the number.
+      if (typeof index !== 'number' || !Number.isSafeInteger(index) || index < 0) return 'a content_block_start whose index is not a block number';
+      // Blocks are kept by their index, gaps and all: a gap is bounded, as every later walk over the blocks walks it.
+      if (index >= MAX_BLOCKS) return `a content_block_start for block ${index}, past the ${MAX_BLOCKS} blocks a message may hold`;
+      if (!isObject(block) || typeof block['type'] !== 'string') return `a content_block_start for block ${index} without a content block`;
+      if (block['type'] === 'text' && typeof block['text'] !== 'string') return `a text block ${index} without its text`;
+      if (block['type'] === 'tool_use' && (typeof block['id'] !== 'string' || typeof block['name'] !== 'string'))
+        return `a tool_use block ${index} without its id and name`;
+      return undefined;
+    }
+    case 'content_block_delta': {
+      const delta = event['delta'];
+      if (!Number.isSafeInteger(event['index'])) return 'a content_block_delta whose index is not a block number';
+      if (!isObject(delta) || typeof delta['type'] !== 'string') return 'a content_block_delta without a delta';
+      if (delta['type'] === 'text_delta' && typeof delta['text'] !== 'string') return 'a text_delta without its text';
+      if (delta['type'] === 'input_json_delta' && typeof delta['partial_json'] !== 'string') return 'an input_json_delta without its partial_json';
+      return undefined;
+    }
+    case 'content_block_stop':
+      return Number.isSafeInteger(event['index']) ? undefined : 'a content_block_stop whose index is not a block number';
+    case 'message_delta': {
+      const delta = event['delta'];
+      if (!isObject(delta)) return 'a message_delta without a delta';
+      const reason = delta['stop_reason'];
+      if (reason !== undefined && reason !== null && typeof reason !== 'string') return 'a message_delta whose stop reason is not text';
+      return isUsage(event['usage']) ? undefined : 'a message_delta without its usage';
+    }
+    default:
+      return undefined;
+  }
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Usage as the stream reports it: each count a number of tokens, or absent (null, when not counted). */
+function isUsage(value: unknown): boolean {
+  if (!isObject(value)) return false;
+  return ['input_tokens', 'output_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens'].every((key) => {
+    const count = value[key];
+    return count === undefined || count === null || (typeof count === 'number' && Number.isFinite(count) && count >= 0);
+  });
 }
 
 /** A server that breaks the event protocol: retried like a broken stream, and said as it is. */

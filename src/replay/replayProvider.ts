@@ -3,6 +3,8 @@ import { readRegular } from '../engine/fs/regularFile.js';
 import { PROVIDER_ERROR_KINDS, ProviderError } from '../engine/model/errors.js';
 import { MessageAssembler, messagesBody } from '../providers/anthropic.js';
 import { Redactor } from '../engine/redact.js';
+import type { RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages/messages';
+import { depthExceeds } from '../engine/nesting.js';
 import type { Message, ModelRequest, ModelResponse, Provider, StreamSink } from '../engine/types.js';
 import { ExchangeOrder } from './exchangeOrder.js';
 import { canonicalJson, firstDifference, HistoryCursor, requestFields } from './fingerprint.js';
@@ -190,9 +192,21 @@ async function play(exchange: RecordedExchange, sink: StreamSink, signal: AbortS
 }
 
 /**
+ * Nesting a recording's line may have: an exchange wraps a tool input (at most 64 levels) in six,
+ * a tool's schema (at most 32) in four. Deeper, comparing it would exhaust the stack.
+ */
+const MAX_LINE_DEPTH = 256;
+
+/** Places in a recording's order taken by requests that never ended (a process killed mid-run), at most. */
+const MAX_LOST_PLACES = 65_536;
+
+/**
  * The header and exchanges of a recording file; anything else is one line naming the file and the
  * line. A FIFO or a device is refused without waiting on it, a file over MAX_RECORDING_BYTES by
- * its size (regularFile.ts).
+ * its size (regularFile.ts). Each exchange is checked for everything a replay reads of it, its
+ * answer included (played once through an assembler that keeps nothing), so that a damaged or
+ * foreign file is refused before the run starts rather than failing it halfway with JavaScript's
+ * words.
  */
 export function readRecording(file: string): { header: RecordingHeader; exchanges: RecordedExchange[] } {
   let text: string;
@@ -204,6 +218,10 @@ export function readRecording(file: string): { header: RecordingHeader; exchange
   const lines = text.split('\n');
   let header: RecordingHeader | undefined;
   const exchanges: RecordedExchange[] = [];
+  /** The line each exchange came from, and each agent's request numbers and each position, to find them twice. */
+  const lineOf = new Map<RecordedExchange, number>();
+  const keys = new Set<string>();
+  const positions = new Set<number>();
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i]?.trim();
     if (!line) continue;
@@ -222,32 +240,98 @@ export function readRecording(file: string): { header: RecordingHeader; exchange
           'other-version',
           `${file} is a recording of version ${String(header.version)}; this exarch replays version ${RECORDING_VERSION}`,
         );
+      if (typeof header.model !== 'string' || !Number.isSafeInteger(header.maxTokens) || header.maxTokens < 1)
+        throw new RecordingError('invalid', `${file}: line ${i + 1}, its header, names no model and output cap`);
       continue;
     }
-    if (kind !== 'exchange' || !isExchange(value)) throw new RecordingError('invalid', `${file}: line ${i + 1} is not a recorded exchange`);
-    exchanges.push(value);
+    const problem =
+      kind !== 'exchange'
+        ? 'it is no exchange'
+        : depthExceeds(value, MAX_LINE_DEPTH)
+          ? `it nests deeper than ${MAX_LINE_DEPTH} levels`
+          : exchangeProblem(value);
+    if (problem !== undefined) throw new RecordingError('invalid', `${file}: line ${i + 1} is not a recorded exchange (${problem})`);
+    const exchange = value as RecordedExchange;
+    const key = keyOf(exchange.agent, exchange.index);
+    if (keys.has(key))
+      throw new RecordingError(
+        'invalid',
+        `${file}: line ${i + 1} is not a recorded exchange (a second request ${exchange.index + 1} of agent ${exchange.agent})`,
+      );
+    if (positions.has(exchange.start) || positions.has(exchange.end) || exchange.start === exchange.end)
+      throw new RecordingError('invalid', `${file}: line ${i + 1} is not a recorded exchange (its place in the run's order is taken)`);
+    keys.add(key);
+    positions.add(exchange.start).add(exchange.end);
+    lineOf.set(exchange, i + 1);
+    exchanges.push(exchange);
   }
   if (!header) throw new RecordingError('invalid', `${file} is empty: not an exarch recording`);
+  // Each exchange has a beginning and an end in one sequence. Requests in flight when the recorded
+  // process died took places too, and were never written: some room is left for them, not a
+  // place of any size (the replay allocates one slot per place).
+  const places = 2 * exchanges.length + MAX_LOST_PLACES;
+  for (const exchange of exchanges)
+    if (exchange.start >= places || exchange.end >= places)
+      throw new RecordingError(
+        'invalid',
+        `${file}: line ${lineOf.get(exchange) ?? '?'} is not a recorded exchange (its place in the run's order is past its end)`,
+      );
   return { header, exchanges };
 }
 
-function isExchange(value: unknown): value is RecordedExchange {
+/** What is wrong with a line of a recording for a replay; undefined when nothing is. */
+function exchangeProblem(value: unknown): string | undefined {
   const e = value as Partial<RecordedExchange>;
-  return (
-    typeof e.agent === 'string' &&
-    Number.isSafeInteger(e.index) &&
-    Number.isSafeInteger(e.start) &&
-    Number.isSafeInteger(e.end) &&
-    (e.startMs === undefined || isTime(e.startMs)) &&
-    (e.endMs === undefined || isTime(e.endMs)) &&
-    Number.isSafeInteger(e.keep) &&
-    typeof e.fields === 'object' &&
-    e.fields !== null &&
-    Array.isArray(e.messages) &&
-    Array.isArray(e.events) &&
-    // Replayed as a ProviderError's kind: one this exarch knows.
-    (e.fault?.kind !== 'provider' || (PROVIDER_ERROR_KINDS as readonly string[]).includes(e.fault.errorKind))
-  );
+  if (typeof e.agent !== 'string' || !isCount(e.index)) return 'it names no agent and request';
+  if (!isCount(e.start) || !isCount(e.end)) return "its place in the run's order is not a count";
+  if ((e.startMs !== undefined && !isTime(e.startMs)) || (e.endMs !== undefined && !isTime(e.endMs))) return 'its times are not times';
+  if (!isCount(e.keep)) return 'the messages it keeps are not a count';
+  if (typeof e.fields !== 'object' || e.fields === null || Array.isArray(e.fields)) return 'its request has no fields';
+  if (e.dropped !== undefined && !(Array.isArray(e.dropped) && e.dropped.every((key) => typeof key === 'string'))) return 'its dropped fields are not names';
+  if (!Array.isArray(e.messages)) return 'its request has no messages';
+  if (!Array.isArray(e.events)) return 'it has no answer';
+  const fault = e.fault as unknown;
+  if (fault !== undefined && faultProblem(fault) !== undefined) return faultProblem(fault);
+  return answerProblem(e.events, e.fault);
+}
+
+/** A recorded fault: a provider's (replayed as a ProviderError of a kind this exarch knows) or a cancellation. */
+function faultProblem(fault: unknown): string | undefined {
+  const f = fault as Record<string, unknown> | null;
+  if (f?.['kind'] === 'aborted') return undefined;
+  if (
+    f?.['kind'] === 'provider' &&
+    typeof f['message'] === 'string' &&
+    typeof f['retryable'] === 'boolean' &&
+    (f['status'] === undefined || Number.isSafeInteger(f['status'])) &&
+    (PROVIDER_ERROR_KINDS as readonly unknown[]).includes(f['errorKind'])
+  )
+    return undefined;
+  return 'its fault is none a replay can give again';
+}
+
+/**
+ * Plays the recorded answer through an assembler that keeps nothing: an answer recorded whole must
+ * assemble into a message again, and one cut off by a cancellation must not break the protocol on
+ * the way. (One that ended with a provider's fault may: that fault is what a replay gives again.)
+ */
+function answerProblem(events: readonly unknown[], fault: RecordedExchange['fault']): string | undefined {
+  if (fault?.kind === 'provider') return undefined;
+  const assembler = new MessageAssembler(SILENT_SINK);
+  try {
+    for (const event of events) assembler.apply(event as RawMessageStreamEvent);
+    if (fault === undefined) assembler.finish();
+    return undefined;
+  } catch (error) {
+    if (!(error instanceof ProviderError)) throw error;
+    return `its answer would fail: ${error.message}`;
+  }
+}
+
+const SILENT_SINK: StreamSink = { text: () => undefined, toolUseStart: () => undefined, toolInputDelta: () => undefined, heartbeat: () => undefined };
+
+function isCount(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
 }
 
 function isTime(value: unknown): boolean {

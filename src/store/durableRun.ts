@@ -4,7 +4,6 @@ import path from 'node:path';
 import { ulid } from 'ulid';
 import type { ActorOptions } from 'xstate';
 import type { SessionInput, SessionMachine } from '../../machines/session.js';
-import { ExarchError } from '../engine/exarchError.js';
 import { finalAssistantText } from '../engine/history.js';
 import { createSessionActor, isSettled, runResultOf, waitForSettled, type RunResult, type SessionActor, type SessionSnapshot } from '../engine/runtime.js';
 import { stopOrphansOf } from '../../machines/crew.js';
@@ -12,26 +11,11 @@ import type { Message } from '../engine/types.js';
 import { withMcpTools, type McpOption } from '../tools/mcp/mcpOption.js';
 import { restoreRun, type RestoredRun } from './restoreRun.js';
 import { RunJournal } from './runJournal.js';
-import type { JournalRow, RunOptionsRecord, RunOwner, RunRow, RunStatus, RunStore, RunSummary } from './runStore.js';
+import { RunError } from './runError.js';
+import type { JournalRow, RunListing, RunOptionsRecord, RunOwner, RunRow, RunStatus, RunStore } from './runStore.js';
 
-/**
- * Why a run could not be started or resumed: `unknown-run`; `held`: another live process runs it;
- * `wrong-directory`; `tools-differ`: resumed with other tools; `agents-differ`: with other
- * declared agents; `not-waiting`: an approval for a call that does not wait for one; `spread`: a
- * run whose sessions are jobs of their own (`--spread`), which only workers take up.
- */
-export type RunErrorKind = 'unknown-run' | 'held' | 'wrong-directory' | 'tools-differ' | 'agents-differ' | 'not-waiting' | 'spread';
-
-/** Why a run could not be started or resumed (besides a store that cannot be read: `StoreError`). */
-export class RunError extends ExarchError<RunErrorKind> {
-  constructor(
-    message: string,
-    kind: RunErrorKind,
-    readonly runId: string,
-  ) {
-    super(kind, message);
-  }
-}
+// Kept in a file of its own so that what this file imports can throw it too; exported from here as before.
+export { RunError, type RunErrorKind } from './runError.js';
 
 /**
  * What a durable run's sessions run with: a session's input minus what the run itself provides,
@@ -218,8 +202,8 @@ async function resumeConnected(
   return launch(store, runId, owner, leaseMs, nextSeq, input, options, true, closeMcp);
 }
 
-/** Every run in the store, newest first (`exarch runs`). */
-export async function listRuns(store: RunStore): Promise<RunSummary[]> {
+/** Every run in the store, newest first (`exarch runs`); one the store cannot read back is an `UnreadableRun`. */
+export async function listRuns(store: RunStore): Promise<RunListing[]> {
   return store.listRuns();
 }
 

@@ -84,7 +84,7 @@ export async function writeViewerForRun(store: RunStore, runId: string, outFile:
   if (typeof model === 'string' && first?.kind === 'trace.start') records[0] = { ...first, model };
   const html = renderViewerHtml(records);
   writeViewerPage(outFile, html);
-  return { outFile, agents: records.filter((record) => record.kind === 'agent.start').length, records: records.length };
+  return { outFile, agents: records.filter((record) => record.kind === 'agent.start').length, records: records.length, leftOut: [] };
 }
 
 const TASK_EXCERPT = 500;

@@ -5,17 +5,8 @@ import { Redactor } from '../engine/redact.js';
 import { mayClaim, reportedStatus, type StoreOptions } from './memoryStore.js';
 import { redactUrl, urlSecrets } from '../engine/urlSecrets.js';
 import { StoreError } from './storeError.js';
-import {
-  RUN_STATUSES,
-  type ClaimResult,
-  type JournalRow,
-  type NewRun,
-  type RunOwner,
-  type RunRow,
-  type RunStatus,
-  type RunStore,
-  type RunSummary,
-} from './runStore.js';
+import { MAX_OPTIONS_CHARS, parseJson, readJournalRow, readRunColumns, readTotals, unreadableRun, type RunColumns as StoredRunColumns } from './storedRun.js';
+import type { ClaimResult, JournalRow, NewRun, RunListing, RunOwner, RunRow, RunStatus, RunStore } from './runStore.js';
 
 /**
  * Schema steps by the version they lead to, each run once, all pending ones in one transaction
@@ -137,9 +128,16 @@ const LET_GO_WITH_TOTALS = `owner_host = NULL, owner_pid = NULL, owner_token = N
   cache_creation_input_tokens = t.cache_creation_input_tokens, cache_read_input_tokens = t.cache_read_input_tokens
   FROM (SELECT ${TOTALS} FROM exarch.journal AS j WHERE j.run_id = $1) AS t`;
 
+/**
+ * A run's columns (of `runs AS r`), `options` left out (null) past MAX_OPTIONS_CHARS: a value that
+ * large is no run's, and is not read into memory to be refused.
+ */
+const RUN_COLUMNS = `r.id, r.task, r.cwd, CASE WHEN length(r.options) > ${MAX_OPTIONS_CHARS} THEN NULL ELSE r.options END AS options,
+  length(r.options) AS options_chars, r.started_at, r.status, r.owner_host, r.owner_pid, r.owner_token, r.lease_until, r.ended_at`;
+
 /** Released runs carry their totals; the others are summed from their journal, by key. */
 const LIST_RUNS = `
-  SELECT r.id, r.task, r.cwd, r.options, r.started_at, r.status, r.owner_host, r.owner_pid, r.owner_token, r.lease_until, r.ended_at,
+  SELECT ${RUN_COLUMNS},
     coalesce(r.agents, t.agents) AS agents, coalesce(r.requests, t.requests) AS requests,
     coalesce(r.input_tokens, t.input_tokens) AS input_tokens, coalesce(r.output_tokens, t.output_tokens) AS output_tokens,
     coalesce(r.cache_creation_input_tokens, t.cache_creation_input_tokens) AS cache_creation_input_tokens,
@@ -147,6 +145,11 @@ const LIST_RUNS = `
   FROM exarch.runs AS r
   LEFT JOIN LATERAL (SELECT ${TOTALS} FROM exarch.journal AS j WHERE j.run_id = r.id AND r.agents IS NULL) AS t ON true
   ORDER BY r.started_at DESC, r.id DESC`;
+
+/** LIST_RUNS without the totals summed from journals: when one of them cannot be summed, each run's are asked for apart. */
+const LIST_RUN_ROWS = `
+  SELECT ${RUN_COLUMNS}, r.agents, r.requests, r.input_tokens, r.output_tokens, r.cache_creation_input_tokens, r.cache_read_input_tokens
+  FROM exarch.runs AS r ORDER BY r.started_at DESC, r.id DESC`;
 
 /** A `runs` row as pg returns it (BIGINT comes back as a string: parsed in `toRunRow`). */
 interface RunColumns {
@@ -290,30 +293,61 @@ export class PostgresRunStore implements RunStore {
   }
 
   async getRun(id: string): Promise<RunRow | undefined> {
-    const { rows } = await this.call(() => this.pool.query<RunColumns>('SELECT * FROM exarch.runs WHERE id = $1', [id]));
-    return rows[0] && this.toRunRow(rows[0]);
+    const { rows } = await this.call(() => this.pool.query<StoredRunColumns>(`SELECT ${RUN_COLUMNS} FROM exarch.runs AS r WHERE r.id = $1`, [id]));
+    const r = rows[0];
+    if (!r) return undefined;
+    const read = readRunColumns(r);
+    if (!read.ok) throw new StoreError('damaged', this.file, `run ${id}: ${read.problem}`);
+    return read.run;
   }
 
-  async listRuns(): Promise<RunSummary[]> {
-    const { rows } = await this.call(() => this.pool.query<RunColumns & TotalsColumns>(LIST_RUNS));
+  async listRuns(): Promise<RunListing[]> {
+    type Listed = StoredRunColumns & TotalsColumns & { journalDamaged?: boolean };
+    let rows: Listed[];
+    try {
+      rows = (await this.call(() => this.pool.query<Listed>(LIST_RUNS))).rows;
+    } catch (error) {
+      // One journal record that is not JSON fails the sum of every run's totals: each run's are summed apart, so only its own run is unreadable.
+      if (!(error instanceof StoreError) || error.kind !== 'damaged') throw error;
+      rows = await this.listRunsApart();
+    }
     const now = this.now();
-    const runs = rows.map((r) => {
-      const run = this.toRunRow(r);
-      const usage = {
-        inputTokens: Number(r.input_tokens),
-        outputTokens: Number(r.output_tokens),
-        cacheCreationInputTokens: Number(r.cache_creation_input_tokens),
-        cacheReadInputTokens: Number(r.cache_read_input_tokens),
-      };
+    const runs = rows.map((r): RunListing => {
+      const read = readRunColumns(r);
+      if (!read.ok) return unreadableRun(r, read.problem);
+      if (r.journalDamaged) return unreadableRun(r, 'its journal is not JSON');
+      const totals = readTotals(r);
+      if (!totals) return unreadableRun(r, 'its totals are not counts');
+      const run = read.run;
       // A spread run has no process of its own: its sessions' jobs run it, one claim each.
       const status = run.status === 'running' && run.options['spread'] === true ? 'running' : reportedStatus(run, now);
-      return { ...run, status, agents: r.agents, requests: r.requests, usage };
+      return { ...run, status, ...totals };
     });
     // One that asks for approvals is `waiting` once nothing in it can move without an answer.
     for (const [i, run] of runs.entries())
       if (run.status === 'running' && run.options['spread'] === true && run.options['approve'] !== undefined && (await this.spreadWaiting(run.id)))
         runs[i] = { ...run, status: 'waiting' };
     return runs;
+  }
+
+  /** The runs, each one's totals summed on its own; a run whose journal cannot be summed is marked. */
+  private async listRunsApart(): Promise<(StoredRunColumns & TotalsColumns & { journalDamaged?: boolean })[]> {
+    const { rows } = await this.call(() => this.pool.query<StoredRunColumns & TotalsColumns>(LIST_RUN_ROWS));
+    const out: (StoredRunColumns & TotalsColumns & { journalDamaged?: boolean })[] = [];
+    for (const r of rows) {
+      if (r.agents !== null) {
+        out.push(r);
+        continue;
+      }
+      try {
+        const { rows: totals } = await this.call(() => this.pool.query<TotalsColumns>(`SELECT ${TOTALS} FROM exarch.journal AS j WHERE j.run_id = $1`, [r.id]));
+        out.push({ ...r, ...totals[0] });
+      } catch (error) {
+        if (!(error instanceof StoreError) || error.kind !== 'damaged') throw error;
+        out.push({ ...r, journalDamaged: true });
+      }
+    }
+    return out;
   }
 
   /**
@@ -436,7 +470,7 @@ export class PostgresRunStore implements RunStore {
         [runId, session],
       ),
     );
-    return rows.map((r) => ({ runId, seq: r.seq, session: r.session, ts: Number(r.ts), record: JSON.parse(r.body) as JournalRow['record'] }));
+    return this.journalRows(runId, rows);
   }
 
   /** The sub-agents of a run started and not ended (`spawn` records without an `outcome`), in the order they were started. */
@@ -470,7 +504,7 @@ export class PostgresRunStore implements RunStore {
         [runId, session, after],
       ),
     );
-    return rows.map((r) => ({ runId, seq: r.seq, session: r.session, ts: Number(r.ts), record: JSON.parse(r.body) as JournalRow['record'] }));
+    return this.journalRows(runId, rows);
   }
 
   /** The `spawn` records that started these sessions (each in its parent's journal), in order. */
@@ -482,7 +516,7 @@ export class PostgresRunStore implements RunStore {
         [runId, sessions],
       ),
     );
-    return rows.map((r) => ({ runId, seq: r.seq, session: r.session, ts: Number(r.ts), record: JSON.parse(r.body) as JournalRow['record'] }));
+    return this.journalRows(runId, rows);
   }
 
   /** The `outcome` records of those of `sessions` that ended. */
@@ -494,7 +528,7 @@ export class PostgresRunStore implements RunStore {
         [runId, sessions],
       ),
     );
-    return rows.map((r) => ({ runId, seq: r.seq, session: r.session, ts: Number(r.ts), record: JSON.parse(r.body) as JournalRow['record'] }));
+    return this.journalRows(runId, rows);
   }
 
   /**
@@ -702,7 +736,7 @@ export class PostgresRunStore implements RunStore {
         [runId, afterSeq],
       ),
     );
-    return rows.map((r) => ({ runId, seq: r.seq, session: r.session, ts: Number(r.ts), record: JSON.parse(r.body) as JournalRow['record'] }));
+    return this.journalRows(runId, rows);
   }
 
   /**
@@ -896,20 +930,14 @@ export class PostgresRunStore implements RunStore {
     }
   }
 
-  private toRunRow(r: RunColumns): RunRow {
-    if (!isRunStatus(r.status)) throw new StoreError('corrupt', this.file, `run ${r.id} has status ${JSON.stringify(r.status)}`);
-    const options = JSON.parse(r.options) as RunRow['options'];
-    return {
-      id: r.id,
-      task: r.task,
-      cwd: r.cwd,
-      options,
-      startedAt: Number(r.started_at),
-      status: r.status,
-      owner: ownerOf(r),
-      leaseUntil: Number(r.lease_until),
-      endedAt: r.ended_at === null ? null : Number(r.ended_at),
-    };
+  /** Journal rows as pg returns them, read back; one that cannot be is `damaged`, naming it. */
+  private journalRows(runId: string, rows: readonly { seq: number; session: unknown; ts: unknown; body: unknown }[]): JournalRow[] {
+    return rows.map((r) => {
+      const parsed = typeof r.body === 'string' ? parseJson(r.body) : undefined;
+      const read = parsed ? readJournalRow(runId, r.seq, r.session, r.ts, parsed.value) : { problem: `journal record ${r.seq}: it is not JSON` };
+      if ('problem' in read) throw new StoreError('damaged', this.file, `run ${runId}: ${read.problem}`);
+      return read.row;
+    });
   }
 
   /** A key taken is the caller's conflict; anything else, as Postgres said. */
@@ -925,6 +953,9 @@ export class PostgresRunStore implements RunStore {
     if (error instanceof Error && /^SASL: .*client password must be/.test(error.message))
       return new StoreError('unreadable', this.file, 'the server asks for a password: give it in PGPASSWORD, a PGPASSFILE, or the URL', { cause: error });
     if (error instanceof Error && error.message.startsWith('SASL: ')) return new StoreError('unreadable', this.file, error.message, { cause: error });
+    // A query that reads journal records as JSON met one that is not: a record written by something other than exarch.
+    if (error instanceof pg.DatabaseError && error.code === '22P02')
+      return new StoreError('damaged', this.file, 'a journal record is not JSON', { cause: error });
     if (isConnectionError(error) || (error instanceof pg.DatabaseError && /^(28|3D)/.test(error.code ?? ''))) {
       return new StoreError('unreadable', this.file, error instanceof Error ? error.message : String(error), { cause: error });
     }
@@ -969,8 +1000,4 @@ export function openPostgresStore(url: string, options: PostgresStoreOptions = {
 
 function ownerOf(r: Pick<RunColumns, 'owner_host' | 'owner_pid' | 'owner_token'>): RunOwner | null {
   return r.owner_token === null ? null : { host: r.owner_host ?? '', pid: r.owner_pid ?? 0, token: r.owner_token };
-}
-
-function isRunStatus(status: string): status is RunStatus {
-  return (RUN_STATUSES as readonly string[]).includes(status);
 }

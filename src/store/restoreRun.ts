@@ -10,6 +10,7 @@ import { errorResult } from '../tools/toolbox.js';
 import type { JournalRecord } from './journalRecord.js';
 import type { RestoredBatch, RestoredChild, RestoredSession, ResumeState } from './restoredSession.js';
 import type { JournalRow } from './runStore.js';
+import { RunError } from './runError.js';
 
 /** How the root of a run stands in its journal. */
 export type RestoredRun =
@@ -24,6 +25,8 @@ export type RestoredRun =
 
 /** One session's journal, replayed. */
 interface Replayed {
+  /** The run's id, to name it when its journal does not make sense. */
+  readonly runId: string;
   agent: AgentIdentity | undefined;
   state: ResumeState;
   messages: Message[];
@@ -80,7 +83,7 @@ export function restoreRun(rows: readonly JournalRow[]): RestoredRun {
   }
   const rootRecords = bySession.get('root');
   if (!rootRecords) return { kind: 'empty' };
-  const root = replay(rootRecords);
+  const root = replay(rootRecords, rows[0]?.runId ?? '');
   if (root.outcome) return { kind: 'ended', result: resultOf(root, root.outcome), messages: root.messages };
   const restored = restoreSession(root, bySession);
   const atRest =
@@ -118,7 +121,7 @@ export function restoreAlone(rows: readonly JournalRow[], agentId: string): Rest
   }
   const own = bySession.get(agentId);
   if (!own) return { kind: 'empty' };
-  const session = replay(own);
+  const session = replay(own, rows[0]?.runId ?? '');
   if (session.outcome) return { kind: 'ended', result: resultOf(session, session.outcome), messages: session.messages };
   const restored = restoreSession(session, bySession);
   // Results not yet taken are delivered in the order the children ended (their outcomes' order), as a live session takes them.
@@ -129,6 +132,11 @@ export function restoreAlone(rows: readonly JournalRow[], agentId: string): Rest
   const order = (actorId: string): number => endedAt.get(agentOf.get(actorId) ?? '') ?? Number.MAX_SAFE_INTEGER;
   const undelivered = [...restored.undelivered].sort((a, b) => order(a.actorId) - order(b.actorId));
   return { kind: 'resumable', session: { ...restored, undelivered, alone: true } };
+}
+
+/** A journal no exarch writes: its records are each readable, and do not make a run. */
+function inconsistent(runId: string, what: string): RunError {
+  return new RunError(`run ${runId} cannot be taken up: its journal does not make sense (${what})`, 'inconsistent', runId);
 }
 
 /** The agent ids of the children a session started and whose results its journal has not taken yet. */
@@ -165,12 +173,12 @@ function restoreSession(session: Replayed, bySession: ReadonlyMap<string, readon
       children.push({ actorId, agent, task, ...typed, restore: undefined });
       continue;
     }
-    const child = replay(records, agent);
+    const child = replay(records, session.runId, agent);
     if (child.outcome) undelivered.push({ actorId, result: resultOf(child, child.outcome) });
     else children.push({ actorId, agent, task, ...typed, restore: restoreSession(child, bySession) });
   }
   const agent = session.agent;
-  if (!agent) throw new Error('exarch: a session journal without its session record');
+  if (!agent) throw inconsistent(session.runId, 'a session has records but no session record');
   const batch = session.batch;
   return {
     agent,
@@ -231,8 +239,9 @@ function resultOf(session: Replayed, outcome: Extract<JournalRecord, { type: 'ou
  * response with tool calls opens a batch; one without, paused, asks again; otherwise the turn
  * ended (`readyForUser`) unless a nudge followed (`nudged`).
  */
-function replay(records: readonly JournalRecord[], agent?: AgentIdentity): Replayed {
+function replay(records: readonly JournalRecord[], runId: string, agent?: AgentIdentity): Replayed {
   const session: Replayed = {
+    runId,
     agent,
     state: 'readyForUser',
     messages: [],
@@ -353,7 +362,7 @@ function replay(records: readonly JournalRecord[], agent?: AgentIdentity): Repla
         session.spawned += 1;
         session.uses.set(record.name, (session.uses.get(record.name) ?? 0) + 1);
         const parent = session.agent;
-        if (!parent) throw new Error('exarch: a spawn record before the session record');
+        if (!parent) throw inconsistent(session.runId, `session ${record.id.slice(0, record.id.lastIndexOf('/')) || 'root'} spawns before its session record`);
         session.live.set(record.actorId, {
           agent: { ...childIdentity(parent, record.name), id: record.id },
           task: record.task,

@@ -13,13 +13,16 @@ import type { JournalRecord } from './journalRecord.js';
 export interface RunStore {
   /** Records a new run. Throws if the id is taken. */
   createRun(run: NewRun): void | Promise<void>;
-  /** One run, or undefined for an unknown id. */
+  /** One run, or undefined for an unknown id. A row that cannot be read back throws `StoreError` (`damaged`). */
   getRun(id: string): RunRow | undefined | Promise<RunRow | undefined>;
-  /** Every run, newest first, with the totals `exarch runs` shows. */
-  listRuns(): RunSummary[] | Promise<RunSummary[]>;
+  /**
+   * Every run, newest first, with the totals `exarch runs` shows; a run whose row the store
+   * cannot read back is listed as `UnreadableRun`, and the others as usual.
+   */
+  listRuns(): RunListing[] | Promise<RunListing[]>;
   /** Appends journal rows atomically: after a crash either all of them are there or none. */
   append(rows: readonly JournalRow[]): void | Promise<void>;
-  /** The run's journal in `seq` order. */
+  /** The run's journal in `seq` order. A record that cannot be read back throws `StoreError` (`damaged`). */
   journal(runId: string): JournalRow[] | Promise<JournalRow[]>;
   /**
    * Takes the run for `owner` if no live process holds it: the run has no owner, its lease has
@@ -108,6 +111,24 @@ export interface RunSummary extends RunRow {
     readonly cacheReadInputTokens: number;
   };
 }
+
+/**
+ * A run whose row a store cannot read back (a column of the wrong type, options that are not a
+ * JSON object, a journal that cannot be totalled): what `listRuns` shows of it. It cannot be
+ * resumed or viewed; the store's other runs can.
+ */
+export interface UnreadableRun {
+  readonly id: string;
+  readonly status: 'unreadable';
+  /** What is wrong with it, one line: `its options are not JSON`. */
+  readonly problem: string;
+  /** When the row says, if it can be read. */
+  readonly startedAt?: number;
+  readonly task?: string;
+}
+
+/** One entry of `listRuns`. */
+export type RunListing = RunSummary | UnreadableRun;
 
 /** One journal record of one session (`session` is the agent id; '' for run-level markers). */
 export interface JournalRow {

@@ -10,17 +10,8 @@ import { mayClaim, reportedStatus, type StoreOptions } from './memoryStore.js';
 import { StoreError } from './storeError.js';
 import { requestSpend } from './requestSpend.js';
 import { WalCheckpointer } from './walCheckpointer.js';
-import {
-  RUN_STATUSES,
-  type ClaimResult,
-  type JournalRow,
-  type NewRun,
-  type RunOwner,
-  type RunRow,
-  type RunStatus,
-  type RunStore,
-  type RunSummary,
-} from './runStore.js';
+import { MAX_OPTIONS_CHARS, parseJson, readJournalRow, readRunColumns, readTotals, unreadableRun, type RunColumns as StoredRunColumns } from './storedRun.js';
+import type { ClaimResult, JournalRow, NewRun, RunListing, RunOwner, RunRow, RunStatus, RunStore } from './runStore.js';
 
 /** Where the CLI keeps its runs, relative to the working directory (callers resolve it). */
 export const DEFAULT_STORE_PATH = '.exarch/exarch.db';
@@ -162,18 +153,26 @@ interface TotalsColumns {
   readonly cache_read_input_tokens: number;
 }
 
-type SummaryColumns = RunColumns & { readonly [K in keyof TotalsColumns]: TotalsColumns[K] | null };
+type SummaryColumns = StoredRunColumns & { readonly num: unknown; readonly options_chars: unknown } & { readonly [K in keyof TotalsColumns]: unknown };
 
-/** A `bursts` row as SQLite returns it. */
+/** A `bursts` row as SQLite returns it (`records` is meant to be JSON text; a damaged file may hold anything). */
 interface BurstColumns {
   readonly seq: number;
-  readonly records: string;
+  readonly records: unknown;
 }
 
 /** One record of a burst, as stored: [session, ts, record]. */
 type StoredRecord = [string, number, JournalRow['record']];
 
-const LIST_RUNS = 'SELECT * FROM runs ORDER BY started_at DESC, id DESC';
+/**
+ * A row's columns, `options` left out (null) past MAX_OPTIONS_CHARS: a value that large is no
+ * run's, and is not read into memory to be refused.
+ */
+const RUN_COLUMNS = `id, task, cwd, CASE WHEN length(options) > ${MAX_OPTIONS_CHARS} THEN NULL ELSE options END AS options,
+  length(options) AS options_chars, started_at, status, owner_host, owner_pid, owner_token, lease_until, ended_at, num`;
+
+const LIST_RUNS = `SELECT ${RUN_COLUMNS}, agents, requests, input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens
+  FROM runs ORDER BY started_at DESC, id DESC`;
 
 /**
  * One run's totals, from its journal rows (by key): every request that reached the provider, kept
@@ -204,9 +203,10 @@ export class SqliteRunStore implements RunStore {
   /** Inserts a run and returns its number (IMMEDIATE: numbered under the write lock); rolled back past MAX_RUN_NUMBER. */
   private readonly insertRun: Database.Transaction<(params: Record<string, unknown>) => number>;
   private readonly selectRun: Database.Statement<[string], RunColumns>;
+  private readonly selectStoredRun: Database.Statement<[string], StoredRunColumns>;
   private readonly selectSummaries: Database.Statement<[], SummaryColumns>;
   private readonly selectJournal: Database.Statement<[{ base: number; end: number }], BurstColumns>;
-  private readonly selectNumber: Database.Statement<[string], { num: number }>;
+  private readonly selectNumber: Database.Statement<[string], { num: unknown }>;
   /** Each run's number (see SEQ_SPAN), as this store has looked it up: it never changes. */
   private readonly numbers = new Map<string, number>();
   private readonly takeRun: Database.Statement<[Record<string, unknown>]>;
@@ -243,6 +243,7 @@ export class SqliteRunStore implements RunStore {
       return num;
     });
     this.selectRun = db.prepare('SELECT * FROM runs WHERE id = ?');
+    this.selectStoredRun = db.prepare(`SELECT ${RUN_COLUMNS} FROM runs WHERE id = ?`);
     this.selectSummaries = db.prepare(LIST_RUNS);
     this.selectJournal = db.prepare('SELECT key - @base AS seq, records FROM bursts WHERE key >= @base AND key < @end ORDER BY key');
     this.selectNumber = db.prepare('SELECT num FROM runs WHERE id = ?');
@@ -338,22 +339,28 @@ export class SqliteRunStore implements RunStore {
   }
 
   getRun(id: string): RunRow | undefined {
-    const run = this.selectRun.get(id);
-    return run && this.toRunRow(run);
+    const r = this.selectStoredRun.get(id);
+    if (!r) return undefined;
+    const read = readRunColumns(r);
+    if (!read.ok) throw new StoreError('damaged', this.file, `run ${id}: ${read.problem}`);
+    return read.run;
   }
 
-  listRuns(): RunSummary[] {
+  listRuns(): RunListing[] {
     const now = this.now();
-    return this.selectSummaries.all().map((r) => {
-      const run = this.toRunRow(r);
-      const t: TotalsColumns = r.agents === null ? this.totalsOf(r.id) : (r as RunColumns & TotalsColumns);
-      const usage = {
-        inputTokens: t.input_tokens,
-        outputTokens: t.output_tokens,
-        cacheCreationInputTokens: t.cache_creation_input_tokens,
-        cacheReadInputTokens: t.cache_read_input_tokens,
-      };
-      return { ...run, status: reportedStatus(run, now), agents: t.agents, requests: t.requests, usage };
+    return this.selectSummaries.all().map((r): RunListing => {
+      const read = readRunColumns(r);
+      if (!read.ok) return unreadableRun(r, read.problem);
+      const run = read.run;
+      let totals: ReturnType<typeof readTotals>;
+      try {
+        totals = readTotals(r.agents === null ? this.totalsOf(run.id) : r);
+      } catch (error) {
+        if (!(error instanceof StoreError) || error.kind !== 'damaged') throw error;
+        return unreadableRun(r, 'its journal is not JSON');
+      }
+      if (!totals) return unreadableRun(r, 'its totals are not counts');
+      return { ...run, status: reportedStatus(run, now), ...totals };
     });
   }
 
@@ -383,11 +390,18 @@ export class SqliteRunStore implements RunStore {
     const rows: JournalRow[] = [];
     const num = this.numberOf(runId, false);
     if (num === undefined) return rows;
+    const damaged = (detail: string): StoreError => new StoreError('damaged', this.file, `run ${runId}: ${detail}`);
     for (const burst of this.selectJournal.all({ base: num * SEQ_SPAN, end: (num + 1) * SEQ_SPAN })) {
-      const records = JSON.parse(burst.records) as StoredRecord[];
-      records.forEach(([session, ts, record], i) => {
-        rows.push({ runId, seq: burst.seq + i, session, ts, record });
-      });
+      const parsed = typeof burst.records === 'string' ? parseJson(burst.records) : undefined;
+      if (!parsed) throw damaged(`its journal is not JSON from record ${burst.seq} on`);
+      if (!Array.isArray(parsed.value)) throw damaged(`its journal is not a list of records from record ${burst.seq} on`);
+      for (const [i, stored] of (parsed.value as unknown[]).entries()) {
+        const seq = burst.seq + i;
+        if (!Array.isArray(stored) || stored.length !== 3) throw damaged(`journal record ${seq}: not [session, time, record]`);
+        const read = readJournalRow(runId, seq, stored[0], stored[1], stored[2]);
+        if ('problem' in read) throw damaged(read.problem);
+        rows.push(read.row);
+      }
     }
     return rows;
   }
@@ -423,18 +437,30 @@ export class SqliteRunStore implements RunStore {
   private numberOf(runId: string, required = true): number | undefined {
     let num = this.numbers.get(runId);
     if (num === undefined) {
-      num = this.selectNumber.get(runId)?.num;
-      if (num === undefined) {
+      const row = this.selectNumber.get(runId);
+      if (row === undefined) {
         if (required) throw new StoreError('unknown-run', this.file, runId);
         return undefined;
       }
+      // Where the run's journal lies: a number of another type would find no journal, and a resume would start the run afresh.
+      const stored = row.num;
+      if (typeof stored !== 'number' || !Number.isSafeInteger(stored) || stored < 1 || stored > MAX_RUN_NUMBER)
+        throw new StoreError('damaged', this.file, `run ${runId}: its number is not a count`);
+      num = stored;
       this.numbers.set(runId, num);
     }
     return num;
   }
 
   private totalsOf(runId: string): TotalsColumns {
-    return this.selectTotals.get(runId) as TotalsColumns;
+    try {
+      return this.selectTotals.get(runId) as TotalsColumns;
+    } catch (error) {
+      // SQLite's JSON functions refuse a burst that is not JSON: that run's journal is damaged, not the store.
+      if (error instanceof Database.SqliteError && /malformed JSON/i.test(error.message))
+        throw new StoreError('damaged', this.file, `run ${runId}: its journal is not JSON`, { cause: error });
+      throw error;
+    }
   }
 
   close(): void {
@@ -450,22 +476,6 @@ export class SqliteRunStore implements RunStore {
       // Busy or read-only: the WAL is still part of the database; nothing is lost.
     }
     this.db.close();
-  }
-
-  private toRunRow(r: RunColumns): RunRow {
-    if (!isRunStatus(r.status)) throw new StoreError('corrupt', this.file, `run ${r.id} has status ${JSON.stringify(r.status)}`);
-    const options = JSON.parse(r.options) as RunRow['options'];
-    return {
-      id: r.id,
-      task: r.task,
-      cwd: r.cwd,
-      options,
-      startedAt: r.started_at,
-      status: r.status,
-      owner: ownerOf(r),
-      leaseUntil: r.lease_until,
-      endedAt: r.ended_at,
-    };
   }
 
   /** A primary key taken is the caller's conflict; a corrupt page, the file's; no room, `unwritable`; anything else, as SQLite said. */
@@ -505,10 +515,6 @@ function ownerParams({ host, pid, token }: RunOwner): { host: string; pid: numbe
 
 function ownerOf(r: RunColumns): RunOwner | null {
   return r.owner_token === null ? null : { host: r.owner_host ?? '', pid: r.owner_pid ?? 0, token: r.owner_token };
-}
-
-function isRunStatus(status: string): status is RunStatus {
-  return (RUN_STATUSES as readonly string[]).includes(status);
 }
 
 /**

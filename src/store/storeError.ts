@@ -13,8 +13,11 @@ import { ExarchError } from '../engine/exarchError.js';
  * - `unwritable`: a write failed for want of room or permission: a full disk (SQLITE_FULL), a
  *   file-size limit, a read-only file or directory. Nothing of that write is in the store (SQLite
  *   rolled it back); once there is room, the same write succeeds.
+ * - `damaged`: one run's row or one of its journal records cannot be read back (a column of the
+ *   wrong type, options that are not a JSON object, a record that is not JSON or not a journal
+ *   record): that run cannot be resumed or viewed; the store's other runs can.
  */
-export type StoreErrorKind = 'not-exarch' | 'corrupt' | 'newer-schema' | 'unreadable' | 'unknown-run' | 'conflict' | 'full' | 'unwritable';
+export type StoreErrorKind = 'not-exarch' | 'corrupt' | 'newer-schema' | 'unreadable' | 'unknown-run' | 'conflict' | 'full' | 'unwritable' | 'damaged';
 
 /**
  * A run store's refusal. The message is one line naming the file (the user sees it as is, e.g.
@@ -25,7 +28,7 @@ export class StoreError extends ExarchError<StoreErrorKind> {
    * @param file the store's file; undefined for a store without one (memory).
    * @param detail what the message adds in its kind's wording: SQLite's complaint for
    *   `corrupt` and `unreadable`, the cause for `unwritable`, `schema 7; this exarch reads 1` for `newer-schema`, the run id
-   *   for `unknown-run`, what is taken for `conflict`.
+   *   for `unknown-run`, what is taken for `conflict`, the run and what is wrong with it for `damaged`.
    */
   constructor(
     kind: StoreErrorKind,
@@ -56,6 +59,8 @@ function describe(kind: StoreErrorKind, where: string, detail: string | undefine
       return `the run store ${where} cannot hold more${paren}`;
     case 'unwritable':
       return `cannot write the run store ${where}${detail === undefined || detail === '' ? '' : `: ${detail}`}`;
+    case 'damaged':
+      return `the run store ${where} holds a damaged record${paren}`;
   }
 }
 

@@ -6,7 +6,8 @@ import { JsonlLogSink, renderValue, type Message, type ModelResponse, type Provi
 import { startRun } from '../../src/store/durableRun.js';
 import { writeViewerForRun } from '../../src/store/journalTrace.js';
 import { openSqliteStore } from '../../src/store/sqliteStore.js';
-import { parseTrace, type TraceRecord } from '../../src/watch/trace/format.js';
+import type { TraceRecord } from '../../src/watch/trace/format.js';
+import { parseTrace } from '../../src/watch/trace/readTrace.js';
 import { TraceRecorder } from '../../src/watch/trace/recorder.js';
 import { renderViewerHtml } from '../../src/watch/viewer/html.js';
 import { workspaceTools } from '../../src/tools/workspace/index.js';

@@ -358,8 +358,8 @@ describe.skipIf(BWRAP === undefined)('the run store and resume, against an agent
         { agents: { helper: { description: 'd', maxSteps: 500 } } },
         /agents\.helper\.maxSteps is 500, above the run's step cap \(50\): a declared agent cannot raise it/,
       ],
-      [{ agents: { helper: { description: 'd' } }, mcp: ['sh -c "touch pwned"'] }, /exarch\.config\.json: \(top level\): Unrecognized key/],
-      [{ agents: { helper: { description: 'd', allowShell: 'unsandboxed' } } }, /exarch\.config\.json: agents\.helper: Unrecognized key/],
+      [{ agents: { helper: { description: 'd' } }, mcp: ['sh -c "touch pwned"'] }, /exarch\.config\.json: it has a field it may not: "mcp"/],
+      [{ agents: { helper: { description: 'd', allowShell: 'unsandboxed' } } }, /exarch\.config\.json: agents\.helper has a field it may not: "allowShell"/],
     ];
     for (const [config, refusal] of configs) {
       writeFileSync(join(cwd, 'exarch.config.json'), JSON.stringify(config));

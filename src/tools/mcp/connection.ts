@@ -4,8 +4,10 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
 import { describeError } from '../../engine/model/errors.js';
 import { Redactor } from '../../engine/redact.js';
+import { schemaProblem } from '../../engine/schemaProblem.js';
 import { urlSecrets } from '../../engine/urlSecrets.js';
 import { cappedFetch } from './cappedFetch.js';
 import { McpServerError } from './mcpError.js';
@@ -15,6 +17,13 @@ import { provisionalName, type McpServerSpec } from './serverSpec.js';
 // 4 MiB: far more than a model is shown (outputs are clipped at 50,000 characters by default), and
 // the SDK's stdio reader copies its whole buffer on every chunk, so a larger cap costs time squared.
 const MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
+/** What a server that sent more is told apart by, in the SDK's words (its stdio reader's; pinned by test/hostile/internalErrors.mcp.test.ts). */
+const STDIO_OVER_CAP = /ReadBuffer exceeded maximum size/;
+
+/** A server that sent a message over the cap, as a person reads it. */
+function overCap(label: string): string {
+  return `MCP server '${label}' sent a message over the ${MAX_MESSAGE_BYTES / 1024 / 1024} MiB cap (${MAX_MESSAGE_BYTES} bytes)`;
+}
 /** Pages of `tools/list` read, and tools kept per server: a server is not let to flood every request. */
 const MAX_LIST_PAGES = 20;
 const MAX_TOOLS_PER_SERVER = 128;
@@ -45,6 +54,8 @@ export class McpConnection {
     private readonly exited: Promise<void>,
     /** What the server calls itself (`serverInfo.name`), as it sent it. */
     readonly reportedName: string | undefined,
+    /** Set when a stdio server sent a message over the cap: the SDK then stops it, and that is why it went. */
+    private readonly trouble: { overCap: boolean },
   ) {
     client.onclose = () => {
       this.gone ??= this.exitLine();
@@ -98,6 +109,13 @@ export class McpConnection {
     }
     // No client capabilities (the SDK's default): exarch offers servers no sampling, roots or elicitation.
     const client = new Client(CLIENT_INFO);
+    // The transport's errors, which the SDK reports here and otherwise drops: a line past the stdio
+    // cap is one, and the SDK stops the server for it; the others (a line that is not JSON-RPC)
+    // leave the connection as it was.
+    const trouble = { overCap: false };
+    client.onerror = (error) => {
+      if (transport.kind === 'stdio' && STDIO_OVER_CAP.test(describeError(error))) trouble.overCap = true;
+    };
     try {
       await client.connect(transport.kind === 'http' ? transport.http : transport.stdio, { timeout: startTimeoutMs });
     } catch (error) {
@@ -105,27 +123,35 @@ export class McpConnection {
       // The client's own close may still be escalating to SIGTERM and SIGKILL: the error is not
       // reported before the process is gone (or the escalation had its time).
       await boundedWait(exited, EXIT_WAIT_MS);
+      if (trouble.overCap) throw new McpServerError(`${overCap(label)} and could not start`, 'start', label, { cause: error });
       // An HTTP server's URL secrets (a `?token=`) are never in the line, should the failure quote the URL.
       const why = 'url' in spec ? new Redactor(urlSecrets(spec.url)).text(describeFailure(error)) : describeFailure(error);
       const last = lastLine(tail);
       throw new McpServerError(`MCP server '${label}' could not start: ${why}${last ? ` (its last words: ${last})` : ''}`, 'start', label, { cause: error });
     }
     const reported = client.getServerVersion()?.name;
-    const connection = new McpConnection(spec, client, transport, () => tail, exited, typeof reported === 'string' ? reported : undefined);
+    const connection = new McpConnection(spec, client, transport, () => tail, exited, typeof reported === 'string' ? reported : undefined, trouble);
     onOversize = (error) => connection.failInFlight(error);
     return connection;
   }
 
-  /** The server's tools, at most MAX_TOOLS_PER_SERVER (the rest are reported in `dropped`). */
-  async listTools(timeoutMs: number): Promise<{ tools: McpTool[]; dropped: number }> {
+  /**
+   * The server's tools, at most MAX_TOOLS_PER_SERVER (the rest are reported in `dropped`). A tool
+   * entry that is not one MCP allows (an input schema that is not an object schema, no name) is
+   * left out, with why, in `leftOut`: the SDK refuses the whole list for one such entry.
+   */
+  async listTools(timeoutMs: number): Promise<{ tools: McpTool[]; dropped: number; leftOut: LeftOutTool[] }> {
     const tools: McpTool[] = [];
+    const leftOut: LeftOutTool[] = [];
     let dropped = 0;
     let cursor: string | undefined;
     try {
       for (let page = 0; page < MAX_LIST_PAGES; page++) {
-        const listed = await this.client.listTools(cursor === undefined ? {} : { cursor }, { timeout: timeoutMs });
-        for (const tool of listed.tools) {
-          if (tools.length < MAX_TOOLS_PER_SERVER) tools.push(tool);
+        const listed = await this.listPage(cursor, timeoutMs);
+        for (const entry of listed.tools) {
+          const tool = await checkedTool(entry);
+          if ('problem' in tool) leftOut.push(tool);
+          else if (tools.length < MAX_TOOLS_PER_SERVER) tools.push(tool.tool);
           else dropped += 1;
         }
         cursor = listed.nextCursor;
@@ -136,7 +162,23 @@ export class McpConnection {
         cause: error,
       });
     }
-    return { tools, dropped };
+    return { tools, dropped, leftOut };
+  }
+
+  /**
+   * One page of `tools/list`: through the SDK's own `listTools` (which also keeps each tool's
+   * output schema, to check the results of its calls), or, when one entry of the page is not a tool
+   * MCP allows and the SDK refuses the page for it, the page asked for again and taken as a list
+   * of entries, each checked on its own by `listTools`.
+   */
+  private async listPage(cursor: string | undefined, timeoutMs: number): Promise<{ tools: readonly unknown[]; nextCursor?: string | undefined }> {
+    const params = cursor === undefined ? {} : { cursor };
+    try {
+      return await this.client.listTools(params, { timeout: timeoutMs });
+    } catch (error) {
+      if (!isZodError(error)) throw error;
+      return await this.client.request({ method: 'tools/list', params }, LOOSE_TOOL_LIST, { timeout: timeoutMs });
+    }
   }
 
   /**
@@ -158,6 +200,8 @@ export class McpConnection {
       if (own.signal.aborted) throw own.signal.reason instanceof Error ? own.signal.reason : error;
       // The transport reports a process's exit just after it fails the requests in flight.
       await new Promise((resolve) => setImmediate(resolve));
+      if (this.trouble.overCap)
+        throw new McpServerError(`${overCap(this.label)}: the call failed, and the server was stopped`, 'exited', this.label, { cause: error });
       if (this.gone !== undefined)
         throw new McpServerError(`MCP server '${this.label}' stopped during the call: ${this.gone}`, 'exited', this.label, { cause: error });
       throw new McpServerError(`MCP server '${this.label}': ${describeFailure(error)}`, 'call', this.label, { cause: error });
@@ -172,7 +216,8 @@ export class McpConnection {
    * of an event stream, cannot tell which request it answered.
    */
   private failInFlight(error: Error): void {
-    for (const call of this.inFlight) call.abort(new McpServerError(`MCP server '${this.label}': ${error.message}`, 'call', this.label, { cause: error }));
+    for (const call of this.inFlight)
+      call.abort(new McpServerError(`${overCap(this.label)}: the calls it was answering failed`, 'call', this.label, { cause: error }));
   }
 
   /** Closes the connection; a stdio server gets EOF, then SIGTERM, then SIGKILL (2 s apart) until it has exited. */
@@ -202,6 +247,7 @@ export class McpConnection {
   }
 
   private exitLine(): string {
+    if (this.trouble.overCap) return `it sent a message over the ${MAX_MESSAGE_BYTES / 1024 / 1024} MiB cap (${MAX_MESSAGE_BYTES} bytes), and was stopped`;
     const last = lastLine(this.stderrTail());
     const what = 'url' in this.spec ? 'the connection was closed' : 'the process exited';
     return last ? `${what} (its last words: ${last})` : what;
@@ -224,8 +270,40 @@ function lastLine(text: string): string {
   return last.length > 300 ? `${last.slice(0, 300)}…` : last;
 }
 
+/** A tool entry left out of a server's list: its name as the server gave it (cleaned for a line), and why. */
+export interface LeftOutTool {
+  readonly name: string;
+  readonly problem: string;
+}
+
+/** A page of `tools/list` taken as it comes: a list of entries, each checked apart. */
+const LOOSE_TOOL_LIST = z.looseObject({ tools: z.array(z.unknown()), nextCursor: z.string().optional() });
+
+/** `entry` as a tool of MCP's schema (the SDK's own), or what is wrong with it. */
+async function checkedTool(entry: unknown): Promise<{ readonly tool: McpTool } | LeftOutTool> {
+  const { ToolSchema } = await import('@modelcontextprotocol/sdk/types.js');
+  const parsed = ToolSchema.safeParse(entry, { reportInput: true });
+  if (parsed.success) return { tool: entry as McpTool };
+  const raw = typeof entry === 'object' && entry !== null ? (entry as { name?: unknown }).name : undefined;
+  const name = typeof raw === 'string' && raw !== '' ? clipName(raw) : '(no name)';
+  return { name, problem: schemaProblem(parsed.error) };
+}
+
+/** A name a server gave, for a line: control characters replaced, at most 80 characters. */
+function clipName(name: string): string {
+  const clean = name.replace(/[\u0000-\u001f\u007f-\u009f]/g, '?');
+  return clean.length > 80 ? `${clean.slice(0, 79)}…` : clean;
+}
+
+/** A zod error (the SDK checks what servers send with zod, its core's `$ZodError`): its issues, not its JSON dump, are what a person reads. */
+function isZodError(error: unknown): error is z.core.$ZodError {
+  return error instanceof z.core.$ZodError;
+}
+
 /** An error's message with its cause's (`fetch failed` says little without `ECONNREFUSED`). */
 function describeFailure(error: unknown): string {
+  // The SDK's check of a message from the server: said in one line, not as zod's dump.
+  if (isZodError(error)) return `it sent an answer that is not what MCP allows (${schemaProblem(error)})`;
   const message = describeError(error);
   const cause = error instanceof Error ? error.cause : undefined;
   return cause === undefined ? message : `${message}: ${describeError(cause)}`;

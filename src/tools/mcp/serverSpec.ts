@@ -1,4 +1,5 @@
 import { ExarchError } from '../../engine/exarchError.js';
+import { MAX_TIMER_MS } from '../../engine/maxTimer.js';
 import { redactUrl } from '../../engine/urlSecrets.js';
 
 /**
@@ -69,6 +70,9 @@ export function checkSpec(spec: McpServerSpec): McpServerSpec {
   }
   if (spec.timeoutMs !== undefined && (!Number.isSafeInteger(spec.timeoutMs) || spec.timeoutMs < 1)) {
     throw new McpSpecError(`mcp server timeoutMs must be an integer ≥ 1, got ${String(spec.timeoutMs)}`);
+  }
+  if (spec.timeoutMs !== undefined && spec.timeoutMs > MAX_TIMER_MS) {
+    throw new McpSpecError(`mcp server timeoutMs must be at most ${MAX_TIMER_MS} (the longest a timer can wait), got ${spec.timeoutMs}`);
   }
   return spec;
 }

@@ -5,7 +5,8 @@ import { McpConnection } from './connection.js';
 import { ToolErrorResult } from '../toolErrorResult.js';
 import { boundedInputSchema } from './inputSchema.js';
 import { renderCallResult } from './renderResult.js';
-import { checkSpec, type McpServerSpec } from './serverSpec.js';
+import { checkSpec, McpSpecError, type McpServerSpec } from './serverSpec.js';
+import { MAX_TIMER_MS } from '../../engine/maxTimer.js';
 import { ToolNamer } from './toolNames.js';
 
 /** Characters of a server tool's description shown to the model (it is in every request). */
@@ -59,6 +60,8 @@ export interface McpToolset {
 export async function connectMcpServers(specs: readonly McpServerSpec[], options: McpConnectOptions = {}): Promise<McpToolset> {
   const checked = specs.map(checkSpec);
   const startTimeoutMs = options.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS;
+  if (!Number.isSafeInteger(startTimeoutMs) || startTimeoutMs < 1 || startTimeoutMs > MAX_TIMER_MS)
+    throw new McpSpecError(`startTimeoutMs must be an integer from 1 to ${MAX_TIMER_MS} (the longest a timer can wait), got ${String(startTimeoutMs)}`);
   const opened = await Promise.allSettled(checked.map((spec) => McpConnection.open(spec, startTimeoutMs)));
   const connections = opened.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
   const closeAll = async (): Promise<void> => {
@@ -82,7 +85,8 @@ export async function connectMcpServers(specs: readonly McpServerSpec[], options
     }
     const listed = await Promise.all(connections.map((c) => c.listTools(startTimeoutMs)));
     connections.forEach((connection, i) => {
-      const { tools: serverTools, dropped } = listed[i] ?? { tools: [], dropped: 0 };
+      const { tools: serverTools, dropped, leftOut } = listed[i] ?? { tools: [], dropped: 0, leftOut: [] };
+      for (const tool of leftOut) warnings.push(`MCP server '${connection.name}': its tool '${tool.name}' is left out: ${tool.problem}`);
       if (dropped > 0)
         warnings.push(
           `MCP server '${connection.name}' offers ${serverTools.length + dropped} tools; only the first ${serverTools.length} are offered to agents`,

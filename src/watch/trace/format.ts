@@ -106,27 +106,3 @@ export type TraceRecord =
       readonly reason?: string;
     }
   | { readonly t: number; readonly kind: 'trace.end' };
-
-/** Parses a trace file's text; a bad line throws one line naming it. */
-export function parseTrace(text: string): TraceRecord[] {
-  const records: TraceRecord[] = [];
-  const lines = text.split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i]?.trim();
-    if (!line) continue;
-    let value: unknown;
-    try {
-      value = JSON.parse(line);
-    } catch (error) {
-      throw new Error(`trace line ${i + 1} is not JSON: ${error instanceof Error ? error.message : String(error)}`);
-    }
-    if (typeof value !== 'object' || value === null || typeof (value as { kind?: unknown }).kind !== 'string') {
-      throw new Error(`trace line ${i + 1} is not a trace record (no "kind")`);
-    }
-    records.push(value as TraceRecord);
-  }
-  const first = records[0];
-  if (first?.kind !== 'trace.start') throw new Error('not an exarch trace: the first record is not trace.start');
-  if (first.version !== TRACE_VERSION) throw new Error(`trace version ${String(first.version)} is not supported (this exarch reads version ${TRACE_VERSION})`);
-  return records;
-}

@@ -3,7 +3,8 @@ import { makeDirs } from '../../engine/fs/makeDirs.js';
 import { readRegular, writeRegular } from '../../engine/fs/regularFile.js';
 import { basename, dirname } from 'node:path';
 import { describeError } from '../../engine/model/errors.js';
-import { MAX_TRACE_BYTES, parseTrace, type TraceRecord } from '../trace/format.js';
+import { MAX_TRACE_BYTES, type TraceRecord } from '../trace/format.js';
+import { readTrace, type LeftOutLine } from '../trace/readTrace.js';
 import { renderViewerHtml } from './html.js';
 
 export interface WrittenViewer {
@@ -11,6 +12,8 @@ export interface WrittenViewer {
   /** Agents in the trace (its `agent.start` records). */
   readonly agents: number;
   readonly records: number;
+  /** Lines of the trace that were not trace records, left out of the page (none for a run from a store). */
+  readonly leftOut: readonly LeftOutLine[];
 }
 
 /**
@@ -18,7 +21,7 @@ export interface WrittenViewer {
  * A file that cannot be read or is not a trace throws one line naming it; so does a page that
  * cannot be written (`FileError`: a full disk leaves no part of it behind). Neither file may be a
  * FIFO or a device (refused without waiting on it), and a trace over MAX_TRACE_BYTES is refused
- * by its size.
+ * by its size. Lines that are not trace records are left out of the page (`leftOut`).
  */
 export function writeViewer(traceFile: string, outFile: string): WrittenViewer {
   let text: string;
@@ -29,18 +32,19 @@ export function writeViewer(traceFile: string, outFile: string): WrittenViewer {
     throw new Error(fault.kind === 'missing' ? `${traceFile}: no such file` : fault.message);
   }
   let records: TraceRecord[];
+  let leftOut: readonly LeftOutLine[];
   try {
-    records = parseTrace(text);
+    ({ records, leftOut } = readTrace(text));
   } catch (error) {
     throw new Error(`${traceFile}: ${describeError(error)}`);
   }
   const html = renderViewerHtml(records, { title: titleOf(records[0], traceFile) });
   writeViewerPage(outFile, html);
-  return { outFile, agents: records.filter((record) => record.kind === 'agent.start').length, records: records.length };
+  return { outFile, agents: records.filter((record) => record.kind === 'agent.start').length, records: records.length, leftOut };
 }
 
 /** The trace's own title, with the file's name when the title is the recorder's default. */
-function titleOf(first: ReturnType<typeof parseTrace>[number] | undefined, traceFile: string): string {
+function titleOf(first: TraceRecord | undefined, traceFile: string): string {
   const title = first?.kind === 'trace.start' ? first.title : '';
   return title && title !== 'exarch run' ? title : `${title || 'exarch'} · ${basename(traceFile)}`;
 }
