@@ -217,7 +217,7 @@ describe('exarch run --max-tokens', () => {
     expect(run.code).toBe(0);
     expect(run.stdout).toBe('Final answer from what I have.\n');
     expect(run.stderr).toMatch(
-      /^exarch: the budget stopped the run: the tree spent [\d.,k]+ tokens( \(about \$[\d.]+\))?; running sub-agents were cancelled and the root answered in its final turn$/m,
+      /^exarch: the budget stopped the run: the tree spent [\d.,k]+ tokens( \(about \$[\d.]+\))?; running and queued sub-agents were cancelled and the root answered in its final turn$/m,
     );
     // Every response spends at least U tokens, so at most 25 complete before the budget is reached;
     // then at most one request per running sub-agent (20) is in flight, and the root has one final turn.

@@ -1035,7 +1035,7 @@ function listWaiting(
 
 /** What a run the budget stopped says about it. */
 function budgetLine(tokens: number, cost: number, capped: boolean): string {
-  return `exarch: the budget stopped the run: the tree spent ${formatCount(tokens)} tokens${cost > 0 ? ` (about $${cost.toFixed(3)})` : ''}; running sub-agents were cancelled and the root ${capped ? 'could not answer in its final turn' : 'answered in its final turn'}\n`;
+  return `exarch: the budget stopped the run: the tree spent ${formatCount(tokens)} tokens${cost > 0 ? ` (about $${cost.toFixed(3)})` : ''}; running and queued sub-agents were cancelled and the root ${capped ? 'could not answer within the budget' : 'answered in its final turn'}\n`;
 }
 
 function writeSummary(out: NodeJS.WritableStream, totals: ReturnType<ProgressBoard['totals']>, model: string, logDir: string): void {
