@@ -77,7 +77,8 @@ export async function workerCommand(flags: WorkerFlags, io: WorkerIo): Promise<n
               ? `run ${event.runId} handed back to the queue`
               : event.type === 'session'
                 ? `run ${event.runId} session ${event.session} ${event.what === 'handed-back' ? 'handed back to the queue' : event.what}`
-                : `run ${event.runId ?? '?'}: ${event.detail}`;
+                : // A message of exarch's own starts with its name, which this line has already.
+                  `run ${event.runId ?? '?'}: ${event.detail.replace(/^exarch: /, '')}`;
     io.stderr.write(`exarch worker: ${line}\n`);
   };
   // Loaded only with --otel, as for `exarch run --otel`.
@@ -96,7 +97,14 @@ export async function workerCommand(flags: WorkerFlags, io: WorkerIo): Promise<n
     },
     // Each run's sessions as `exarch run` built them here: from its record (MCP servers started for the run, closed after it).
     session: async (row, place) => {
-      const built = await buildRunSession({ id: row.id, cwd: row.cwd, startedAt: row.startedAt, record: readRecord(row.options) }, io);
+      const built = await buildRunSession(
+        { id: row.id, cwd: row.cwd, startedAt: row.startedAt, record: readRecord(row.options) },
+        {
+          ...io,
+          // A log this worker cannot write (a full disk) is one line; the run goes on, its journal in the database.
+          onFileFault: (fault) => io.stderr.write(`exarch worker: run ${row.id}: ${fault.message.replace(/^exarch: /, '')}; the run goes on without it\n`),
+        },
+      );
       if (!otel) return { input: built.session, close: built.close };
       // The spans of what this worker runs of the run, under the run's id as the conversation: one
       // trace with what other workers ran of it (a sub-agent elsewhere, a run taken up again).
