@@ -2,6 +2,7 @@ import { dirname } from 'node:path';
 import type { MessageCreateParamsStreaming, RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages/messages';
 import { type FileError, fileErrorOf } from '../engine/fs/fileError.js';
 import { makeDirs } from '../engine/fs/makeDirs.js';
+import { HeldLines } from '../engine/fs/heldLines.js';
 import { appendRegular, writeRegular } from '../engine/fs/regularFile.js';
 import { ProviderError } from '../engine/model/errors.js';
 import { Redactor } from '../engine/redact.js';
@@ -27,9 +28,6 @@ export interface ExchangeRecorderOptions {
   readonly onFault?: (fault: FileError) => void;
 }
 
-/** What a recording that could not be written holds back, at most, waiting for room. */
-const MAX_HELD_BYTES = 16 * 1024 * 1024;
-
 /** One request under way: its stream events as they arrive, then how it ended. */
 export interface ExchangeLog {
   event(event: RawMessageStreamEvent): void;
@@ -51,17 +49,18 @@ export class ExchangeRecorder {
   /** When the recording began: exchanges keep their times from it. */
   private readonly began = performance.now();
   private readonly agents = new Map<string, { requests: number; history: HistoryCursor; fields: Map<string, string> }>();
-  private readonly onFault: (fault: FileError) => void;
-  /** Exchanges not written yet (a write failed), in order; `faulted` once that was said. */
-  private held: string[] = [];
-  private heldBytes = 0;
-  private faulted = false;
-  private abandoned = false;
+  /** Exchanges not written yet (a write failed), in order. */
+  private readonly held: HeldLines;
 
   constructor(options: ExchangeRecorderOptions) {
     this.file = options.file;
     this.redactor = options.redactor ?? Redactor.fromEnv();
-    this.onFault = options.onFault ?? ((fault) => process.emitWarning(fault.message));
+    const file = options.file;
+    this.held = new HeldLines(
+      (data) => appendRegular(file, data, { what: 'the recording' }),
+      (error) => fileErrorOf(error, file, ROLE),
+      options.onFault ?? ((fault) => process.emitWarning(fault.message)),
+    );
     const header: RecordingHeader = {
       kind: 'exarch.recording',
       version: RECORDING_VERSION,
@@ -133,26 +132,8 @@ export class ExchangeRecorder {
 
   /** Appends one exchange's line after those still held; a failure is said once and the lines kept for the next try. */
   private append(line: string): void {
-    if (this.abandoned) return;
-    this.held.push(line);
-    this.heldBytes += line.length;
-    try {
-      appendRegular(this.file, this.held.join(''), { what: 'the recording' });
-    } catch (error) {
-      // Nothing of it is in the file (appendRegular cuts a part write back).
-      if (this.heldBytes > MAX_HELD_BYTES) {
-        this.abandoned = true;
-        this.held = [];
-        this.heldBytes = 0;
-      }
-      if (!this.faulted) {
-        this.faulted = true;
-        this.onFault(fileErrorOf(error, this.file, ROLE));
-      }
-      return;
-    }
-    this.held = [];
-    this.heldBytes = 0;
+    this.held.add(line);
+    this.held.flush();
   }
 }
 

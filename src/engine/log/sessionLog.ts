@@ -1,5 +1,6 @@
 import { FileError, fileErrorOf } from '../fs/fileError.js';
 import { makeDirs } from '../fs/makeDirs.js';
+import { HeldLines } from '../fs/heldLines.js';
 import { appendRegular } from '../fs/regularFile.js';
 import { dirname, join } from 'node:path';
 import { stringifyBounded } from '../nesting.js';
@@ -106,9 +107,6 @@ export const nullLogSink: LogSink = { open: () => nullLog };
 
 const FLUSH_BYTES = 64 * 1024;
 
-/** What a log that could not be written holds back, at most, waiting for room; past it the log is given up (it stays a whole prefix). */
-const MAX_HELD_BYTES = 16 * 1024 * 1024;
-
 export interface JsonlLogSinkOptions {
   /** Secrets to keep out of the files (default: those of `process.env`; see redact.ts). */
   readonly redactor?: Redactor;
@@ -170,51 +168,32 @@ function logFileName(agent: AgentIdentity): string {
 }
 
 class JsonlSessionLog implements SessionLog {
-  private buffer: string[] = [];
-  private bytes = 0;
   private closed = false;
-  /** A write failed (said once); the buffer holds what it did not write. */
-  private faulted = false;
-  /** Given up: more was held back than MAX_HELD_BYTES. Nothing more is written. */
-  private abandoned = false;
+  /** The records not written yet (a write that failed holds them for the next flush). */
+  private readonly lines: HeldLines;
 
   constructor(
     readonly file: string,
     private readonly redactor: Redactor,
-    private readonly onFault: (fault: FileError) => void,
+    onFault: (fault: FileError) => void,
     private readonly onClose: () => void,
-  ) {}
+  ) {
+    this.lines = new HeldLines(
+      (data) => this.write(data),
+      (error) => fileErrorOf(error, this.file, { what: 'the session log', writing: true }),
+      onFault,
+    );
+  }
 
   append(record: LogRecord): void {
-    if (this.abandoned) return;
-    const line = `${stringifyBounded({ ts: Date.now(), ...record })}\n`;
-    this.buffer.push(line);
-    this.bytes += line.length;
+    this.lines.add(`${stringifyBounded({ ts: Date.now(), ...record })}\n`);
     // Once a write failed, only the turn's end and the close try again: not every record.
-    if (this.closed || (this.bytes >= FLUSH_BYTES && !this.faulted)) this.flush();
+    if (this.closed || (this.lines.held >= FLUSH_BYTES && !this.lines.hasFaulted)) this.flush();
   }
 
   flush(): void {
-    if (this.buffer.length === 0 || this.abandoned) return;
     // One redaction pass per batch: a secret never spans two lines.
-    const data = this.redactor.json(this.buffer.join(''));
-    try {
-      this.write(data);
-    } catch (error) {
-      // Nothing of the batch is in the file (appendRegular cuts a part write back): it is held for the next flush.
-      if (this.bytes > MAX_HELD_BYTES) {
-        this.abandoned = true;
-        this.buffer = [];
-        this.bytes = 0;
-      }
-      if (!this.faulted) {
-        this.faulted = true;
-        this.onFault(fileErrorOf(error, this.file, { what: 'the session log', writing: true }));
-      }
-      return;
-    }
-    this.buffer = [];
-    this.bytes = 0;
+    this.lines.flush((data) => this.redactor.json(data));
   }
 
   close(): void {

@@ -1,6 +1,7 @@
 import { ExarchError } from '../../engine/exarchError.js';
 import { type FileError, fileErrorOf } from '../../engine/fs/fileError.js';
 import { makeDirs } from '../../engine/fs/makeDirs.js';
+import { HeldLines } from '../../engine/fs/heldLines.js';
 import { appendRegular, writeRegular } from '../../engine/fs/regularFile.js';
 import { dirname } from 'node:path';
 import type { InspectionEvent } from 'xstate';
@@ -31,8 +32,6 @@ export interface TraceRecorderOptions {
 }
 
 const FLUSH_BYTES = 256 * 1024;
-/** What a trace that could not be written holds back, at most, waiting for room. */
-const MAX_HELD_BYTES = 16 * 1024 * 1024;
 
 /** The trace file cannot be made (a part of its path is a file, no permission, a FIFO): one line for the user. */
 export class TraceFileError extends ExarchError<'trace-file'> {
@@ -59,23 +58,21 @@ export class TraceFileError extends ExarchError<'trace-file'> {
  */
 export class TraceRecorder {
   readonly file: string;
-  private buffer: string[] = [];
-  private bytes = 0;
   private readonly redactor: Redactor;
   private readonly observer = new RunObserver();
   private readonly maker: TraceRecordMaker;
-  private readonly onFault: (fault: FileError) => void;
-  /** A write failed (said once); the buffer holds what it did not write. */
-  private faulted = false;
-  /** Given up: more was held back than MAX_HELD_BYTES. */
-  private abandoned = false;
-  /** What was held when the last write failed. */
-  private heldAtFault = 0;
+  /** The records not written yet (a write that failed holds them for a later flush). */
+  private readonly lines: HeldLines;
 
   constructor(options: TraceRecorderOptions) {
     this.file = options.file;
     this.redactor = options.redactor ?? Redactor.fromEnv();
-    this.onFault = options.onFault ?? ((fault) => process.emitWarning(fault.message));
+    const file = options.file;
+    this.lines = new HeldLines(
+      (data) => appendRegular(file, data, { what: 'the trace' }),
+      (error) => fileErrorOf(error, file, { what: 'the trace', writing: true }),
+      options.onFault ?? ((fault) => process.emitWarning(fault.message)),
+    );
     try {
       makeDirs(dirname(options.file));
       // A FIFO, a device or a directory is refused without waiting on it (regularFile.ts).
@@ -104,36 +101,14 @@ export class TraceRecorder {
 
   /** Every line is JSON, however deep what a model sent (see nesting.ts). */
   private write(record: TraceRecord): void {
-    if (this.abandoned) return;
-    const line = `${stringifyBounded(record)}\n`;
-    this.buffer.push(line);
-    this.bytes += line.length;
+    this.lines.add(`${stringifyBounded(record)}\n`);
     // Once a write failed, only every FLUSH_BYTES more (and the close) try again.
-    if (this.bytes >= (this.faulted ? this.heldAtFault + FLUSH_BYTES : FLUSH_BYTES)) this.flush();
+    if (this.lines.heldSinceFault >= FLUSH_BYTES) this.flush();
   }
 
   /** Writes what is buffered; a write that fails is said to `onFault` (once) and tried again later, never thrown. */
   flush(): void {
-    if (this.buffer.length === 0 || this.abandoned) return;
-    try {
-      appendRegular(this.file, this.redactor.json(this.buffer.join('')), { what: 'the trace' });
-    } catch (error) {
-      // Nothing of it is in the file (appendRegular cuts a part write back).
-      this.heldAtFault = this.bytes;
-      if (this.bytes > MAX_HELD_BYTES) {
-        this.abandoned = true;
-        this.buffer = [];
-        this.bytes = 0;
-      }
-      if (!this.faulted) {
-        this.faulted = true;
-        this.onFault(fileErrorOf(error, this.file, { what: 'the trace', writing: true }));
-      }
-      return;
-    }
-    this.buffer = [];
-    this.bytes = 0;
-    this.heldAtFault = 0;
+    this.lines.flush((data) => this.redactor.json(data));
   }
 
   /** Ends the trace; later events are ignored. */
