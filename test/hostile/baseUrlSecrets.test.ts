@@ -1,7 +1,7 @@
-import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { exarch, serve, stream, workdir } from '../support/cliHarness.js';
+import { filesUnder } from '../support/filesUnder.js';
 
 /**
  * Issue 37, hole 5, ANTHROPIC_BASE_URL: a base URL with credentials in it (a proxy's) is refused
@@ -11,16 +11,6 @@ import { exarch, serve, stream, workdir } from '../support/cliHarness.js';
  */
 
 const PASSWORD = 'BaseSecret-777-proxy';
-
-function filesUnder(dir: string): Map<string, string> {
-  const out = new Map<string, string>();
-  for (const name of readdirSync(dir)) {
-    const path = join(dir, name);
-    if (statSync(path).isDirectory()) for (const [file, text] of filesUnder(path)) out.set(file, text);
-    else out.set(path, readFileSync(path).toString('latin1'));
-  }
-  return out;
-}
 
 describe('ANTHROPIC_BASE_URL with credentials', () => {
   it('the failure is one line without the password, and no file exarch wrote holds it', { timeout: 60_000 }, async () => {

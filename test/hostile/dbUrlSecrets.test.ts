@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { chmodSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { historyHandler, startAnthropicServer, type AnthropicTestServer } from '../support/anthropicServer.js';
@@ -7,6 +7,7 @@ import { call, exarch, lastUserText, MAIN, onCleanup, stream, workdir, type CliR
 import { postgresForFile } from '../support/postgresServer.js';
 import { query, statusOf } from '../support/storedRuns.js';
 import { until } from '../support/until.js';
+import { filesUnder } from '../support/filesUnder.js';
 
 /**
  * Issue 37, hole 5: `exarch runs --db 'postgres://u@host/db?password=…'` printed the URL whole
@@ -32,17 +33,6 @@ function withSecrets(url: string): { full: string; masked: string } {
     full: `postgres://${user}:${PASSWORD}@${rest}?password=${PASSWORD}&application_name=exarch-test#${FRAGMENT}`,
     masked: `postgres://${user}:***@${rest}?password=***&application_name=exarch-test#***`,
   };
-}
-
-/** Every file under `dir` (recursively), as text. */
-function filesUnder(dir: string): Map<string, string> {
-  const out = new Map<string, string>();
-  for (const name of readdirSync(dir)) {
-    const path = join(dir, name);
-    if (statSync(path).isDirectory()) for (const [file, text] of filesUnder(path)) out.set(file, text);
-    else out.set(path, readFileSync(path).toString('latin1'));
-  }
-  return out;
 }
 
 /** Where a fragment of a secret shows: in a command's output, a file under `dir`, or the database. */

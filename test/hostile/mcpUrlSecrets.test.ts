@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -9,6 +8,7 @@ import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprot
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { call, exarch, lastUserText, onCleanup, serve, stream, workdir, type CliRun } from '../support/cliHarness.js';
+import { filesUnder } from '../support/filesUnder.js';
 
 /**
  * Issue 37, hole 5, MCP: `--mcp https://…?token=…` was stored whole with the run (`options.mcp`),
@@ -54,16 +54,6 @@ async function tokenServer(): Promise<{ url: string; queries: string[] }> {
     await new Promise((resolve) => http.close(resolve));
   });
   return { url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`, queries };
-}
-
-function filesUnder(dir: string): Map<string, string> {
-  const out = new Map<string, string>();
-  for (const name of readdirSync(dir)) {
-    const path = join(dir, name);
-    if (statSync(path).isDirectory()) for (const [file, text] of filesUnder(path)) out.set(file, text);
-    else out.set(path, readFileSync(path).toString('latin1'));
-  }
-  return out;
 }
 
 function leaks(runs: readonly CliRun[], dir: string): string[] {

@@ -1,8 +1,8 @@
-import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { call, exarch, serve, stream, workdir, type CliRun } from '../support/cliHarness.js';
 import { collector } from '../support/otlpCollector.js';
+import { filesUnder } from '../support/filesUnder.js';
 
 /**
  * Issue 37, hole 5, OTLP: `--otel` printed its endpoint whole (`sent to http://…?token=…`), and
@@ -15,16 +15,6 @@ const BEARER = 'OtlpBearer-5678-secret';
 const API_KEY = 'OtlpApiKey-9012-secret';
 const ENDPOINT_TOKEN = 'EndpointTok-3456-secret';
 const SECRET_BITS = ['OtlpBearer-5678', 'OtlpApiKey-9012', 'EndpointTok-3456', '5678-secret', '9012-secret', '3456-secret'];
-
-function filesUnder(dir: string): Map<string, string> {
-  const out = new Map<string, string>();
-  for (const name of readdirSync(dir)) {
-    const path = join(dir, name);
-    if (statSync(path).isDirectory()) for (const [file, text] of filesUnder(path)) out.set(file, text);
-    else out.set(path, readFileSync(path).toString('latin1'));
-  }
-  return out;
-}
 
 function leaks(run: CliRun, dir: string): string[] {
   const texts = new Map([['stdout', run.stdout], ['stderr', run.stderr], ...filesUnder(dir)]);

@@ -1,10 +1,11 @@
-import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { httpError } from '../support/anthropicServer.js';
 import { call, exarch, serve, stream, workdir, type CliRun } from '../support/cliHarness.js';
 import { jsonLines, jsonlDir } from '../support/hostileInput.js';
 import { REDACTED, Redactor } from '../../src/engine/redact.js';
+import { filesUnder } from '../support/filesUnder.js';
 
 /**
  * Issue 13, hole 7 (the part outside run_shell): a 401 whose body echoes the key put the key
@@ -13,17 +14,6 @@ import { REDACTED, Redactor } from '../../src/engine/redact.js';
  * API key and the value of every `*_KEY`, `*_TOKEN`, `*_SECRET` variable. The oracle greps the
  * bytes of every file the run left, for fragments of the secret that no escaping changes.
  */
-
-/** Every file under `dir`, recursively, with its bytes as text (the store's SQLite pages included). */
-function filesUnder(dir: string): Map<string, string> {
-  const out = new Map<string, string>();
-  for (const name of readdirSync(dir)) {
-    const path = join(dir, name);
-    if (statSync(path).isDirectory()) for (const [file, text] of filesUnder(path)) out.set(file, text);
-    else out.set(path, readFileSync(path).toString('latin1'));
-  }
-  return out;
-}
 
 /** Where any of `fragments` appears: in the run's stdout/stderr or in a file under `dir`. */
 function leaks(fragments: readonly string[], dir: string, runs: readonly CliRun[]): string[] {
