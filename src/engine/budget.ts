@@ -1,6 +1,7 @@
 import type { AnyActorRef } from 'xstate';
 import type { AgentIdentity, Usage } from './types.js';
 import { addUsage } from './usage.js';
+import { Admission, FREE, reaches, roomIn, type AdmissionOwner, type Held, type Room } from './admission.js';
 
 /**
  * A bound on the spend of a whole tree of agents, counted from the usage the model streams reports
@@ -115,78 +116,6 @@ export class BudgetScope {
   }
 }
 
-function reaches(maxTokens: number | undefined, tokens: number, maxCost: number | undefined, cost: number): boolean {
-  return (maxTokens !== undefined && tokens >= maxTokens) || (maxCost !== undefined && cost >= maxCost);
-}
-
-/** What the requests admitted within a budget hold while they run: their estimates, and how many run. */
-interface Held {
-  tokens: number;
-  cost: number;
-  requests: number;
-}
-
-/** A budget's answer to a request: admitted, wait for a running request to end, or never (nothing runs that could make room). */
-type Room = 'yes' | 'wait' | 'never';
-
-/**
- * The admission rule, for the tree and for a sub-agent's budget alike. A request is admitted when
- * its estimate fits beside what is spent and what the running requests hold; or, when no request
- * runs within the budget, while the spend is under it (an estimate that errs high never stops a
- * budget that still has room from being used: the request then overshoots by at most itself).
- */
-function roomIn(
-  held: Held,
-  spentTokens: number,
-  spentCost: number,
-  maxTokens: number | undefined,
-  maxCost: number | undefined,
-  tokens: number,
-  cost: number,
-): Room {
-  if (maxTokens === undefined && maxCost === undefined) return 'yes';
-  const fits =
-    (maxTokens === undefined || spentTokens + held.tokens + tokens <= maxTokens) && (maxCost === undefined || spentCost + held.cost + cost <= maxCost);
-  if (fits) return 'yes';
-  if (held.requests > 0) return 'wait';
-  return reaches(maxTokens, spentTokens, maxCost, spentCost) ? 'never' : 'yes';
-}
-
-/**
- * The room a running request holds within its budgets (its estimated input, in tokens and US$),
- * from the moment it is admitted until it ends. `release` gives it back, once; with the usage of
- * the response that was kept, the meter learns how many tokens a byte of request is.
- */
-export class Admission {
-  private released = false;
-
-  /** @internal */
-  constructor(
-    private readonly meter: BudgetMeter | undefined,
-    private readonly levels: readonly Held[],
-    /** The estimate held: tokens, US$, and the request's size in bytes. */
-    readonly tokens: number,
-    readonly cost: number,
-    readonly bytes: number,
-    readonly model: string | undefined,
-  ) {}
-
-  /** The request ended (`kept`: the usage of its response, when one was kept). Idempotent. */
-  release(kept?: Usage): void {
-    if (this.released) return;
-    this.released = true;
-    for (const held of this.levels) {
-      held.tokens -= this.tokens;
-      held.cost -= this.cost;
-      held.requests -= 1;
-    }
-    this.meter?.released(this, kept);
-  }
-}
-
-/** An admission that holds nothing: a request no budget bounds. */
-const FREE = new Admission(undefined, [], 0, 0, 0, undefined);
-
 /** A session waiting for room to make its request (see `BudgetMeter.admit`). */
 export interface BudgetWaiter {
   readonly agent: AgentIdentity;
@@ -218,18 +147,21 @@ const KNOWN_MARGIN = 1.25;
  * The tree's shared meter (one per root, in the options every sub-agent shares): what each agent
  * spent, the tree's budget and the sub-agents' budgets (`BudgetScope`).
  *
- * The bound it keeps, for the tree and for each sub-agent's budget alike: a model request starts
- * only while the spend so far within the budget's scope is under it. Spend is counted as the
- * stream reports it, so a budget is reached during a response, not only at its end. When the
- * tree's is reached, every running sub-agent is cancelled (its parent receives
- * `[agent 'NAME' was cancelled]`), which aborts the requests they had in flight, at most one per
- * running agent; a session that would go on after that ends `capped` with the reason "budget". The
- * root gets one final request to answer from what it has; after it, the root too ends `capped` if
- * it would go on. When a sub-agent's is reached, that sub-agent ends `capped` ("budget") at once:
- * its own request in flight is aborted, its calls are answered, and its sub-agents are cancelled
- * (aborting theirs); its parent receives `[agent 'NAME' hit the step cap]`.
+ * The bound it keeps, for the tree and for each sub-agent's budget alike: a model request leaves
+ * only when the budget admits it (`admit`: its estimate fits beside the spend and the requests
+ * running, or none runs and the spend is under the budget); one that must wait is queued, and the
+ * queue is admitted in order as running requests end. Spend is counted as the stream reports it,
+ * so a budget is reached during a response, not only at its end. The tree's budget keeps room for
+ * the root's next request; when the spend reaches that line, every running or queued sub-agent is
+ * cancelled (its parent receives `[agent 'NAME' was cancelled]`), which aborts the requests they
+ * had in flight, at most one per running agent; a session that would go on after that ends
+ * `capped` with the reason "budget". The root gets one final request to answer from what it has
+ * when the budget still admits it; after it, or without it, the root too ends `capped` if it would
+ * go on. When a sub-agent's is reached, that sub-agent ends `capped` ("budget") at once: its own
+ * request in flight is aborted, its calls are answered, and its sub-agents are cancelled (aborting
+ * theirs); its parent receives `[agent 'NAME' hit the step cap]`.
  */
-export class BudgetMeter {
+export class BudgetMeter implements AdmissionOwner {
   private tokens = 0;
   private cost = 0;
   private crossed = false;
@@ -239,8 +171,9 @@ export class BudgetMeter {
   private readonly listeners = new Set<(crossing: BudgetCrossing) => void>();
   /** What the running requests admitted within the tree's budget hold. */
   private readonly held: Held = { tokens: 0, cost: 0, requests: 0 };
-  /** Sessions waiting for room, in the order they asked. */
+  /** Sessions waiting for room, in the order they asked, and the request each asked for. */
   private readonly waiting: BudgetWaiter[] = [];
+  private readonly estimates = new WeakMap<BudgetWaiter, Estimate>();
   /** Tokens per byte of request, by model, the most any kept response has shown. */
   private readonly ratios = new Map<string | undefined, number>();
   /** The root's next request, in bytes, as it would leave now (its history and the results waiting for it). */
@@ -317,8 +250,6 @@ export class BudgetMeter {
     // The head left: the next may go.
     if (at === 0) this.pump();
   }
-
-  private readonly estimates = new WeakMap<BudgetWaiter, Estimate>();
 
   /** @internal An admitted request ended. */
   released(admission: Admission, kept: Usage | undefined): void {
@@ -534,13 +465,13 @@ export class BudgetMeter {
   }
 }
 
-/** Cancels the root's running sub-agents (each cancels its own subtree first). */
 /** Whether `scope`, or one around it, bounds what is spent within it. */
 function boundedScope(scope: BudgetScope | undefined): boolean {
   for (let s = scope; s; s = s.parent) if (s.limit.tokens !== undefined || s.limit.cost !== undefined) return true;
   return false;
 }
 
+/** Cancels the root's running sub-agents (each cancels its own subtree first). */
 function cancelSubAgents(root: AnyActorRef): void {
   const visit = (actor: AnyActorRef): void => {
     for (const child of Object.values((actor.getSnapshot() as { children?: Record<string, AnyActorRef | undefined> }).children ?? {})) {

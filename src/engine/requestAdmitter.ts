@@ -1,5 +1,6 @@
 import type { AgentIdentity, AgentResult, Message, ToolSpec } from './types.js';
-import type { Admission, BudgetMeter, BudgetScope, BudgetWaiter } from './budget.js';
+import type { Admission } from './admission.js';
+import type { BudgetMeter, BudgetScope, BudgetWaiter } from './budget.js';
 import { byteLength, RequestSizer } from './requestSize.js';
 
 /**

@@ -5,7 +5,7 @@ import { isRootWithOneObserver } from '../watch/observe/actors.js';
 import { withDeltaTaps } from '../watch/observe/deltaTaps.js';
 import { startToolBatch, type RunnableCall, type RunToolsInput, type ToolBatch, type ToolBatchEvent } from '../tools/runTools.js';
 import type { ModelResponse, Usage } from './types.js';
-import type { Admission } from './budget.js';
+import type { Admission } from './admission.js';
 
 const readOnly = (call: RunnableCall): boolean => call.readOnly;
 
