@@ -11,6 +11,7 @@ import {
   type RunEvent,
   type StreamSink,
 } from '../src/index.js';
+import { BudgetMeter } from '../src/engine/budget.js';
 import { scriptedProvider, type ScriptedStep } from '../src/testing/index.js';
 
 /**
@@ -233,5 +234,60 @@ describe('a durable run resumes its budget queue', () => {
     const tags = lead.match(/\[agent 'w\d+' [a-z ]+\]/g) ?? [];
     expect(tags.sort()).toEqual(Array.from({ length: N }, (_, i) => `[agent 'w${i}' replied]`).sort());
     expect(snapshot.value).toBe('readyForUser');
+  });
+});
+
+describe('the queue keeps its order and its word', () => {
+  const sub = (name: string) => ({ name, path: ['root', name], depth: 1, id: `root/${name}` });
+
+  it('a request that fits waits behind one that asked first and does not: no large request is starved by small ones', () => {
+    const meter = new BudgetMeter({ maxTokens: 2_000 });
+    // Before any response the estimate is half a token a byte plus 512: 562, 1,512 and 512 tokens.
+    const first = meter.admit(sub('a'), undefined, undefined, () => 100);
+    expect(first).toBeInstanceOf(Object);
+    expect(meter.admit(sub('big'), undefined, undefined, () => 2_000)).toBe('wait');
+    const admitted: string[] = [];
+    meter.wait({ agent: sub('big'), scope: undefined, admitted: () => admitted.push('big'), refused: () => admitted.push('big refused') }, undefined, 2_000);
+    // 562 + 512 fits in 2,000, but the big one asked first.
+    expect(meter.admit(sub('small'), undefined, undefined, () => 0)).toBe('wait');
+    expect(admitted).toEqual([]);
+  });
+
+  it('a queued sub-agent cancelled in the same cascade as the request that held its room never sends a request', async () => {
+    const hold = { promise: new Promise<void>(() => undefined) };
+    let queuedNow = (): void => undefined;
+    const queued = new Promise<void>((resolve) => (queuedNow = resolve));
+    const provider = scriptedProvider({
+      agents: {
+        root: [
+          {
+            calls: [
+              { name: 'agent', input: { name: 'first', task: 'a' } },
+              { name: 'agent', input: { name: 'second', task: 'b' } },
+              { name: 'wait_for_agents', input: {} },
+            ],
+            usage: { inputTokens: IN },
+          },
+        ],
+        // `first` holds the room until it is aborted; `second` waits for it.
+        first: [{ text: 'never done', usage: { inputTokens: IN }, after: hold.promise }],
+        second: [{ text: 'never asked' }],
+      },
+    });
+    const observer = createRunObserver();
+    observer.subscribe((event) => {
+      if (event.type === 'agent.state' && event.agent === 'root/second' && event.state === 'queued') queuedNow();
+    });
+    const actor = createSessionActor({ provider, task: 'go', budget: { maxTokens: 400 } }, { inspect: observer.inspect });
+    actor.start();
+    await queued;
+    // As Ctrl-C does: the root is cancelled, and its sub-agents with it, one after the other.
+    actor.send({ type: 'cancel', reason: 'interrupted' });
+    const settled = await waitForSettled(actor);
+    await new Promise((resolve) => setImmediate(resolve));
+    actor.stop();
+    expect(settled.value).toBe('cancelled');
+    expect(provider.requestsOf('root/second')).toEqual([]);
+    expect(provider.requestsOf('root/first')).toHaveLength(1);
   });
 });

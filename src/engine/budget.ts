@@ -223,6 +223,9 @@ export class BudgetMeter implements AdmissionOwner {
     if (!this.bounded && !boundedScope(scope)) return FREE;
     const estimate = this.estimate(model, bytes());
     const room = this.roomFor(agent, scope, estimate);
+    // Sessions that asked first go first: a request that fits waits behind them (a large one would
+    // otherwise wait for ever while smaller ones keep taking the room it needs).
+    if (room === 'yes' && this.waiting.length > 0) return 'wait';
     if (room === 'yes') return this.take(scope, estimate);
     if (room === 'never') {
       this.reachedAtAdmission(agent, estimate);
@@ -278,9 +281,15 @@ export class BudgetMeter implements AdmissionOwner {
       }
       this.waiting.shift();
       this.estimates.delete(head);
-      if (room === 'yes') head.admitted(this.take(head.scope, estimate));
+      // Told after the transition that made room (a pump runs inside another session's, as it ends
+      // or leaves the queue): a session cancelled in the same cascade, an interrupt's, has left by
+      // then and gives the room back at once (see RequestAdmitter).
+      if (room === 'yes') {
+        const admission = this.take(head.scope, estimate);
+        queueMicrotask(() => head.admitted(admission));
+      }
       // The root: the budget has no room for its request, and none will come.
-      else head.refused();
+      else queueMicrotask(() => head.refused());
     }
   }
 

@@ -55,11 +55,17 @@ export class RequestAdmitter {
       agent: this.agent,
       scope: this.scope,
       admitted: (admission) => {
+        // It left the queue (cancelled, stopped) before the meter's word came: the room goes back.
+        if (this.waiter !== waiter) {
+          admission.release();
+          return;
+        }
         this.waiter = undefined;
         this.granted = admission;
         room();
       },
       refused: () => {
+        if (this.waiter !== waiter) return;
         this.waiter = undefined;
         refused();
       },
