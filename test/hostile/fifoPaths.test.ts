@@ -1,5 +1,18 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { closeSync, constants, lstatSync, mkdirSync, openSync, readdirSync, readlinkSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  symlinkSync,
+  truncateSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { historyHandler, startAnthropicServer } from '../support/anthropicServer.js';
@@ -318,6 +331,27 @@ describe('devices and sizes', () => {
     const cwd = workdir();
     const run = await exarchGuarded(['run', '--no-store', '--replay', '/dev/zero', 'go'], { cwd, shell: SMALL_MEMORY });
     expectRefused(run, 'exarch: cannot read the recording /dev/zero: it is a character device, not a regular file');
+  });
+
+  it('a FIFO named exarch.config.json is refused without being opened: a writer waiting on it is never let through', async () => {
+    // Opening some files does something even without a read (a device's driver acts on open). A
+    // FIFO makes that visible: a writer blocked in its open goes on once anyone opens the read end.
+    const cwd = workdir();
+    execFileSync('mkfifo', [join(cwd, 'exarch.config.json')]);
+    const writer = spawn('sh', ['-c', 'exec 3> exarch.config.json; echo opened > writer-went-on'], { cwd, stdio: 'ignore' });
+    onCleanup(() => {
+      if (writer.exitCode === null && writer.signalCode === null) writer.kill('SIGKILL');
+    });
+    // The kernel says where the writer sleeps: in the FIFO's open, waiting for a reader.
+    const waitsForReader = (): boolean => readFileSync(`/proc/${writer.pid}/wchan`, 'utf8') === 'wait_for_partner';
+    for (let i = 0; i < 200 && !waitsForReader(); i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(waitsForReader()).toBe(true);
+    const server = await serve({ root: [stream({ text: 'never asked' })] });
+    const run = await exarchGuarded(['run', '--no-store', 'go'], { cwd, serverUrl: server.url });
+    expectRefused(run, `exarch: cannot read exarch.config.json: ${NOT_REGULAR}`);
+    // exarch has gone, and the writer still waits: an open by exarch would have woken it.
+    expect(waitsForReader()).toBe(true);
+    expect(readdirSync(cwd)).not.toContain('writer-went-on');
   });
 
   it('an exarch.config.json that links to /dev/zero is refused without reading it', async () => {

@@ -1,4 +1,4 @@
-import { closeSync, constants, fstatSync, ftruncateSync, openSync, readSync, statSync, unlinkSync, writeSync, type Stats } from 'node:fs';
+import { closeSync, constants, fstatSync, ftruncateSync, lstatSync, openSync, readSync, statSync, unlinkSync, writeSync, type Stats } from 'node:fs';
 import { FileError, fileErrorOf } from './fileError.js';
 import { fileKind } from './fileKind.js';
 
@@ -61,11 +61,24 @@ export interface RegularFile {
 /**
  * Opens `file` without waiting and checks, on the descriptor, that it is a regular file;
  * anything else is closed and refused with a `FileError` (`not-regular`), as is every failure of
- * the open (`missing`, `denied`, …).
+ * the open (`missing`, `denied`, …). What the name leads to is looked at first, and a device,
+ * FIFO, socket or directory is refused before any open: opening some devices does something
+ * (arming a watchdog, rewinding a tape) even without a read. The descriptor is then checked to be
+ * that same file, so one swapped in between is refused as well.
  */
 export function openRegular(file: string, how: OpenFor, options: OpenOptions): RegularFile {
   const role = { what: options.what, writing: how !== 'read' };
   const flags = FLAGS[how] | (options.noFollow ? NOFOLLOW : 0);
+  let before: Stats | undefined;
+  try {
+    before = options.noFollow ? lstatSync(file) : statSync(file);
+  } catch (error) {
+    // Missing: a write makes it; a read reports it from the open below, as any other failure.
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw openFailure(error, file, role, options.noFollow === true);
+  }
+  if (before && !before.isFile() && !(options.noFollow && before.isSymbolicLink())) {
+    throw new FileError('not-regular', file, `it is ${fileKind(before)}, not a regular file`, role);
+  }
   let fd: number;
   let created = false;
   try {
@@ -94,6 +107,11 @@ export function openRegular(file: string, how: OpenFor, options: OpenOptions): R
   if (!stats.isFile()) {
     closeQuietly(fd);
     throw new FileError('not-regular', file, `it is ${fileKind(stats)}, not a regular file`, role);
+  }
+  // Another file than the one looked at (the name was swapped meanwhile): not the file that was checked.
+  if (before?.isFile() && (before.dev !== stats.dev || before.ino !== stats.ino)) {
+    closeQuietly(fd);
+    throw new FileError('not-regular', file, 'it was replaced while it was being opened', role);
   }
   return { fd, stats, created };
 }
