@@ -1,4 +1,4 @@
-import { accessSync, constants } from 'node:fs';
+import { accessSync, constants, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULTS } from '../engine/options.js';
 import { ExarchError } from '../engine/exarchError.js';
@@ -17,7 +17,7 @@ import type { Provider } from '../engine/types.js';
 import { agentsFromJson } from './agentsConfig.js';
 import { budgetOf, mcpSpecs, type CliRunRecord } from './runRecord.js';
 import { MAX_TIMER_MS } from '../engine/maxTimer.js';
-import { checkKeyApart, prepareKeyDir, runKeyDir } from './runKey.js';
+import { checkKeyApart, prepareKeyDir, runKeyDir, runKeyFile } from './runKey.js';
 
 /** A run that cannot start as asked (no API key, a log directory, a trace file): one line, exit 1. */
 export class RunSetupError extends ExarchError<'run-setup'> {
@@ -139,7 +139,10 @@ export async function runToolsOf(
   host: Pick<SessionHost, 'env' | 'stderr' | 'agentsSource' | 'protectedPaths'>,
 ): Promise<RunTools> {
   const { record } = run;
-  checkKeyApart(host.env, run.cwd);
+  // A key inside the working directory could be read by the agents' read tools, and with it a record
+  // they planted in another workspace's store would pass as signed. A run that makes no key (a
+  // --no-store run where none exists yet) may work there; one that makes it is refused by runKey.
+  if (existsSync(runKeyFile(host.env))) checkKeyApart(host.env, run.cwd);
   if (record.allowShell === true) {
     // Made before any sandbox starts, so that each sandbox can protect them: an agent that could
     // create .exarch/ could plant a store in it, and the key's directory is hidden only if it exists.

@@ -402,4 +402,20 @@ describe('the key file', () => {
     expect(server.requests).toEqual([]);
     expect(existsSync(join(cwd, '.state', 'run-key'))).toBe(false);
   });
+
+  it('there, a run that makes no key works (--no-store, none yet); one where a key is already there is refused even so', async () => {
+    // As a person running exarch in their home directory, where the default state directory is.
+    const cwd = await agentsWorkdir();
+    const server = await serve({ root: [stream({ text: 'done' })] });
+    const env = { EXARCH_STATE_DIR: join(cwd, '.state'), ANTHROPIC_API_KEY: API_KEY };
+    const keyless = await exarch(['run', '--no-store', 'Go'], { cwd, server, env });
+    expect([keyless.code, keyless.stdout]).toEqual([0, 'done\n']);
+    expect(existsSync(join(cwd, '.state', 'run-key'))).toBe(false);
+    // A key made by an earlier run (from elsewhere): the agents' read tools could read it here.
+    mkdirSync(join(cwd, '.state'), { mode: 0o700 });
+    writeFileSync(join(cwd, '.state', 'run-key'), `${'ab'.repeat(32)}\n`, { mode: 0o600 });
+    const withKey = await exarch(['run', '--no-store', 'Go'], { cwd, server, env });
+    expect(withKey.code).toBe(1);
+    expect(withKey.stderr).toMatch(/^exarch: exarch's state directory .* and the working directory .* overlap: /);
+  });
 });
