@@ -2,7 +2,7 @@ import { fileErrorOf } from '../../engine/fs/fileError.js';
 import { makeDirs } from '../../engine/fs/makeDirs.js';
 import { readRegular, writeRegular } from '../../engine/fs/regularFile.js';
 import { basename, dirname } from 'node:path';
-import { describeError } from '../../engine/model/errors.js';
+import { ExarchError } from '../../engine/exarchError.js';
 import { MAX_TRACE_BYTES, type TraceRecord } from '../trace/format.js';
 import { readTrace, type LeftOutLine } from '../trace/readTrace.js';
 import { renderViewerHtml } from './html.js';
@@ -14,6 +14,13 @@ export interface WrittenViewer {
   readonly records: number;
   /** Lines of the trace that were not trace records, left out of the page (none for a run from a store). */
   readonly leftOut: readonly LeftOutLine[];
+}
+
+/** The trace `exarch view` was given cannot be read, or is not a trace: one line naming it. */
+export class ViewerInputError extends ExarchError<'viewer-input'> {
+  constructor(message: string, options?: ErrorOptions) {
+    super('viewer-input', message, options);
+  }
 }
 
 /**
@@ -29,14 +36,16 @@ export function writeViewer(traceFile: string, outFile: string): WrittenViewer {
     text = readRegular(traceFile, MAX_TRACE_BYTES, { what: 'the trace' }).toString('utf8');
   } catch (error) {
     const fault = fileErrorOf(error, traceFile, { what: 'the trace', writing: false });
-    throw new Error(fault.kind === 'missing' ? `${traceFile}: no such file` : fault.message);
+    throw new ViewerInputError(fault.kind === 'missing' ? `${traceFile}: no such file` : fault.message, { cause: error });
   }
   let records: TraceRecord[];
   let leftOut: readonly LeftOutLine[];
   try {
     ({ records, leftOut } = readTrace(text));
   } catch (error) {
-    throw new Error(`${traceFile}: ${describeError(error)}`);
+    // Only what readTrace says of the file is the file's fault; anything else is a bug, said as one (see failureLine).
+    if (!(error instanceof ExarchError)) throw error;
+    throw new ViewerInputError(`${traceFile}: ${error.message}`, { cause: error });
   }
   const html = renderViewerHtml(records, { title: titleOf(records[0], traceFile) });
   writeViewerPage(outFile, html);
