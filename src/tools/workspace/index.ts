@@ -85,10 +85,12 @@ export function workspaceTools(options: WorkspaceToolsOptions): Tool[] {
   if (options.allowShell === true) {
     const limits = resolveShellLimits(options.shellLimits);
     // Who runs the commands is judged on the real directory, whose owner a symlink would hide.
-    const identity = shellIdentity(realpathSync(root), options.shellUser);
+    const rootReal = realpathSync(root);
+    const identity = shellIdentity(rootReal, options.shellUser);
     const sandbox: ShellSandbox = {
       ...bubblewrapSandbox(options.allowNetwork === true, process.env, {
         limits,
+        workdir: rootReal,
         ...(identity.user === undefined ? {} : { user: identity.user }),
       }),
       shield: (cwd: string) => {

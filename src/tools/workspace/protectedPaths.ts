@@ -4,6 +4,7 @@ import path from 'node:path';
 import { exarchStateDir } from '../../engine/stateDir.js';
 import { isInside, quote, WorkspaceError } from './paths.js';
 import type { SandboxShield } from './shellSandbox.js';
+import { SYSTEM_PATH, systemBinary } from './systemBinary.js';
 
 /**
  * What agents may not change in their working directory, however they try: what a later run or a
@@ -132,13 +133,18 @@ function configuredHooks(config: string, worktree: string): string | undefined {
   const cached = hooksPathCache.get(config);
   if (cached?.stamp === stamp) return cached.value;
   // git's own reading of its format; without git, nothing runs the hooks either. --file reads that
-  // file alone (no system or global config), and runs nothing it names.
-  const found = spawnSync('git', ['config', '--file', config, '--includes', '--get', 'core.hooksPath'], {
-    encoding: 'utf8',
-    timeout: 5_000,
-    env: { PATH: process.env['PATH'] ?? '/usr/bin:/bin', GIT_CONFIG_NOSYSTEM: '1' },
-  });
-  const raw = found.status === 0 ? found.stdout.replace(/\n$/, '') : '';
+  // file alone (no system or global config), and runs nothing it names. The system's git, never
+  // one an agent put on PATH (systemBinary.ts).
+  const git = systemBinary('git', { workdir: worktree });
+  const found =
+    git === undefined
+      ? undefined
+      : spawnSync(git, ['config', '--file', config, '--includes', '--get', 'core.hooksPath'], {
+          encoding: 'utf8',
+          timeout: 5_000,
+          env: { PATH: SYSTEM_PATH, GIT_CONFIG_NOSYSTEM: '1' },
+        });
+  const raw = found?.status === 0 ? found.stdout.replace(/\n$/, '') : '';
   // git expands `~/`; a relative path is relative to the worktree, where hooks run.
   const home = process.env['HOME'];
   const value = raw === '' ? undefined : raw.startsWith('~/') && home !== undefined ? path.join(home, raw.slice(2)) : path.resolve(worktree, raw);

@@ -1,11 +1,12 @@
 import { spawnSync } from 'node:child_process';
-import { accessSync, closeSync, constants, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
 import { unixSocketFilter } from './seccompFilter.js';
 import { ShellSandboxError } from './shellSandboxError.js';
 import { anyLimit, DEFAULT_SHELL_LIMITS, effectiveLimits, hardLimits, prlimitOptions, type ShellLimits } from './shellLimits.js';
 import { type ShellUser, userLabel } from './shellUser.js';
+import { systemBinary } from './systemBinary.js';
 
 /**
  * How `run_shell` runs a command: inside bubblewrap (Linux, Debian's `bubblewrap`), or, when the
@@ -46,16 +47,13 @@ interface SandboxLimits {
 
 export { ShellSandboxError } from './shellSandboxError.js';
 
-/** Where bubblewrap is looked for before PATH. */
-const BWRAP_CANDIDATES = ['/usr/bin/bwrap', '/usr/local/bin/bwrap'];
-
-/** Where util-linux's prlimit is looked for before PATH. */
-const PRLIMIT_CANDIDATES = ['/usr/bin/prlimit', '/bin/prlimit'];
-
 type Probe = { path: string } | { reason: string; trial?: true };
 
-/** The trial's outcome for each uid bubblewrap is started as (the user namespace it needs may be refused to one and not another). */
-const probed = new Map<number, Probe>();
+/**
+ * The trial's outcome for each uid bubblewrap is started as (the user namespace it needs may be
+ * refused to one and not another) and working directory (whose PATH entries do not count).
+ */
+const probed = new Map<string, Probe>();
 
 /** What the sandbox is set up with beyond the network. */
 export interface SandboxSetup {
@@ -63,6 +61,8 @@ export interface SandboxSetup {
   readonly limits?: ShellLimits;
   /** The user bubblewrap and the command run as (default: exarch's own). */
   readonly user?: ShellUser;
+  /** The working directory: bubblewrap and prlimit are never found inside it, whatever PATH says (default: exarch's own). */
+  readonly workdir?: string;
 }
 
 /**
@@ -76,8 +76,9 @@ export function bubblewrapSandbox(
   setup: SandboxSetup = {},
 ): Extract<ShellSandbox, { kind: 'bubblewrap' }> {
   const { user } = setup;
-  const key = user?.uid ?? process.getuid?.() ?? 0;
-  const probe = probed.get(key) ?? probeBubblewrap(env, BWRAP_CANDIDATES, user);
+  const workdir = setup.workdir ?? process.cwd();
+  const key = `${user?.uid ?? process.getuid?.() ?? 0}:${workdir}`;
+  const probe = probed.get(key) ?? probeBubblewrap(env, undefined, user, workdir);
   probed.set(key, probe);
   if ('reason' in probe) {
     throw new ShellSandboxError(
@@ -88,16 +89,16 @@ export function bubblewrapSandbox(
             'or pass --allow-shell=unsandboxed to run commands without a sandbox',
     );
   }
-  const limits = sandboxLimits(setup.limits ?? DEFAULT_SHELL_LIMITS, env);
+  const limits = sandboxLimits(setup.limits ?? DEFAULT_SHELL_LIMITS, env, workdir);
   return { kind: 'bubblewrap', bwrap: probe.path, network, limits, ...(user === undefined ? {} : { user }) };
 }
 
 /** The limits a command gets here, and the prlimit command that sets them (found once needed). */
-function sandboxLimits(asked: ShellLimits, env: NodeJS.ProcessEnv): SandboxLimits {
+function sandboxLimits(asked: ShellLimits, env: NodeJS.ProcessEnv, workdir: string): SandboxLimits {
   const hard = hardLimits();
   const limits = effectiveLimits(asked, hard);
   if (!anyLimit(limits)) return { asked, limits, command: [] };
-  const prlimit = findExecutable('prlimit', PRLIMIT_CANDIDATES, env);
+  const prlimit = systemBinary('prlimit', { workdir, env });
   if (prlimit === undefined) {
     throw new ShellSandboxError(
       'run_shell limits each sandboxed command with prlimit, and prlimit (util-linux) was not found: install it (apt-get install util-linux), ' +
@@ -107,18 +108,14 @@ function sandboxLimits(asked: ShellLimits, env: NodeJS.ProcessEnv): SandboxLimit
   return { asked, limits, command: [prlimit, ...prlimitOptions(limits, hard), '--'] };
 }
 
-function findExecutable(name: string, candidates: readonly string[], env: NodeJS.ProcessEnv): string | undefined {
-  const dirs = (env['PATH'] ?? '').split(delimiter).filter(Boolean);
-  return [...candidates, ...dirs.map((dir) => join(dir, name))].find(isExecutable);
-}
-
 /**
- * Finds bubblewrap (in `candidates`, then on PATH) and tries it once, as `user` when given.
- * Exported for its tests, which pass stand-ins for bubblewrap as `candidates`.
+ * Finds bubblewrap (in `candidates`, by default the system's directories, then on PATH outside
+ * `workdir`: see systemBinary.ts) and tries it once, as `user` when given. Exported for its tests,
+ * which pass stand-ins for bubblewrap as `candidates`.
  */
-export function probeBubblewrap(env: NodeJS.ProcessEnv, candidates: readonly string[] = BWRAP_CANDIDATES, user?: ShellUser): Probe {
+export function probeBubblewrap(env: NodeJS.ProcessEnv, candidates?: readonly string[], user?: ShellUser, workdir: string = process.cwd()): Probe {
   if (process.platform !== 'linux') return { reason: `bubblewrap is Linux-only (this is ${process.platform})` };
-  const path = findExecutable('bwrap', candidates, env);
+  const path = systemBinary('bwrap', { workdir, env, ...(candidates === undefined ? {} : { candidates }) });
   if (path === undefined) return { reason: 'bubblewrap (bwrap) was not found' };
   // The trial loads the seccomp program too, so a kernel that refuses it is found here, not mid-run.
   // (spawnSync cannot feed a pipe on fd 3, so the program goes through a file.)
@@ -146,15 +143,6 @@ export function probeBubblewrap(env: NodeJS.ProcessEnv, candidates: readonly str
     rmSync(dir, { recursive: true, force: true });
   }
   return { path };
-}
-
-function isExecutable(path: string): boolean {
-  try {
-    accessSync(path, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /**
