@@ -1,7 +1,8 @@
 import { spawnSync } from 'node:child_process';
-import { lstatSync, mkdirSync, realpathSync, statSync, type Stats } from 'node:fs';
+import { lstatSync, realpathSync, statSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import { exarchStateDir } from '../../engine/stateDir.js';
+import { makeDirsBelow } from './makeDirsBelow.js';
 import { isInside, quote, WorkspaceError } from './paths.js';
 import type { SandboxShield } from './shellSandbox.js';
 import { SYSTEM_PATH, systemBinary } from './systemBinary.js';
@@ -95,7 +96,8 @@ export class ProtectedPaths {
  * directory its config names (husky's `.husky`, say). A `.git` file (a worktree's or submodule's
  * pointer) is one too: rewritten, it would name another repository. With `make`, a hooks
  * directory that is missing is made now, empty, so that it is the sandbox's to protect rather than
- * the agent's to create.
+ * the agent's to create: inside the working directory only, never through a symlink
+ * (makeDirsBelow.ts); one missing behind a symlink is not made, and so not protected.
  *
  * Not covered: a repository that did not exist when the command started (an agent's `git init` is
  * the agent's), submodules' own directories, and config files the config includes.
@@ -110,13 +112,8 @@ function gitPaths(cwd: string, make: boolean): string[] {
   const paths = [path.join(dotGit, 'config'), path.join(dotGit, 'config.worktree')].filter((p) => lstatOrUndefined(p) !== undefined);
   const hooksPath = configuredHooks(path.join(dotGit, 'config'), cwd);
   for (const hooks of [path.join(dotGit, 'hooks'), ...(hooksPath === undefined ? [] : [hooksPath])]) {
-    if (make && lstatOrUndefined(hooks) === undefined && isInside(cwd, hooks)) {
-      try {
-        mkdirSync(hooks, { recursive: true });
-      } catch {
-        // Not ours to make (a file in the way, no permission): git finds no hooks there either.
-      }
-    }
+    // Not made through a symlink, nor when a file is in the way or exarch may not: git finds no hooks there either.
+    if (make && lstatOrUndefined(hooks) === undefined) makeDirsBelow(cwd, hooks);
     const real = existingReal(hooks);
     if (real !== undefined) paths.push(real);
   }
