@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { historyHandler, startAnthropicServer, type AnthropicTestServer, type ReceivedRequest } from '../support/anthropicServer.js';
@@ -85,5 +85,76 @@ describe.skipIf(BWRAP === undefined)('a missing core.hooksPath directory, made b
       if (canSwitchUser) expect([stats.uid, stats.gid], dir).toEqual([NOBODY, NOBODY]);
     }
     expect(existsSync(join(cwd, 'tools/git/hooks/pre-commit'))).toBe(false);
+  });
+});
+
+/** The tool results the model was sent for a response of `write_file` calls, one per call, in order. */
+const writeResults = (server: AnthropicTestServer, step: number): string[] => resultSeen(server, step).split('\n');
+const GIT_REFUSAL = /is git's own \(its hooks and config run commands outside any sandbox\), which agents may not change unless the person allows it/;
+
+describe('write_file and a core.hooksPath directory that does not exist yet', () => {
+  it('refuses a file in it before any command has made it (write_file alone, no shell)', async () => {
+    const cwd = repository('.husky/_');
+    const server = await serve([
+      stream({
+        toolCalls: [call('write_file', { path: '.husky/_/pre-commit', content: 'touch pwned\n' }), call('write_file', { path: 'notes.md', content: 'fine\n' })],
+      }),
+      stream({ text: 'done' }),
+    ]);
+    const result = await run(['run', '--allow-write', '--no-store', 'Go'], cwd, server);
+    expect(result.code, result.stderr).toBe(0);
+    const [hook, notes] = writeResults(server, 1);
+    expect(hook).toMatch(GIT_REFUSAL);
+    expect(notes).not.toMatch(/refused/);
+    expect(existsSync(join(cwd, '.husky'))).toBe(false);
+    expect(existsSync(join(cwd, 'notes.md'))).toBe(true);
+  });
+
+  it('refuses it through a symlink inside the working directory too', async () => {
+    const cwd = repository('hooks/_', (dir) => {
+      mkdirSync(join(dir, 'real-hooks'));
+      symlinkSync('real-hooks', join(dir, 'hooks'));
+    });
+    const server = await serve([stream({ toolCalls: [call('write_file', { path: 'real-hooks/_/pre-commit', content: 'x\n' })] }), stream({ text: 'done' })]);
+    const result = await run(['run', '--allow-write', '--no-store', 'Go'], cwd, server);
+    expect(result.code, result.stderr).toBe(0);
+    expect(writeResults(server, 1)[0]).toMatch(GIT_REFUSAL);
+  });
+});
+
+describe.skipIf(BWRAP === undefined)("husky 9's layout: core.hooksPath .husky/_, whose stubs run .husky/<hook>", () => {
+  it('the scripts the stubs run are protected too: read-only to commands, refused by write_file; husky’s files elsewhere with its `h`', async () => {
+    const cwd = repository('.husky/_', (dir) => {
+      // As husky's own install leaves it: the stubs, h, and the person's pre-commit beside them.
+      mkdirSync(join(dir, '.husky', '_'), { recursive: true });
+      writeFileSync(join(dir, '.husky', '_', 'pre-commit'), '#!/usr/bin/env sh\n. "$(dirname "$0")/h"\n');
+      writeFileSync(join(dir, '.husky', '_', 'h'), '#!/usr/bin/env sh\n');
+      writeFileSync(join(dir, '.husky', 'pre-commit'), 'npm test\n');
+    });
+    const other = repository('githooks/_', (dir) => {
+      mkdirSync(join(dir, 'githooks', '_'), { recursive: true });
+      writeFileSync(join(dir, 'githooks', '_', 'h'), '#!/usr/bin/env sh\n');
+    });
+    const plain = repository('tools/_', (dir) => mkdirSync(join(dir, 'tools', '_'), { recursive: true }));
+    const attempt = (file: string): string => `{ echo "touch pwned" > ${file}; } 2>/dev/null && echo "DID ${file}" || echo "REFUSED ${file}"`;
+    for (const [dir, file, expected] of [
+      [cwd, '.husky/pre-commit', 'REFUSED'],
+      [cwd, '.husky/pre-push', 'REFUSED'],
+      [other, 'githooks/pre-commit', 'REFUSED'],
+      // A hooks directory named `_` that is not husky's: the directory above stays the agents'.
+      [plain, 'tools/build.sh', 'DID'],
+    ] as const) {
+      const server = await serve([
+        stream({ toolCalls: [call('run_shell', { command: attempt(file) })] }),
+        stream({ toolCalls: [call('write_file', { path: `${file}.2`, content: 'touch pwned\n' })] }),
+        stream({ text: 'done' }),
+      ]);
+      const result = await run(['run', '--allow-shell', '--allow-write', '--no-store', 'Go'], dir, server);
+      expect(result.code, result.stderr).toBe(0);
+      expect(resultSeen(server, 1), file).toContain(`${expected} ${file}`);
+      if (expected === 'REFUSED') expect(resultSeen(server, 2), file).toMatch(GIT_REFUSAL);
+      else expect(resultSeen(server, 2), file).not.toMatch(/refused/);
+    }
+    expect(readFileSync(join(cwd, '.husky', 'pre-commit'), 'utf8')).toBe('npm test\n');
   });
 });

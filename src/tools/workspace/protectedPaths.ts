@@ -94,7 +94,8 @@ export class ProtectedPaths {
  * The paths of the repository at `cwd` whose change would make git run a command for the person:
  * its hooks, its config (core.hooksPath, core.fsmonitor, aliases, filters…), and the hooks
  * directory its config names (husky's `.husky`, say). A `.git` file (a worktree's or submodule's
- * pointer) is one too: rewritten, it would name another repository. With `make`, a hooks
+ * pointer) is one too: rewritten, it would name another repository. husky 9's hooks path
+ * (`.husky/_`) brings the directory above it, whose scripts its stubs run. With `make`, a hooks
  * directory that is missing is made now, empty, so that it is the sandbox's to protect rather than
  * the agent's to create: inside the working directory only, never through a symlink
  * (makeDirsBelow.ts); one missing behind a symlink is not made, and so not protected.
@@ -114,10 +115,38 @@ function gitPaths(cwd: string, make: boolean): string[] {
   for (const hooks of [path.join(dotGit, 'hooks'), ...(hooksPath === undefined ? [] : [hooksPath])]) {
     // Not made through a symlink, nor when a file is in the way or exarch may not: git finds no hooks there either.
     if (make && lstatOrUndefined(hooks) === undefined) makeDirsBelow(cwd, hooks);
-    const real = existingReal(hooks);
+    // The sandbox can only bind what exists; write_file compares with what would be there (the
+    // first command makes it), as far as it exists resolved.
+    const real = make ? existingReal(hooks) : realAsFarAsItExists(hooks);
     if (real !== undefined) paths.push(real);
+    // husky 9: core.hooksPath is `.husky/_`, whose stubs run `.husky/<hook>`, the scripts beside it.
+    if (hooks === hooksPath && isHuskyStubs(hooks)) {
+      const parent = make ? existingReal(path.dirname(hooks)) : realAsFarAsItExists(path.dirname(hooks));
+      if (parent !== undefined && parent !== cwd) paths.push(parent);
+    }
   }
   return paths;
+}
+
+/**
+ * Whether a hooks directory is husky's stubs (husky 9 and later), which run the scripts of the
+ * directory above it: named `_`, and either in `.husky` (husky's default) or holding husky's `h`
+ * (which every stub sources), as `husky DIR` makes it elsewhere.
+ */
+function isHuskyStubs(hooks: string): boolean {
+  if (path.basename(hooks) !== '_') return false;
+  return path.basename(path.dirname(hooks)) === '.husky' || lstatOrUndefined(path.join(hooks, 'h'))?.isFile() === true;
+}
+
+/** `p` with its longest existing part resolved (symlinks and all) and the rest appended as it is. */
+function realAsFarAsItExists(p: string): string {
+  const missing: string[] = [];
+  for (let at = path.resolve(p); ; at = path.dirname(at)) {
+    const real = existingReal(at);
+    if (real !== undefined) return path.join(real, ...missing);
+    if (path.dirname(at) === at) return path.resolve(p);
+    missing.unshift(path.basename(at));
+  }
 }
 
 /** `core.hooksPath` of a config file (includes followed, as git reads it), cached while the file is unchanged. */
