@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { lstatSync, realpathSync, statSync, type Stats } from 'node:fs';
+import { lstatSync, readdirSync, realpathSync, statSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import { exarchStateDir } from '../../engine/stateDir.js';
 import { makeDirsBelow } from './makeDirsBelow.js';
@@ -45,8 +45,8 @@ export class ProtectedPaths {
   /**
    * What the sandbox of a command starting now keeps from it, `cwd` being the working directory's
    * real path: each protected path that exists inside it read-only, the directories between it and
-   * such a path pinned (so that none of them can be renamed away and replaced), and the hidden
-   * directories that exist.
+   * such a path pinned (so that none of them can be renamed away and replaced), the hidden
+   * directories that exist, and git's files that must not appear (`mustStayAbsent`).
    */
   shield(cwd: string): SandboxShield {
     const readOnly = new Set<string>();
@@ -54,7 +54,8 @@ export class ProtectedPaths {
       const real = existingReal(p);
       if (real !== undefined) readOnly.add(real);
     }
-    if (!this.allowGitHooks) for (const p of gitPaths(cwd, true)) readOnly.add(p);
+    const git = this.allowGitHooks ? undefined : gitPaths(cwd, true);
+    for (const p of git?.paths ?? []) readOnly.add(p);
     // Only what lies inside the working directory: the rest of the file system is read-only
     // already, and /tmp is the sandbox's own (binding a host path there would show it).
     const inside = [...readOnly].filter((p) => p !== cwd && isInside(cwd, p));
@@ -65,7 +66,7 @@ export class ProtectedPaths {
       for (let dir = path.dirname(p); dir !== cwd && isInside(cwd, dir); dir = path.dirname(dir)) pinned.add(dir);
     }
     const hidden = this.hidden.map(existingDirectory).filter((p): p is string => p !== undefined);
-    return { pinned: [...pinned].sort(byDepth), readOnly: kept, hidden: [...new Set(hidden)] };
+    return { pinned: [...pinned].sort(byDepth), readOnly: kept, hidden: [...new Set(hidden)], mustStayAbsent: git?.absent ?? [] };
   }
 
   /**
@@ -80,7 +81,7 @@ export class ProtectedPaths {
     if (this.allowGitHooks) return undefined;
     // Anything in a `.git` directory, at any depth: a repository write_file would make or change is one whose hooks and config git runs.
     const inGit = path.relative(rootReal, real).split(path.sep).includes('.git');
-    if (inGit || gitPaths(rootReal, false).some((p) => isInside(p, real))) {
+    if (inGit || gitPaths(rootReal, false).paths.some((p) => isInside(p, real))) {
       return new WorkspaceError(
         'refused',
         `refused: ${quote(shown)} is git's own (its hooks and config run commands outside any sandbox), which agents may not change unless the person allows it (--allow-git-hooks)`,
@@ -91,9 +92,23 @@ export class ProtectedPaths {
 }
 
 /**
- * The paths of the repository at `cwd` whose change would make git run a command for the person:
- * its hooks, its config (core.hooksPath, core.fsmonitor, aliases, filters…), and the hooks
- * directory its config names (husky's `.husky`, say). A `.git` file (a worktree's or submodule's
+ * The files in a git directory that decide where git reads its config and hooks from
+ * (gitrepository-layout(5)): `config`; `config.worktree` (read with extensions.worktreeConfig);
+ * `commondir`, which makes another directory the repository's common one, its config and hooks
+ * included. Objects, refs and the index are data, and stay the agents'.
+ */
+const GIT_REDIRECTS = ['config', 'config.worktree', 'commondir'];
+
+/** The same in a linked worktree's directory (`.git/worktrees/ID`), which git reads when run in that worktree (wherever it is). */
+const WORKTREE_REDIRECTS = ['config.worktree', 'commondir'];
+
+/**
+ * The paths of the repository at `cwd` whose change would make git run a command for the person
+ * (`paths`): its hooks, its config (core.hooksPath, core.fsmonitor, aliases, filters…) and the
+ * other files that say where git reads config and hooks from (GIT_REDIRECTS), and the hooks
+ * directory its config names (husky's `.husky`, say). Such a file that does not exist cannot be
+ * bound read-only, so it must not appear (`absent`: removed after the command if it did, see
+ * removeAppeared.ts). A `.git` file (a worktree's or submodule's
  * pointer) is one too: rewritten, it would name another repository. husky 9's hooks path
  * (`.husky/_`) brings the directory above it, whose scripts its stubs run. With `make`, a hooks
  * directory that is missing is made now, empty, so that it is the sandbox's to protect rather than
@@ -103,14 +118,20 @@ export class ProtectedPaths {
  * Not covered: a repository that did not exist when the command started (an agent's `git init` is
  * the agent's), submodules' own directories, and config files the config includes.
  */
-function gitPaths(cwd: string, make: boolean): string[] {
+function gitPaths(cwd: string, make: boolean): { paths: string[]; absent: string[] } {
   const dotGit = path.join(cwd, '.git');
   const stats = lstatOrUndefined(dotGit);
-  if (stats === undefined) return [];
-  if (stats.isFile()) return [dotGit];
+  if (stats === undefined) return { paths: [], absent: [] };
+  if (stats.isFile()) return { paths: [dotGit], absent: [] };
   // A symlink in the working directory cannot be pinned; what it points to is the agent's to change.
-  if (!stats.isDirectory()) return [];
-  const paths = [path.join(dotGit, 'config'), path.join(dotGit, 'config.worktree')].filter((p) => lstatOrUndefined(p) !== undefined);
+  if (!stats.isDirectory()) return { paths: [], absent: [] };
+  const paths: string[] = [];
+  const absent: string[] = [];
+  const redirects = [
+    ...GIT_REDIRECTS.map((name) => path.join(dotGit, name)),
+    ...linkedWorktrees(dotGit).flatMap((dir) => WORKTREE_REDIRECTS.map((name) => path.join(dir, name))),
+  ];
+  for (const p of redirects) (lstatOrUndefined(p) === undefined ? absent : paths).push(p);
   const hooksPath = configuredHooks(path.join(dotGit, 'config'), cwd);
   for (const hooks of [path.join(dotGit, 'hooks'), ...(hooksPath === undefined ? [] : [hooksPath])]) {
     // Not made through a symlink, nor when a file is in the way or exarch may not: git finds no hooks there either.
@@ -125,7 +146,18 @@ function gitPaths(cwd: string, make: boolean): string[] {
       if (parent !== undefined && parent !== cwd) paths.push(parent);
     }
   }
-  return paths;
+  return { paths, absent };
+}
+
+/** The directories of the repository's linked worktrees (`.git/worktrees/ID`), symlinks left out. */
+function linkedWorktrees(dotGit: string): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(path.join(dotGit, 'worktrees'));
+  } catch {
+    return [];
+  }
+  return names.map((name) => path.join(dotGit, 'worktrees', name)).filter((dir) => lstatOrUndefined(dir)?.isDirectory() === true);
 }
 
 /**

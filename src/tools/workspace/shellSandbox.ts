@@ -156,9 +156,15 @@ export interface SandboxShield {
   readonly pinned: readonly string[];
   readonly readOnly: readonly string[];
   readonly hidden: readonly string[];
+  /**
+   * Paths inside the working directory that did not exist when the command started and must not
+   * exist after it (git's `commondir`, say): nothing can be bound over a missing file, so exarch
+   * removes any of them the command made, once it and its PID namespace are gone.
+   */
+  readonly mustStayAbsent: readonly string[];
 }
 
-const NO_SHIELD: SandboxShield = { pinned: [], readOnly: [], hidden: [] };
+const NO_SHIELD: SandboxShield = { pinned: [], readOnly: [], hidden: [], mustStayAbsent: [] };
 
 /** bubblewrap's mounts for `shield`, to come after the working directory's own. */
 function shieldArgs(shield: SandboxShield): string[] {
@@ -172,14 +178,18 @@ function shieldArgs(shield: SandboxShield): string[] {
 /** The descriptor bubblewrap reads the seccomp program from (see seccompFilter.ts). */
 const SECCOMP_FD = 3;
 
+/** The descriptor bubblewrap writes what it started to (`{"child-pid": N, …}`: the host pid of the sandbox's init). */
+const INFO_FD = 4;
+
 /**
  * bubblewrap's arguments for a command working in `cwd` (mounts in order: later ones sit on top).
  * With `seccomp`, bubblewrap loads the program it reads from fd SECCOMP_FD; `shield` adds the
- * protected and hidden paths.
+ * protected and hidden paths; with `info`, bubblewrap says on fd INFO_FD what it started.
  */
-export function sandboxArgs(cwd: string, network: boolean, seccomp = false, shield: SandboxShield = NO_SHIELD): string[] {
+export function sandboxArgs(cwd: string, network: boolean, seccomp = false, shield: SandboxShield = NO_SHIELD, info = false): string[] {
   return [
     ...(seccomp ? ['--seccomp', String(SECCOMP_FD)] : []),
+    ...(info ? ['--info-fd', String(INFO_FD)] : []),
     '--ro-bind',
     '/',
     '/',
