@@ -3,7 +3,7 @@ import { lstatSync, readdirSync, realpathSync, statSync, type Stats } from 'node
 import path from 'node:path';
 import { exarchStateDir } from '../../engine/stateDir.js';
 import { makeDirsBelow } from './makeDirsBelow.js';
-import { isInside, quote, WorkspaceError } from './paths.js';
+import { isInside, quote, realAsFarAsItExists, WorkspaceError } from './paths.js';
 import type { SandboxShield } from './shellSandbox.js';
 import { SYSTEM_PATH, systemBinary } from './systemBinary.js';
 
@@ -168,17 +168,6 @@ function linkedWorktrees(dotGit: string): string[] {
 function isHuskyStubs(hooks: string): boolean {
   if (path.basename(hooks) !== '_') return false;
   return path.basename(path.dirname(hooks)) === '.husky' || lstatOrUndefined(path.join(hooks, 'h'))?.isFile() === true;
-}
-
-/** `p` with its longest existing part resolved (symlinks and all) and the rest appended as it is. */
-function realAsFarAsItExists(p: string): string {
-  const missing: string[] = [];
-  for (let at = path.resolve(p); ; at = path.dirname(at)) {
-    const real = existingReal(at);
-    if (real !== undefined) return path.join(real, ...missing);
-    if (path.dirname(at) === at) return path.resolve(p);
-    missing.unshift(path.basename(at));
-  }
 }
 
 /** `core.hooksPath` of a config file (includes followed, as git reads it), cached while the file is unchanged. */
