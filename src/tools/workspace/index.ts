@@ -97,7 +97,9 @@ export function workspaceTools(options: WorkspaceToolsOptions): Tool[] {
         const shield = protection.shield(cwd);
         // Hidden from a user who can reach it; one who cannot (root's home, to nobody) cannot read it either.
         const user = identity.user;
-        return user === undefined ? shield : { ...shield, hidden: shield.hidden.filter((dir) => canReach(dir, user)) };
+        return user === undefined
+          ? shield
+          : { ...shield, hidden: shield.hidden.filter((dir) => canReach(dir, user)), hiddenFiles: shield.hiddenFiles.filter((file) => canReach(file, user)) };
       },
     };
     if (identity.note !== undefined) options.onShellNote?.(identity.note);

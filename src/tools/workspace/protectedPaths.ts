@@ -3,6 +3,7 @@ import { lstatSync, readdirSync, realpathSync, statSync, type Stats } from 'node
 import path from 'node:path';
 import { exarchStateDir } from '../../engine/stateDir.js';
 import { makeDirsBelow } from './makeDirsBelow.js';
+import { postgresCredentialFiles } from './postgresCredentials.js';
 import { isInside, quote, realAsFarAsItExists, WorkspaceError } from './paths.js';
 import type { SandboxShield } from './shellSandbox.js';
 import { SYSTEM_PATH, systemBinary } from './systemBinary.js';
@@ -46,7 +47,8 @@ export class ProtectedPaths {
    * What the sandbox of a command starting now keeps from it, `cwd` being the working directory's
    * real path: each protected path that exists inside it read-only, the directories between it and
    * such a path pinned (so that none of them can be renamed away and replaced), the hidden
-   * directories that exist, and git's files that must not appear (`mustStayAbsent`).
+   * directories and files that exist (the files a Postgres client reads credentials from), and
+   * git's files that must not appear (`mustStayAbsent`).
    */
   shield(cwd: string): SandboxShield {
     const readOnly = new Set<string>();
@@ -65,8 +67,19 @@ export class ProtectedPaths {
     for (const p of kept) {
       for (let dir = path.dirname(p); dir !== cwd && isInside(cwd, dir); dir = path.dirname(dir)) pinned.add(dir);
     }
-    const hidden = this.hidden.map(existingDirectory).filter((p): p is string => p !== undefined);
-    return { pinned: [...pinned].sort(byDepth), readOnly: kept, hidden: [...new Set(hidden)], mustStayAbsent: git?.absent ?? [] };
+    const hidden = [...new Set(this.hidden.map(existingDirectory).filter((p): p is string => p !== undefined))];
+    // A file in a hidden directory is hidden with it (and nothing could be bound in its read-only
+    // tmpfs); one in /tmp, outside the working directory, is not seen: the sandbox's /tmp is its own.
+    const hiddenFiles = postgresCredentialFiles(process.env)
+      .map(existingFile)
+      .filter((p): p is string => p !== undefined && !hidden.some((dir) => isInside(dir, p)) && (isInside(cwd, p) || !isInside('/tmp', p)));
+    return {
+      pinned: [...pinned].sort(byDepth),
+      readOnly: kept,
+      hidden,
+      hiddenFiles: [...new Set(hiddenFiles)],
+      mustStayAbsent: git?.absent ?? [],
+    };
   }
 
   /**
@@ -225,6 +238,11 @@ function existingReal(p: string): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+function existingFile(p: string): string | undefined {
+  const real = existingReal(p);
+  return real !== undefined && statOrUndefined(real)?.isFile() === true ? real : undefined;
 }
 
 function existingDirectory(p: string): string | undefined {

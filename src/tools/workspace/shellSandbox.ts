@@ -156,6 +156,8 @@ export interface SandboxShield {
   readonly pinned: readonly string[];
   readonly readOnly: readonly string[];
   readonly hidden: readonly string[];
+  /** Files /dev/null is bound over, read-only: they read as empty and cannot be changed. */
+  readonly hiddenFiles: readonly string[];
   /**
    * Paths inside the working directory that did not exist when the command started and must not
    * exist after it (git's `commondir`, say): nothing can be bound over a missing file, so exarch
@@ -164,7 +166,7 @@ export interface SandboxShield {
   readonly mustStayAbsent: readonly string[];
 }
 
-const NO_SHIELD: SandboxShield = { pinned: [], readOnly: [], hidden: [], mustStayAbsent: [] };
+const NO_SHIELD: SandboxShield = { pinned: [], readOnly: [], hidden: [], hiddenFiles: [], mustStayAbsent: [] };
 
 /** bubblewrap's mounts for `shield`, to come after the working directory's own. */
 function shieldArgs(shield: SandboxShield): string[] {
@@ -172,6 +174,7 @@ function shieldArgs(shield: SandboxShield): string[] {
     ...shield.pinned.flatMap((dir) => ['--bind', dir, dir]),
     ...shield.readOnly.flatMap((p) => ['--ro-bind', p, p]),
     ...shield.hidden.flatMap((dir) => ['--tmpfs', dir, '--remount-ro', dir]),
+    ...shield.hiddenFiles.flatMap((file) => ['--ro-bind', '/dev/null', file]),
   ];
 }
 
