@@ -685,8 +685,9 @@ async function requeueAndFollow(target: PostgresTarget, id: string, record: CliR
   }
 }
 
-/** What `run` and `resume` say, on stderr, of a run whose shell commands have no sandbox. */
-const UNSANDBOXED_WARNING = 'exarch: --allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network\n';
+/** What `run`, `resume` and a worker that takes such a run say, on stderr, of a run whose shell commands have no sandbox. */
+export const UNSANDBOXED_NOTE = '--allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network';
+const UNSANDBOXED_WARNING = `exarch: ${UNSANDBOXED_NOTE}\n`;
 
 /**
  * This process's files in the working directory that agents may not change: the SQLite store (with
