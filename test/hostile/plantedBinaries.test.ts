@@ -87,5 +87,7 @@ describe('systemBinary: where exarch finds a program it runs', () => {
     const dir = workdir();
     plant(dir, 'git', dir);
     expect(systemBinary('git', { workdir: cwd, env: { PATH: dir } })).toMatch(/^\/(usr\/)?bin\/git$/);
+    // A working directory of / (a container's default) holds the system's directories: they are still the system's.
+    expect(systemBinary('git', { workdir: '/', env: { PATH: '' } })).toMatch(/^\/(usr\/)?bin\/git$/);
   });
 });

@@ -9,8 +9,8 @@ import { isInside } from './paths.js';
  * a directory the agents can write, so a `git` planted there would run on the host, outside any
  * sandbox, as exarch. The system's own directories come first; PATH is looked at after them, and
  * only its entries that are absolute (a relative one is relative to wherever exarch happens to run)
- * and lie outside the working directory, both compared as real paths (a symlink into the
- * workspace counts as the workspace).
+ * and lie outside the working directory, the entry and the program found in it both compared as
+ * real paths (a symlink into the workspace counts as the workspace).
  */
 
 /** The system's directories, searched in this order before PATH. */
@@ -39,7 +39,8 @@ export function systemBinary(name: string, options: SystemBinaryOptions): string
     return real !== undefined && !isInside(workdir, real);
   };
   const candidates = options.candidates ?? SYSTEM_BIN_DIRS.map((dir) => path.join(dir, name));
-  const found = candidates.find((file) => isExecutableFile(file) && outside(file));
+  // The system's own directories are trusted as they are (a working directory of / or /usr has them inside).
+  const found = candidates.find(isExecutableFile);
   if (found !== undefined) return found;
   const dirs = ((options.env ?? process.env)['PATH'] ?? '').split(path.delimiter).filter((dir) => path.isAbsolute(dir) && outside(dir));
   return dirs.map((dir) => path.join(dir, name)).find((file) => isExecutableFile(file) && outside(file));
