@@ -41,3 +41,19 @@ describe('the environment a shell command gets', () => {
     expect(sandboxEnvironment({ PATH: '/bin' })).toStrictEqual({ PATH: '/bin', TMPDIR: '/tmp' });
   });
 });
+
+describe('the environment of a sandboxed command and the Postgres store', () => {
+  it('has none of libpq’s variables and no EXARCH_DB_URL, with or without a password in them', () => {
+    const env = {
+      PATH: '/bin',
+      EXARCH_DB_URL: 'postgres://app@db.example/exarch',
+      PGHOST: 'db.example',
+      PGUSER: 'app',
+      PGPASSFILE: '/home/u/.pgpass',
+      PGSERVICEFILE: '/home/u/.pg_service.conf',
+      PGSERVICE: 'exarch',
+      PAGER: 'less',
+    };
+    expect(sandboxEnvironment(env)).toStrictEqual({ PATH: '/bin', PAGER: 'less', TMPDIR: '/tmp' });
+  });
+});

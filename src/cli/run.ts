@@ -6,7 +6,7 @@ import type { RunRow, RunStore, RunSummary } from '../store/runStore.js';
 import { finalAssistantText } from '../engine/history.js';
 import { restoreRun } from '../store/restoreRun.js';
 import type { Submission } from '../workers/runQueue.js';
-import { checkTarget, openExistingStore, openStore, storeName, StoreTargetError, type StoreTarget } from './storeTarget.js';
+import { checkStoreApart, checkTarget, openExistingStore, openStore, storeName, StoreTargetError, type StoreTarget } from './storeTarget.js';
 import { redactUrl } from '../engine/urlSecrets.js';
 import { agentsSource } from './agentsConfig.js';
 import type { Provider } from '../engine/types.js';
@@ -127,6 +127,7 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
   }
   // The flags validated into the run's record: what this process, a resume and a worker build the sessions from.
   const record = recordFromFlags(flags, io.env, io.cwd);
+  if (!flags.noStore) storeApart(io.cwd, flags, io.cwd, record);
   if (record.allowShell === 'unsandboxed') io.stderr.write(UNSANDBOXED_WARNING);
   const agentsSourceName = agentsSource(flags.agents);
   if (flags.db !== undefined) {
@@ -606,6 +607,7 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
     }
     // The sessions as the run was started, from its record: the same servers started again (their tools must be the same: see resumeRun).
     const record = readRecord(row.options);
+    storeApart(io.cwd, flags, row.cwd, record);
     if (record.allowShell === 'unsandboxed') io.stderr.write(UNSANDBOXED_WARNING);
     // A spread run is taken up where it runs: its sessions queued again for the workers, and followed.
     if (row.options['spread'] === true && flags.db !== undefined)
@@ -683,8 +685,9 @@ async function requeueAndFollow(target: PostgresTarget, id: string, record: CliR
   }
 }
 
-/** What `run` and `resume` say, on stderr, of a run whose shell commands have no sandbox. */
-const UNSANDBOXED_WARNING = 'exarch: --allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network\n';
+/** What `run`, `resume` and a worker that takes such a run say, on stderr, of a run whose shell commands have no sandbox. */
+export const UNSANDBOXED_NOTE = '--allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network';
+const UNSANDBOXED_WARNING = `exarch: ${UNSANDBOXED_NOTE}\n`;
 
 /**
  * This process's files in the working directory that agents may not change: the SQLite store (with
@@ -715,6 +718,18 @@ export function targetFlags(target: StoreTarget): string {
 export function usableTarget(target: { readonly store?: string; readonly db?: string }): void {
   try {
     checkTarget(target);
+  } catch (error) {
+    if (error instanceof StoreTargetError) throw new UsageError(error.message);
+    throw error;
+  }
+}
+
+/** A `--store` the run's agents could reach (`checkStoreApart`), as a usage error. */
+function storeApart(cwd: string, target: StoreTarget, workdir: string, record: Pick<CliRunRecord, 'allowWrite' | 'allowShell'>): void {
+  if (target.store === undefined || target.db !== undefined) return;
+  const writes = record.allowWrite || record.allowShell !== false;
+  try {
+    checkStoreApart(storeName(cwd, target), target.store, workdir, writes);
   } catch (error) {
     if (error instanceof StoreTargetError) throw new UsageError(error.message);
     throw error;

@@ -137,7 +137,7 @@ export function recordFromFlags(flags: RecordedFlags, env: NodeJS.ProcessEnv, cw
       throw new UsageError(`--max-cost must be a positive amount of US$, got '${flags.maxCost}'`);
     if (estimateCost(model, ZERO_USAGE) === undefined) throw new UsageError(`--max-cost: no prices are known for the model '${model}'; use --max-tokens`);
   }
-  const shell = shellFlags(flags);
+  const shell = shellFlags(flags, cwd);
   const agentsConfig = readAgentsConfig(flags.agents, cwd);
   // A declared agent asking for a model exarch cannot price would spend past --max-cost unseen.
   if (maxCost !== undefined) {
@@ -169,7 +169,7 @@ export function recordFromFlags(flags: RecordedFlags, env: NodeJS.ProcessEnv, cw
 }
 
 /** `--shell-limits` and `--shell-user`, which only sandboxed commands have. */
-function shellFlags(flags: RecordedFlags): { shellLimits?: ShellLimits; shellUser?: string } {
+function shellFlags(flags: RecordedFlags, cwd: string): { shellLimits?: ShellLimits; shellUser?: string } {
   const given = flags.shellLimits !== undefined ? 'shell-limits' : flags.shellUser !== undefined ? 'shell-user' : undefined;
   if (given !== undefined && flags.allowShell === 'unsandboxed')
     throw new UsageError(`--${given} is for sandboxed commands; --allow-shell=unsandboxed runs them as you, without limits`);
@@ -178,7 +178,7 @@ function shellFlags(flags: RecordedFlags): { shellLimits?: ShellLimits; shellUse
   const user = flags.shellUser?.trim();
   if (user !== undefined) {
     if (!SHELL_USER_PATTERN.test(user)) throw new UsageError(`--shell-user takes a user name or a uid, got '${flags.shellUser ?? ''}'`);
-    if (!/^\d+$/.test(user) && lookUpUser(user) === undefined) throw new UsageError(`--shell-user: there is no user named '${user}' here`);
+    if (!/^\d+$/.test(user) && lookUpUser(user, cwd) === undefined) throw new UsageError(`--shell-user: there is no user named '${user}' here`);
   }
   return {
     shellLimits: flags.shellLimits === undefined ? DEFAULT_SHELL_LIMITS : parseShellLimits(flags.shellLimits),

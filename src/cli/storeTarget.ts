@@ -1,10 +1,11 @@
 import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { ExarchError } from '../engine/exarchError.js';
 import { redactUrl } from '../engine/urlSecrets.js';
 import { isPostgresUrl } from '../store/postgresUrl.js';
 import type { RunStore } from '../store/runStore.js';
 import { DEFAULT_STORE_PATH, openSqliteStore } from '../store/sqliteStore.js';
+import { isInside, realAsFarAsItExists } from '../tools/workspace/paths.js';
 
 /** Where a command keeps its runs: `--store FILE` (SQLite, the default) or `--db postgres://…`. */
 export interface StoreTarget {
@@ -50,6 +51,23 @@ export function checkTarget(target: StoreTarget): void {
     throw new StoreTargetError(
       `${target.dbFromEnv ? DB_URL_VARIABLE : '--db'} takes a PostgreSQL URL (postgres://user@host:port/database), got '${redactUrl(target.db)}'`,
     );
+}
+
+/**
+ * Refuses a `--store` file (`file`, absolute) that lies in the run's working directory `workdir`
+ * but not under its `.exarch/`, when the run's agents may write there (`--allow-write`,
+ * `--allow-shell`). `.exarch/` is protected whole, and such a store's file alone is: its
+ * `-journal` (approvals answered `always`, which a resume obeys, are not signed) and the file
+ * itself before it exists are not, and an agent could plant or change them. Compared as real
+ * paths (a symlink into the working directory counts as inside).
+ */
+export function checkStoreApart(file: string, shown: string, workdir: string, agentsWrite: boolean): void {
+  if (!agentsWrite) return;
+  const real = realAsFarAsItExists(file);
+  if (!isInside(realAsFarAsItExists(workdir), real) || isInside(realAsFarAsItExists(join(workdir, '.exarch')), real)) return;
+  throw new StoreTargetError(
+    `--store ${shown} is in the working directory, where agents that may write (--allow-write, --allow-shell) could change what a resume reads: keep it under .exarch/ or outside the working directory`,
+  );
 }
 
 /** The store at `--db URL`, `--store FILE`, or `.exarch/exarch.db` under the working directory. */

@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { EXIT, UsageError } from './run.js';
+import { EXIT, UNSANDBOXED_NOTE, UsageError } from './run.js';
 import { readRecord, timerSeconds } from './runRecord.js';
 import { buildRunSession, checkModelAccess } from './runSession.js';
 import { checkTarget, DB_URL_VARIABLE, StoreTargetError } from './storeTarget.js';
@@ -61,7 +61,10 @@ export async function workerCommand(flags: WorkerFlags, io: WorkerIo): Promise<n
     throw new UsageError(`--job-expiry must be at most ${MAX_JOB_EXPIRY_SECONDS} seconds (less than a day), got '${flags.jobExpiry ?? ''}'`);
   // A worker that cannot reach the model would fail every run it takes: it does not start (RunSetupError, one line).
   checkModelAccess(io);
+  /** The runs in progress here whose unsandboxed shell this worker has said; forgotten when the run, or its session, leaves this worker. */
+  const warned = new Set<string>();
   const say = (event: WorkerEvent): void => {
+    if (event.type === 'finished' || event.type === 'handed-back' || (event.type === 'session' && event.what !== 'taken')) warned.delete(event.runId);
     if (event.type === 'malformed') {
       io.stderr.write(`exarch worker: job ${event.job}: ${event.detail}; failed, not retried\n`);
       return;
@@ -97,8 +100,14 @@ export async function workerCommand(flags: WorkerFlags, io: WorkerIo): Promise<n
     },
     // Each run's sessions as `exarch run` built them here: from its record (MCP servers started for the run, closed after it).
     session: async (row, place) => {
+      const record = readRecord(row.options);
+      // Said where the commands run, as `run` and `resume` say it: once per run this worker takes (a spread run's sessions are many).
+      if (record.allowShell === 'unsandboxed' && !warned.has(row.id)) {
+        warned.add(row.id);
+        io.stderr.write(`exarch worker: run ${row.id}: ${UNSANDBOXED_NOTE}\n`);
+      }
       const built = await buildRunSession(
-        { id: row.id, cwd: row.cwd, startedAt: row.startedAt, record: readRecord(row.options) },
+        { id: row.id, cwd: row.cwd, startedAt: row.startedAt, record },
         {
           ...io,
           // A log this worker cannot write (a full disk) is one line; the run goes on, its journal in the database.

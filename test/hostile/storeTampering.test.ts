@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { beforeEach, describe, expect, it } from 'vitest';
@@ -217,18 +217,17 @@ describe.skipIf(BWRAP === undefined)('the run store and resume, against an agent
     // As husky sets it up: hooks in the worktree (the directory not made yet: exarch makes it, empty).
     execFileSync('git', ['config', '--file', join(cwd, '.git', 'config'), 'core.hooksPath', '.husky']);
     giveTreeToAgents(cwd);
-    mkdirSync(join(cwd, 'data'));
     const attempts = [
       'touch .exarch/planted',
       'rm -r .exarch/runs',
       'rm -rf .exarch',
       'mv .exarch moved',
       'ln -sfn /var/tmp .exarch',
-      'rm -f data/runs.db',
-      'mv data/runs.db data/moved.db',
-      'ln -sf /etc/passwd data/runs.db',
-      'rm -f data/runs.db-wal',
-      'mv data gone',
+      'rm -f .exarch/data/runs.db',
+      'mv .exarch/data/runs.db .exarch/data/moved.db',
+      'ln -sf /etc/passwd .exarch/data/runs.db',
+      'rm -f .exarch/data/runs.db-wal',
+      'mv .exarch/data .exarch/gone',
       'sh -c "echo touch pwned > .git/hooks/pre-commit"',
       'git config core.fsmonitor "touch pwned"',
       'mv .git/hooks .git/hooks-old',
@@ -246,7 +245,7 @@ describe.skipIf(BWRAP === undefined)('the run store and resume, against an agent
           toolCalls: [
             call('write_file', { path: '.exarch/exarch.db', content: 'x' }),
             call('write_file', { path: '.exarch/new/planted.db', content: 'x' }),
-            call('write_file', { path: 'data/runs.db-wal', content: 'x' }),
+            call('write_file', { path: '.exarch/data/runs.db-wal', content: 'x' }),
             call('write_file', { path: '.git/hooks/pre-commit', content: 'touch pwned\n' }),
             call('write_file', { path: '.git/config', content: '[core]\n\tfsmonitor = touch pwned\n' }),
             call('write_file', { path: '.husky/pre-commit', content: 'touch pwned\n' }),
@@ -255,7 +254,8 @@ describe.skipIf(BWRAP === undefined)('the run store and resume, against an agent
         stream({ text: 'done' }),
       ],
     });
-    const result = await run(['run', '--allow-shell', '--allow-write', '--store', 'data/runs.db', 'Break out'], cwd, server);
+    // A store elsewhere in the working directory is refused when agents may write (storeInWorkdir.test.ts): under .exarch/, a store of its own.
+    const result = await run(['run', '--allow-shell', '--allow-write', '--store', '.exarch/data/runs.db', 'Break out'], cwd, server);
     expect(result.code, result.stderr).toBe(0);
     const shell = resultSeen(server, 1);
     for (const attempt of attempts) expect(shell).toContain(`REFUSED: ${attempt.replaceAll('"', "'")}`);
@@ -267,11 +267,11 @@ describe.skipIf(BWRAP === undefined)('the run store and resume, against an agent
     ).toHaveLength(3);
     // As the host sees it afterwards: everything where it was, nothing planted.
     expect(lstatSync(join(cwd, '.exarch')).isDirectory()).toBe(true);
-    expect(lstatSync(join(cwd, 'data', 'runs.db')).isFile()).toBe(true);
+    expect(lstatSync(join(cwd, '.exarch', 'data', 'runs.db')).isFile()).toBe(true);
     for (const gone of [
       'moved',
-      'gone',
-      'data/moved.db',
+      '.exarch/gone',
+      '.exarch/data/moved.db',
       '.exarch/planted',
       '.exarch/new',
       '.git/hooks/pre-commit',
@@ -282,7 +282,7 @@ describe.skipIf(BWRAP === undefined)('the run store and resume, against an agent
     ])
       expect(existsSync(join(cwd, gone)), gone).toBe(false);
     expect(readFileSync(join(cwd, '.git', 'config'), 'utf8')).not.toContain('fsmonitor');
-    const store = new Database(join(cwd, 'data', 'runs.db'), { readonly: true });
+    const store = new Database(join(cwd, '.exarch', 'data', 'runs.db'), { readonly: true });
     try {
       expect(store.prepare('SELECT status FROM runs').all()).toEqual([{ status: 'done' }]);
     } finally {

@@ -85,17 +85,21 @@ export function workspaceTools(options: WorkspaceToolsOptions): Tool[] {
   if (options.allowShell === true) {
     const limits = resolveShellLimits(options.shellLimits);
     // Who runs the commands is judged on the real directory, whose owner a symlink would hide.
-    const identity = shellIdentity(realpathSync(root), options.shellUser);
+    const rootReal = realpathSync(root);
+    const identity = shellIdentity(rootReal, options.shellUser);
     const sandbox: ShellSandbox = {
       ...bubblewrapSandbox(options.allowNetwork === true, process.env, {
         limits,
+        workdir: rootReal,
         ...(identity.user === undefined ? {} : { user: identity.user }),
       }),
       shield: (cwd: string) => {
         const shield = protection.shield(cwd);
         // Hidden from a user who can reach it; one who cannot (root's home, to nobody) cannot read it either.
         const user = identity.user;
-        return user === undefined ? shield : { ...shield, hidden: shield.hidden.filter((dir) => canReach(dir, user)) };
+        return user === undefined
+          ? shield
+          : { ...shield, hidden: shield.hidden.filter((dir) => canReach(dir, user)), hiddenFiles: shield.hiddenFiles.filter((file) => canReach(file, user)) };
       },
     };
     if (identity.note !== undefined) options.onShellNote?.(identity.note);

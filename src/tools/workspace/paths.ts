@@ -1,3 +1,4 @@
+import { realpathSync } from 'node:fs';
 import { lstat, readlink, realpath } from 'node:fs/promises';
 import path from 'node:path';
 import { ExarchError } from '../../engine/exarchError.js';
@@ -69,6 +70,22 @@ export async function resolveInside(root: string, input: string): Promise<Resolv
 export function isInside(parent: string, child: string): boolean {
   const rel = path.relative(parent, child);
   return rel === '' || (rel !== '..' && !rel.startsWith(`..${path.sep}`) && !path.isAbsolute(rel));
+}
+
+/**
+ * `p` with its longest existing part resolved (symlinks and all) and the rest appended as it is:
+ * where a file that does not exist yet would be, as a real path.
+ */
+export function realAsFarAsItExists(p: string): string {
+  const missing: string[] = [];
+  for (let at = path.resolve(p); ; at = path.dirname(at)) {
+    try {
+      return path.join(realpathSync(at), ...missing);
+    } catch {
+      if (path.dirname(at) === at) return path.resolve(p);
+      missing.unshift(path.basename(at));
+    }
+  }
 }
 
 /** `abs` relative to `root`, `/`-separated, `.` for the root. */

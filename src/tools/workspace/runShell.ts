@@ -1,10 +1,12 @@
 import { spawn } from 'node:child_process';
 import { realpath } from 'node:fs/promises';
+import { Readable } from 'node:stream';
 import { z } from 'zod';
 import { defineTool, type Tool } from '../defineTool.js';
 import { WorkspaceError } from './paths.js';
 import { sandboxEnvironment, shellEnvironment } from './shellEnvironment.js';
 import { describeLimits, limitNotes, signalOfExitCode, type ShellExit } from './shellLimits.js';
+import { removeAppeared } from './removeAppeared.js';
 import { sandboxArgs, type ShellSandbox } from './shellSandbox.js';
 import { userLabel } from './shellUser.js';
 import { unixSocketFilter } from './seccompFilter.js';
@@ -67,7 +69,7 @@ async function runShell(root: string, command: string, timeoutMs: number, sandbo
       sandbox.kind === 'bubblewrap'
         ? [
             sandbox.bwrap,
-            [...sandboxArgs(cwd, sandbox.network, filter !== undefined, shield), ...(sandbox.limits?.command ?? []), '/bin/sh', '-c', command],
+            [...sandboxArgs(cwd, sandbox.network, filter !== undefined, shield, true), ...(sandbox.limits?.command ?? []), '/bin/sh', '-c', command],
             sandboxEnvironment(process.env, sandbox.user),
           ]
         : ['/bin/sh', ['-c', command], shellEnvironment(process.env)];
@@ -77,15 +79,30 @@ async function runShell(root: string, command: string, timeoutMs: number, sandbo
       cwd,
       env,
       detached: true,
-      stdio: ['ignore', 'pipe', 'pipe', filter === undefined ? 'ignore' : 'pipe'],
+      stdio: ['ignore', 'pipe', 'pipe', filter === undefined ? 'ignore' : 'pipe', sandbox.kind === 'bubblewrap' ? 'pipe' : 'ignore'],
       // Started as the user (libuv drops root's supplementary groups too), bubblewrap makes a user namespace of its own.
       ...(user === undefined ? {} : { uid: user.uid, gid: user.gid }),
     });
-    const [, out, err, seccompPipe] = child.stdio;
+    const [, out, err, seccompPipe, infoPipe] = child.stdio;
     if (out === null || err === null) throw new WorkspaceError('io', "run_shell could not open the command's output pipes");
     if (filter !== undefined && seccompPipe !== null && seccompPipe !== undefined && 'end' in seccompPipe) {
       // bubblewrap exits (and the 'exit' handler reports it) if it cannot read the program.
       seccompPipe.on('error', () => undefined).end(filter);
+    }
+    // The sandbox's init (its host pid, as bubblewrap says it on INFO_FD): killed itself, it takes
+    // every process of its PID namespace with it before bubblewrap exits. bubblewrap killed first
+    // exits at once, its init killed only after it (--die-with-parent), and the command's
+    // processes ran on for a moment after exarch had seen the command end.
+    let init: number | undefined;
+    if (infoPipe instanceof Readable) {
+      let info = '';
+      infoPipe.on('error', () => undefined);
+      infoPipe.on('data', (chunk: Buffer) => {
+        if (info.length > 4096) return;
+        info += chunk.toString('utf8');
+        const pid = /"child-pid":\s*(\d+)/.exec(info)?.[1];
+        if (pid !== undefined) init = Number(pid);
+      });
     }
     const stdout = new Tail(SHELL_STDOUT_CHARS);
     const stderr = new Tail(SHELL_STDERR_CHARS);
@@ -97,6 +114,8 @@ async function runShell(root: string, command: string, timeoutMs: number, sandbo
     let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
     let killTimer: NodeJS.Timeout | undefined;
     let drainTimer: NodeJS.Timeout | undefined;
+    /** What exarch removed after the command, that it had left where git reads config and hooks from. */
+    let removed: string[] = [];
 
     const killGroup = (): void => {
       const pid = child.pid;
@@ -108,7 +127,13 @@ async function runShell(root: string, command: string, timeoutMs: number, sandbo
           // The group is gone already.
         }
       };
-      send('SIGTERM');
+      if (init !== undefined && exit === undefined) {
+        try {
+          process.kill(init, 'SIGKILL');
+        } catch {
+          // Gone already: bubblewrap is about to exit.
+        }
+      } else send('SIGTERM');
       killTimer ??= setTimeout(() => send('SIGKILL'), KILL_GRACE_MS);
     };
     const cleanup = (): void => {
@@ -120,7 +145,7 @@ async function runShell(root: string, command: string, timeoutMs: number, sandbo
       if (settled) return;
       settled = true;
       cleanup();
-      resolve(report(exit, timedOut ? timeoutMs : undefined, stdout, stderr, note, sandbox, readOnly));
+      resolve(report(exit, timedOut ? timeoutMs : undefined, stdout, stderr, note, sandbox, readOnly, removed));
     };
     const onAbort = (): void => {
       killGroup();
@@ -157,6 +182,9 @@ async function runShell(root: string, command: string, timeoutMs: number, sandbo
           // Nothing was left.
         }
       }
+      // Under bubblewrap the command and its namespace are gone: what it left that would change
+      // where git, run outside the sandbox, reads config and hooks from goes too.
+      if (shield !== undefined) removed = removeAppeared(cwd, shield.mustStayAbsent);
       // Background processes may hold the pipes open; do not wait for them forever.
       drainTimer = setTimeout(() => {
         out.destroy();
@@ -179,6 +207,7 @@ function report(
   note: string | undefined,
   sandbox: ShellSandbox,
   readOnly: boolean,
+  removed: readonly string[],
 ): string {
   const lines: string[] = [];
   // Under bubblewrap a shell killed by a signal comes back as exit code 128 + N: name the signal.
@@ -199,6 +228,11 @@ function report(
   if (sandbox.kind === 'bubblewrap' && sandbox.limits !== undefined) {
     const ended: ShellExit = { code: exit?.code ?? null, signal: exit?.signal ?? null, timedOut: timedOutAfterMs !== undefined };
     lines.push(...limitNotes(ended, `${out}\n${err}`, sandbox.limits.limits, runsAsRoot(sandbox)));
+  }
+  if (removed.length > 0) {
+    lines.push(
+      `note: exarch removed ${removed.join(', ')}, which the command made: it would change where git, run outside the sandbox, reads its config and hooks from`,
+    );
   }
   if (sandbox.kind === 'bubblewrap' && sandbox.user !== undefined && readOnly && /Permission denied/.test(`${out}\n${err}`)) {
     lines.push(`note: the sandbox runs commands as ${userLabel(sandbox.user)}, who may not write in the working directory`);

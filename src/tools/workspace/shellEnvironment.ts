@@ -1,4 +1,5 @@
 import { isSecretVariable } from '../../engine/redact.js';
+import { isPostgresVariable } from './postgresCredentials.js';
 
 /**
  * The environment a `run_shell` command starts with: the user's, without anything that looks like
@@ -20,12 +21,15 @@ export function shellEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
 }
 
 /**
- * Inside the sandbox: the same, with `TMPDIR` pointing at the sandbox's private `/tmp` (the user's
- * own temporary directory is read-only or hidden there), and, for a command run as another `user`,
- * that user's HOME, USER and LOGNAME instead of exarch's.
+ * Inside the sandbox: the same, without any of libpq's variables (`PG*`) or `EXARCH_DB_URL` (the
+ * run store's server, its user and where its password is: postgresCredentials.ts), with `TMPDIR`
+ * pointing at the sandbox's private `/tmp` (the user's own temporary directory is read-only or
+ * hidden there), and, for a command run as another `user`, that user's HOME, USER and LOGNAME
+ * instead of exarch's.
  */
 export function sandboxEnvironment(env: NodeJS.ProcessEnv, user?: { readonly name?: string; readonly home: string }): NodeJS.ProcessEnv {
   const kept: NodeJS.ProcessEnv = { ...shellEnvironment(env), TMPDIR: '/tmp' };
+  for (const name of Object.keys(kept)) if (isPostgresVariable(name)) delete kept[name];
   if (user === undefined) return kept;
   delete kept['USER'];
   delete kept['LOGNAME'];

@@ -1,11 +1,12 @@
 import { spawnSync } from 'node:child_process';
-import { accessSync, closeSync, constants, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
 import { unixSocketFilter } from './seccompFilter.js';
 import { ShellSandboxError } from './shellSandboxError.js';
 import { anyLimit, DEFAULT_SHELL_LIMITS, effectiveLimits, hardLimits, prlimitOptions, type ShellLimits } from './shellLimits.js';
 import { type ShellUser, userLabel } from './shellUser.js';
+import { systemBinary } from './systemBinary.js';
 
 /**
  * How `run_shell` runs a command: inside bubblewrap (Linux, Debian's `bubblewrap`), or, when the
@@ -46,16 +47,13 @@ interface SandboxLimits {
 
 export { ShellSandboxError } from './shellSandboxError.js';
 
-/** Where bubblewrap is looked for before PATH. */
-const BWRAP_CANDIDATES = ['/usr/bin/bwrap', '/usr/local/bin/bwrap'];
-
-/** Where util-linux's prlimit is looked for before PATH. */
-const PRLIMIT_CANDIDATES = ['/usr/bin/prlimit', '/bin/prlimit'];
-
 type Probe = { path: string } | { reason: string; trial?: true };
 
-/** The trial's outcome for each uid bubblewrap is started as (the user namespace it needs may be refused to one and not another). */
-const probed = new Map<number, Probe>();
+/**
+ * The trial's outcome for each uid bubblewrap is started as (the user namespace it needs may be
+ * refused to one and not another) and working directory (whose PATH entries do not count).
+ */
+const probed = new Map<string, Probe>();
 
 /** What the sandbox is set up with beyond the network. */
 export interface SandboxSetup {
@@ -63,6 +61,8 @@ export interface SandboxSetup {
   readonly limits?: ShellLimits;
   /** The user bubblewrap and the command run as (default: exarch's own). */
   readonly user?: ShellUser;
+  /** The working directory: bubblewrap and prlimit are never found inside it, whatever PATH says (default: exarch's own). */
+  readonly workdir?: string;
 }
 
 /**
@@ -76,8 +76,9 @@ export function bubblewrapSandbox(
   setup: SandboxSetup = {},
 ): Extract<ShellSandbox, { kind: 'bubblewrap' }> {
   const { user } = setup;
-  const key = user?.uid ?? process.getuid?.() ?? 0;
-  const probe = probed.get(key) ?? probeBubblewrap(env, BWRAP_CANDIDATES, user);
+  const workdir = setup.workdir ?? process.cwd();
+  const key = `${user?.uid ?? process.getuid?.() ?? 0}:${workdir}`;
+  const probe = probed.get(key) ?? probeBubblewrap(env, undefined, user, workdir);
   probed.set(key, probe);
   if ('reason' in probe) {
     throw new ShellSandboxError(
@@ -88,16 +89,16 @@ export function bubblewrapSandbox(
             'or pass --allow-shell=unsandboxed to run commands without a sandbox',
     );
   }
-  const limits = sandboxLimits(setup.limits ?? DEFAULT_SHELL_LIMITS, env);
+  const limits = sandboxLimits(setup.limits ?? DEFAULT_SHELL_LIMITS, env, workdir);
   return { kind: 'bubblewrap', bwrap: probe.path, network, limits, ...(user === undefined ? {} : { user }) };
 }
 
 /** The limits a command gets here, and the prlimit command that sets them (found once needed). */
-function sandboxLimits(asked: ShellLimits, env: NodeJS.ProcessEnv): SandboxLimits {
+function sandboxLimits(asked: ShellLimits, env: NodeJS.ProcessEnv, workdir: string): SandboxLimits {
   const hard = hardLimits();
   const limits = effectiveLimits(asked, hard);
   if (!anyLimit(limits)) return { asked, limits, command: [] };
-  const prlimit = findExecutable('prlimit', PRLIMIT_CANDIDATES, env);
+  const prlimit = systemBinary('prlimit', { workdir, env });
   if (prlimit === undefined) {
     throw new ShellSandboxError(
       'run_shell limits each sandboxed command with prlimit, and prlimit (util-linux) was not found: install it (apt-get install util-linux), ' +
@@ -107,18 +108,14 @@ function sandboxLimits(asked: ShellLimits, env: NodeJS.ProcessEnv): SandboxLimit
   return { asked, limits, command: [prlimit, ...prlimitOptions(limits, hard), '--'] };
 }
 
-function findExecutable(name: string, candidates: readonly string[], env: NodeJS.ProcessEnv): string | undefined {
-  const dirs = (env['PATH'] ?? '').split(delimiter).filter(Boolean);
-  return [...candidates, ...dirs.map((dir) => join(dir, name))].find(isExecutable);
-}
-
 /**
- * Finds bubblewrap (in `candidates`, then on PATH) and tries it once, as `user` when given.
- * Exported for its tests, which pass stand-ins for bubblewrap as `candidates`.
+ * Finds bubblewrap (in `candidates`, by default the system's directories, then on PATH outside
+ * `workdir`: see systemBinary.ts) and tries it once, as `user` when given. Exported for its tests,
+ * which pass stand-ins for bubblewrap as `candidates`.
  */
-export function probeBubblewrap(env: NodeJS.ProcessEnv, candidates: readonly string[] = BWRAP_CANDIDATES, user?: ShellUser): Probe {
+export function probeBubblewrap(env: NodeJS.ProcessEnv, candidates?: readonly string[], user?: ShellUser, workdir: string = process.cwd()): Probe {
   if (process.platform !== 'linux') return { reason: `bubblewrap is Linux-only (this is ${process.platform})` };
-  const path = findExecutable('bwrap', candidates, env);
+  const path = systemBinary('bwrap', { workdir, env, ...(candidates === undefined ? {} : { candidates }) });
   if (path === undefined) return { reason: 'bubblewrap (bwrap) was not found' };
   // The trial loads the seccomp program too, so a kernel that refuses it is found here, not mid-run.
   // (spawnSync cannot feed a pipe on fd 3, so the program goes through a file.)
@@ -148,15 +145,6 @@ export function probeBubblewrap(env: NodeJS.ProcessEnv, candidates: readonly str
   return { path };
 }
 
-function isExecutable(path: string): boolean {
-  try {
-    accessSync(path, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /**
  * What the sandbox keeps from a command besides the rest of the file system, as real paths that
  * exist now (see protectedPaths.ts): directories inside the working directory bound onto
@@ -168,9 +156,17 @@ export interface SandboxShield {
   readonly pinned: readonly string[];
   readonly readOnly: readonly string[];
   readonly hidden: readonly string[];
+  /** Files /dev/null is bound over, read-only: they read as empty and cannot be changed. */
+  readonly hiddenFiles: readonly string[];
+  /**
+   * Paths inside the working directory that did not exist when the command started and must not
+   * exist after it (git's `commondir`, say): nothing can be bound over a missing file, so exarch
+   * removes any of them the command made, once it and its PID namespace are gone.
+   */
+  readonly mustStayAbsent: readonly string[];
 }
 
-const NO_SHIELD: SandboxShield = { pinned: [], readOnly: [], hidden: [] };
+const NO_SHIELD: SandboxShield = { pinned: [], readOnly: [], hidden: [], hiddenFiles: [], mustStayAbsent: [] };
 
 /** bubblewrap's mounts for `shield`, to come after the working directory's own. */
 function shieldArgs(shield: SandboxShield): string[] {
@@ -178,20 +174,25 @@ function shieldArgs(shield: SandboxShield): string[] {
     ...shield.pinned.flatMap((dir) => ['--bind', dir, dir]),
     ...shield.readOnly.flatMap((p) => ['--ro-bind', p, p]),
     ...shield.hidden.flatMap((dir) => ['--tmpfs', dir, '--remount-ro', dir]),
+    ...shield.hiddenFiles.flatMap((file) => ['--ro-bind', '/dev/null', file]),
   ];
 }
 
 /** The descriptor bubblewrap reads the seccomp program from (see seccompFilter.ts). */
 const SECCOMP_FD = 3;
 
+/** The descriptor bubblewrap writes what it started to (`{"child-pid": N, …}`: the host pid of the sandbox's init). */
+const INFO_FD = 4;
+
 /**
  * bubblewrap's arguments for a command working in `cwd` (mounts in order: later ones sit on top).
  * With `seccomp`, bubblewrap loads the program it reads from fd SECCOMP_FD; `shield` adds the
- * protected and hidden paths.
+ * protected and hidden paths; with `info`, bubblewrap says on fd INFO_FD what it started.
  */
-export function sandboxArgs(cwd: string, network: boolean, seccomp = false, shield: SandboxShield = NO_SHIELD): string[] {
+export function sandboxArgs(cwd: string, network: boolean, seccomp = false, shield: SandboxShield = NO_SHIELD, info = false): string[] {
   return [
     ...(seccomp ? ['--seccomp', String(SECCOMP_FD)] : []),
+    ...(info ? ['--info-fd', String(INFO_FD)] : []),
     '--ro-bind',
     '/',
     '/',

@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { statSync } from 'node:fs';
 import { ShellSandboxError } from './shellSandboxError.js';
+import { systemBinary } from './systemBinary.js';
 
 /**
  * Who runs a sandboxed command when exarch runs as root. Dropping every capability is not enough:
@@ -43,10 +44,13 @@ interface PasswdEntry {
 
 /**
  * A user from the user database (`getent passwd`, so that LDAP and other NSS sources count), by
- * name or uid; undefined when there is none.
+ * name or uid; undefined when there is none (or no getent). `workdir`: the working directory,
+ * where getent is never taken from (systemBinary.ts).
  */
-export function lookUpUser(key: string | number): PasswdEntry | undefined {
-  const found = spawnSync('getent', ['passwd', String(key)], { encoding: 'utf8', timeout: 10_000 });
+export function lookUpUser(key: string | number, workdir: string): PasswdEntry | undefined {
+  const getent = systemBinary('getent', { workdir });
+  if (getent === undefined) return undefined;
+  const found = spawnSync(getent, ['passwd', String(key)], { encoding: 'utf8', timeout: 10_000 });
   if (found.status !== 0 || typeof found.stdout !== 'string') return undefined;
   const [name, , uid, gid, , home] = (found.stdout.split('\n')[0] ?? '').split(':');
   if (name === undefined || home === undefined || !/^\d+$/.test(uid ?? '') || !/^\d+$/.test(gid ?? '')) return undefined;
@@ -85,7 +89,7 @@ export function shellIdentity(cwd: string, requested?: string | number): ShellId
   if (asked !== undefined && !SHELL_USER_PATTERN.test(asked)) {
     throw new ShellSandboxError(`--shell-user takes a user name or a uid, got '${asked}'`);
   }
-  const entry = asked === undefined ? undefined : lookUpUser(asked);
+  const entry = asked === undefined ? undefined : lookUpUser(asked, cwd);
   if (asked !== undefined && entry === undefined && !/^\d+$/.test(asked)) throw new ShellSandboxError(`--shell-user: there is no user named '${asked}' here`);
   const askedUid = asked === undefined ? undefined : (entry?.uid ?? Number(asked));
   if (self !== 0) {
@@ -105,8 +109,8 @@ export function shellIdentity(cwd: string, requested?: string | number): ShellId
     askedUid !== undefined
       ? userFrom(askedUid, askedUid, entry)
       : owner.uid !== 0
-        ? userFrom(owner.uid, owner.gid, lookUpUser(owner.uid))
-        : userFrom(NOBODY, NOBODY, lookUpUser(NOBODY));
+        ? userFrom(owner.uid, owner.gid, lookUpUser(owner.uid, cwd))
+        : userFrom(NOBODY, NOBODY, lookUpUser(NOBODY, cwd));
   const access = accessOf(user, cwd);
   const label = userLabel(user);
   if (access === 'none') {
