@@ -28,12 +28,13 @@ export class RequestSizer {
 
   /** The request's bytes with `messages` as its history, and `extra` bytes still to join it. */
   bytes(messages: readonly Message[], extra = 0): number {
-    // A history replaced by a shorter one (a new session would have its own sizer) is measured afresh.
-    if (messages.length < this.measured) {
+    const settled = Math.max(0, messages.length - 1);
+    // A history that no longer reaches past what was measured (one replaced by a shorter one; a
+    // session's own only grows) is measured afresh: its last message may be one measured as settled.
+    if (settled < this.measured) {
       this.measured = 0;
       this.measuredBytes = 0;
     }
-    const settled = Math.max(0, messages.length - 1);
     for (; this.measured < settled; this.measured++) this.measuredBytes += messageBytes(messages[this.measured]);
     return this.fixedBytes + this.measuredBytes + this.lastBytes(messages[settled]) + extra;
   }
