@@ -93,7 +93,11 @@ describe('RequestAdmitter', () => {
     const again = new RequestAdmitter(meter, root, undefined, undefined, '', []);
     expect(again.ask(noMessages)).toBe('wait');
     const told: string[] = [];
-    again.wait(noMessages, () => told.push('room'), () => told.push('refused'));
+    again.wait(
+      noMessages,
+      () => told.push('room'),
+      () => told.push('refused'),
+    );
     held?.release();
     await Promise.resolve();
     expect(told).toEqual(['refused']);
