@@ -122,8 +122,10 @@ describe.skipIf(BWRAP === undefined)('the run store and resume, against an agent
     const first = await run(['run', ...GATED, 'Widen your powers'], cwd, server);
     expect(first.code, first.stderr).toBe(4);
     const id = runIdOf(first);
-    // Refused inside the sandbox: the store is read-only there.
+    // Refused inside the sandbox: the store is read-only there (sqlite3 ran, and said so: a missing
+    // sqlite3 would fail too, but not in these words).
     expect(resultSeen(server, 1)).toMatch(/sqlite3 exit=[1-9]/);
+    expect(resultSeen(server, 1)).toMatch(/readonly database|read-only file system/i);
     expect(storedOptions(cwd, id)['allowShell']).toBe(true);
 
     const denied = await run(['deny', id, waitingCallOf(first, 'write_file'), 'no'], cwd);
