@@ -1,5 +1,5 @@
 import { enqueueActions, sendParent, setup, stopChild, type AnyActorLogic, type AnyActorRef } from 'xstate';
-import { closeEffects } from '../src/engine/sessionEffects.js';
+import { closeEffects } from '../src/session/sessionEffects.js';
 import type { AgentResult } from '../src/engine/types.js';
 import { remoteMemberLogic, type RemoteMemberInput } from '../src/engine/remoteChildren.js';
 

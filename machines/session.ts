@@ -16,15 +16,15 @@ import { ChildRegistry, type LiveChild } from './childRegistry.js';
 import { createCrewMachine, type CrewMember } from './crew.js';
 import { appendAssistantBlocks, appendUserBlocks, nonEmptyBlocks, text, textOf, toolUses } from '../src/engine/history.js';
 import { renderInbox } from '../src/engine/inbox.js';
-import { SessionRecorder } from '../src/engine/log/recorder.js';
+import { SessionRecorder } from '../src/session/recorder.js';
 import { describeError } from '../src/engine/model/errors.js';
 import { nudgeMessage, pickNudge, replyReminder, truncationReminder, type LatchCount, type NudgeLatch, type NudgeView } from '../src/engine/nudges.js';
-import { childOptions, inheritOptions, resolveOptions, sessionAxes, type ResolvedOptions, type SessionOptions } from '../src/engine/options.js';
+import { childOptions, inheritOptions, resolveOptions, sessionAxes, type ResolvedOptions, type SessionOptions } from '../src/session/options.js';
 import { defaultSystemPrompt } from '../src/engine/prompts.js';
 import { clip, renderValue } from '../src/engine/render.js';
 import { buildToolbox, errorResult, okResult, planBatch, type PlannedCall, type Toolbox } from '../src/tools/toolbox.js';
 import type { RunnableCall } from '../src/tools/runTools.js';
-import { effectsOf, type EffectEvent, type SessionEffects } from '../src/engine/sessionEffects.js';
+import { effectsOf, type EffectEvent, type SessionEffects } from '../src/session/sessionEffects.js';
 import type { RequestSpend, StreamModelInput } from '../src/engine/model/streamModel.js';
 import { addUsage, ZERO_USAGE } from '../src/engine/usage.js';
 import type { RestoredSession, ResumeState } from '../src/store/restoredSession.js';
@@ -47,7 +47,7 @@ import type {
  *
  * It decides; `src/` does the I/O. Entry actions start the model request of `streaming`, the tool
  * batch of `dispatchingBatch` and the rests of `readyForUser` and `nudged` on the session's
- * effects (src/engine/sessionEffects.ts), which answer with events and end with the session. Each
+ * effects (src/session/sessionEffects.ts), which answer with events and end with the session. Each
  * sub-agent is a spawned copy of this machine. Per-delta traffic never passes through it.
  *
  * The history (`messages`) is one append-only array shared by every snapshot: actions append to
@@ -708,7 +708,7 @@ const machineSetup = setup({
         enqueue.raise({ type: 'budget.wait' } satisfies BudgetWaitEvent);
       }
     }),
-    /** Starts the model request its budgets admitted (see src/engine/sessionEffects.ts); it answers with `model.done` or `model.error`. */
+    /** Starts the model request its budgets admitted (see src/session/sessionEffects.ts); it answers with `model.done` or `model.error`. */
     requestModel: ({ context, self }) => {
       const admission = context.fixed.admitter.take();
       if (!admission) return;

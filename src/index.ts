@@ -12,7 +12,7 @@ export { ROOT_AGENT, childIdentity, hostedSubAgent } from './engine/identity.js'
 export { ChildRegistry, type LiveChild } from '../machines/childRegistry.js';
 export { createRunObserver, events, observe, RunObserver } from './watch/observe/runObserver.js';
 export type * from './watch/observe/events.js';
-export { createSessionActor, isSettled, runAgent, waitForSettled, type RunResult, type SessionActor, type SessionSnapshot } from './engine/runtime.js';
+export { createSessionActor, isSettled, runAgent, waitForSettled, type RunResult, type SessionActor, type SessionSnapshot } from './run/runtime.js';
 export { defineTool, type Tool, type ToolContext, type ToolDefinition } from './tools/defineTool.js';
 export { toolAxes, type ToolAxes } from './tools/toolbox.js';
 export { ToolErrorResult } from './tools/toolErrorResult.js';
@@ -38,8 +38,8 @@ export { ExarchError } from './engine/exarchError.js';
 export { FileError, type FileErrorKind } from './engine/fs/fileError.js';
 export { ProviderError, StallError, describeError, type ProviderErrorKind } from './engine/model/errors.js';
 export type { RetryPolicy } from './engine/model/streamModel.js';
-export { DEFAULTS, type SessionOptions } from './engine/options.js';
-export type { AgentProfile, AgentProfiles } from './engine/agentProfiles.js';
+export { DEFAULTS, type SessionOptions } from './session/options.js';
+export type { AgentProfile, AgentProfiles } from './session/agentProfiles.js';
 export { cancelAgent, findAgent, messageAgent, runningAgents } from './engine/steering.js';
 export { BudgetMeter, BudgetScope, type AgentBudget, type AgentSpend, type BudgetCrossing, type TreeBudget } from './engine/budget.js';
 export {
@@ -81,7 +81,7 @@ export {
   type DurableSessionInput,
   type FinishedRun,
   type RunErrorKind,
-} from './store/durableRun.js';
+} from './run/durableRun.js';
 // The SQLite store is its own entry point (`exarch/sqlite`): a host that does not ask for
 // durability does not load a native module.
 export { MemoryRunStore } from './store/memoryStore.js';
@@ -89,7 +89,7 @@ export { StoreError, type StoreErrorKind } from './store/storeError.js';
 export { RunJournal, type SessionJournal } from './store/runJournal.js';
 export { restoreRun, type RestoredRun } from './store/restoreRun.js';
 export type { RestoredSession, RestoredChild, RestoredBatch, ResumeState } from './store/restoredSession.js';
-export type { JournalRecord } from './store/journalRecord.js';
+export type { JournalRecord } from './engine/log/journalRecord.js';
 export type {
   ClaimResult,
   JournalRow,

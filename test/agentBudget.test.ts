@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineTool } from '../src/index.js';
 import { sleep } from '../src/engine/model/streamModel.js';
-import { resumeRun, startRun, type DurableRun } from '../src/store/durableRun.js';
+import { resumeRun, startRun, type DurableRun } from '../src/run/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider, type Script, type ScriptedStep } from '../src/testing/scriptedProvider.js';
 import type { Message, ToolResultBlock } from '../src/engine/types.js';

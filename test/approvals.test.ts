@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { createSessionActor, defineTool, respond, ZERO_USAGE, type ApprovalRequest } from '../src/index.js';
 import type { Message, ModelResponse, Provider } from '../src/engine/types.js';
 import { ApprovalStop } from '../src/engine/approvalStop.js';
-import { resumeRun, startRun } from '../src/store/durableRun.js';
+import { resumeRun, startRun } from '../src/run/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { recordApproval } from '../src/store/runApprovals.js';
 import { ScriptedProvider } from '../src/testing/index.js';

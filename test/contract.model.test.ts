@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { SessionSnapshot } from '../src/engine/runtime.js';
+import type { SessionSnapshot } from '../src/run/runtime.js';
 import { contractStep, initialContractState, isFinal, type ContractEvent, type ContractState } from './support/contractModel.js';
 import {
   describeEvent,

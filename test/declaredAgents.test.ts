@@ -15,7 +15,7 @@ import {
   type RunEvent,
   type ToolResultBlock,
 } from '../src/index.js';
-import { resumeRun, startRun, type DurableRun } from '../src/store/durableRun.js';
+import { resumeRun, startRun, type DurableRun } from '../src/run/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { scriptedProvider, type Script, type ScriptedStep } from '../src/testing/index.js';
 import {

@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { resumeRun, startRun, type DurableRun } from '../src/store/durableRun.js';
+import { resumeRun, startRun, type DurableRun } from '../src/run/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
-import type { JournalRecord } from '../src/store/journalRecord.js';
+import type { JournalRecord } from '../src/engine/log/journalRecord.js';
 import type { JournalRow, RunStatus } from '../src/store/runStore.js';
 import type { ScriptedProvider } from '../src/testing/scriptedProvider.js';
 import { RecordingStore, SkewedClock, type FrozenStore } from './support/durableStore.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { sleep } from '../src/engine/model/streamModel.js';
-import { resumeRun, startRun, type DurableRun } from '../src/store/durableRun.js';
+import { resumeRun, startRun, type DurableRun } from '../src/run/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider, type Script } from '../src/testing/scriptedProvider.js';
 import { defineTool } from '../src/tools/defineTool.js';

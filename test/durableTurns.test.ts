@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { startRun } from '../src/store/durableRun.js';
+import { startRun } from '../src/run/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider, type ScriptedStep } from '../src/testing/scriptedProvider.js';
 import { defineTool } from '../src/tools/defineTool.js';

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type DurableRun, resumeRun, startRun } from '../src/store/durableRun.js';
+import { type DurableRun, resumeRun, startRun } from '../src/run/durableRun.js';
 import type { JournalRow, RunStore } from '../src/store/runStore.js';
 import { openSqliteStore, type SqliteRunStore } from '../src/store/sqliteStore.js';
 import { scriptedProvider } from '../src/testing/scriptedProvider.js';

@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineTool, type Tool } from '../src/index.js';
-import { resumeRun, startRun, type DurableRunOptions, type DurableSessionInput } from '../src/store/durableRun.js';
-import { JournalTraceStream, traceFromJournal, writeViewerForRun } from '../src/store/journalTrace.js';
+import { resumeRun, startRun, type DurableRunOptions, type DurableSessionInput } from '../src/run/durableRun.js';
+import { JournalTraceStream, traceFromJournal, writeViewerForRun } from '../src/watch/trace/fromJournal.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import type { JournalRow } from '../src/store/runStore.js';
 import { ScriptedProvider, type ScriptedProviderOptions } from '../src/testing/index.js';
@@ -16,7 +16,7 @@ import type { Message } from '../src/engine/types.js';
 import { buildViewerModel, renderViewerHtml, type ViewerModel } from '../src/watch/viewer/index.js';
 
 /**
- * The trace a durable run's journal converts to (src/store/journalTrace.ts), checked against the
+ * The trace a durable run's journal converts to (src/watch/trace/fromJournal.ts), checked against the
  * oracle: the trace `TraceRecorder` wrote live, from XState's inspection events, of the same run.
  */
 

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { connectMcpServers, McpServerError, parseMcpFlag, runAgent, type McpServerSpec } from '../src/index.js';
-import { resumeRun, RunError, startRun, type DurableRun } from '../src/store/durableRun.js';
+import { resumeRun, RunError, startRun, type DurableRun } from '../src/run/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider, type Script } from '../src/testing/index.js';
 import type { Message, ModelRequest, Provider, StreamSink, ToolSpec } from '../src/engine/types.js';

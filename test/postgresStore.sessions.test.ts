@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import type { JournalRecord } from '../src/store/journalRecord.js';
+import type { JournalRecord } from '../src/engine/log/journalRecord.js';
 import { openPostgresStore, type PostgresRunStore } from '../src/store/postgresStore.js';
 import type { JournalRow, NewRun, RunOwner } from '../src/store/runStore.js';
 import { postgresForFile } from './support/postgresServer.js';

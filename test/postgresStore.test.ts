@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import type { JournalRecord } from '../src/store/journalRecord.js';
+import type { JournalRecord } from '../src/engine/log/journalRecord.js';
 import { openPostgresStore, POSTGRES_SCHEMA_VERSION } from '../src/store/postgresStore.js';
 import { Redactor } from '../src/engine/redact.js';
 import type { ClaimResult, JournalRow, NewRun, RunOwner } from '../src/store/runStore.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { resumeRun, startRun } from '../src/store/durableRun.js';
+import { resumeRun, startRun } from '../src/run/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import type { JournalRow } from '../src/store/runStore.js';
 import { ScriptedProvider, type Script } from '../src/testing/scriptedProvider.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createRunObserver, listRuns, MemoryRunStore, startRun, type ModelRequest, type RunEvent } from '../src/index.js';
 import { scriptedProvider, type ScriptedStep } from '../src/testing/index.js';
-import type { JournalRecord } from '../src/store/journalRecord.js';
+import type { JournalRecord } from '../src/engine/log/journalRecord.js';
 
 /**
  * Issue 37, hole 2 (its accounting half): every model request that reached the provider is

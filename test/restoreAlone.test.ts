@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { JournalRecord } from '../src/store/journalRecord.js';
+import type { JournalRecord } from '../src/engine/log/journalRecord.js';
 import { liveChildrenOf, restoreAlone } from '../src/store/restoreRun.js';
 import type { JournalRow } from '../src/store/runStore.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { newRunId } from '../src/store/durableRun.js';
+import { newRunId } from '../src/run/durableRun.js';
 
 /** Crockford's base 32, as the ULID spec writes it (no I, L, O, U). */
 const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';

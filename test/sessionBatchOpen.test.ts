@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { defineTool, respond, type ApprovalRequest } from '../src/index.js';
 import type { RemoteChild, RemoteChildren, RemoteChildSpec } from '../src/engine/remoteChildren.js';
 import type { Message, ModelRequest } from '../src/engine/types.js';
-import { resumeRun, startRun } from '../src/store/durableRun.js';
+import { resumeRun, startRun } from '../src/run/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider, type Script } from '../src/testing/index.js';
 import { RecordingStore, SkewedClock } from './support/durableStore.js';

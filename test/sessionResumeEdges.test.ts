@@ -1,15 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineTool } from '../src/tools/defineTool.js';
-import { type DurableSessionInput, resumeRun, startRun } from '../src/store/durableRun.js';
+import { type DurableSessionInput, resumeRun, startRun } from '../src/run/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import type { JournalRow } from '../src/store/runStore.js';
-import type { JournalRecord } from '../src/store/journalRecord.js';
+import type { JournalRecord } from '../src/engine/log/journalRecord.js';
 import { type RecordedRequest, ScriptedProvider, type Script } from '../src/testing/scriptedProvider.js';
 import type { ModelRequest } from '../src/engine/types.js';
 import { RecordingStore, SkewedClock } from './support/durableStore.js';
 import { within } from './support/until.js';
-import { createSessionActor, waitForSettled } from '../src/engine/runtime.js';
+import { createSessionActor, waitForSettled } from '../src/run/runtime.js';
 import { MemoryLogSink } from '../src/engine/log/sessionLog.js';
 import type { RemoteChild, RemoteChildren, RemoteChildSpec } from '../src/engine/remoteChildren.js';
 import { restoreAlone, restoreRun } from '../src/store/restoreRun.js';

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { createSessionActor, defineTool } from '../src/index.js';
 import type { Message } from '../src/engine/types.js';
 import type { JournalRow } from '../src/store/runStore.js';
-import { startRun } from '../src/store/durableRun.js';
+import { startRun } from '../src/run/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider } from '../src/testing/index.js';
 import { RecordingStore } from './support/durableStore.js';

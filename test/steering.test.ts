@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { cancelAgent, defineTool, findPairingProblems, messageAgent } from '../src/index.js';
-import { resumeRun, startRun, type DurableRun } from '../src/store/durableRun.js';
+import { resumeRun, startRun, type DurableRun } from '../src/run/durableRun.js';
 import { MemoryRunStore } from '../src/store/memoryStore.js';
 import { ScriptedProvider, type Script } from '../src/testing/scriptedProvider.js';
 import type { Message } from '../src/engine/types.js';

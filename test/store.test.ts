@@ -6,7 +6,7 @@ import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { JournalRecord } from '../src/store/journalRecord.js';
+import type { JournalRecord } from '../src/engine/log/journalRecord.js';
 import { MemoryRunStore, type StoreOptions } from '../src/store/memoryStore.js';
 import type { ClaimResult, JournalRow, NewRun, RunOwner } from '../src/store/runStore.js';
 import { openPostgresStore, type PostgresRunStore } from '../src/store/postgresStore.js';

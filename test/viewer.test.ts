@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { sessionStatechart } from '../src/watch/statechart/extract.js';
 import { TRACE_VERSION, type TraceRecord } from '../src/watch/trace/format.js';
-import { jsonForScript } from '../src/watch/viewer/escape.js';
+import { jsonForScript } from '../src/engine/escape.js';
 import { renderViewerHtml, writeViewer } from '../src/watch/viewer/index.js';
 import { inlineSafe, pageScripts } from '../src/watch/viewer/pageScript.js';
 import { buildViewerModel, viewerModelBuilder } from '../src/watch/viewer/buildModel.js';

@@ -5,7 +5,7 @@ import { recordSpreadApproval } from '../src/workers/spreadApprovals.js';
 import { steerSpreadRun } from '../src/workers/spreadSteering.js';
 import { ScriptedProvider } from '../src/testing/scriptedProvider.js';
 import type { ModelRequest } from '../src/engine/types.js';
-import { resumeRun } from '../src/store/durableRun.js';
+import { resumeRun } from '../src/run/durableRun.js';
 import { openPostgresStore, type PostgresRunStore } from '../src/store/postgresStore.js';
 import type PgBoss from 'pg-boss';
 import { startBoss, submitRun } from '../src/workers/runQueue.js';

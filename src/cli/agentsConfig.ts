@@ -1,6 +1,6 @@
 import { extname, resolve } from 'node:path';
 import { z } from 'zod';
-import { checkProfiles, type AgentProfile, type AgentProfiles } from '../engine/agentProfiles.js';
+import { checkProfiles, type AgentProfile, type AgentProfiles } from '../session/agentProfiles.js';
 import { ExarchError } from '../engine/exarchError.js';
 import { fileErrorOf } from '../engine/fs/fileError.js';
 import { readRegular } from '../engine/fs/regularFile.js';

@@ -1,5 +1,5 @@
 import type { ApprovalDecision } from '../engine/approvals.js';
-import { RunError } from '../store/durableRun.js';
+import { RunError } from '../run/durableRun.js';
 import { recordApproval, waitingCalls } from '../store/runApprovals.js';
 import { EXIT, targetFlags } from './run.js';
 import { openExistingStore, storeName, type StoreTarget } from './storeTarget.js';

@@ -1,7 +1,7 @@
 import { finalAssistantText } from '../engine/history.js';
 import { renderAgentResult } from '../engine/inbox.js';
 import type { InspectionEvent } from 'xstate';
-import { createSessionActor, waitForSettled, type SessionSnapshot } from '../engine/runtime.js';
+import { createSessionActor, waitForSettled, type SessionSnapshot } from '../run/runtime.js';
 import type { FileError } from '../engine/fs/fileError.js';
 import { TraceRecorder } from '../watch/trace/recorder.js';
 import { scriptedProvider } from '../testing/scriptedProvider.js';

@@ -10,7 +10,7 @@ import { runDemo } from './demo.js';
 import { EXIT, resumeCommand, runCommand, uiPort, usableTarget, UsageError } from './run.js';
 import { CliUi } from './liveUi.js';
 import { openExistingStore, storeTargetOf, type StoreTarget } from './storeTarget.js';
-import { writeViewerForRun } from '../store/journalTrace.js';
+import { writeViewerForRun } from '../watch/trace/fromJournal.js';
 import type { WrittenViewer } from '../watch/viewer/write.js';
 import { answerCommand } from './approve.js';
 import { listRunsCommand } from './runs.js';

@@ -5,7 +5,7 @@ import type { RunEvent } from '../watch/observe/events.js';
 import { parentIdOf } from '../watch/observe/decoder.js';
 import { RunObserver } from '../watch/observe/runObserver.js';
 import { renderValue } from '../engine/render.js';
-import type { SessionSnapshot } from '../engine/runtime.js';
+import type { SessionSnapshot } from '../run/runtime.js';
 import type { AgentIdentity, AgentResult, Message, ToolUseBlock } from '../engine/types.js';
 import { cut, excerpt, padVisible, type Palette } from './palette.js';
 

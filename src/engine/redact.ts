@@ -1,4 +1,4 @@
-import { escapeHtml, escapeForScript } from '../watch/viewer/escape.js';
+import { escapeHtml, escapeForScript } from './escape.js';
 import { isUrl, urlSecrets } from './urlSecrets.js';
 
 /**

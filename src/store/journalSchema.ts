@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { AGENT_OUTCOME, ASSISTANT_CONTENT, COUNT, TOOL_RESULT_BLOCK, USAGE, USER_CONTENT } from '../engine/messageSchema.js';
 import { schemaProblem } from '../engine/schemaProblem.js';
 import { STOP_REASONS } from '../engine/types.js';
-import type { JournalRecord } from './journalRecord.js';
+import type { JournalRecord } from '../engine/log/journalRecord.js';
 
 /**
  * What a journal record must hold to be read back: every field a resume (`restoreRun`), the

@@ -1,6 +1,6 @@
 import type { RequestSpend } from '../engine/model/streamModel.js';
 import { addUsage } from '../engine/usage.js';
-import type { JournalRecord } from './journalRecord.js';
+import type { JournalRecord } from '../engine/log/journalRecord.js';
 
 /**
  * What one journal record adds to its run's model requests and tokens: a committed response

@@ -7,7 +7,7 @@ import { denialMessage } from '../engine/approvals.js';
 import { renderInbox } from '../engine/inbox.js';
 import type { AgentBudget } from '../engine/budget.js';
 import { errorResult } from '../tools/toolbox.js';
-import type { JournalRecord } from './journalRecord.js';
+import type { JournalRecord } from '../engine/log/journalRecord.js';
 import type { RestoredBatch, RestoredChild, RestoredSession, ResumeState } from './restoredSession.js';
 import type { JournalRow } from './runStore.js';
 import { RunError } from './runError.js';

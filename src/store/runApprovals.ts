@@ -2,10 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { ApprovalAnswer } from '../engine/approvals.js';
 import { restoreRun } from './restoreRun.js';
-import type { JournalRecord } from './journalRecord.js';
+import type { JournalRecord } from '../engine/log/journalRecord.js';
 import type { RestoredSession } from './restoredSession.js';
 import type { JournalRow, RunStatus, RunStore } from './runStore.js';
-import { RunError } from './durableRun.js';
+import { RunError } from './runError.js';
 
 /** A call of a stopped run that waits for a person, as its journal holds it. */
 export interface WaitingCall {

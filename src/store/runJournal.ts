@@ -1,4 +1,4 @@
-import type { JournalRecord } from './journalRecord.js';
+import type { JournalRecord } from '../engine/log/journalRecord.js';
 import type { JournalRow, RunStore } from './runStore.js';
 
 /** One session's way into its run's journal. */

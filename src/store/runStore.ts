@@ -1,4 +1,4 @@
-import type { JournalRecord } from './journalRecord.js';
+import type { JournalRecord } from '../engine/log/journalRecord.js';
 
 /**
  * Where durable runs are kept: the embedded SQLite file by default (`SqliteRunStore`), any other

@@ -12,7 +12,7 @@ export {
 } from './scriptedProvider.js';
 export { assertToolPairing, findPairingProblems, PairingError } from '../engine/pairing.js';
 export { MemoryLogSink } from '../engine/log/sessionLog.js';
-export { ReplayProvider, replayProvider, readRecording, type ReplayProviderOptions } from '../replay/replayProvider.js';
+export { ReplayProvider, replayProvider, readRecording, type ReplayProviderOptions } from '../providers/replayProvider.js';
 export {
   RecordingError,
   ReplayMismatchError,

@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import PgBoss from 'pg-boss';
-import { newRunId } from '../store/durableRun.js';
+import { newRunId } from '../run/durableRun.js';
 import { RUN_QUEUE, type PostgresRunStore } from '../store/postgresStore.js';
 import type { RunOptionsRecord } from '../store/runStore.js';
 import type { AgentBudget } from '../engine/budget.js';

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type PgBoss from 'pg-boss';
 import type { ApprovalAnswer } from '../engine/approvals.js';
-import { RunError } from '../store/durableRun.js';
+import { RunError } from '../run/durableRun.js';
 import { openPostgresStore, type PostgresRunStore } from '../store/postgresStore.js';
 import { answering, waitingCallsIn, type WaitingCall } from '../store/runApprovals.js';
 import type { JournalRow, RunOwner } from '../store/runStore.js';

@@ -1,5 +1,5 @@
 import type PgBoss from 'pg-boss';
-import { RunError } from '../store/durableRun.js';
+import { RunError } from '../run/durableRun.js';
 import type { PostgresRunStore } from '../store/postgresStore.js';
 import { RUN_QUEUE, type RunJob } from './runQueue.js';
 import { jobSessionOf } from './spreadApprovals.js';

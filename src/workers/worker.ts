@@ -5,7 +5,7 @@ import type { InspectionEvent } from 'xstate';
 import { ApprovalStop } from '../engine/approvalStop.js';
 import { ExarchError } from '../engine/exarchError.js';
 import { reportedStatus } from '../store/memoryStore.js';
-import { resumeRun, RunError, type DurableRun, type DurableSessionInput } from '../store/durableRun.js';
+import { resumeRun, RunError, type DurableRun, type DurableSessionInput } from '../run/durableRun.js';
 import { isConnectionError, openPostgresStore, type PostgresRunStore } from '../store/postgresStore.js';
 import type { RunOwner, RunRow } from '../store/runStore.js';
 import { failForGood, MalformedJobError, readRunJob, RUN_QUEUE, startBoss, type QueuePolicy, type RunJob } from './runQueue.js';

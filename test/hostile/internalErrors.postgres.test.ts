@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { openPostgresStore } from '../../src/store/postgresStore.js';
-import type { JournalRecord } from '../../src/store/journalRecord.js';
+import type { JournalRecord } from '../../src/engine/log/journalRecord.js';
 import type { NewRun } from '../../src/store/runStore.js';
 import { exarch, workdir } from '../support/cliHarness.js';
 import { expectOneLine } from '../support/oneLine.js';

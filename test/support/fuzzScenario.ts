@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { z } from 'zod';
 import type { AnyActorRef, InspectionEvent } from 'xstate';
-import { createSessionActor, isSettled, type SessionActor, type SessionSnapshot } from '../../src/engine/runtime.js';
+import { createSessionActor, isSettled, type SessionActor, type SessionSnapshot } from '../../src/run/runtime.js';
 import { defineTool } from '../../src/tools/defineTool.js';
 import { findPairingProblems } from '../../src/engine/pairing.js';
 import { sleep } from '../../src/engine/model/streamModel.js';

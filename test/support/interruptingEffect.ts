@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { sleep } from '../../src/engine/model/streamModel.js';
-import type { DurableRun } from '../../src/store/durableRun.js';
+import type { DurableRun } from '../../src/run/durableRun.js';
 import { defineTool, type Tool } from '../../src/tools/defineTool.js';
 
 export interface InterruptingEffectOptions {

@@ -1,5 +1,5 @@
 import type { AnyActorRef, AnyTransitionDefinition, InspectionEvent } from 'xstate';
-import { createSessionActor, type SessionActor, type SessionSnapshot } from '../../src/engine/runtime.js';
+import { createSessionActor, type SessionActor, type SessionSnapshot } from '../../src/run/runtime.js';
 import { findPairingProblems } from '../../src/engine/pairing.js';
 import { clip, renderValue } from '../../src/engine/render.js';
 import { MemoryLogSink, type LogSink } from '../../src/engine/log/sessionLog.js';

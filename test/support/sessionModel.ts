@@ -6,11 +6,11 @@ import type { ChildRegistry } from '../../machines/childRegistry.js';
 import { defineTool } from '../../src/tools/defineTool.js';
 import { renderValue } from '../../src/engine/render.js';
 import { ZERO_USAGE } from '../../src/engine/usage.js';
-import type { SessionSnapshot } from '../../src/engine/runtime.js';
+import type { SessionSnapshot } from '../../src/run/runtime.js';
 import type { RestoredSession, ResumeState } from '../../src/store/restoredSession.js';
 import type { AgentResult, AssistantBlock, ModelResponse, Provider, StopReason, ToolResultBlock } from '../../src/engine/types.js';
 import { guardText, transitionsOf } from '../../src/watch/statechart/extract.js';
-import { withoutEffects } from '../../src/engine/sessionEffects.js';
+import { withoutEffects } from '../../src/session/sessionEffects.js';
 
 /**
  * The session machine as a model for `xstate/graph`.

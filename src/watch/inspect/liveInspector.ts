@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { createInspector, type StatelyInspectionEvent } from '@statelyai/inspect';
 import type { AnyActorRef, InspectionEvent } from 'xstate';
 import { WebSocket, WebSocketServer } from 'ws';
-import { actorsOf, standIn } from '../observe/actors.js';
+import { actorsOf, standIn } from '../../engine/actors.js';
 import { sessionOf } from '../observe/decoder.js';
 import { bridgePage } from './bridgePage.js';
 import { CrewHider } from './crewHider.js';

@@ -1,6 +1,6 @@
 import type { ApprovalDecision } from '../../engine/approvals.js';
 import type { AgentBudget } from '../../engine/budget.js';
-import type { SessionSnapshot } from '../../engine/runtime.js';
+import type { SessionSnapshot } from '../../run/runtime.js';
 import type { AgentOutcome, AgentResult, Message, StopReason, Usage } from '../../engine/types.js';
 
 /**

@@ -1,7 +1,7 @@
 import type { AnyActorRef, InspectionEvent } from 'xstate';
-import { actorsOf, isRunning, systemOf } from './actors.js';
+import { actorsOf, isRunning, systemOf } from '../../engine/actors.js';
 import { RunDecoder } from './decoder.js';
-import { addDeltaTap } from './deltaTaps.js';
+import { addDeltaTap } from '../../session/deltaTaps.js';
 import { EventQueue } from './eventQueue.js';
 import type { RunEvent, RunEventListener } from './events.js';
 

@@ -1,7 +1,7 @@
 import { Redactor } from '../../engine/redact.js';
 import type { TraceRecord } from '../trace/format.js';
 import { OUTCOME_COLORS, STATE_COLORS, STATE_MEANINGS, UNKNOWN_STATE_COLOR } from './colors.js';
-import { escapeHtml, jsonForScript } from './escape.js';
+import { escapeHtml, jsonForScript } from '../../engine/escape.js';
 import { pageScripts } from './pageScript.js';
 import { drawStatechart } from './statechartSvg.js';
 import { VIEWER_CSS } from './styles.js';

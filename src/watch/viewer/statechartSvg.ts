@@ -1,6 +1,6 @@
 import type { TraceStatechart } from '../trace/format.js';
 import { stateColor } from './colors.js';
-import { escapeHtml } from './escape.js';
+import { escapeHtml } from '../../engine/escape.js';
 
 /**
  * The session statechart as an SVG, laid out in layers from left to right: the initial state

@@ -1,14 +1,14 @@
-import { appendAssistantBlocks, appendUserBlocks, text } from '../engine/history.js';
-import { sessionStatechart } from '../watch/statechart/extract.js';
-import { PROTOCOL_TOOL_NAMES } from '../tools/protocolTools.js';
-import { TRACE_VERSION, type TraceRecord } from '../watch/trace/format.js';
-import type { AgentIdentity, AssistantBlock, Message, Usage, UserBlock } from '../engine/types.js';
-import { ZERO_USAGE } from '../engine/usage.js';
-import { renderViewerHtml } from '../watch/viewer/html.js';
-import { writeViewerPage, type WrittenViewer } from '../watch/viewer/write.js';
-import { RunError } from './durableRun.js';
-import type { JournalRecord } from './journalRecord.js';
-import type { JournalRow, RunStore } from './runStore.js';
+import { appendAssistantBlocks, appendUserBlocks, text } from '../../engine/history.js';
+import { sessionStatechart } from '../statechart/extract.js';
+import { PROTOCOL_TOOL_NAMES } from '../../tools/protocolTools.js';
+import { TRACE_VERSION, type TraceRecord } from './format.js';
+import type { AgentIdentity, AssistantBlock, Message, Usage, UserBlock } from '../../engine/types.js';
+import { ZERO_USAGE } from '../../engine/usage.js';
+import { renderViewerHtml } from '../viewer/html.js';
+import { writeViewerPage, type WrittenViewer } from '../viewer/write.js';
+import { RunError } from '../../run/durableRun.js';
+import type { JournalRecord } from '../../engine/log/journalRecord.js';
+import type { JournalRow, RunStore } from '../../store/runStore.js';
 
 /**
  * A durable run's journal as a turn-flow trace (src/watch/trace/format.ts), so `exarch view` can show a

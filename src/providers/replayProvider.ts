@@ -1,14 +1,14 @@
 import { fileErrorOf } from '../engine/fs/fileError.js';
 import { readRegular } from '../engine/fs/regularFile.js';
 import { PROVIDER_ERROR_KINDS, ProviderError } from '../engine/model/errors.js';
-import { MessageAssembler, messagesBody } from '../providers/anthropic.js';
+import { MessageAssembler, messagesBody } from './anthropic.js';
 import { Redactor } from '../engine/redact.js';
 import type { RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages/messages';
 import { depthExceeds } from '../engine/nesting.js';
 import type { Message, ModelRequest, ModelResponse, Provider, StreamSink } from '../engine/types.js';
-import { ExchangeOrder } from './exchangeOrder.js';
-import { canonicalJson, firstDifference, HistoryCursor, requestFields } from './fingerprint.js';
-import { MAX_RECORDING_BYTES, RECORDING_VERSION, RecordingError, ReplayMismatchError, type RecordedExchange, type RecordingHeader } from './format.js';
+import { ExchangeOrder } from '../replay/exchangeOrder.js';
+import { canonicalJson, firstDifference, HistoryCursor, requestFields } from '../replay/fingerprint.js';
+import { MAX_RECORDING_BYTES, RECORDING_VERSION, RecordingError, ReplayMismatchError, type RecordedExchange, type RecordingHeader } from '../replay/format.js';
 
 export interface ReplayProviderOptions {
   /** The model of requests that name none (default: the recorded provider's). */

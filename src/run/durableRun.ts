@@ -5,17 +5,17 @@ import { ulid } from 'ulid';
 import type { ActorOptions } from 'xstate';
 import type { SessionInput, SessionMachine } from '../../machines/session.js';
 import { finalAssistantText } from '../engine/history.js';
-import { createSessionActor, isSettled, runResultOf, waitForSettled, type RunResult, type SessionActor, type SessionSnapshot } from '../engine/runtime.js';
+import { createSessionActor, isSettled, runResultOf, waitForSettled, type RunResult, type SessionActor, type SessionSnapshot } from './runtime.js';
 import { stopOrphansOf } from '../../machines/crew.js';
 import type { Message } from '../engine/types.js';
 import { withMcpTools, type McpOption } from '../tools/mcp/mcpOption.js';
-import { restoreRun, type RestoredRun } from './restoreRun.js';
-import { RunJournal } from './runJournal.js';
-import { RunError } from './runError.js';
-import type { JournalRow, RunListing, RunOptionsRecord, RunOwner, RunRow, RunStatus, RunStore } from './runStore.js';
+import { restoreRun, type RestoredRun } from '../store/restoreRun.js';
+import { RunJournal } from '../store/runJournal.js';
+import { RunError } from '../store/runError.js';
+import type { JournalRow, RunListing, RunOptionsRecord, RunOwner, RunRow, RunStatus, RunStore } from '../store/runStore.js';
 
 // Kept in a file of its own so that what this file imports can throw it too; exported from here as before.
-export { RunError, type RunErrorKind } from './runError.js';
+export { RunError, type RunErrorKind } from '../store/runError.js';
 
 /**
  * What a durable run's sessions run with: a session's input minus what the run itself provides,

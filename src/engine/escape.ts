@@ -1,4 +1,4 @@
-import { stringifyBounded } from '../../engine/nesting.js';
+import { stringifyBounded } from './nesting.js';
 
 /** Text for HTML element content or a quoted attribute value. */
 export function escapeHtml(text: string): string {

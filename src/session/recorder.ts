@@ -1,9 +1,9 @@
-import { describeError } from '../model/errors.js';
-import { addUsage, ZERO_USAGE } from '../usage.js';
-import type { Usage } from '../types.js';
-import type { JournalRecord } from '../../store/journalRecord.js';
-import type { SessionJournal } from '../../store/runJournal.js';
-import type { LogRecord, SessionLog } from './sessionLog.js';
+import { describeError } from '../engine/model/errors.js';
+import { addUsage, ZERO_USAGE } from '../engine/usage.js';
+import type { Usage } from '../engine/types.js';
+import type { JournalRecord } from '../engine/log/journalRecord.js';
+import type { SessionJournal } from '../store/runJournal.js';
+import type { LogRecord, SessionLog } from '../engine/log/sessionLog.js';
 
 /**
  * A session's handle on its log, and on its run's journal when the run is durable. It remembers

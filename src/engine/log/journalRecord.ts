@@ -1,6 +1,6 @@
-import type { LogRecord } from '../engine/log/sessionLog.js';
-import type { ApprovalDecision } from '../engine/approvals.js';
-import type { ToolResultBlock } from '../engine/types.js';
+import type { LogRecord } from './sessionLog.js';
+import type { ApprovalDecision } from '../approvals.js';
+import type { ToolResultBlock } from '../types.js';
 
 /**
  * What a durable run's journal holds: every record of every session's log, plus what only a

@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 import type { Tool } from '../tools/defineTool.js';
 import { AGENT_NAME } from '../tools/protocolTools.js';
-import type { AgentIdentity } from './types.js';
+import type { AgentIdentity } from '../engine/types.js';
 
 /**
  * A declared kind of sub-agent (`SessionOptions.agents`): the model starts one with the `agent`

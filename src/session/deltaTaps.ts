@@ -1,5 +1,5 @@
-import type { StreamModelInput } from '../../engine/model/streamModel.js';
-import type { AgentIdentity, SessionListener } from '../../engine/types.js';
+import type { StreamModelInput } from '../engine/model/streamModel.js';
+import type { AgentIdentity, SessionListener } from '../engine/types.js';
 
 /** Called with each text delta of any session of one actor system. */
 export type DeltaTap = (agent: AgentIdentity, text: string) => void;

@@ -1,11 +1,11 @@
 import type { AnyActorRef } from 'xstate';
-import type { SessionRecorder } from './log/recorder.js';
-import { runModelStep, StepCancellation, type RequestSpend, type StreamModelInput } from './model/streamModel.js';
-import { isRootWithOneObserver } from '../watch/observe/actors.js';
-import { withDeltaTaps } from '../watch/observe/deltaTaps.js';
+import type { SessionRecorder } from './recorder.js';
+import { runModelStep, StepCancellation, type RequestSpend, type StreamModelInput } from '../engine/model/streamModel.js';
+import { isRootWithOneObserver } from '../engine/actors.js';
+import { withDeltaTaps } from './deltaTaps.js';
 import { startToolBatch, type RunnableCall, type RunToolsInput, type ToolBatch, type ToolBatchEvent } from '../tools/runTools.js';
-import type { ModelResponse, Usage } from './types.js';
-import type { Admission } from './admission.js';
+import type { ModelResponse, Usage } from '../engine/types.js';
+import type { Admission } from '../engine/admission.js';
 
 const readOnly = (call: RunnableCall): boolean => call.readOnly;
 
@@ -58,7 +58,7 @@ export class SessionEffects {
   constructor(
     private readonly send: (event: EffectEvent) => void,
     private readonly barrier: () => Promise<void> | undefined = noBarrier,
-    /** The session's actor system, whose observers may tap its text deltas (src/watch/observe/deltaTaps.ts). */
+    /** The session's actor system, whose observers may tap its text deltas (src/session/deltaTaps.ts). */
     private readonly system?: object,
   ) {}
 

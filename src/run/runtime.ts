@@ -2,9 +2,9 @@ import { createActor, type ActorOptions, type SnapshotFrom } from 'xstate';
 import type { z } from 'zod';
 import { sessionMachine, validateSessionInput, type SessionInput } from '../../machines/session.js';
 import { stopOrphansOf } from '../../machines/crew.js';
-import { finalAssistantText } from './history.js';
-import { addUsage } from './usage.js';
-import type { AgentOutcome, Usage } from './types.js';
+import { finalAssistantText } from '../engine/history.js';
+import { addUsage } from '../engine/usage.js';
+import type { AgentOutcome, Usage } from '../engine/types.js';
 import { withMcpTools, type McpOption } from '../tools/mcp/mcpOption.js';
 
 export type SessionSnapshot = SnapshotFrom<typeof sessionMachine>;

@@ -1,17 +1,17 @@
 import type { z } from 'zod';
 import { checkProfiles, type AgentProfiles } from './agentProfiles.js';
-import { ApprovalDesk, checkApprovalPolicy, type ApprovalPolicy, type ApprovalRequest } from './approvals.js';
-import { BudgetMeter, checkBudget, type TreeBudget } from './budget.js';
-import { JsonlLogSink, nullLogSink, type LogSink } from './log/sessionLog.js';
-import type { RetryPolicy } from './model/streamModel.js';
-import type { RemoteChildren } from './remoteChildren.js';
-import type { NudgeLatch } from './nudges.js';
+import { ApprovalDesk, checkApprovalPolicy, type ApprovalPolicy, type ApprovalRequest } from '../engine/approvals.js';
+import { BudgetMeter, checkBudget, type TreeBudget } from '../engine/budget.js';
+import { JsonlLogSink, nullLogSink, type LogSink } from '../engine/log/sessionLog.js';
+import type { RetryPolicy } from '../engine/model/streamModel.js';
+import type { RemoteChildren } from '../engine/remoteChildren.js';
+import type { NudgeLatch } from '../engine/nudges.js';
 import type { RunJournal } from '../store/runJournal.js';
 import type { Tool } from '../tools/defineTool.js';
 import { DEFAULT_PROTOCOL, typedAgentTool, typedReplyTool, type ProtocolTools } from '../tools/protocolTools.js';
 import { toolAxes, type ToolAxes } from '../tools/toolbox.js';
-import type { AgentIdentity, Provider, SessionListener } from './types.js';
-import { MAX_TIMER_MS } from './maxTimer.js';
+import type { AgentIdentity, Provider, SessionListener } from '../engine/types.js';
+import { MAX_TIMER_MS } from '../engine/maxTimer.js';
 
 /** Everything a session (and every sub-agent it spawns) runs with. */
 export interface SessionOptions {
