@@ -1,9 +1,9 @@
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, relative, resolve } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import ts from 'typescript';
 import { afterAll, describe, expect, it } from 'vitest';
+import { importsOf, sourcesUnder } from './support/importGraph.js';
 
 /**
  * No module of machines/ or src/ reaches itself through its relative imports. Type-only imports
@@ -14,25 +14,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
-function sourcesUnder(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true, recursive: true })
-    .filter((entry) => entry.isFile() && entry.name.endsWith('.ts') && !entry.name.endsWith('.d.ts'))
-    .map((entry) => join(entry.parentPath, entry.name));
-}
-
 /** Each file's static relative imports and re-exports (`import type` too), as absolute .ts paths. */
 function importGraph(files: readonly string[]): Map<string, string[]> {
-  const graph = new Map<string, string[]>();
-  for (const file of files) {
-    const source = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest);
-    const targets = source.statements.flatMap((statement) => {
-      const specifier = ts.isImportDeclaration(statement) || ts.isExportDeclaration(statement) ? statement.moduleSpecifier : undefined;
-      if (!specifier || !ts.isStringLiteral(specifier) || !specifier.text.startsWith('.')) return [];
-      return [resolve(dirname(file), specifier.text.replace(/\.js$/, '.ts'))];
-    });
-    graph.set(file, targets);
-  }
-  return graph;
+  return new Map([...importsOf(files)].map(([file, imports]) => [file, imports.map((found) => found.target)]));
 }
 
 /** The graph's cycles: its strongly connected components of more than one file, or a file importing itself. */
