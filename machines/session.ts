@@ -128,7 +128,7 @@ interface Batch {
  * copies the context with `Object.assign({}, context, update)`, and V8 turns a copy of twenty or
  * more properties into a dictionary-mode object, whose every read and copy is a hash lookup: at
  * twenty members that cost a plain step about a fifth of its time (bench/run.mjs, loop rows).
- * test/sessionContextShape.test.ts holds the member count under that cliff.
+ * test/e2e/package/sessionContextShape.test.ts holds the member count under that cliff.
  */
 export interface SessionFixed {
   readonly toolbox: Toolbox;

@@ -1,5 +1,5 @@
 // `npm run visualize`: writes the session machine's statechart into visualizations/ as Mermaid,
-// SVG and JSON. Runs against dist/ (the npm script builds first). test/visualizations.test.ts
+// SVG and JSON. Runs against dist/ (the npm script builds first). test/unit/watch/visualizations.test.ts
 // fails when the committed files no longer match the machine.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';

@@ -5,7 +5,7 @@ import type { AgentOutcome, Message, Usage } from '../../src/engine/types.js';
 /**
  * The viewer's model as it was computed before the page built it record by record: all records at
  * once, in one pass per concern. Kept as an oracle for `ViewerModelBuilder`, which must give the
- * same model for every prefix of a trace (test/viewer.test.ts); it is not used by exarch itself.
+ * same model for every prefix of a trace (test/e2e/watch/viewer.test.ts); it is not used by exarch itself.
  */
 interface ViewerBar {
   readonly state: string;

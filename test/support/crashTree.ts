@@ -8,7 +8,7 @@ import type { AnthropicTestServer, MessagesContentBlock, MessagesMessage, Receiv
 import { call, MAIN, onCleanup, stream } from './cliHarness.js';
 
 /**
- * The three-level tree the SIGKILL crash test (test/cli.crash.test.ts) runs, and the oracles it
+ * The three-level tree the SIGKILL crash test (test/e2e/resume/cli.crash.test.ts) runs, and the oracles it
  * checks a finished run with. Nothing here uses exarch's code: the journal is read with SQLite,
  * requests as the test server received them, effects from the file the shell commands append to.
  *

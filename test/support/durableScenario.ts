@@ -6,7 +6,7 @@ import { ScriptedProvider, type ScriptedCall, type ScriptedStep } from '../../sr
 import type { ModelRequest } from '../../src/engine/types.js';
 
 /**
- * Random agent trees for crash-and-resume tests of durable runs (test/durable.property.test.ts).
+ * Random agent trees for crash-and-resume tests of durable runs (test/property/durable.property.test.ts).
  *
  * Why not the protocol fuzzer's scenarios (test/support/fuzzScenario.ts): those draw timing-bound
  * behaviour (tools that hang until a timeout, stalled streams, cancellation at the n-th snapshot,

@@ -22,7 +22,7 @@ import { stateViolations, stepViolations } from './modelDriver.js';
 /**
  * Random agent trees with random model behaviour, run against real sessions, and the protocol's
  * invariants checked on every run (issue 5). A scenario is plain data, so fast-check prints a
- * failing one (shrunk) with its seed, and test/regressions.test.ts replays it by name.
+ * failing one (shrunk) with its seed, and test/unit/session/regressions.test.ts replays it by name.
  */
 
 // ---------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import { provisionalName, type McpServerSpec } from './serverSpec.js';
 // 4 MiB: far more than a model is shown (outputs are clipped at 50,000 characters by default), and
 // the SDK's stdio reader copies its whole buffer on every chunk, so a larger cap costs time squared.
 const MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
-/** What a server that sent more is told apart by, in the SDK's words (its stdio reader's; pinned by test/hostile/internalErrors.mcp.test.ts). */
+/** What a server that sent more is told apart by, in the SDK's words (its stdio reader's; pinned by test/e2e/hostile/internalErrors.mcp.test.ts). */
 const STDIO_OVER_CAP = /ReadBuffer exceeded maximum size/;
 
 /** A server that sent a message over the cap, as a person reads it. */

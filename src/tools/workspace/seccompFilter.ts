@@ -7,7 +7,7 @@
  * reaches nothing outside.
  *
  * Written out by hand because libseccomp has no binding for Node 20 that needs no compiler; the
- * program is thirteen instructions and checked by test/hostile/shellSandbox.test.ts on a real kernel.
+ * program is thirteen instructions and checked by test/e2e/hostile/shellSandbox.test.ts on a real kernel.
  */
 
 interface Abi {

@@ -45,7 +45,7 @@ import type { JournalRow, RunStore } from '../../store/runStore.js';
  * `event` records (`cancel`, `stop`) rather than ends; the run-level markers become `event`
  * records (`interrupt`, `resume`) on the root.
  *
- * Where it differs from a live trace of the same run (test/journalTrace.test.ts checks the rest):
+ * Where it differs from a live trace of the same run (test/e2e/watch/journalTrace.test.ts checks the rest):
  * - times: `t` is whole milliseconds of the journal's `ts`, from the first row; a derived state
  *   change is written at the time of the record that implies it (`nudged` → `streaming` at the
  *   nudge's, as the tick comes within the event-loop turn).
