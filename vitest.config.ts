@@ -13,12 +13,21 @@ export default defineConfig({
     ],
   },
   test: {
-    include: ['test/**/*.test.ts'],
-    globalSetup: ['test/globalSetup.ts'],
     // A hang guard, not a speed check (speed goals live in bench/): CLI tests start many
     // processes, and under load (two suites at once on a busy machine) 30 s ran out.
     testTimeout: 120_000,
     // The same for hooks: removing an installed app's node_modules took over 10 s under load.
     hookTimeout: 120_000,
+    // By speed (docs/testing.md says which to run when). `npm test` runs all three;
+    // `npm run test:fast` only `unit`, which needs no build.
+    projects: [
+      // In-process: the library driven from its source, no dist/, no server, no browser.
+      { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts'] } },
+      // Paths generated from the machine and random inputs: thorough, slower.
+      { extends: true, test: { name: 'property', include: ['test/property/**/*.test.ts'] } },
+      // The compiled CLI and package, real Postgres, chromium, bubblewrap and child processes:
+      // dist/ is built once before the first of them runs.
+      { extends: true, test: { name: 'e2e', include: ['test/e2e/**/*.test.ts'], globalSetup: ['test/globalSetup.ts'] } },
+    ],
   },
 });
