@@ -5,6 +5,7 @@ import { MessageAssembler, messagesBody } from './anthropic.js';
 import { Redactor } from '../engine/redact.js';
 import type { RawMessageStreamEvent } from '@anthropic-ai/sdk/resources/messages/messages';
 import { depthExceeds } from '../engine/nesting.js';
+import { jsonLines } from '../engine/jsonLines.js';
 import type { Message, ModelRequest, ModelResponse, Provider, StreamSink } from '../engine/types.js';
 import { ExchangeOrder } from '../replay/exchangeOrder.js';
 import { canonicalJson, firstDifference, HistoryCursor, requestFields } from '../replay/fingerprint.js';
@@ -215,22 +216,16 @@ export function readRecording(file: string): { header: RecordingHeader; exchange
   } catch (error) {
     throw new RecordingError('unreadable', fileErrorOf(error, file, { what: 'the recording', writing: false }).message);
   }
-  const lines = text.split('\n');
   let header: RecordingHeader | undefined;
   const exchanges: RecordedExchange[] = [];
   /** The line each exchange came from, and each agent's request numbers and each position, to find them twice. */
   const lineOf = new Map<RecordedExchange, number>();
   const keys = new Set<string>();
   const positions = new Set<number>();
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i]?.trim();
-    if (!line) continue;
-    let value: unknown;
-    try {
-      value = JSON.parse(line);
-    } catch {
-      throw new RecordingError('invalid', `${file} is not an exarch recording: line ${i + 1} is not JSON`);
-    }
+  for (const entry of jsonLines(text)) {
+    const line = entry.line;
+    if (!entry.json) throw new RecordingError('invalid', `${file} is not an exarch recording: line ${line} is not JSON`);
+    const value = entry.value;
     const kind = (value as { kind?: unknown } | null)?.kind;
     if (header === undefined) {
       if (kind !== 'exarch.recording') throw new RecordingError('invalid', `${file} is not an exarch recording (made by exarch run --record)`);
@@ -241,7 +236,7 @@ export function readRecording(file: string): { header: RecordingHeader; exchange
           `${file} is a recording of version ${String(header.version)}; this exarch replays version ${RECORDING_VERSION}`,
         );
       if (typeof header.model !== 'string' || !Number.isSafeInteger(header.maxTokens) || header.maxTokens < 1)
-        throw new RecordingError('invalid', `${file}: line ${i + 1}, its header, names no model and output cap`);
+        throw new RecordingError('invalid', `${file}: line ${line}, its header, names no model and output cap`);
       continue;
     }
     const problem =
@@ -250,19 +245,19 @@ export function readRecording(file: string): { header: RecordingHeader; exchange
         : depthExceeds(value, MAX_LINE_DEPTH)
           ? `it nests deeper than ${MAX_LINE_DEPTH} levels`
           : exchangeProblem(value);
-    if (problem !== undefined) throw new RecordingError('invalid', `${file}: line ${i + 1} is not a recorded exchange (${problem})`);
+    if (problem !== undefined) throw new RecordingError('invalid', `${file}: line ${line} is not a recorded exchange (${problem})`);
     const exchange = value as RecordedExchange;
     const key = keyOf(exchange.agent, exchange.index);
     if (keys.has(key))
       throw new RecordingError(
         'invalid',
-        `${file}: line ${i + 1} is not a recorded exchange (a second request ${exchange.index + 1} of agent ${exchange.agent})`,
+        `${file}: line ${line} is not a recorded exchange (a second request ${exchange.index + 1} of agent ${exchange.agent})`,
       );
     if (positions.has(exchange.start) || positions.has(exchange.end) || exchange.start === exchange.end)
-      throw new RecordingError('invalid', `${file}: line ${i + 1} is not a recorded exchange (its place in the run's order is taken)`);
+      throw new RecordingError('invalid', `${file}: line ${line} is not a recorded exchange (its place in the run's order is taken)`);
     keys.add(key);
     positions.add(exchange.start).add(exchange.end);
-    lineOf.set(exchange, i + 1);
+    lineOf.set(exchange, line);
     exchanges.push(exchange);
   }
   if (!header) throw new RecordingError('invalid', `${file} is empty: not an exarch recording`);

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ExarchError } from '../../engine/exarchError.js';
+import { jsonLines } from '../../engine/jsonLines.js';
 import { AGENT_OUTCOME, COUNT, MESSAGE, USAGE } from '../../engine/messageSchema.js';
 import { schemaProblem } from '../../engine/schemaProblem.js';
 import { TRACE_VERSION, type TraceRecord } from './format.js';
@@ -100,25 +101,19 @@ class NotATraceError extends ExarchError<'not-a-trace'> {
 export function readTrace(text: string): { readonly records: TraceRecord[]; readonly leftOut: readonly LeftOutLine[] } {
   const records: TraceRecord[] = [];
   const leftOut: LeftOutLine[] = [];
-  const lines = text.split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i]?.trim();
-    if (!line) continue;
-    let value: unknown;
-    try {
-      value = JSON.parse(line);
-    } catch {
-      if (records.length === 0) throw new NotATraceError(`trace line ${i + 1} is not JSON`);
-      leftOut.push({ line: i + 1, problem: 'it is not JSON' });
+  for (const entry of jsonLines(text)) {
+    if (!entry.json) {
+      if (records.length === 0) throw new NotATraceError(`trace line ${entry.line} is not JSON`);
+      leftOut.push({ line: entry.line, problem: 'it is not JSON' });
       continue;
     }
     if (records.length === 0) {
-      records.push(traceStart(value, i + 1));
+      records.push(traceStart(entry.value, entry.line));
       continue;
     }
-    const problem = recordProblem(value);
-    if (problem === undefined) records.push(value as TraceRecord);
-    else leftOut.push({ line: i + 1, problem });
+    const problem = recordProblem(entry.value);
+    if (problem === undefined) records.push(entry.value as TraceRecord);
+    else leftOut.push({ line: entry.line, problem });
   }
   if (records.length === 0) throw new NotATraceError('not an exarch trace: it holds no records');
   return { records, leftOut };
