@@ -21,7 +21,7 @@ const WHOLE_RUN: Record<SteeringPlace, string> = {
 };
 
 /** A steering line, parsed: what to do, or the one line that says why it is no command. */
-export type SteeringLine =
+type SteeringLine =
   | { readonly kind: 'none' }
   | { readonly kind: 'help' }
   | { readonly kind: 'cancel'; readonly agent: string }
@@ -39,7 +39,7 @@ export const MAX_STEERING_LINE_CHARS = 64 * 1024;
 export const TOO_LONG_ANSWER = `exarch: a line longer than ${MAX_STEERING_LINE_CHARS} characters was refused; put a long message in a file and /msg the agent to read it`;
 
 /** Parses one steering line (`/cancel PATH`, `/msg PATH TEXT`, `/help`); `place` words the refusals. */
-export function parseSteeringLine(line: string, place: SteeringPlace = 'here'): SteeringLine {
+function parseSteeringLine(line: string, place: SteeringPlace = 'here'): SteeringLine {
   if (line.length > MAX_STEERING_LINE_CHARS) return { kind: 'wrong', answer: [TOO_LONG_ANSWER] };
   const text = line.trim();
   if (text === '') return { kind: 'none' };
@@ -83,6 +83,53 @@ export const steeringAnswers = {
   noAgent: (id: string, running: readonly string[]): string[] => [`exarch: no agent ${id} is running (running: ${running.join(', ')})`],
   messaged: (id: string): string[] => [`exarch: ${id} gets the message at its next boundary`],
 };
+
+/**
+ * What a steering line acts on, wherever the tree runs: the tree here (`steeringCommand`, which
+ * answers at once, so an answer is printed before the next line is read) or a run spread over
+ * workers (`steerSpreadRun`, which answers through the store). `A` is what an answer is there:
+ * `string[]`, or a promise of one. Each method answers in `steeringAnswers`' words.
+ */
+export interface SteeringTarget<A> {
+  /** `/help`: the help, and the agents running now. */
+  help(): A;
+  /** `/cancel PATH`: cancels the running sub-agent `agent`, or says none runs there. */
+  cancel(agent: string): A;
+  /** `/msg PATH TEXT`: gives the running agent `agent` the message, or says none runs there. */
+  message(agent: string, text: string): A;
+  /** An answer known without acting: nothing (a blank line), or why a line is no command. */
+  said(lines: string[]): A;
+}
+
+/**
+ * Acts on one steering line against `target`: the one place that reads what a line asks for, so a
+ * tree here and a tree on the workers answer the same lines alike.
+ *
+ * @example
+ * ```ts
+ * const answer = steer('/msg lead look at the tests', 'here', {
+ *   help: () => steeringAnswers.help(['root'], 'here'),
+ *   cancel: (agent) => steeringAnswers.cancelling(agent),
+ *   message: (agent) => steeringAnswers.messaged(agent),
+ *   said: (lines) => lines,
+ * }); // ['exarch: root/lead gets the message at its next boundary']
+ * ```
+ */
+export function steer<A>(line: string, place: SteeringPlace, target: SteeringTarget<A>): A {
+  const parsed = parseSteeringLine(line, place);
+  switch (parsed.kind) {
+    case 'none':
+      return target.said([]);
+    case 'wrong':
+      return target.said([...parsed.answer]);
+    case 'help':
+      return target.help();
+    case 'cancel':
+      return target.cancel(parsed.agent);
+    case 'msg':
+      return target.message(parsed.agent, parsed.text);
+  }
+}
 
 /** `lead/scribe` and `root/lead/scribe` name the same agent. */
 function agentId(path: string): string {

@@ -1,5 +1,5 @@
 import type PgBoss from 'pg-boss';
-import { parseSteeringLine, steeringAnswers } from '../engine/steeringLine.js';
+import { steer, steeringAnswers } from '../engine/steeringLine.js';
 import type { PostgresRunStore } from '../store/postgresStore.js';
 import { RUN_QUEUE, type RunJob } from './runQueue.js';
 import { jobSessionOf } from './spreadApprovals.js';
@@ -19,35 +19,28 @@ import { jobSessionOf } from './spreadApprovals.js';
  * ```
  */
 export async function steerSpreadRun(store: PostgresRunStore, boss: PgBoss, runId: string, line: string): Promise<string[]> {
-  const parsed = parseSteeringLine(line, 'followed');
-  switch (parsed.kind) {
-    case 'none':
-      return [];
-    case 'wrong':
-      return [...parsed.answer];
-    case 'help':
-      return steeringAnswers.help(await running(store, runId), 'followed');
-    case 'cancel': {
+  /** Wakes the job that runs `host`, in the transaction that stores what it is to act on. */
+  const wake = (host: string) => (db: unknown) => boss.insert([{ name: RUN_QUEUE, data: { runId, session: host } satisfies RunJob }], { db: db as PgBoss.Db });
+  return steer(line, 'followed', {
+    help: async () => steeringAnswers.help(await running(store, runId), 'followed'),
+    cancel: async (agent) => {
       const live = await store.liveSubAgents(runId);
-      if (!live.includes(parsed.agent)) return steeringAnswers.noSubAgent(parsed.agent, await running(store, runId, live));
-      const host = jobSessionOf(parsed.agent, await store.spawnsOf(runId, lineageOf(parsed.agent)));
-      await store.requestCancel(runId, parsed.agent, 'cancelled from the terminal', (db) =>
-        boss.insert([{ name: RUN_QUEUE, data: { runId, session: host } satisfies RunJob }], { db: db as unknown as PgBoss.Db }),
-      );
-      return steeringAnswers.cancelling(parsed.agent);
-    }
-    case 'msg': {
+      if (!live.includes(agent)) return steeringAnswers.noSubAgent(agent, await running(store, runId, live));
+      const host = jobSessionOf(agent, await store.spawnsOf(runId, lineageOf(agent)));
+      await store.requestCancel(runId, agent, 'cancelled from the terminal', wake(host));
+      return steeringAnswers.cancelling(agent);
+    },
+    message: async (agent, text) => {
       const live = await store.liveSubAgents(runId);
-      const runs = parsed.agent === 'root' ? await rootRuns(store, runId) : live.includes(parsed.agent);
+      const runs = agent === 'root' ? await rootRuns(store, runId) : live.includes(agent);
       // One that has not begun has no journal to take a message into yet.
-      if (!runs || !(await store.hasBegun(runId, parsed.agent))) return steeringAnswers.noAgent(parsed.agent, await running(store, runId, live));
-      const host = jobSessionOf(parsed.agent, await store.spawnsOf(runId, lineageOf(parsed.agent)));
-      await store.sendMessage(runId, parsed.agent, host, parsed.text, (db) =>
-        boss.insert([{ name: RUN_QUEUE, data: { runId, session: host } satisfies RunJob }], { db: db as unknown as PgBoss.Db }),
-      );
-      return steeringAnswers.messaged(parsed.agent);
-    }
-  }
+      if (!runs || !(await store.hasBegun(runId, agent))) return steeringAnswers.noAgent(agent, await running(store, runId, live));
+      const host = jobSessionOf(agent, await store.spawnsOf(runId, lineageOf(agent)));
+      await store.sendMessage(runId, agent, host, text, wake(host));
+      return steeringAnswers.messaged(agent);
+    },
+    said: async (lines) => lines,
+  });
 }
 
 /** The run's agents running now, root first (none once the run has ended). */
