@@ -64,6 +64,17 @@ function timeless(file: string): unknown[] {
 function perAgent(file: string): Record<string, unknown[]> {
   const out: Record<string, unknown[]> = {};
   for (const record of timeless(file) as { agent?: string; parent?: string }[]) (out[record.agent ?? record.parent ?? ''] ??= []).push(record);
+  // The results of one batch's tools are traced as each ends, which is a matter of time too (two
+  // reads of a batch ended in either order on a loaded machine): within a run of them, by call.
+  for (const records of Object.values(out))
+    for (let i = 0; i < records.length; ) {
+      let j = i;
+      while (j < records.length && (records[j] as { kind?: string }).kind === 'tool.result') j++;
+      const results = records.slice(i, j) as { toolUseId: string }[];
+      results.sort((a, b) => a.toolUseId.localeCompare(b.toolUseId));
+      records.splice(i, results.length, ...results);
+      i = Math.max(j, i + 1);
+    }
   return out;
 }
 
