@@ -29,7 +29,7 @@ import type { RequestSpend, StreamModelInput } from '../src/engine/model/streamM
 import { addUsage, ZERO_USAGE } from '../src/engine/usage.js';
 import type { RestoredSession, ResumeState } from '../src/store/restoredSession.js';
 import type { AgentOutcome, AgentResult, AssistantBlock, ModelResponse, StopReason, ToolResultBlock, ToolUseBlock, UserBlock } from '../src/engine/types.js';
-import type { SessionInput, SessionEvent, Batch, SessionFixed, SessionContext, StepEnd, MadeContext, Spawner } from './sessionTypes.js';
+import type { ActorArgs, SessionInput, SessionEvent, Batch, SessionFixed, SessionContext, SessionArgs, StepEnd, MadeContext, Spawner } from './sessionTypes.js';
 
 /**
  * The session machine: one per agent, root and sub-agents alike (CONTRACT §1).
@@ -484,6 +484,342 @@ export function validateSessionInput(input: SessionInput): void {
   checkAgentBudget(input.subtreeBudget);
 }
 
+/** Delivers the inbox and queued user messages as one user turn, and restarts the turn's counts. */
+function startTurn({ context }: SessionArgs): Partial<SessionContext> {
+  deliverTurnInput(context);
+  const latchCounts: Record<string, LatchCount> = {};
+  for (const [id, count] of Object.entries(context.latchCounts)) latchCounts[id] = { turn: 0, total: count.total };
+  return { inbox: [], pendingUser: [], steps: 0, latchCounts, joinable: true };
+}
+
+/**
+ * Results that arrived after the turn started but before its first request left (a durable
+ * run's request waits for the journal) join that turn's user message: one request for them all,
+ * never a second request made for them alone. User messages queued meanwhile join too, as at
+ * any turn start (a resume reads the joined message as one).
+ */
+function joinTurn({ context }: SessionArgs): Partial<SessionContext> {
+  deliverTurnInput(context);
+  return { inbox: [], pendingUser: [] };
+}
+
+/** Starts the model request its budgets admitted (see src/session/sessionEffects.ts); it answers with `model.done` or `model.error`. */
+function requestModel({ context, self }: ActorArgs): void {
+  const admission = context.fixed.admitter.take();
+  if (!admission) return;
+  context.options.budget.requestStarting(context.agent);
+  effectsFor(self, context)?.requestModel(modelStepInput(context), lateResultsOf(context), admission);
+}
+
+/** Starts the batch's runnable calls; they answer with `tool.settled` and, last, `batch.drained`. */
+function runBatch({ context, self }: ActorArgs): void {
+  const calls: RunnableCall[] = [];
+  const results = context.batch?.results;
+  for (const call of context.batch?.plan ?? []) {
+    // A resumed batch runs only the calls that have no result yet.
+    if (call.kind === 'run' && !results?.has(call.id))
+      calls.push({ id: call.id, name: call.name, run: call.run, timeoutMs: call.timeoutMs ?? context.options.toolTimeoutMs, readOnly: call.readOnly });
+  }
+  effectsFor(self, context)?.runTools({
+    agent: context.agent,
+    calls,
+    outputCap: context.options.toolOutputCap,
+    // Stopped mid-batch from outside: every call still gets its answer.
+    onAbandon: () => closeOpenCalls(context, 'cancelled'),
+  });
+}
+
+/** The journal's mark of a wait: a resume takes the session up in `waitingForAgents` again. */
+/**
+ * Notes the wait, unless it already holds: the session then leaves in the same macrostep, its
+ * commit is the record that counts, and (a resumed session's entry actions run when it starts,
+ * after the commit its first macrostep wrote) a `waiting` after it would show a wait that is over.
+ */
+function noteWaiting({ context }: SessionArgs): void {
+  if (!waitSatisfied(context)) context.fixed.recorder.note({ type: 'waiting' });
+}
+
+/**
+ * Commits the response and plans its batch, in one assign (each assign makes a snapshot).
+ * Protocol calls are answered here, in model order: `agent` spawns a child, `cancel_agent`
+ * queues a cancel (see `sendCancels`), the first `reply` is staged. Other tools run on the
+ * session's effects.
+ */
+function openBatch({ context, event, spawn }: SessionArgs & { readonly spawn: Spawner }): Partial<SessionContext> {
+  const response = responseOf(event);
+  const { requests, usage } = commitResponseTo(context, event);
+  const plan = planBatch(response.content, context.fixed.toolbox, new Set(response.incompleteToolUseIds), response.invalidToolInputs);
+  const results = new Map<string, ToolResultBlock>();
+  let reply: Batch['reply'] = null;
+  let wait: Batch['wait'] = null;
+  const children = context.children;
+  let spawned = context.spawned;
+  const crews = new Map<string, CrewMember<SessionInput>[]>();
+  const cancels: LiveChild[] = [];
+  const gated = new Map(callsNeedingApproval(context, event).map((block) => [block.id, block]));
+  const awaiting: Batch['awaiting'] = new Map();
+  for (const call of plan) {
+    switch (call.kind) {
+      case 'answered':
+        results.set(call.id, call.result);
+        break;
+      case 'run': {
+        const block = gated.get(call.id);
+        if (block) awaiting.set(call.id, { tool: block.name, input: block.input });
+        break;
+      }
+      case 'agent': {
+        if (children.byNameOf(call.name)) {
+          results.set(call.id, errorResult(call.id, `a sub-agent named '${call.name}' is still running; pick another name or cancel it first`));
+          break;
+        }
+        if (call.budget?.cost !== undefined && !context.options.budget.priced) {
+          results.set(
+            call.id,
+            errorResult(call.id, "invalid input for tool 'agent': budget.cost: this run has no prices to count US$ with; give budget.tokens instead"),
+          );
+          break;
+        }
+        spawned += 1;
+        const use = children.nextUse(call.name);
+        const agent = childIdentity(context.agent, call.name, use);
+        // The child's id in this session (its deliveries carry it): its crew runs it under a
+        // small local id and renames its events to this one (see machines/crew.ts).
+        const actorId = String(spawned);
+        const child = children.add(actorId, agent);
+        let members = crews.get(child.crewId);
+        if (!members) crews.set(child.crewId, (members = []));
+        const remote = remoteMember(context.options, context.fixed.budgetScope, {
+          actorId,
+          parent: context.agent,
+          agent,
+          task: call.task,
+          ...(call.type === undefined ? {} : { profile: call.type }),
+          ...(call.budget === undefined ? {} : { budget: call.budget }),
+        });
+        members.push({
+          actorId,
+          input: inheritOptions(childOptions(context.options, call.type), {
+            task: call.task,
+            agent,
+            ...budgetsFor(context.fixed.budgetScope, call.budget),
+          }),
+          ...(remote ? { remote } : {}),
+        });
+        context.fixed.recorder.record({
+          type: 'spawn',
+          name: call.name,
+          id: agent.id,
+          actorId,
+          task: call.task,
+          ...(call.type === undefined ? {} : { profile: call.type }),
+          ...(call.budget === undefined ? {} : { budget: call.budget }),
+        });
+        results.set(
+          call.id,
+          okResult(call.id, `Sub-agent '${call.name}' started. Its result will arrive later as a message beginning with [agent '${call.name}' …].`),
+        );
+        break;
+      }
+      case 'cancel_agent': {
+        const child = children.byNameOf(call.name);
+        if (!child) {
+          results.set(call.id, errorResult(call.id, `no running sub-agent named '${call.name}'`));
+          break;
+        }
+        cancels.push(child);
+        results.set(call.id, okResult(call.id, `Sub-agent '${call.name}' is being cancelled; [agent '${call.name}' was cancelled] will arrive.`));
+        break;
+      }
+      case 'wait':
+        if (wait) {
+          results.set(call.id, errorResult(call.id, 'wait_for_agents was already called in this response; the first one stands'));
+          break;
+        }
+        wait = { id: call.id, until: call.until };
+        break;
+      case 'reply':
+        if (reply) {
+          results.set(call.id, errorResult(call.id, 'reply was already called in this response; the first reply stands'));
+          break;
+        }
+        reply = { result: call.result };
+        results.set(call.id, okResult(call.id, 'Reply recorded. Your session ends once the other calls of this response have run.'));
+        break;
+    }
+  }
+  // Nothing to wait for (no sub-agent runs, counting those this batch started): answered at once.
+  if (wait && children.size === 0) {
+    results.set(wait.id, okResult(wait.id, 'No sub-agents are running: there was nothing to wait for.'));
+    wait = null;
+  }
+  // A durable run keeps every answer given as the batch opened: a resume cannot recompute
+  // those of `agent` and `cancel_agent`, which depended on the children live at the time.
+  if (context.fixed.recorder.durable) for (const result of results.values()) context.fixed.recorder.note({ type: 'tool', result });
+  // Sub-agents live in crews (machines/crew.ts), each spawned with its share of this batch.
+  children.closeCrew();
+  for (const [crewId, members] of crews) spawn('crew', { id: crewId, input: { members } });
+  return {
+    requests,
+    usage,
+    batch: { plan, results, reply, cancels, wait, awaiting, stepEnd: stepEndOf(response), committed: false, cancelsSent: false },
+    spawned,
+  };
+}
+
+/**
+ * Entering `awaitingApproval`: the waiting calls are journaled (a resume waits on) and go to the
+ * tree's desk, which tells the host. (A resumed call of a tool approved `always` meanwhile was
+ * approved by `resumedBatch`.)
+ */
+function requestApprovals({ context, self }: ActorArgs): void {
+  const batch = context.batch;
+  if (!batch || batch.awaiting.size === 0) return;
+  const desk = context.options.approvals;
+  context.fixed.recorder.note({ type: 'awaiting', calls: [...batch.awaiting.keys()] });
+  const task = taskOf(context);
+  for (const [callId, call] of batch.awaiting)
+    desk.request({ type: 'approval.requested', callId, tool: call.tool, input: call.input, agent: context.agent, task }, self);
+}
+
+/** A person answered one waiting call: a denial is its `is_error` result; an approval lets it run. */
+function answerApproval({ context, event }: SessionArgs): void {
+  if (event.type !== 'approval.answer') return;
+  const call = context.batch?.awaiting.get(event.callId);
+  if (!context.batch || !call) return;
+  context.batch.awaiting.delete(event.callId);
+  context.options.approvals.settle(event.callId);
+  const reason = event.reason === undefined ? {} : { reason: event.reason };
+  context.fixed.recorder.note({ type: 'approval', callId: event.callId, tool: call.tool, decision: event.decision, ...reason });
+  if (event.decision === 'deny') context.batch.results.set(event.callId, errorResult(event.callId, denialMessage(call.tool, event.reason)));
+}
+
+/** Leaving `awaitingApproval` other than by its answers (a cancel): the desk stops offering its calls. */
+function withdrawApprovals({ context }: SessionArgs): void {
+  for (const callId of context.batch?.awaiting.keys() ?? []) context.options.approvals.settle(callId);
+}
+
+/** Takes the last result (it comes with `batch.drained`) and commits the batch. */
+function commitBatch({ context, event }: SessionArgs): Partial<SessionContext> {
+  settleCallIn(context, event);
+  // A delivered inbox is emptied in place; a new array makes the change visible in the snapshot.
+  return commitBatchTo(context);
+}
+
+/** Appends the chosen latch's reminder to the history (merged into a trailing user message). */
+function applyNudge({ context, event }: SessionArgs, params: { on: NudgeLatch['on'] }): Partial<SessionContext> {
+  const view = nudgeView(context, stepEndFor(context, event));
+  const latch = pickNudge(context.fixed.latches, params.on, context.latchCounts, view);
+  if (!latch) throw new Error(`exarch: a ${params.on} nudge was chosen but no latch fires`);
+  const count = context.latchCounts[latch.id] ?? { turn: 0, total: 0 };
+  const message = nudgeMessage(latch, { ...view, firedThisTurn: count.turn, firedTotal: count.total });
+  appendUserBlocks(context.messages, [text(message)]);
+  context.fixed.recorder.record({ type: 'nudge', latch: latch.id, text: message });
+  return { latchCounts: { ...context.latchCounts, [latch.id]: { turn: count.turn + 1, total: count.total + 1 } } };
+}
+
+/** Why the session fails: the reason given, the refusal, the error, or the event it failed on. */
+function fail({ event }: SessionArgs, params: { reason?: string }): Partial<SessionContext> {
+  if (params.reason) return { failure: params.reason };
+  if (event.type === 'model.done') return { failure: REFUSAL_REASONS[responseOf(event).stopReason] ?? 'model stopped' };
+  if ('error' in event) return { failure: describeError(event.error) };
+  return { failure: `failed on ${event.type}` };
+}
+
+/** The staged reply, rendered and clipped, is the session's result (`empty` if it renders to nothing). */
+function finishReplied({ context }: SessionArgs): Partial<SessionContext> {
+  const reply = context.batch?.reply;
+  const rendered = clip(renderValue(reply?.result), context.options.replyCap);
+  // A typed reply also hands up its parsed value (the host's `AgentResult.value`).
+  const value = context.options.reply !== undefined && reply ? { value: reply.result } : {};
+  return { result: finish(context, rendered.length > 0 ? 'replied' : 'empty', { text: rendered, ...value }) };
+}
+
+/** Ends `capped`: by its budget (spent, or capping it now) or by its step cap. */
+function finishCapped({ context, event }: SessionArgs): Partial<SessionContext> {
+  const budget = event.type === 'budget.spent' || context.options.budget.caps(context.agent, context.fixed.budgetScope);
+  const reason = budget ? 'budget' : `step cap of ${context.options.maxSteps} reached`;
+  return { result: finish(context, 'capped', { reason }) };
+}
+
+/** Ends `cancelled`, with the reason the cancel gave. */
+function finishCancelled({ context, event }: SessionArgs): Partial<SessionContext> {
+  return { result: finish(context, 'cancelled', event.type === 'cancel' && event.reason ? { reason: event.reason } : {}) };
+}
+
+/** What the chart asks of a session as it takes an event: its guards, by name. */
+const sessionGuards = {
+  fromSubAgent: ({ event }: SessionArgs) => 'actorId' in event && /^\d+$/.test(event.actorId),
+  // wake 'all': results wait in the inbox until the last running sub-agent has delivered.
+  hasTurnInput: ({ context }: SessionArgs) =>
+    context.pendingUser.length > 0 || (context.inbox.length > 0 && (context.options.wake === 'each' || context.children.size === 0)),
+  capReached: ({ context }: SessionArgs) => capReached(context),
+  // The turn's first request has not left yet (`model.starting`), and results arrived since the
+  // turn started. (A user message alone waits for the next turn, as it does during any request.)
+  lateResults: ({ context }: SessionArgs) => context.joinable && context.steps === 1 && context.inbox.length > 0,
+  refused: ({ event }: SessionArgs) => responseOf(event).stopReason in REFUSAL_REASONS,
+  hasToolCalls: ({ event }: SessionArgs) => responseOf(event).content.some((b) => b.type === 'tool_use'),
+  truncated: ({ context, event }: SessionArgs) => stepEndFor(context, event).stopReason === 'max_tokens',
+  paused: ({ event }: SessionArgs) => responseOf(event).stopReason === 'pause_turn',
+  truncationReminderLeft: ({ context, event }: SessionArgs) => latchFor(context, 'max_tokens', stepEndFor(context, event)) !== undefined,
+  endTurnLatchFires: ({ context, event }: SessionArgs) => latchFor(context, 'end_turn', stepEndFor(context, event)) !== undefined,
+  quietSubAgent: ({ context }: SessionArgs) => isSubAgent(context) && isQuiet(context),
+  replyStaged: ({ context }: SessionArgs) => context.batch?.reply != null,
+  waitPending: ({ context }: SessionArgs) => !waitSatisfied(context),
+  waitSatisfied: ({ context }: SessionArgs) => waitSatisfied(context),
+  needsApproval: ({ context, event }: SessionArgs) => callsNeedingApproval(context, event).length > 0,
+  approvalsAnswered: ({ context }: SessionArgs) => (context.batch?.awaiting.size ?? 0) === 0,
+  resumesAt: ({ context }: SessionArgs, params: { state: ResumeState }) => context.resumeAt === params.state,
+};
+
+/** A session's context as it starts: new, or taken up from its journal (`input.restore`). */
+function sessionContext({ input, spawn, self }: { input: SessionInput; spawn: Spawner; self: AnyActorRef }): SessionContext {
+  const options = resolveOptions(input);
+  const restore = input.restore;
+  const agent = restore?.agent ?? input.agent ?? ROOT_AGENT;
+  const axes = sessionAxes(agent.depth, options);
+  const toolbox = buildToolbox(options.tools, axes, options.protocol);
+  if (input.history) assertToolPairing(input.history);
+  const journal = options.journal?.open(agent.id);
+  const recorder = new SessionRecorder(options.logs.open(agent), journal, restore && { own: restore.usage, subtree: restore.childUsage });
+  const system = typeof options.system === 'string' ? options.system : (options.system ?? defaultSystemPrompt)(agent, axes.spawns);
+  const latches = latchesFor(options, axes.replies);
+  if (restore?.approvedTools) options.approvals.approveAlways(restore.approvedTools);
+  const meter = options.budget;
+  const budgetScope = input.subtreeBudget ? meter.scope(agent, input.subtreeBudget, input.enclosingBudget, self) : input.enclosingBudget;
+  const admitter = new RequestAdmitter(meter, agent, budgetScope, options.model, system, toolbox.specs);
+  // The tree's budget keeps room for the root's next request, as it would leave now.
+  if (agent.depth === 0) meter.attachRoot(self, () => nextRequestBytes(self, admitter), options.model);
+  const fixed: SessionFixed = { toolbox, system, latches, recorder, budgetScope, admitter };
+  if (restore) {
+    // What its journal committed counts toward its budgets again (its live sub-agents add theirs).
+    meter.seed(agent, options.model, budgetScope, restore.usage, restore.childUsage);
+    return resumedContext({ options, agent, fixed, failure: null, result: null }, restore, spawn);
+  }
+  recorder.record({ type: 'session', agent, ...(input.task === undefined ? {} : { task: input.task }) });
+  // A literal rather than a spread of the shared fields: this runs once per sub-agent.
+  return {
+    options,
+    agent,
+    fixed,
+    messages: input.history ? [...input.history] : [],
+    pendingUser: input.task === undefined ? [] : [input.task],
+    inbox: [],
+    steps: 0,
+    batch: null,
+    children: new ChildRegistry(),
+    spawned: 0,
+    latchCounts: {},
+    requests: 0,
+    usage: ZERO_USAGE,
+    childUsage: ZERO_USAGE,
+    failure: null,
+    result: null,
+    joinable: false,
+    resumeAt: null,
+  };
+}
+
 const machineSetup = setup({
   types: {
     context: {} as SessionContext,
@@ -494,110 +830,20 @@ const machineSetup = setup({
   actors: {
     crew: crewMachine,
   },
-  guards: {
-    fromSubAgent: ({ event }) => 'actorId' in event && /^\d+$/.test(event.actorId),
-    // wake 'all': results wait in the inbox until the last running sub-agent has delivered.
-    hasTurnInput: ({ context }) =>
-      context.pendingUser.length > 0 || (context.inbox.length > 0 && (context.options.wake === 'each' || context.children.size === 0)),
-    capReached: ({ context }) => capReached(context),
-    // The turn's first request has not left yet (`model.starting`), and results arrived since the
-    // turn started. (A user message alone waits for the next turn, as it does during any request.)
-    lateResults: ({ context }) => context.joinable && context.steps === 1 && context.inbox.length > 0,
-    refused: ({ event }) => responseOf(event).stopReason in REFUSAL_REASONS,
-    hasToolCalls: ({ event }) => responseOf(event).content.some((b) => b.type === 'tool_use'),
-    truncated: ({ context, event }) => stepEndFor(context, event).stopReason === 'max_tokens',
-    paused: ({ event }) => responseOf(event).stopReason === 'pause_turn',
-    truncationReminderLeft: ({ context, event }) => latchFor(context, 'max_tokens', stepEndFor(context, event)) !== undefined,
-    endTurnLatchFires: ({ context, event }) => latchFor(context, 'end_turn', stepEndFor(context, event)) !== undefined,
-    quietSubAgent: ({ context }) => isSubAgent(context) && isQuiet(context),
-    replyStaged: ({ context }) => context.batch?.reply != null,
-    waitPending: ({ context }) => !waitSatisfied(context),
-    waitSatisfied: ({ context }) => waitSatisfied(context),
-    needsApproval: ({ context, event }) => callsNeedingApproval(context, event).length > 0,
-    approvalsAnswered: ({ context }) => (context.batch?.awaiting.size ?? 0) === 0,
-    resumesAt: ({ context }, params: { state: ResumeState }) => context.resumeAt === params.state,
-  },
+  guards: sessionGuards,
   actions: {
-    /** Delivers the inbox and queued user messages as one user turn, and restarts the turn's counts. */
-    startTurn: assign(({ context }) => {
-      deliverTurnInput(context);
-      const latchCounts: Record<string, LatchCount> = {};
-      for (const [id, count] of Object.entries(context.latchCounts)) latchCounts[id] = { turn: 0, total: count.total };
-      return { inbox: [], pendingUser: [], steps: 0, latchCounts, joinable: true };
-    }),
-    /**
-     * Results that arrived after the turn started but before its first request left (a durable
-     * run's request waits for the journal) join that turn's user message: one request for them all,
-     * never a second request made for them alone. User messages queued meanwhile join too, as at
-     * any turn start (a resume reads the joined message as one).
-     */
-    joinTurn: assign(({ context }) => {
-      deliverTurnInput(context);
-      return { inbox: [], pendingUser: [] };
-    }),
+    startTurn: assign(startTurn),
+    joinTurn: assign(joinTurn),
     countStep: assign({ steps: ({ context }) => context.steps + 1 }),
-    /**
-     * No request leaves before its budgets admit it (see `RequestAdmitter`). One that must wait for
-     * a running request to end makes the session `queued` (raised, so no snapshot shows it
-     * streaming); one that never can be admitted ends it `capped` (a crossing already sent it
-     * that, or cancels it; this covers one that began just after). Resolved in order with the
-     * entry's other actions even while the actor starts (a plain action would then be deferred).
-     */
-    admitRequest: enqueueActions(({ context, self, enqueue }) => {
-      const { admitter } = context.fixed;
-      const answer = admitter.ask(context.messages);
-      if (answer === 'spent') {
-        queueMicrotask(() => self.send({ type: 'budget.spent' } satisfies BudgetSpentEvent));
-        return;
-      }
-      if (answer === 'wait') {
-        admitter.wait(
-          context.messages,
-          () => self.send({ type: 'budget.room' } satisfies BudgetRoomEvent),
-          () => self.send({ type: 'budget.spent' } satisfies BudgetSpentEvent),
-        );
-        enqueue.raise({ type: 'budget.wait' } satisfies BudgetWaitEvent);
-      }
-    }),
-    /** Starts the model request its budgets admitted (see src/session/sessionEffects.ts); it answers with `model.done` or `model.error`. */
-    requestModel: ({ context, self }) => {
-      const admission = context.fixed.admitter.take();
-      if (!admission) return;
-      context.options.budget.requestStarting(context.agent);
-      effectsFor(self, context)?.requestModel(modelStepInput(context), lateResultsOf(context), admission);
-    },
+    requestModel,
     /** The request again, with input that joined its turn just before it left: the room it was admitted with goes with it. */
     requestModelAgain: ({ context, self }) => effectsFor(self, context)?.requestModel(modelStepInput(context), lateResultsOf(context), 'keep'),
     /** The request that was about to leave waits in the budget's queue instead: it was not a step. */
     uncountStep: assign({ steps: ({ context }) => context.steps - 1 }),
     /** Out of the budget's queue; room it was handed goes back unless it now makes its request. */
     leaveBudgetQueue: ({ context, event }) => context.fixed.admitter.leave(event.type === 'budget.room'),
-    /** Starts the batch's runnable calls; they answer with `tool.settled` and, last, `batch.drained`. */
-    runBatch: ({ context, self }) => {
-      const calls: RunnableCall[] = [];
-      const results = context.batch?.results;
-      for (const call of context.batch?.plan ?? []) {
-        // A resumed batch runs only the calls that have no result yet.
-        if (call.kind === 'run' && !results?.has(call.id))
-          calls.push({ id: call.id, name: call.name, run: call.run, timeoutMs: call.timeoutMs ?? context.options.toolTimeoutMs, readOnly: call.readOnly });
-      }
-      effectsFor(self, context)?.runTools({
-        agent: context.agent,
-        calls,
-        outputCap: context.options.toolOutputCap,
-        // Stopped mid-batch from outside: every call still gets its answer.
-        onAbandon: () => closeOpenCalls(context, 'cancelled'),
-      });
-    },
-    /** The journal's mark of a wait: a resume takes the session up in `waitingForAgents` again. */
-    /**
-     * Notes the wait, unless it already holds: the session then leaves in the same macrostep, its
-     * commit is the record that counts, and (a resumed session's entry actions run when it starts,
-     * after the commit its first macrostep wrote) a `waiting` after it would show a wait that is over.
-     */
-    noteWaiting: ({ context }) => {
-      if (!waitSatisfied(context)) context.fixed.recorder.note({ type: 'waiting' });
-    },
+    runBatch,
+    noteWaiting,
     /** While waiting for sub-agents: a stop from outside still answers the open batch's calls. */
     holdBatch: ({ context, self }) => effectsFor(self, context)?.holdBatch(() => closeOpenCalls(context, 'cancelled')),
     releaseBatch: ({ context, self }) => effectsFor(self, context)?.releaseBatch(),
@@ -612,190 +858,15 @@ const machineSetup = setup({
     armTick: ({ context, self }) => effectsFor(self, context)?.armTick(),
     /** Commits a complete assistant message; nothing of a failed or aborted stream is ever committed. */
     commitResponse: assign(({ context, event }) => ({ ...commitResponseTo(context, event), batch: null })),
-    /**
-     * Commits the response and plans its batch, in one assign (each assign makes a snapshot).
-     * Protocol calls are answered here, in model order: `agent` spawns a child, `cancel_agent`
-     * queues a cancel (see `sendCancels`), the first `reply` is staged. Other tools run on the
-     * session's effects.
-     */
-    openBatch: assign(({ context, event, spawn }) => {
-      const response = responseOf(event);
-      const { requests, usage } = commitResponseTo(context, event);
-      const plan = planBatch(response.content, context.fixed.toolbox, new Set(response.incompleteToolUseIds), response.invalidToolInputs);
-      const results = new Map<string, ToolResultBlock>();
-      let reply: Batch['reply'] = null;
-      let wait: Batch['wait'] = null;
-      const children = context.children;
-      let spawned = context.spawned;
-      const crews = new Map<string, CrewMember<SessionInput>[]>();
-      const cancels: LiveChild[] = [];
-      const gated = new Map(callsNeedingApproval(context, event).map((block) => [block.id, block]));
-      const awaiting: Batch['awaiting'] = new Map();
-      for (const call of plan) {
-        switch (call.kind) {
-          case 'answered':
-            results.set(call.id, call.result);
-            break;
-          case 'run': {
-            const block = gated.get(call.id);
-            if (block) awaiting.set(call.id, { tool: block.name, input: block.input });
-            break;
-          }
-          case 'agent': {
-            if (children.byNameOf(call.name)) {
-              results.set(call.id, errorResult(call.id, `a sub-agent named '${call.name}' is still running; pick another name or cancel it first`));
-              break;
-            }
-            if (call.budget?.cost !== undefined && !context.options.budget.priced) {
-              results.set(
-                call.id,
-                errorResult(call.id, "invalid input for tool 'agent': budget.cost: this run has no prices to count US$ with; give budget.tokens instead"),
-              );
-              break;
-            }
-            spawned += 1;
-            const use = children.nextUse(call.name);
-            const agent = childIdentity(context.agent, call.name, use);
-            // The child's id in this session (its deliveries carry it): its crew runs it under a
-            // small local id and renames its events to this one (see machines/crew.ts).
-            const actorId = String(spawned);
-            const child = children.add(actorId, agent);
-            let members = crews.get(child.crewId);
-            if (!members) crews.set(child.crewId, (members = []));
-            const remote = remoteMember(context.options, context.fixed.budgetScope, {
-              actorId,
-              parent: context.agent,
-              agent,
-              task: call.task,
-              ...(call.type === undefined ? {} : { profile: call.type }),
-              ...(call.budget === undefined ? {} : { budget: call.budget }),
-            });
-            members.push({
-              actorId,
-              input: inheritOptions(childOptions(context.options, call.type), {
-                task: call.task,
-                agent,
-                ...budgetsFor(context.fixed.budgetScope, call.budget),
-              }),
-              ...(remote ? { remote } : {}),
-            });
-            context.fixed.recorder.record({
-              type: 'spawn',
-              name: call.name,
-              id: agent.id,
-              actorId,
-              task: call.task,
-              ...(call.type === undefined ? {} : { profile: call.type }),
-              ...(call.budget === undefined ? {} : { budget: call.budget }),
-            });
-            results.set(
-              call.id,
-              okResult(call.id, `Sub-agent '${call.name}' started. Its result will arrive later as a message beginning with [agent '${call.name}' …].`),
-            );
-            break;
-          }
-          case 'cancel_agent': {
-            const child = children.byNameOf(call.name);
-            if (!child) {
-              results.set(call.id, errorResult(call.id, `no running sub-agent named '${call.name}'`));
-              break;
-            }
-            cancels.push(child);
-            results.set(call.id, okResult(call.id, `Sub-agent '${call.name}' is being cancelled; [agent '${call.name}' was cancelled] will arrive.`));
-            break;
-          }
-          case 'wait':
-            if (wait) {
-              results.set(call.id, errorResult(call.id, 'wait_for_agents was already called in this response; the first one stands'));
-              break;
-            }
-            wait = { id: call.id, until: call.until };
-            break;
-          case 'reply':
-            if (reply) {
-              results.set(call.id, errorResult(call.id, 'reply was already called in this response; the first reply stands'));
-              break;
-            }
-            reply = { result: call.result };
-            results.set(call.id, okResult(call.id, 'Reply recorded. Your session ends once the other calls of this response have run.'));
-            break;
-        }
-      }
-      // Nothing to wait for (no sub-agent runs, counting those this batch started): answered at once.
-      if (wait && children.size === 0) {
-        results.set(wait.id, okResult(wait.id, 'No sub-agents are running: there was nothing to wait for.'));
-        wait = null;
-      }
-      // A durable run keeps every answer given as the batch opened: a resume cannot recompute
-      // those of `agent` and `cancel_agent`, which depended on the children live at the time.
-      if (context.fixed.recorder.durable) for (const result of results.values()) context.fixed.recorder.note({ type: 'tool', result });
-      // Sub-agents live in crews (machines/crew.ts), each spawned with its share of this batch.
-      children.closeCrew();
-      for (const [crewId, members] of crews) spawn('crew', { id: crewId, input: { members } });
-      return {
-        requests,
-        usage,
-        batch: { plan, results, reply, cancels, wait, awaiting, stepEnd: stepEndOf(response), committed: false, cancelsSent: false },
-        spawned,
-      };
-    }),
-    /** Sends the batch's `cancel_agent` calls to the children's crews; after `openBatch`, so they reach children it spawned. */
-    sendCancels: enqueueActions(({ context, enqueue }) => {
-      const batch = context.batch;
-      if (!batch || batch.cancelsSent) return;
-      batch.cancelsSent = true;
-      const reason = `cancelled by ${context.agent.name}`;
-      for (const { crewId, actorId } of batch.cancels) enqueue.sendTo(crewId, { type: 'crew.cancel', actorId, reason });
-    }),
-    /**
-     * Entering `awaitingApproval`: the waiting calls are journaled (a resume waits on) and go to the
-     * tree's desk, which tells the host. (A resumed call of a tool approved `always` meanwhile was
-     * approved by `resumedBatch`.)
-     */
-    requestApprovals: ({ context, self }) => {
-      const batch = context.batch;
-      if (!batch || batch.awaiting.size === 0) return;
-      const desk = context.options.approvals;
-      context.fixed.recorder.note({ type: 'awaiting', calls: [...batch.awaiting.keys()] });
-      const task = taskOf(context);
-      for (const [callId, call] of batch.awaiting)
-        desk.request({ type: 'approval.requested', callId, tool: call.tool, input: call.input, agent: context.agent, task }, self);
-    },
-    /** A person answered one waiting call: a denial is its `is_error` result; an approval lets it run. */
-    answerApproval: ({ context, event }) => {
-      if (event.type !== 'approval.answer') return;
-      const call = context.batch?.awaiting.get(event.callId);
-      if (!context.batch || !call) return;
-      context.batch.awaiting.delete(event.callId);
-      context.options.approvals.settle(event.callId);
-      const reason = event.reason === undefined ? {} : { reason: event.reason };
-      context.fixed.recorder.note({ type: 'approval', callId: event.callId, tool: call.tool, decision: event.decision, ...reason });
-      if (event.decision === 'deny') context.batch.results.set(event.callId, errorResult(event.callId, denialMessage(call.tool, event.reason)));
-    },
-    /** Leaving `awaitingApproval` other than by its answers (a cancel): the desk stops offering its calls. */
-    withdrawApprovals: ({ context }) => {
-      for (const callId of context.batch?.awaiting.keys() ?? []) context.options.approvals.settle(callId);
-    },
+    openBatch: assign(openBatch),
+    requestApprovals,
+    answerApproval,
+    withdrawApprovals,
     /** Journaled before the approved calls start: a resume then treats them as calls that were running. */
     noteDispatching: ({ context }) => context.fixed.recorder.note({ type: 'dispatching' }),
     settleCall: ({ context, event }) => settleCallIn(context, event),
-    /** Takes the last result (it comes with `batch.drained`) and commits the batch. */
-    commitBatch: assign(({ context, event }) => {
-      settleCallIn(context, event);
-      // A delivered inbox is emptied in place; a new array makes the change visible in the snapshot.
-      return commitBatchTo(context);
-    }),
-    /** Appends the chosen latch's reminder to the history (merged into a trailing user message). */
-    applyNudge: assign(({ context, event }, params: { on: NudgeLatch['on'] }) => {
-      const view = nudgeView(context, stepEndFor(context, event));
-      const latch = pickNudge(context.fixed.latches, params.on, context.latchCounts, view);
-      if (!latch) throw new Error(`exarch: a ${params.on} nudge was chosen but no latch fires`);
-      const count = context.latchCounts[latch.id] ?? { turn: 0, total: 0 };
-      const message = nudgeMessage(latch, { ...view, firedThisTurn: count.turn, firedTotal: count.total });
-      appendUserBlocks(context.messages, [text(message)]);
-      context.fixed.recorder.record({ type: 'nudge', latch: latch.id, text: message });
-      return { latchCounts: { ...context.latchCounts, [latch.id]: { turn: count.turn + 1, total: count.total + 1 } } };
-    }),
+    commitBatch: assign(commitBatch),
+    applyNudge: assign(applyNudge),
     queueUserMessage: assign({
       pendingUser: ({ context, event }) => {
         if (event.type !== 'user.message') return context.pendingUser;
@@ -803,53 +874,73 @@ const machineSetup = setup({
         return [...context.pendingUser, event.text];
       },
     }),
-    /** A child finished: its result goes to the inbox and its actor is dropped. */
-    receiveChildResult: enqueueActions(({ context, event, enqueue }) => {
-      if (!('output' in event) || !('actorId' in event)) return;
-      const { update, emptyCrew } = acceptChildResult(context, event.actorId, event.output as AgentResult);
-      enqueue.assign(update);
-      // The crew already stopped the child; a crew that held its last child goes too.
-      if (emptyCrew) enqueue.stopChild(emptyCrew);
-    }),
-    /** A child actor crashed: it is delivered as failed, and the parent carries on. */
-    receiveChildError: enqueueActions(({ context, event, enqueue }) => {
-      if (!('error' in event) || !('actorId' in event)) return;
-      const name = context.children.byActorId(event.actorId)?.agent.name ?? event.actorId;
-      const result: AgentResult = { name, outcome: 'failed', text: '', reason: `sub-agent crashed: ${describeError(event.error)}`, usage: ZERO_USAGE };
-      const { update, emptyCrew } = acceptChildResult(context, event.actorId, result);
-      enqueue.assign(update);
-      if (emptyCrew) enqueue.stopChild(emptyCrew);
-    }),
-    cancelChildren: enqueueActions(({ context, enqueue }, params: { reason: string }) => {
-      for (const child of context.children.values()) enqueue.sendTo(child.crewId, { type: 'crew.cancel', actorId: child.actorId, reason: params.reason });
-    }),
     closeOpenCalls: ({ context }, params: { reason: string }) => closeOpenCalls(context, params.reason),
     flushLog: ({ context }) => context.fixed.recorder.flush(),
-    fail: assign(({ event }, params: { reason?: string }) => {
-      if (params.reason) return { failure: params.reason };
-      if (event.type === 'model.done') return { failure: REFUSAL_REASONS[responseOf(event).stopReason] ?? 'model stopped' };
-      if ('error' in event) return { failure: describeError(event.error) };
-      return { failure: `failed on ${event.type}` };
-    }),
-    finishReplied: assign(({ context }) => {
-      const reply = context.batch?.reply;
-      const rendered = clip(renderValue(reply?.result), context.options.replyCap);
-      // A typed reply also hands up its parsed value (the host's `AgentResult.value`).
-      const value = context.options.reply !== undefined && reply ? { value: reply.result } : {};
-      return { result: finish(context, rendered.length > 0 ? 'replied' : 'empty', { text: rendered, ...value }) };
-    }),
+    fail: assign(fail),
+    finishReplied: assign(finishReplied),
     finishEmpty: assign(({ context }) => ({ result: finish(context, 'empty') })),
-    finishCapped: assign(({ context, event }) => {
-      const budget = event.type === 'budget.spent' || context.options.budget.caps(context.agent, context.fixed.budgetScope);
-      const reason = budget ? 'budget' : `step cap of ${context.options.maxSteps} reached`;
-      return { result: finish(context, 'capped', { reason }) };
-    }),
+    finishCapped: assign(finishCapped),
     finishFailed: assign(({ context }) => ({ result: finish(context, 'failed', { reason: context.failure ?? 'unknown failure' }) })),
-    finishCancelled: assign(({ context, event }) => ({
-      result: finish(context, 'cancelled', event.type === 'cancel' && event.reason ? { reason: event.reason } : {}),
-    })),
+    finishCancelled: assign(finishCancelled),
   },
-});
+})
+  // Actions that enqueue others (raise an event, send to a crew, stop one): typed against the
+  // actions above, so declared after them (one `setup` typing both fails to infer their params).
+  .extend({
+    actions: {
+      /**
+       * No request leaves before its budgets admit it (see `RequestAdmitter`). One that must wait for
+       * a running request to end makes the session `queued` (raised, so no snapshot shows it
+       * streaming); one that never can be admitted ends it `capped` (a crossing already sent it
+       * that, or cancels it; this covers one that began just after). Resolved in order with the
+       * entry's other actions even while the actor starts (a plain action would then be deferred).
+       */
+      admitRequest: enqueueActions(({ context, self, enqueue }) => {
+        const { admitter } = context.fixed;
+        const answer = admitter.ask(context.messages);
+        if (answer === 'spent') {
+          queueMicrotask(() => self.send({ type: 'budget.spent' } satisfies BudgetSpentEvent));
+          return;
+        }
+        if (answer === 'wait') {
+          admitter.wait(
+            context.messages,
+            () => self.send({ type: 'budget.room' } satisfies BudgetRoomEvent),
+            () => self.send({ type: 'budget.spent' } satisfies BudgetSpentEvent),
+          );
+          enqueue.raise({ type: 'budget.wait' } satisfies BudgetWaitEvent);
+        }
+      }),
+      /** Sends the batch's `cancel_agent` calls to the children's crews; after `openBatch`, so they reach children it spawned. */
+      sendCancels: enqueueActions(({ context, enqueue }) => {
+        const batch = context.batch;
+        if (!batch || batch.cancelsSent) return;
+        batch.cancelsSent = true;
+        const reason = `cancelled by ${context.agent.name}`;
+        for (const { crewId, actorId } of batch.cancels) enqueue.sendTo(crewId, { type: 'crew.cancel', actorId, reason });
+      }),
+      /** A child finished: its result goes to the inbox and its actor is dropped. */
+      receiveChildResult: enqueueActions(({ context, event, enqueue }) => {
+        if (!('output' in event) || !('actorId' in event)) return;
+        const { update, emptyCrew } = acceptChildResult(context, event.actorId, event.output as AgentResult);
+        enqueue.assign(update);
+        // The crew already stopped the child; a crew that held its last child goes too.
+        if (emptyCrew) enqueue.stopChild(emptyCrew);
+      }),
+      /** A child actor crashed: it is delivered as failed, and the parent carries on. */
+      receiveChildError: enqueueActions(({ context, event, enqueue }) => {
+        if (!('error' in event) || !('actorId' in event)) return;
+        const name = context.children.byActorId(event.actorId)?.agent.name ?? event.actorId;
+        const result: AgentResult = { name, outcome: 'failed', text: '', reason: `sub-agent crashed: ${describeError(event.error)}`, usage: ZERO_USAGE };
+        const { update, emptyCrew } = acceptChildResult(context, event.actorId, result);
+        enqueue.assign(update);
+        if (emptyCrew) enqueue.stopChild(emptyCrew);
+      }),
+      cancelChildren: enqueueActions(({ context, enqueue }, params: { reason: string }) => {
+        for (const child of context.children.values()) enqueue.sendTo(child.crewId, { type: 'crew.cancel', actorId: child.actorId, reason: params.reason });
+      }),
+    },
+  });
 
 /**
  * What a session does once its batch is over (drained, and any wait ended): a truncation
@@ -870,52 +961,7 @@ const AFTER_BATCH = [
 
 export const sessionMachine = machineSetup.createMachine({
   id: 'session',
-  context: ({ input, spawn, self }) => {
-    const options = resolveOptions(input);
-    const restore = input.restore;
-    const agent = restore?.agent ?? input.agent ?? ROOT_AGENT;
-    const axes = sessionAxes(agent.depth, options);
-    const toolbox = buildToolbox(options.tools, axes, options.protocol);
-    if (input.history) assertToolPairing(input.history);
-    const journal = options.journal?.open(agent.id);
-    const recorder = new SessionRecorder(options.logs.open(agent), journal, restore && { own: restore.usage, subtree: restore.childUsage });
-    const system = typeof options.system === 'string' ? options.system : (options.system ?? defaultSystemPrompt)(agent, axes.spawns);
-    const latches = latchesFor(options, axes.replies);
-    if (restore?.approvedTools) options.approvals.approveAlways(restore.approvedTools);
-    const meter = options.budget;
-    const budgetScope = input.subtreeBudget ? meter.scope(agent, input.subtreeBudget, input.enclosingBudget, self) : input.enclosingBudget;
-    const admitter = new RequestAdmitter(meter, agent, budgetScope, options.model, system, toolbox.specs);
-    // The tree's budget keeps room for the root's next request, as it would leave now.
-    if (agent.depth === 0) meter.attachRoot(self, () => nextRequestBytes(self, admitter), options.model);
-    const fixed: SessionFixed = { toolbox, system, latches, recorder, budgetScope, admitter };
-    if (restore) {
-      // What its journal committed counts toward its budgets again (its live sub-agents add theirs).
-      meter.seed(agent, options.model, budgetScope, restore.usage, restore.childUsage);
-      return resumedContext({ options, agent, fixed, failure: null, result: null }, restore, spawn);
-    }
-    recorder.record({ type: 'session', agent, ...(input.task === undefined ? {} : { task: input.task }) });
-    // A literal rather than a spread of the shared fields: this runs once per sub-agent.
-    return {
-      options,
-      agent,
-      fixed,
-      messages: input.history ? [...input.history] : [],
-      pendingUser: input.task === undefined ? [] : [input.task],
-      inbox: [],
-      steps: 0,
-      batch: null,
-      children: new ChildRegistry(),
-      spawned: 0,
-      latchCounts: {},
-      requests: 0,
-      usage: ZERO_USAGE,
-      childUsage: ZERO_USAGE,
-      failure: null,
-      result: null,
-      joinable: false,
-      resumeAt: null,
-    };
-  },
+  context: sessionContext,
   on: {
     'user.message': { actions: 'queueUserMessage' },
     cancel: {

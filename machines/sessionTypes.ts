@@ -1,3 +1,4 @@
+import type { AnyActorRef } from 'xstate';
 import type { ApprovalAnswerEvent } from '../src/engine/approvals.js';
 import type { AgentBudget, BudgetRoomEvent, BudgetScope, BudgetSpentEvent, BudgetWaitEvent } from '../src/engine/budget.js';
 import type { RequestAdmitter } from '../src/engine/requestAdmitter.js';
@@ -106,7 +107,7 @@ export interface SessionContext {
   readonly agent: AgentIdentity;
   /** Kept in one member, see `SessionFixed`. */
   readonly fixed: SessionFixed;
-  /** Append-only; see the note at the top. */
+  /** Append-only; see the note on the machine (machines/session.ts). */
   readonly messages: Message[];
   /** User messages waiting for the next turn. */
   readonly pendingUser: readonly string[];
@@ -151,3 +152,18 @@ export interface StepEnd {
 export type MadeContext = Pick<SessionContext, 'options' | 'agent' | 'fixed' | 'failure' | 'result'>;
 
 export type Spawner = (src: 'crew', options: { id: string; input: { members: CrewMember<SessionInput>[] } }) => unknown;
+
+/**
+ * What the chart's guards and actions read of what XState hands them: the session's context and
+ * the event in hand. (The machine-wide type: XState does not narrow the event per transition for
+ * implementations given to `setup`.)
+ */
+export interface SessionArgs {
+  readonly context: SessionContext;
+  readonly event: SessionEvent;
+}
+
+/** What an action that starts effects or sends events is handed: the session's own actor too. */
+export interface ActorArgs extends SessionArgs {
+  readonly self: AnyActorRef;
+}
