@@ -1,5 +1,6 @@
 /** exarch: agent sessions as explicit XState v5 machines. */
-export { sessionMachine, validateSessionInput, type SessionMachine } from '../machines/session.js';
+export { sessionMachine, type SessionMachine } from '../machines/session.js';
+export { validateSessionInput } from '../machines/sessionStart.js';
 export type { SessionContext, SessionEvent, SessionFixed, SessionInput } from '../machines/sessionTypes.js';
 export { ROOT_AGENT, childIdentity, hostedSubAgent } from './engine/identity.js';
 export { ChildRegistry, type LiveChild } from '../machines/childRegistry.js';

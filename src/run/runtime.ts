@@ -1,6 +1,7 @@
 import { createActor, type ActorOptions, type SnapshotFrom } from 'xstate';
 import type { z } from 'zod';
-import { sessionMachine, validateSessionInput } from '../../machines/session.js';
+import { sessionMachine } from '../../machines/session.js';
+import { validateSessionInput } from '../../machines/sessionStart.js';
 import type { SessionInput } from '../../machines/sessionTypes.js';
 import { stopOrphansOf } from '../../machines/crew.js';
 import { finalAssistantText } from '../engine/history.js';
