@@ -2,7 +2,8 @@ import { denialMessage } from '../src/engine/approvals.js';
 import { errorResult } from '../src/tools/toolbox.js';
 import type { ActorArgs, SessionContext, SessionArgs } from './sessionTypes.js';
 
-// The session chart's approval actions: calls that wait for a person go to the tree's desk, and its answers come back.
+// The session chart's approval actions: calls that wait for a person go to the tree's desk, and its
+// answers come back.
 
 /** Why the session runs: its first user message (a sub-agent's holds its task verbatim; the root's is the run's task). */
 function taskOf(context: SessionContext): string {

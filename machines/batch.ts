@@ -7,7 +7,8 @@ import type { ActorArgs, SessionEvent, SessionContext, SessionArgs } from './ses
 import { waitSatisfied } from './guards.js';
 import { effectsFor } from './request.js';
 
-// A tool batch of the session chart after it opened: its calls run, settle, wait for sub-agents and are committed in model order.
+// A tool batch of the session chart after it opened: its calls run, settle, wait for sub-agents and
+// are committed in model order.
 
 /** Records a settled tool call's result (from `tool.settled`, or the last one, with `batch.drained`) in the open batch. */
 export function settleCallIn(context: SessionContext, event: SessionEvent): void {

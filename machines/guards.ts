@@ -4,8 +4,10 @@ import type { ResumeState } from '../src/store/restoredSession.js';
 import type { ModelResponse, StopReason, ToolUseBlock } from '../src/engine/types.js';
 import type { SessionEvent, SessionContext, SessionArgs, StepEnd } from './sessionTypes.js';
 
-// The questions the session chart asks (machines/session.ts): its guards, by name, and the reads of the context and event behind them.
+// The questions the session chart asks (machines/session.ts): its guards, by name, and the reads of
+// the context and event behind them.
 
+/** The stop reasons a session fails on (the `refused` guard), with the failure each records. */
 export const REFUSAL_REASONS: Partial<Record<StopReason, string>> = {
   refusal: 'the model refused to continue (stop reason: refusal)',
   model_context_window_exceeded: 'the conversation exceeded the model context window',
@@ -26,10 +28,12 @@ function capReached(context: SessionContext): boolean {
   return context.steps >= context.options.maxSteps || context.options.budget.caps(context.agent, context.fixed.budgetScope);
 }
 
+/** Why a step stopped, from its response. */
 export function stepEndOf(response: ModelResponse): StepEnd {
   return { stopReason: response.stopReason, stepText: textOf(response.content) };
 }
 
+/** What the nudge latches see of the session after a step (their fire counts are added by the caller). */
 export function nudgeView(context: SessionContext, step: StepEnd): Omit<NudgeView, 'firedThisTurn' | 'firedTotal'> {
   return { agent: context.agent, isSubAgent: isSubAgent(context), quiet: isQuiet(context), steps: context.steps, ...step };
 }

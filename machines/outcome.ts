@@ -7,6 +7,10 @@ import { REFUSAL_REASONS, responseOf } from './guards.js';
 
 // How a session ends: the failure it records and the result of each final state.
 
+/**
+ * The session's result for a final state, with its own and its subtree's usage; records the
+ * outcome and flushes the log.
+ */
 export function finish(context: SessionContext, outcome: AgentOutcome, extra: { text?: string; reason?: string; value?: unknown } = {}): AgentResult {
   const totalUsage = addUsage(context.usage, context.childUsage);
   const result: AgentResult = {

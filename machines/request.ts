@@ -6,7 +6,8 @@ import { addUsage, ZERO_USAGE } from '../src/engine/usage.js';
 import type { ActorArgs, SessionEvent, SessionContext } from './sessionTypes.js';
 import { isQuiet, responseOf } from './guards.js';
 
-// The model step of the session chart: the request as the history stands, its start, and the commit of its response.
+// The model step of the session chart: the request as the history stands, its start, and the commit
+// of its response.
 
 /**
  * Appends a complete assistant message to the history; returns the session's requests and usage

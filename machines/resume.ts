@@ -11,7 +11,8 @@ import type { AssistantBlock, ToolResultBlock } from '../src/engine/types.js';
 import type { SessionInput, Batch, SessionContext, MadeContext, Spawner } from './sessionTypes.js';
 import { budgetsFor, remoteMember } from './children.js';
 
-// A session taken up again from its journal: its context and its open batch (see `RestoredSession`).
+// A session taken up again from its journal: its context and its open batch (see
+// `RestoredSession`).
 
 /** What a tool call in flight at a crash is answered with, unless its tool is idempotent. */
 function unknownEffectMessage(toolName: string): string {
