@@ -1,13 +1,7 @@
 /** exarch: agent sessions as explicit XState v5 machines. */
-export {
-  sessionMachine,
-  validateSessionInput,
-  type SessionContext,
-  type SessionEvent,
-  type SessionFixed,
-  type SessionInput,
-  type SessionMachine,
-} from '../machines/session.js';
+export { sessionMachine, type SessionMachine } from '../machines/session.js';
+export { validateSessionInput } from '../machines/sessionStart.js';
+export type { SessionContext, SessionEvent, SessionFixed, SessionInput } from '../machines/sessionTypes.js';
 export { ROOT_AGENT, childIdentity, hostedSubAgent } from './engine/identity.js';
 export { ChildRegistry, type LiveChild } from '../machines/childRegistry.js';
 export { createRunObserver, events, observe, RunObserver } from './watch/observe/runObserver.js';

@@ -1,6 +1,8 @@
 import { createActor, type ActorOptions, type SnapshotFrom } from 'xstate';
 import type { z } from 'zod';
-import { sessionMachine, validateSessionInput, type SessionInput } from '../../machines/session.js';
+import { sessionMachine } from '../../machines/session.js';
+import { validateSessionInput } from '../../machines/sessionStart.js';
+import type { SessionInput } from '../../machines/sessionTypes.js';
 import { stopOrphansOf } from '../../machines/crew.js';
 import { finalAssistantText } from '../engine/history.js';
 import { addUsage } from '../engine/usage.js';

@@ -7,7 +7,7 @@ export type ResumeState = 'readyForUser' | 'streaming' | 'dispatchingBatch' | 'a
 
 /**
  * A session as its journal left it, ready to be taken up again (the `restore` input of the session
- * machine). Replayed from the journal by `restoreRun`; see machines/session.ts for how each part
+ * machine). Replayed from the journal by `restoreRun`; see machines/resume.ts for how each part
  * re-enters the machine.
  */
 export interface RestoredSession {

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type PgBoss from 'pg-boss';
 import { createActor, type InspectionEvent } from 'xstate';
-import { sessionMachine, type SessionInput } from '../../machines/session.js';
+import { sessionMachine } from '../../machines/session.js';
+import type { SessionInput } from '../../machines/sessionTypes.js';
 import { stopOrphansOf } from '../../machines/crew.js';
 import { ExarchError } from '../engine/exarchError.js';
 import { childIdentity } from '../engine/identity.js';

@@ -1,7 +1,8 @@
 import { createActor, createMachine, type ActorLogic, type AnyActorScope, type AnyTransitionDefinition, type EventObject, type InspectionEvent } from 'xstate';
 import { toDirectedGraph, type DirectedGraphNode } from 'xstate/graph';
 import { z } from 'zod';
-import { sessionMachine, type SessionInput } from '../../machines/session.js';
+import { sessionMachine } from '../../machines/session.js';
+import type { SessionInput } from '../../machines/sessionTypes.js';
 import type { ChildRegistry } from '../../machines/childRegistry.js';
 import { defineTool } from '../../src/tools/defineTool.js';
 import { renderValue } from '../../src/engine/render.js';
