@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
  * Every `assign` copies a session's context with `Object.assign({}, context, update)`. V8 makes
  * such a copy a dictionary-mode object once it has twenty or more properties, and then every read
  * and every later copy is a hash lookup: that cost a plain step about a fifth of its time
- * (machines/session.ts, `SessionFixed`). The oracle is V8 itself: a node process with
+ * (machines/sessionTypes.ts, `SessionFixed`). The oracle is V8 itself: a node process with
  * `--allow-natives-syntax` asks `%HasFastProperties` of the contexts a real run ends with, for a
  * root and for a sub-agent, after many assigns (the compiled package, which test/globalSetup.ts
  * builds).

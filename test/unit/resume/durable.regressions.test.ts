@@ -209,7 +209,7 @@ describe('durable runs: a run that cannot start', () => {
 });
 
 /**
- * What a resumed batch redoes or keeps (resumedBatch in machines/session.ts): each test crashes a
+ * What a resumed batch redoes or keeps (resumedBatch in machines/resume.ts): each test crashes a
  * run at one append (a `RecordingStore` copy, test/support/durableStore.ts) or interrupts it, and
  * checks what the resumed run does that only the journal could have told it.
  */

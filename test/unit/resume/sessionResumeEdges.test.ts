@@ -20,7 +20,7 @@ import type { RestoredSession } from '../../../src/store/restoredSession.js';
  * burst in one transaction, but a journal is input a resume must take as it finds it (another
  * store, a disk that lost a tail): each test runs a tree durably, then builds the journal a store
  * writing row by row would leave had it stopped after one row of a burst, resumes from it, and
- * checks what the resumed run does (resumedContext and resumedBatch in machines/session.ts).
+ * checks what the resumed run does (resumedContext and resumedBatch in machines/resume.ts).
  */
 
 /** What both runs of a test are started with, besides the provider. */

@@ -10,7 +10,7 @@ import { RecordingStore, SkewedClock } from '../../support/durableStore.js';
 import { untilSettled, startTraced, until } from '../../support/helpers.js';
 
 /**
- * What a session does as a batch opens (`openBatch` in machines/session.ts) that only a host
+ * What a session does as a batch opens (`openBatch` in machines/openBatch.ts) that only a host
  * running sub-agents elsewhere, or a journal, can see: what a sub-agent started elsewhere is
  * handed, what the `spawn` record says, and that the answers given at once survive a crash.
  * Expected values are written out here.

@@ -14,7 +14,7 @@ import { runTraced, untilSettled, startTraced, until } from '../../support/helpe
 
 /**
  * What a session's actions hand the provider, its tools and its log at a turn's edges (the
- * `actions` of machines/session.ts): results that arrive while a turn's first request waits for
+ * actions of machines/session.ts and the files beside it): results that arrive while a turn's first request waits for
  * the journal, the model a session asks for, the session's tool time limit, a nudge's total over
  * turns, and a stop while a batch waits. Expected texts are written out here.
  */
