@@ -97,15 +97,8 @@ const MIGRATIONS: Readonly<Record<number, string>> = {
   `,
 };
 
-/** Lets go of a session (`$1`, `$2`) if the token `$3` holds it. */
-const RELEASE_SESSION =
-  'UPDATE exarch.sessions SET owner_host = NULL, owner_pid = NULL, owner_token = NULL, lease_until = 0 WHERE run_id = $1 AND session = $2 AND owner_token = $3';
-
 /** The pg-boss queue every exarch worker takes runs from (its jobs share this server with the store). */
 export const RUN_QUEUE = 'exarch-runs';
-
-/** A steering line taken this long ago and not answered was taken by a worker that died: another may take it. */
-const COMMAND_STALE_MS = 30_000;
 
 /** The newest schema this exarch reads and writes. */
 export const POSTGRES_SCHEMA_VERSION = Math.max(...Object.keys(MIGRATIONS).map(Number));
@@ -175,6 +168,10 @@ interface TotalsColumns {
   readonly cache_read_input_tokens: string;
 }
 
+function ownerOf(r: Pick<RunColumns, 'owner_host' | 'owner_pid' | 'owner_token'>): RunOwner | null {
+  return r.owner_token === null ? null : { host: r.owner_host ?? '', pid: r.owner_pid ?? 0, token: r.owner_token };
+}
+
 /** Options of a Postgres store besides the clock and redactor both stores take. */
 export interface PostgresStoreOptions extends StoreOptions {
   /** Connections kept open (default 4). */
@@ -213,21 +210,17 @@ export function isConnectionError(error: unknown): boolean {
 }
 
 /**
- * Runs in PostgreSQL: the store a pool of workers shares. Same contract as `SqliteRunStore`
- * (every method answers with a promise): the schema is created or brought up to date on first
- * use, and a database written by a newer exarch is refused (`StoreError` 'newer-schema') without
- * a byte written. What is written is redacted, as in the SQLite store.
- *
- * A call that finds the server gone (restarting) is tried again until `reconnectMs`; an append
- * whose commit was lost with the connection is recognised on the retry (its rows are there, as
- * written) and not reported as a conflict.
+ * A store's way to its server: the pool; the schema made or checked once, before any statement;
+ * statements tried again while the server cannot be reached; transactions on one client; and what
+ * pg's errors mean to a store. Each concern of the store (its runs, journal, leases, steering, spans,
+ * the queries of its workers) writes its SQL through it.
  */
-export class PostgresRunStore implements RunStore {
+export class PostgresConnection {
   /** The URL without its secrets (`redactUrl`): what messages name. */
   readonly file: string;
   readonly pool: pg.Pool;
-  private readonly now: () => number;
-  private readonly redactor: Redactor;
+  readonly now: () => number;
+  readonly redactor: Redactor;
   private readonly reconnectMs: number;
   private ready: Promise<void> | undefined;
   private closed = false;
@@ -248,7 +241,7 @@ export class PostgresRunStore implements RunStore {
    * Creates the schema, or checks it, once; every call waits for it. Not retried: a server that
    * cannot be reached when a store is first used is one line at once, not a minute's wait.
    */
-  private schema(): Promise<void> {
+  schema(): Promise<void> {
     this.ready ??= this.migrate().catch((error: unknown) => {
       this.ready = undefined;
       throw this.failure(error);
@@ -271,606 +264,6 @@ export class PostgresRunStore implements RunStore {
     });
   }
 
-  async createRun(run: NewRun): Promise<void> {
-    const { id, task, cwd, startedAt, owner } = run;
-    const options = this.redactor.json(stringifyBounded(run.options));
-    let attempts = 0;
-    await this.call(async () => {
-      attempts++;
-      try {
-        await this.pool.query(
-          `INSERT INTO exarch.runs (id, task, cwd, options, started_at, status, owner_host, owner_pid, owner_token, lease_until)
-           VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9)`,
-          [id, this.redactor.text(task), cwd, options, startedAt, owner.host, owner.pid, owner.token, this.now() + run.leaseMs],
-        );
-      } catch (error) {
-        const conflict = this.conflict(error, `run ${id}`);
-        // After a lost connection the first attempt may have committed: the run is then ours.
-        if (conflict instanceof StoreError && attempts > 1 && (await this.getRun(id))?.owner?.token === owner.token) return;
-        throw conflict;
-      }
-    });
-  }
-
-  async getRun(id: string): Promise<RunRow | undefined> {
-    const { rows } = await this.call(() => this.pool.query<StoredRunColumns>(`SELECT ${RUN_COLUMNS} FROM exarch.runs AS r WHERE r.id = $1`, [id]));
-    const r = rows[0];
-    if (!r) return undefined;
-    const read = readRunColumns(r);
-    if (!read.ok) throw new StoreError('damaged', this.file, `run ${id}: ${read.problem}`);
-    return read.run;
-  }
-
-  async listRuns(): Promise<RunListing[]> {
-    type Listed = StoredRunColumns & TotalsColumns & { journalDamaged?: boolean };
-    let rows: Listed[];
-    try {
-      rows = (await this.call(() => this.pool.query<Listed>(LIST_RUNS))).rows;
-    } catch (error) {
-      // One journal record that is not JSON fails the sum of every run's totals: each run's are summed apart, so only its own run is unreadable.
-      if (!(error instanceof StoreError) || error.kind !== 'damaged') throw error;
-      rows = await this.listRunsApart();
-    }
-    const now = this.now();
-    const runs = rows.map((r): RunListing => {
-      const read = readRunColumns(r);
-      if (!read.ok) return unreadableRun(r, read.problem);
-      if (r.journalDamaged) return unreadableRun(r, 'its journal is not JSON');
-      const totals = readTotals(r);
-      if (!totals) return unreadableRun(r, 'its totals are not counts');
-      const run = read.run;
-      // A spread run has no process of its own: its sessions' jobs run it, one claim each.
-      const status = run.status === 'running' && run.options['spread'] === true ? 'running' : reportedStatus(run, now);
-      return { ...run, status, ...totals };
-    });
-    // One that asks for approvals is `waiting` once nothing in it can move without an answer.
-    for (const [i, run] of runs.entries())
-      if (run.status === 'running' && run.options['spread'] === true && run.options['approve'] !== undefined && (await this.spreadWaiting(run.id)))
-        runs[i] = { ...run, status: 'waiting' };
-    return runs;
-  }
-
-  /** The runs, each one's totals summed on its own; a run whose journal cannot be summed is marked. */
-  private async listRunsApart(): Promise<(StoredRunColumns & TotalsColumns & { journalDamaged?: boolean })[]> {
-    const { rows } = await this.call(() => this.pool.query<StoredRunColumns & TotalsColumns>(LIST_RUN_ROWS));
-    const out: (StoredRunColumns & TotalsColumns & { journalDamaged?: boolean })[] = [];
-    for (const r of rows) {
-      if (r.agents !== null) {
-        out.push(r);
-        continue;
-      }
-      try {
-        const { rows: totals } = await this.call(() => this.pool.query<TotalsColumns>(`SELECT ${TOTALS} FROM exarch.journal AS j WHERE j.run_id = $1`, [r.id]));
-        out.push({ ...r, ...totals[0] });
-      } catch (error) {
-        if (!(error instanceof StoreError) || error.kind !== 'damaged') throw error;
-        out.push({ ...r, journalDamaged: true });
-      }
-    }
-    return out;
-  }
-
-  /**
-   * One INSERT of the whole batch (one round trip, one transaction): a taken (run, seq) rolls all
-   * of it back. Rows are bounded and redacted as the SQLite store writes them.
-   */
-  async append(rows: readonly JournalRow[]): Promise<void> {
-    if (rows.length === 0) return;
-    const columns = { runId: [] as string[], seq: [] as number[], session: [] as string[], ts: [] as number[], type: [] as string[], body: [] as string[] };
-    for (const row of rows) {
-      columns.runId.push(row.runId);
-      columns.seq.push(row.seq);
-      columns.session.push(row.session);
-      columns.ts.push(row.ts);
-      columns.type.push(row.record.type);
-      columns.body.push(this.redactor.json(stringifyBounded(row.record)));
-    }
-    const params = [columns.runId, columns.seq, columns.session, columns.ts, columns.type, columns.body];
-    let attempts = 0;
-    await this.call(async () => {
-      attempts++;
-      try {
-        await this.pool.query(
-          `INSERT INTO exarch.journal (run_id, seq, session, ts, type, body)
-           SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::bigint[], $5::text[], $6::text[])`,
-          params,
-        );
-      } catch (error) {
-        const conflict = this.conflict(error, 'a journal row of this batch (run and seq)');
-        // After a lost connection the first attempt may have committed: its own rows are no conflict.
-        if (conflict instanceof StoreError && attempts > 1 && (await this.holdsExactly(columns))) return;
-        throw conflict;
-      }
-    });
-  }
-
-  /**
-   * Appends rows of sessions that other processes append to as well (a run spread over workers):
-   * the rows' own seq numbers are replaced by the next ones of the run, counted on the run's row
-   * (whose lock is held to the commit), so seq order is commit order and a follower reading past its last seq misses nothing. One
-   * transaction; a retry after a lost connection finds the rows it wrote (by a key per call)
-   * rather than writing them twice. `also` writes in the same transaction (the jobs these rows
-   * start, queued with pg-boss's `insert({ db })`): both are committed, or neither. `releasing`: a
-   * session `owner` holds, let go of in the same transaction (before the jobs that wake it can be
-   * taken).
-   */
-  async appendShared(
-    rows: readonly JournalRow[],
-    also?: (db: SqlExecutor) => Promise<unknown>,
-    releasing?: { readonly session: string; readonly owner: RunOwner },
-  ): Promise<void> {
-    const first = rows[0];
-    if (!first) return;
-    const runId = first.runId;
-    if (rows.some((row) => row.runId !== runId)) throw new TypeError('exarch: appendShared takes the rows of one run');
-    const burst = randomUUID();
-    const columns = { session: [] as string[], ts: [] as number[], type: [] as string[], body: [] as string[] };
-    for (const row of rows) {
-      columns.session.push(row.session);
-      columns.ts.push(row.ts);
-      columns.type.push(row.record.type);
-      columns.body.push(this.redactor.json(stringifyBounded(row.record)));
-    }
-    let attempts = 0;
-    await this.call(async () => {
-      attempts++;
-      if (attempts > 1) {
-        const { rows: found } = await this.pool.query('SELECT 1 FROM exarch.journal WHERE run_id = $1 AND session = $2 AND burst = $3 LIMIT 1', [
-          runId,
-          first.session,
-          burst,
-        ]);
-        if (found.length > 0) return;
-      }
-      const params = [runId, burst, columns.session, columns.ts, columns.type, columns.body, rows.length];
-      const insert = async (db: pg.Pool | pg.PoolClient): Promise<void> => {
-        // The run's row is the counter: its lock, held to the commit, orders the appends of one run.
-        const { rowCount } = await db.query(
-          `WITH taken AS (UPDATE exarch.runs SET next_seq = next_seq + $7 WHERE id = $1 RETURNING next_seq - $7 AS base)
-           INSERT INTO exarch.journal (run_id, seq, session, ts, type, body, burst)
-           SELECT $1, taken.base + w.n, w.session, w.ts, w.type, w.body, $2
-           FROM taken, unnest($3::text[], $4::bigint[], $5::text[], $6::text[]) WITH ORDINALITY AS w(session, ts, type, body, n)`,
-          params,
-        );
-        if (rowCount !== rows.length) throw new StoreError('unknown-run', this.file, runId);
-      };
-      // One statement, one round trip, unless something is to be written with it.
-      const write = (): Promise<void> =>
-        also || releasing
-          ? this.transaction(async (client) => {
-              await insert(client);
-              if (releasing) await client.query(RELEASE_SESSION, [runId, releasing.session, releasing.owner.token]);
-              await also?.({ executeSql: (text, values) => client.query(text, values) });
-            })
-          : insert(this.pool);
-      try {
-        await write();
-      } catch (error) {
-        if (!(error instanceof pg.DatabaseError && error.code === '23505')) throw error;
-        // The counter is behind the journal (a resume here appended with numbers of its own): caught up, then again.
-        await this.pool.query(
-          'UPDATE exarch.runs SET next_seq = greatest(next_seq, (SELECT coalesce(max(seq), 0) FROM exarch.journal WHERE run_id = $1)) WHERE id = $1',
-          [runId],
-        );
-        await write();
-      }
-    });
-  }
-
-  /**
-   * One session's records, in order; with `subtree`, those of every session below it too (ids are
-   * paths: `root/lead/reader`).
-   */
-  async sessionJournal(runId: string, session: string, options: { readonly subtree?: boolean } = {}): Promise<JournalRow[]> {
-    const { rows } = await this.call(() =>
-      this.pool.query<{ seq: number; session: string; ts: string; body: string }>(
-        options.subtree
-          ? "SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND (session = $2 OR left(session, length($2) + 1) = $2 || '/') ORDER BY seq"
-          : 'SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND session = $2 ORDER BY seq',
-        [runId, session],
-      ),
-    );
-    return this.journalRows(runId, rows);
-  }
-
-  /** The sub-agents of a run started and not ended (`spawn` records without an `outcome`), in the order they were started. */
-  async liveSubAgents(runId: string): Promise<string[]> {
-    const { rows } = await this.call(() =>
-      this.pool.query<{ id: string }>(
-        `SELECT s.body::jsonb ->> 'id' AS id FROM exarch.journal AS s WHERE s.run_id = $1 AND s.type = 'spawn'
-           AND NOT EXISTS (SELECT 1 FROM exarch.journal AS o WHERE o.run_id = $1 AND o.session = s.body::jsonb ->> 'id' AND o.type = 'outcome')
-         ORDER BY s.seq`,
-        [runId],
-      ),
-    );
-    return rows.map((r) => r.id);
-  }
-
-  /** Whether a session has begun (its `session` record is in the journal). */
-  async hasBegun(runId: string, session: string): Promise<boolean> {
-    const { rows } = await this.call(() =>
-      this.pool.query("SELECT 1 FROM exarch.journal WHERE run_id = $1 AND session = $2 AND type = 'session' LIMIT 1", [runId, session]),
-    );
-    return rows.length > 0;
-  }
-
-  /** The `queued` records (user messages) of a session, with `subtree` of every session below it too, after seq `after`. */
-  async queuedAfter(runId: string, session: string, after: number, options: { readonly subtree?: boolean } = {}): Promise<JournalRow[]> {
-    const { rows } = await this.call(() =>
-      this.pool.query<{ seq: number; session: string; ts: string; body: string }>(
-        options.subtree
-          ? "SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND (session = $2 OR left(session, length($2) + 1) = $2 || '/') AND type = 'queued' AND seq > $3 ORDER BY seq"
-          : "SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND session = $2 AND type = 'queued' AND seq > $3 ORDER BY seq",
-        [runId, session, after],
-      ),
-    );
-    return this.journalRows(runId, rows);
-  }
-
-  /** The `spawn` records that started these sessions (each in its parent's journal), in order. */
-  async spawnsOf(runId: string, sessions: readonly string[]): Promise<JournalRow[]> {
-    if (sessions.length === 0) return [];
-    const { rows } = await this.call(() =>
-      this.pool.query<{ seq: number; session: string; ts: string; body: string }>(
-        "SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND type = 'spawn' AND body::jsonb ->> 'id' = ANY($2) ORDER BY seq",
-        [runId, sessions],
-      ),
-    );
-    return this.journalRows(runId, rows);
-  }
-
-  /** The `outcome` records of those of `sessions` that ended. */
-  async outcomes(runId: string, sessions: readonly string[]): Promise<JournalRow[]> {
-    if (sessions.length === 0) return [];
-    const { rows } = await this.call(() =>
-      this.pool.query<{ seq: number; session: string; ts: string; body: string }>(
-        "SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND session = ANY($2) AND type = 'outcome' ORDER BY seq",
-        [runId, sessions],
-      ),
-    );
-    return this.journalRows(runId, rows);
-  }
-
-  /**
-   * Takes one session of a run for `owner`, as `claim` takes a run: when no live process holds it
-   * (no owner, its lease expired, or on the same host its process is gone). `job` (the queue's id
-   * of the job it is taken for) is kept with the claim: a refused claimant learns whether it is
-   * that job again, offered while its holder may be dead.
-   */
-  async claimSession(runId: string, session: string, owner: RunOwner, leaseMs: number, job?: string): Promise<SessionClaim> {
-    return this.call(async () => {
-      for (;;) {
-        const now = this.now();
-        // The usual case in one statement: a session no one holds, or whose lease ran out.
-        const taken = await this.pool.query(
-          `INSERT INTO exarch.sessions (run_id, session, owner_host, owner_pid, owner_token, lease_until, job) VALUES ($1, $2, $3, $4, $5, $6, $8)
-           ON CONFLICT (run_id, session) DO UPDATE SET owner_host = EXCLUDED.owner_host, owner_pid = EXCLUDED.owner_pid,
-             owner_token = EXCLUDED.owner_token, lease_until = EXCLUDED.lease_until, job = EXCLUDED.job
-           WHERE exarch.sessions.owner_token IS NULL OR exarch.sessions.owner_token = EXCLUDED.owner_token OR exarch.sessions.lease_until <= $7
-           RETURNING 1`,
-          [runId, session, owner.host, owner.pid, owner.token, now + leaseMs, now, job ?? null],
-        );
-        if (taken.rows.length > 0) return { ok: true } as const;
-        // Held under a lease: still ours to take if its holder's process (on this host) is gone.
-        const { rows } = await this.pool.query<Pick<RunColumns, 'owner_host' | 'owner_pid' | 'owner_token' | 'lease_until'> & { job: string | null }>(
-          'SELECT owner_host, owner_pid, owner_token, lease_until, job FROM exarch.sessions WHERE run_id = $1 AND session = $2',
-          [runId, session],
-        );
-        const row = rows[0];
-        const holder = row ? ownerOf(row) : null;
-        // Let go of in between: asked again.
-        if (!row || holder === null) continue;
-        const leaseUntil = Number(row.lease_until);
-        if (!mayClaim(holder, leaseUntil, owner, now)) return { ok: false, holder, leaseUntil, ...(row.job === null ? {} : { job: row.job }) };
-        const moved = await this.pool.query(
-          'UPDATE exarch.sessions SET owner_host = $3, owner_pid = $4, owner_token = $5, lease_until = $6, job = $8 WHERE run_id = $1 AND session = $2 AND owner_token = $7',
-          [runId, session, owner.host, owner.pid, owner.token, now + leaseMs, holder.token, job ?? null],
-        );
-        if (moved.rowCount === 1) return { ok: true } as const;
-      }
-    });
-  }
-
-  /** Extends `owner`'s leases on these sessions; returns those it no longer holds. */
-  async renewSessions(runId: string, sessions: readonly string[], owner: RunOwner, leaseMs: number): Promise<string[]> {
-    if (sessions.length === 0) return [];
-    const { rows } = await this.call(() =>
-      this.pool.query<{ session: string }>(
-        'UPDATE exarch.sessions SET lease_until = $4 WHERE run_id = $1 AND session = ANY($2) AND owner_token = $3 RETURNING session',
-        [runId, sessions, owner.token, this.now() + leaseMs],
-      ),
-    );
-    const held = new Set(rows.map((r) => r.session));
-    return sessions.filter((session) => !held.has(session));
-  }
-
-  /** Lets go of a session `owner` holds. */
-  async releaseSession(runId: string, session: string, owner: RunOwner): Promise<void> {
-    await this.call(() => this.pool.query(RELEASE_SESSION, [runId, session, owner.token]));
-  }
-
-  /** Asks that a session be cancelled, wherever it runs or next runs; the first reason stands. `also` as in `appendShared`. */
-  async requestCancel(runId: string, session: string, reason: string, also?: (db: SqlExecutor) => Promise<unknown>): Promise<void> {
-    await this.call(() =>
-      this.transaction(async (client) => {
-        await client.query(
-          'INSERT INTO exarch.sessions (run_id, session, cancel) VALUES ($1, $2, $3) ON CONFLICT (run_id, session) DO UPDATE SET cancel = coalesce(exarch.sessions.cancel, $3)',
-          [runId, session, this.redactor.text(reason)],
-        );
-        await also?.({ executeSql: (text, values) => client.query(text, values) });
-      }),
-    );
-  }
-
-  /**
-   * Sends a user message to `session` of a spread run from elsewhere (a steering line): a `queued`
-   * record in its journal, read by the job that runs it (`host`: itself, or the session that keeps
-   * its subtree), which is told by `host`'s `message_seq`. `also` as in `appendShared` (the wake of
-   * `host`): all of it is committed, or none.
-   */
-  async sendMessage(runId: string, session: string, host: string, text: string, also?: (db: SqlExecutor) => Promise<unknown>): Promise<void> {
-    await this.appendShared([{ runId, seq: 0, session, ts: this.now(), record: { type: 'queued', text } }], async (db) => {
-      await db.executeSql(
-        `INSERT INTO exarch.sessions (run_id, session, message_seq)
-           VALUES ($1, $2, (SELECT max(seq) FROM exarch.journal WHERE run_id = $1 AND session = $3 AND type = 'queued'))
-         ON CONFLICT (run_id, session) DO UPDATE SET message_seq = EXCLUDED.message_seq`,
-        [runId, host, session],
-      );
-      await also?.(db);
-    });
-  }
-
-  /**
-   * What was asked of these sessions from elsewhere (and of every session below those of
-   * `subtrees`): a cancel (its reason), the seq of the last message sent.
-   */
-  async sessionSignals(
-    runId: string,
-    sessions: readonly string[],
-    subtrees: readonly string[] = [],
-  ): Promise<Map<string, { readonly cancel?: string; readonly messageSeq?: number }>> {
-    if (sessions.length === 0 && subtrees.length === 0) return new Map();
-    const { rows } = await this.call(() =>
-      this.pool.query<{ session: string; cancel: string | null; message_seq: number | null }>(
-        `SELECT session, cancel, message_seq FROM exarch.sessions WHERE run_id = $1
-           AND (session = ANY($2) OR EXISTS (SELECT 1 FROM unnest($3::text[]) AS p(top) WHERE left(session, length(p.top) + 1) = p.top || '/'))
-           AND (cancel IS NOT NULL OR message_seq IS NOT NULL)`,
-        [runId, sessions, subtrees],
-      ),
-    );
-    return new Map(
-      rows.map((r) => [r.session, { ...(r.cancel === null ? {} : { cancel: r.cancel }), ...(r.message_seq === null ? {} : { messageSeq: r.message_seq }) }]),
-    );
-  }
-
-  /** The cancels asked of these sessions, by session. */
-  async cancelRequests(runId: string, sessions: readonly string[]): Promise<Map<string, string>> {
-    if (sessions.length === 0) return new Map();
-    const { rows } = await this.call(() =>
-      this.pool.query<{ session: string; cancel: string }>(
-        'SELECT session, cancel FROM exarch.sessions WHERE run_id = $1 AND session = ANY($2) AND cancel IS NOT NULL',
-        [runId, sessions],
-      ),
-    );
-    return new Map(rows.map((r) => [r.session, r.cancel]));
-  }
-
-  /**
-   * Whether nothing in a spread run can move until a person answers (its status `waiting`, as a
-   * whole run stops as `waiting`): a call waits for approval (a session's last `awaiting` record
-   * was followed by no `dispatching` and no `outcome`), no session is held by a live worker, and no
-   * job of the run is queued or running in pg-boss's table on this server.
-   */
-  async spreadWaiting(runId: string): Promise<boolean> {
-    const { rows } = await this.call(() =>
-      this.pool.query<{ waiting: boolean }>(
-        `SELECT EXISTS (
-             SELECT 1 FROM exarch.journal AS a WHERE a.run_id = $1 AND a.type = 'awaiting' AND NOT EXISTS (
-               SELECT 1 FROM exarch.journal AS b WHERE b.run_id = $1 AND b.session = a.session AND b.seq > a.seq AND b.type IN ('dispatching', 'outcome')))
-           AND NOT EXISTS (SELECT 1 FROM exarch.sessions AS s WHERE s.run_id = $1 AND s.owner_token IS NOT NULL AND s.lease_until > $2)
-           AND NOT EXISTS (SELECT 1 FROM pgboss.job AS q WHERE q.name = $3 AND q.state < 'completed' AND q.data ->> 'runId' = $1) AS waiting`,
-        [runId, this.now(), RUN_QUEUE],
-      ),
-    );
-    return rows[0]?.waiting === true;
-  }
-
-  /** The tools a person approved for the rest of a run (`always`), in any session's journal. */
-  async approvedAlways(runId: string): Promise<Set<string>> {
-    const { rows } = await this.call(() =>
-      this.pool.query<{ tool: string }>(
-        "SELECT DISTINCT body::jsonb ->> 'tool' AS tool FROM exarch.journal WHERE run_id = $1 AND type = 'approval' AND body::jsonb ->> 'decision' = 'always'",
-        [runId],
-      ),
-    );
-    return new Set(rows.map((r) => r.tool));
-  }
-
-  /** Records the span a session's agent span was opened as (`traceparent`); the first one recorded stands. */
-  async recordSpan(runId: string, session: string, traceparent: string): Promise<void> {
-    await this.call(() =>
-      this.pool.query(
-        `INSERT INTO exarch.sessions (run_id, session, span) VALUES ($1, $2, $3)
-         ON CONFLICT (run_id, session) DO UPDATE SET span = coalesce(exarch.sessions.span, EXCLUDED.span)`,
-        [runId, session, traceparent],
-      ),
-    );
-  }
-
-  /** The spans recorded for these sessions (all of the run's without `sessions`), by session. */
-  async spansOf(runId: string, sessions?: readonly string[]): Promise<Map<string, string>> {
-    const { rows } = await this.call(() =>
-      this.pool.query<{ session: string; span: string }>(
-        sessions === undefined
-          ? 'SELECT session, span FROM exarch.sessions WHERE run_id = $1 AND span IS NOT NULL'
-          : 'SELECT session, span FROM exarch.sessions WHERE run_id = $1 AND session = ANY($2) AND span IS NOT NULL',
-        sessions === undefined ? [runId] : [runId, sessions],
-      ),
-    );
-    return new Map(rows.map((r) => [r.session, r.span]));
-  }
-
-  /** Whether the journal already holds exactly these rows (a retried append that had committed). */
-  private async holdsExactly(columns: { runId: string[]; seq: number[]; session: string[]; body: string[] }): Promise<boolean> {
-    const { rows } = await this.pool.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM exarch.journal AS j
-       JOIN unnest($1::text[], $2::int[], $3::text[], $4::text[]) AS w(run_id, seq, session, body)
-       ON j.run_id = w.run_id AND j.seq = w.seq AND j.session = w.session AND j.body = w.body`,
-      [columns.runId, columns.seq, columns.session, columns.body],
-    );
-    return rows[0]?.n === columns.seq.length;
-  }
-
-  async journal(runId: string): Promise<JournalRow[]> {
-    return this.journalAfter(runId, 0);
-  }
-
-  /**
-   * The run's records after `afterSeq`, in order: what a follower polls for, reading each record
-   * once however long the run.
-   */
-  async journalAfter(runId: string, afterSeq: number): Promise<JournalRow[]> {
-    const { rows } = await this.call(() =>
-      this.pool.query<{ seq: number; session: string; ts: string; body: string }>(
-        'SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND seq > $2 ORDER BY seq',
-        [runId, afterSeq],
-      ),
-    );
-    return this.journalRows(runId, rows);
-  }
-
-  /**
-   * Sends a steering line (`/cancel root/lead`, `/msg …`) to whichever worker runs the run; returns
-   * its number, by which `answers` reports what the worker said. Lines wait while no worker holds
-   * the run. Redacted as everything stored is. A retry after a lost connection finds the line it
-   * sent (by its key) rather than sending it twice.
-   */
-  async sendCommand(runId: string, line: string): Promise<number> {
-    const key = randomUUID();
-    const text = this.redactor.text(line);
-    const { rows } = await this.call(async () => {
-      const inserted = await this.pool.query<{ seq: string }>(
-        'INSERT INTO exarch.commands (key, run_id, line, sent_at) VALUES ($1, $2, $3, $4) ON CONFLICT (key) DO NOTHING RETURNING seq',
-        [key, runId, text, this.now()],
-      );
-      return inserted.rows.length > 0 ? inserted : this.pool.query<{ seq: string }>('SELECT seq FROM exarch.commands WHERE key = $1', [key]);
-    });
-    return Number(rows[0]?.seq);
-  }
-
-  /**
-   * The run's unanswered steering lines, now taken by `taker`, in the order sent: those no one
-   * took, those `taker` took before (an answer lost with a connection is asked for again), and
-   * those another taker took more than `COMMAND_STALE_MS` ago and never answered (it died).
-   */
-  async takeCommands(runId: string, taker: string): Promise<{ readonly seq: number; readonly line: string }[]> {
-    const now = this.now();
-    const { rows } = await this.call(() =>
-      this.pool.query<{ seq: string; line: string }>(
-        `UPDATE exarch.commands SET taken_by = $2, taken_at = $3
-         WHERE run_id = $1 AND answer IS NULL AND (taken_by IS NULL OR taken_by = $2 OR taken_at < $4)
-         RETURNING seq, line`,
-        [runId, taker, now, now - COMMAND_STALE_MS],
-      ),
-    );
-    return rows.map((r) => ({ seq: Number(r.seq), line: r.line })).sort((a, b) => a.seq - b.seq);
-  }
-
-  /** What the worker said to a steering line. */
-  async answerCommand(seq: number, answer: string): Promise<void> {
-    await this.call(() => this.pool.query('UPDATE exarch.commands SET answer = $2 WHERE seq = $1', [seq, this.redactor.text(answer)]));
-  }
-
-  /** Lets go of `taker`'s unanswered lines but `keep`: the next worker of the run takes them (a run handed back, say). */
-  async releaseCommands(runId: string, taker: string, keep: readonly number[]): Promise<void> {
-    await this.call(() =>
-      this.pool.query(
-        'UPDATE exarch.commands SET taken_by = NULL, taken_at = NULL WHERE run_id = $1 AND taken_by = $2 AND answer IS NULL AND NOT (seq = ANY($3))',
-        [runId, taker, keep.map(String)],
-      ),
-    );
-  }
-
-  /** The answers given so far to the lines `seqs` (those not answered yet are left out). */
-  async answers(seqs: readonly number[]): Promise<{ readonly seq: number; readonly answer: string }[]> {
-    if (seqs.length === 0) return [];
-    const { rows } = await this.call(() =>
-      this.pool.query<{ seq: string; answer: string }>('SELECT seq, answer FROM exarch.commands WHERE seq = ANY($1) AND answer IS NOT NULL ORDER BY seq', [
-        seqs.map(String),
-      ]),
-    );
-    return rows.map((r) => ({ seq: Number(r.seq), answer: r.answer }));
-  }
-
-  /** Takes back the lines of `seqs` that no worker took (the run stopped first): none acts on them later. Returns how many. */
-  async withdrawCommands(seqs: readonly number[]): Promise<number> {
-    if (seqs.length === 0) return 0;
-    const { rowCount } = await this.call(() => this.pool.query('DELETE FROM exarch.commands WHERE seq = ANY($1) AND taken_by IS NULL', [seqs.map(String)]));
-    return rowCount ?? 0;
-  }
-
-  /** The run's row locked (FOR UPDATE) while the holder is judged: two claimants never both win. */
-  async claim(runId: string, owner: RunOwner, leaseMs: number): Promise<ClaimResult> {
-    return this.call(() =>
-      this.transaction(async (client) => {
-        const { rows } = await client.query<RunColumns>('SELECT * FROM exarch.runs WHERE id = $1 FOR UPDATE', [runId]);
-        const run = rows[0];
-        if (!run) throw new StoreError('unknown-run', this.file, runId);
-        const now = this.now();
-        const holder = ownerOf(run);
-        const leaseUntil = Number(run.lease_until);
-        if (holder !== null && !mayClaim(holder, leaseUntil, owner, now)) return { ok: false, holder, leaseUntil };
-        await client.query(
-          `UPDATE exarch.runs SET status = 'running', owner_host = $2, owner_pid = $3, owner_token = $4, lease_until = $5, ended_at = NULL,
-             agents = NULL, requests = NULL, input_tokens = NULL, output_tokens = NULL, cache_creation_input_tokens = NULL, cache_read_input_tokens = NULL
-           WHERE id = $1`,
-          [runId, owner.host, owner.pid, owner.token, now + leaseMs],
-        );
-        return { ok: true } as const;
-      }),
-    );
-  }
-
-  async renew(runId: string, owner: RunOwner, leaseMs: number): Promise<boolean> {
-    const result = await this.call(() =>
-      this.pool.query('UPDATE exarch.runs SET lease_until = $3 WHERE id = $1 AND owner_token = $2', [runId, owner.token, this.now() + leaseMs]),
-    );
-    return result.rowCount === 1;
-  }
-
-  /** Lets go of the run and writes its totals (summed by the server), so `listRuns` need not sum them again. */
-  async release(runId: string, owner: RunOwner, status: RunStatus): Promise<void> {
-    await this.call(() =>
-      this.pool.query(`UPDATE exarch.runs AS r SET status = $3, ended_at = $4, ${LET_GO_WITH_TOTALS} WHERE r.id = $1 AND r.owner_token = $2`, [
-        runId,
-        owner.token,
-        status,
-        status === 'running' ? null : this.now(),
-      ]),
-    );
-  }
-
-  /**
-   * Ends a run whose sessions ran as jobs of their own (no process holds the run as a whole): sets
-   * its status and writes its totals, as `release` does. A run already ended is left as it is.
-   */
-  async endRun(runId: string, status: RunStatus): Promise<void> {
-    await this.call(() =>
-      this.pool.query(
-        `UPDATE exarch.runs AS r SET status = $2, ended_at = $3, ${LET_GO_WITH_TOTALS} WHERE r.id = $1 AND r.status NOT IN ('done', 'capped', 'failed')`,
-        [runId, status, this.now()],
-      ),
-    );
-  }
-
-  /**
-   * Connects and creates or checks the schema now, rather than at the first call: a command that
-   * must not go on without the store (one that queues a run next) hears the store's one line first.
-   */
-  async open(): Promise<void> {
-    await this.schema();
-  }
-
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -878,7 +271,7 @@ export class PostgresRunStore implements RunStore {
   }
 
   /** A statement after the schema is ready, tried again while the server cannot be reached. */
-  private async call<T>(fn: () => Promise<T>): Promise<T> {
+  async call<T>(fn: () => Promise<T>): Promise<T> {
     await this.schema();
     try {
       return await this.retrying(fn);
@@ -906,7 +299,7 @@ export class PostgresRunStore implements RunStore {
    * here, it only marks the connection lost: the statement in flight, or the next one, fails with a
    * connection error, which the caller's retry (`retrying`) or the worker's lease takes up.
    */
-  private async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  async transaction<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
     let lost: Error | undefined;
     const onError = (error: Error): void => {
@@ -931,7 +324,7 @@ export class PostgresRunStore implements RunStore {
   }
 
   /** Journal rows as pg returns them, read back; one that cannot be is `damaged`, naming it. */
-  private journalRows(runId: string, rows: readonly { seq: number; session: unknown; ts: unknown; body: unknown }[]): JournalRow[] {
+  journalRows(runId: string, rows: readonly { seq: number; session: unknown; ts: unknown; body: unknown }[]): JournalRow[] {
     return rows.map((r) => {
       const parsed = typeof r.body === 'string' ? parseJson(r.body) : undefined;
       const read = parsed ? readJournalRow(runId, r.seq, r.session, r.ts, parsed.value) : { problem: `journal record ${r.seq}: it is not JSON` };
@@ -941,7 +334,7 @@ export class PostgresRunStore implements RunStore {
   }
 
   /** A key taken is the caller's conflict; anything else, as Postgres said. */
-  private conflict(error: unknown, what: string): unknown {
+  conflict(error: unknown, what: string): unknown {
     if (error instanceof pg.DatabaseError && error.code === '23505') return new StoreError('conflict', this.file, what, { cause: error });
     return error;
   }
@@ -985,19 +378,845 @@ class ClosingClient extends pg.Client {
   }
 }
 
-/** A claim of one session: when refused, the job its holder took it for, if it said. */
-export type SessionClaim = { readonly ok: true } | { readonly ok: false; readonly holder: RunOwner; readonly leaseUntil: number; readonly job?: string };
-
 /** Runs SQL in a store's transaction: the shape pg-boss takes as its `db` option. */
 export interface SqlExecutor {
   executeSql(text: string, values: unknown[]): Promise<{ rows: unknown[] }>;
 }
 
+async function createRun(conn: PostgresConnection, run: NewRun): Promise<void> {
+  const { id, task, cwd, startedAt, owner } = run;
+  const options = conn.redactor.json(stringifyBounded(run.options));
+  let attempts = 0;
+  await conn.call(async () => {
+    attempts++;
+    try {
+      await conn.pool.query(
+        `INSERT INTO exarch.runs (id, task, cwd, options, started_at, status, owner_host, owner_pid, owner_token, lease_until)
+         VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $9)`,
+        [id, conn.redactor.text(task), cwd, options, startedAt, owner.host, owner.pid, owner.token, conn.now() + run.leaseMs],
+      );
+    } catch (error) {
+      const conflict = conn.conflict(error, `run ${id}`);
+      // After a lost connection the first attempt may have committed: the run is then ours.
+      if (conflict instanceof StoreError && attempts > 1 && (await getRun(conn, id))?.owner?.token === owner.token) return;
+      throw conflict;
+    }
+  });
+}
+
+async function getRun(conn: PostgresConnection, id: string): Promise<RunRow | undefined> {
+  const { rows } = await conn.call(() => conn.pool.query<StoredRunColumns>(`SELECT ${RUN_COLUMNS} FROM exarch.runs AS r WHERE r.id = $1`, [id]));
+  const r = rows[0];
+  if (!r) return undefined;
+  const read = readRunColumns(r);
+  if (!read.ok) throw new StoreError('damaged', conn.file, `run ${id}: ${read.problem}`);
+  return read.run;
+}
+
+async function listRuns(conn: PostgresConnection): Promise<RunListing[]> {
+  type Listed = StoredRunColumns & TotalsColumns & { journalDamaged?: boolean };
+  let rows: Listed[];
+  try {
+    rows = (await conn.call(() => conn.pool.query<Listed>(LIST_RUNS))).rows;
+  } catch (error) {
+    // One journal record that is not JSON fails the sum of every run's totals: each run's are summed apart, so only its own run is unreadable.
+    if (!(error instanceof StoreError) || error.kind !== 'damaged') throw error;
+    rows = await listRunsApart(conn);
+  }
+  const now = conn.now();
+  const runs = rows.map((r): RunListing => {
+    const read = readRunColumns(r);
+    if (!read.ok) return unreadableRun(r, read.problem);
+    if (r.journalDamaged) return unreadableRun(r, 'its journal is not JSON');
+    const totals = readTotals(r);
+    if (!totals) return unreadableRun(r, 'its totals are not counts');
+    const run = read.run;
+    // A spread run has no process of its own: its sessions' jobs run it, one claim each.
+    const status = run.status === 'running' && run.options['spread'] === true ? 'running' : reportedStatus(run, now);
+    return { ...run, status, ...totals };
+  });
+  // One that asks for approvals is `waiting` once nothing in it can move without an answer.
+  for (const [i, run] of runs.entries())
+    if (run.status === 'running' && run.options['spread'] === true && run.options['approve'] !== undefined && (await spreadWaiting(conn, run.id)))
+      runs[i] = { ...run, status: 'waiting' };
+  return runs;
+}
+
+/** The runs, each one's totals summed on its own; a run whose journal cannot be summed is marked. */
+async function listRunsApart(conn: PostgresConnection): Promise<(StoredRunColumns & TotalsColumns & { journalDamaged?: boolean })[]> {
+  const { rows } = await conn.call(() => conn.pool.query<StoredRunColumns & TotalsColumns>(LIST_RUN_ROWS));
+  const out: (StoredRunColumns & TotalsColumns & { journalDamaged?: boolean })[] = [];
+  for (const r of rows) {
+    if (r.agents !== null) {
+      out.push(r);
+      continue;
+    }
+    try {
+      const { rows: totals } = await conn.call(() => conn.pool.query<TotalsColumns>(`SELECT ${TOTALS} FROM exarch.journal AS j WHERE j.run_id = $1`, [r.id]));
+      out.push({ ...r, ...totals[0] });
+    } catch (error) {
+      if (!(error instanceof StoreError) || error.kind !== 'damaged') throw error;
+      out.push({ ...r, journalDamaged: true });
+    }
+  }
+  return out;
+}
+
+/** The run's row locked (FOR UPDATE) while the holder is judged: two claimants never both win. */
+async function claim(conn: PostgresConnection, runId: string, owner: RunOwner, leaseMs: number): Promise<ClaimResult> {
+  return conn.call(() =>
+    conn.transaction(async (client) => {
+      const { rows } = await client.query<RunColumns>('SELECT * FROM exarch.runs WHERE id = $1 FOR UPDATE', [runId]);
+      const run = rows[0];
+      if (!run) throw new StoreError('unknown-run', conn.file, runId);
+      const now = conn.now();
+      const holder = ownerOf(run);
+      const leaseUntil = Number(run.lease_until);
+      if (holder !== null && !mayClaim(holder, leaseUntil, owner, now)) return { ok: false, holder, leaseUntil };
+      await client.query(
+        `UPDATE exarch.runs SET status = 'running', owner_host = $2, owner_pid = $3, owner_token = $4, lease_until = $5, ended_at = NULL,
+           agents = NULL, requests = NULL, input_tokens = NULL, output_tokens = NULL, cache_creation_input_tokens = NULL, cache_read_input_tokens = NULL
+         WHERE id = $1`,
+        [runId, owner.host, owner.pid, owner.token, now + leaseMs],
+      );
+      return { ok: true } as const;
+    }),
+  );
+}
+
+async function renew(conn: PostgresConnection, runId: string, owner: RunOwner, leaseMs: number): Promise<boolean> {
+  const result = await conn.call(() =>
+    conn.pool.query('UPDATE exarch.runs SET lease_until = $3 WHERE id = $1 AND owner_token = $2', [runId, owner.token, conn.now() + leaseMs]),
+  );
+  return result.rowCount === 1;
+}
+
+/** Lets go of the run and writes its totals (summed by the server), so `listRuns` need not sum them again. */
+async function release(conn: PostgresConnection, runId: string, owner: RunOwner, status: RunStatus): Promise<void> {
+  await conn.call(() =>
+    conn.pool.query(`UPDATE exarch.runs AS r SET status = $3, ended_at = $4, ${LET_GO_WITH_TOTALS} WHERE r.id = $1 AND r.owner_token = $2`, [
+      runId,
+      owner.token,
+      status,
+      status === 'running' ? null : conn.now(),
+    ]),
+  );
+}
+
+/**
+ * Ends a run whose sessions ran as jobs of their own (no process holds the run as a whole): sets
+ * its status and writes its totals, as `release` does. A run already ended is left as it is.
+ */
+async function endRun(conn: PostgresConnection, runId: string, status: RunStatus): Promise<void> {
+  await conn.call(() =>
+    conn.pool.query(
+      `UPDATE exarch.runs AS r SET status = $2, ended_at = $3, ${LET_GO_WITH_TOTALS} WHERE r.id = $1 AND r.status NOT IN ('done', 'capped', 'failed')`,
+      [runId, status, conn.now()],
+    ),
+  );
+}
+
+/**
+ * One INSERT of the whole batch (one round trip, one transaction): a taken (run, seq) rolls all
+ * of it back. Rows are bounded and redacted as the SQLite store writes them.
+ */
+async function append(conn: PostgresConnection, rows: readonly JournalRow[]): Promise<void> {
+  if (rows.length === 0) return;
+  const columns = { runId: [] as string[], seq: [] as number[], session: [] as string[], ts: [] as number[], type: [] as string[], body: [] as string[] };
+  for (const row of rows) {
+    columns.runId.push(row.runId);
+    columns.seq.push(row.seq);
+    columns.session.push(row.session);
+    columns.ts.push(row.ts);
+    columns.type.push(row.record.type);
+    columns.body.push(conn.redactor.json(stringifyBounded(row.record)));
+  }
+  const params = [columns.runId, columns.seq, columns.session, columns.ts, columns.type, columns.body];
+  let attempts = 0;
+  await conn.call(async () => {
+    attempts++;
+    try {
+      await conn.pool.query(
+        `INSERT INTO exarch.journal (run_id, seq, session, ts, type, body)
+         SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::bigint[], $5::text[], $6::text[])`,
+        params,
+      );
+    } catch (error) {
+      const conflict = conn.conflict(error, 'a journal row of this batch (run and seq)');
+      // After a lost connection the first attempt may have committed: its own rows are no conflict.
+      if (conflict instanceof StoreError && attempts > 1 && (await holdsExactly(conn, columns))) return;
+      throw conflict;
+    }
+  });
+}
+
+/** Whether the journal already holds exactly these rows (a retried append that had committed). */
+async function holdsExactly(conn: PostgresConnection, columns: { runId: string[]; seq: number[]; session: string[]; body: string[] }): Promise<boolean> {
+  const { rows } = await conn.pool.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM exarch.journal AS j
+     JOIN unnest($1::text[], $2::int[], $3::text[], $4::text[]) AS w(run_id, seq, session, body)
+     ON j.run_id = w.run_id AND j.seq = w.seq AND j.session = w.session AND j.body = w.body`,
+    [columns.runId, columns.seq, columns.session, columns.body],
+  );
+  return rows[0]?.n === columns.seq.length;
+}
+
+/**
+ * The run's records after `afterSeq`, in order: what a follower polls for, reading each record
+ * once however long the run.
+ */
+async function journalAfter(conn: PostgresConnection, runId: string, afterSeq: number): Promise<JournalRow[]> {
+  const { rows } = await conn.call(() =>
+    conn.pool.query<{ seq: number; session: string; ts: string; body: string }>(
+      'SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND seq > $2 ORDER BY seq',
+      [runId, afterSeq],
+    ),
+  );
+  return conn.journalRows(runId, rows);
+}
+
+/**
+ * Appends rows of sessions that other processes append to as well (a run spread over workers):
+ * the rows' own seq numbers are replaced by the next ones of the run, counted on the run's row
+ * (whose lock is held to the commit), so seq order is commit order and a follower reading past its last seq misses nothing. One
+ * transaction; a retry after a lost connection finds the rows it wrote (by a key per call)
+ * rather than writing them twice. `also` writes in the same transaction (the jobs these rows
+ * start, queued with pg-boss's `insert({ db })`): both are committed, or neither. `releasing`: a
+ * session `owner` holds, let go of in the same transaction (before the jobs that wake it can be
+ * taken).
+ */
+async function appendShared(
+  conn: PostgresConnection,
+  rows: readonly JournalRow[],
+  also?: (db: SqlExecutor) => Promise<unknown>,
+  releasing?: { readonly session: string; readonly owner: RunOwner },
+): Promise<void> {
+  const first = rows[0];
+  if (!first) return;
+  const runId = first.runId;
+  if (rows.some((row) => row.runId !== runId)) throw new TypeError('exarch: appendShared takes the rows of one run');
+  const burst = randomUUID();
+  const columns = { session: [] as string[], ts: [] as number[], type: [] as string[], body: [] as string[] };
+  for (const row of rows) {
+    columns.session.push(row.session);
+    columns.ts.push(row.ts);
+    columns.type.push(row.record.type);
+    columns.body.push(conn.redactor.json(stringifyBounded(row.record)));
+  }
+  let attempts = 0;
+  await conn.call(async () => {
+    attempts++;
+    if (attempts > 1) {
+      const { rows: found } = await conn.pool.query('SELECT 1 FROM exarch.journal WHERE run_id = $1 AND session = $2 AND burst = $3 LIMIT 1', [
+        runId,
+        first.session,
+        burst,
+      ]);
+      if (found.length > 0) return;
+    }
+    const params = [runId, burst, columns.session, columns.ts, columns.type, columns.body, rows.length];
+    const insert = async (db: pg.Pool | pg.PoolClient): Promise<void> => {
+      // The run's row is the counter: its lock, held to the commit, orders the appends of one run.
+      const { rowCount } = await db.query(
+        `WITH taken AS (UPDATE exarch.runs SET next_seq = next_seq + $7 WHERE id = $1 RETURNING next_seq - $7 AS base)
+         INSERT INTO exarch.journal (run_id, seq, session, ts, type, body, burst)
+         SELECT $1, taken.base + w.n, w.session, w.ts, w.type, w.body, $2
+         FROM taken, unnest($3::text[], $4::bigint[], $5::text[], $6::text[]) WITH ORDINALITY AS w(session, ts, type, body, n)`,
+        params,
+      );
+      if (rowCount !== rows.length) throw new StoreError('unknown-run', conn.file, runId);
+    };
+    // One statement, one round trip, unless something is to be written with it.
+    const write = (): Promise<void> =>
+      also || releasing
+        ? conn.transaction(async (client) => {
+            await insert(client);
+            if (releasing) await client.query(RELEASE_SESSION, [runId, releasing.session, releasing.owner.token]);
+            await also?.({ executeSql: (text, values) => client.query(text, values) });
+          })
+        : insert(conn.pool);
+    try {
+      await write();
+    } catch (error) {
+      if (!(error instanceof pg.DatabaseError && error.code === '23505')) throw error;
+      // The counter is behind the journal (a resume here appended with numbers of its own): caught up, then again.
+      await conn.pool.query(
+        'UPDATE exarch.runs SET next_seq = greatest(next_seq, (SELECT coalesce(max(seq), 0) FROM exarch.journal WHERE run_id = $1)) WHERE id = $1',
+        [runId],
+      );
+      await write();
+    }
+  });
+}
+
+/** A claim of one session: when refused, the job its holder took it for, if it said. */
+export type SessionClaim = { readonly ok: true } | { readonly ok: false; readonly holder: RunOwner; readonly leaseUntil: number; readonly job?: string };
+
+/** Lets go of a session (`$1`, `$2`) if the token `$3` holds it. */
+const RELEASE_SESSION =
+  'UPDATE exarch.sessions SET owner_host = NULL, owner_pid = NULL, owner_token = NULL, lease_until = 0 WHERE run_id = $1 AND session = $2 AND owner_token = $3';
+
+/**
+ * Takes one session of a run for `owner`, as `claim` takes a run: when no live process holds it
+ * (no owner, its lease expired, or on the same host its process is gone). `job` (the queue's id
+ * of the job it is taken for) is kept with the claim: a refused claimant learns whether it is
+ * that job again, offered while its holder may be dead.
+ */
+async function claimSession(conn: PostgresConnection, runId: string, session: string, owner: RunOwner, leaseMs: number, job?: string): Promise<SessionClaim> {
+  return conn.call(async () => {
+    for (;;) {
+      const now = conn.now();
+      // The usual case in one statement: a session no one holds, or whose lease ran out.
+      const taken = await conn.pool.query(
+        `INSERT INTO exarch.sessions (run_id, session, owner_host, owner_pid, owner_token, lease_until, job) VALUES ($1, $2, $3, $4, $5, $6, $8)
+         ON CONFLICT (run_id, session) DO UPDATE SET owner_host = EXCLUDED.owner_host, owner_pid = EXCLUDED.owner_pid,
+           owner_token = EXCLUDED.owner_token, lease_until = EXCLUDED.lease_until, job = EXCLUDED.job
+         WHERE exarch.sessions.owner_token IS NULL OR exarch.sessions.owner_token = EXCLUDED.owner_token OR exarch.sessions.lease_until <= $7
+         RETURNING 1`,
+        [runId, session, owner.host, owner.pid, owner.token, now + leaseMs, now, job ?? null],
+      );
+      if (taken.rows.length > 0) return { ok: true } as const;
+      // Held under a lease: still ours to take if its holder's process (on this host) is gone.
+      const { rows } = await conn.pool.query<Pick<RunColumns, 'owner_host' | 'owner_pid' | 'owner_token' | 'lease_until'> & { job: string | null }>(
+        'SELECT owner_host, owner_pid, owner_token, lease_until, job FROM exarch.sessions WHERE run_id = $1 AND session = $2',
+        [runId, session],
+      );
+      const row = rows[0];
+      const holder = row ? ownerOf(row) : null;
+      // Let go of in between: asked again.
+      if (!row || holder === null) continue;
+      const leaseUntil = Number(row.lease_until);
+      if (!mayClaim(holder, leaseUntil, owner, now)) return { ok: false, holder, leaseUntil, ...(row.job === null ? {} : { job: row.job }) };
+      const moved = await conn.pool.query(
+        'UPDATE exarch.sessions SET owner_host = $3, owner_pid = $4, owner_token = $5, lease_until = $6, job = $8 WHERE run_id = $1 AND session = $2 AND owner_token = $7',
+        [runId, session, owner.host, owner.pid, owner.token, now + leaseMs, holder.token, job ?? null],
+      );
+      if (moved.rowCount === 1) return { ok: true } as const;
+    }
+  });
+}
+
+/** Extends `owner`'s leases on these sessions; returns those it no longer holds. */
+async function renewSessions(conn: PostgresConnection, runId: string, sessions: readonly string[], owner: RunOwner, leaseMs: number): Promise<string[]> {
+  if (sessions.length === 0) return [];
+  const { rows } = await conn.call(() =>
+    conn.pool.query<{ session: string }>(
+      'UPDATE exarch.sessions SET lease_until = $4 WHERE run_id = $1 AND session = ANY($2) AND owner_token = $3 RETURNING session',
+      [runId, sessions, owner.token, conn.now() + leaseMs],
+    ),
+  );
+  const held = new Set(rows.map((r) => r.session));
+  return sessions.filter((session) => !held.has(session));
+}
+
+/** Lets go of a session `owner` holds. */
+async function releaseSession(conn: PostgresConnection, runId: string, session: string, owner: RunOwner): Promise<void> {
+  await conn.call(() => conn.pool.query(RELEASE_SESSION, [runId, session, owner.token]));
+}
+
+/** A steering line taken this long ago and not answered was taken by a worker that died: another may take it. */
+const COMMAND_STALE_MS = 30_000;
+
+/**
+ * Sends a steering line (`/cancel root/lead`, `/msg …`) to whichever worker runs the run; returns
+ * its number, by which `answers` reports what the worker said. Lines wait while no worker holds
+ * the run. Redacted as everything stored is. A retry after a lost connection finds the line it
+ * sent (by its key) rather than sending it twice.
+ */
+async function sendCommand(conn: PostgresConnection, runId: string, line: string): Promise<number> {
+  const key = randomUUID();
+  const text = conn.redactor.text(line);
+  const { rows } = await conn.call(async () => {
+    const inserted = await conn.pool.query<{ seq: string }>(
+      'INSERT INTO exarch.commands (key, run_id, line, sent_at) VALUES ($1, $2, $3, $4) ON CONFLICT (key) DO NOTHING RETURNING seq',
+      [key, runId, text, conn.now()],
+    );
+    return inserted.rows.length > 0 ? inserted : conn.pool.query<{ seq: string }>('SELECT seq FROM exarch.commands WHERE key = $1', [key]);
+  });
+  return Number(rows[0]?.seq);
+}
+
+/**
+ * The run's unanswered steering lines, now taken by `taker`, in the order sent: those no one
+ * took, those `taker` took before (an answer lost with a connection is asked for again), and
+ * those another taker took more than `COMMAND_STALE_MS` ago and never answered (it died).
+ */
+async function takeCommands(conn: PostgresConnection, runId: string, taker: string): Promise<{ readonly seq: number; readonly line: string }[]> {
+  const now = conn.now();
+  const { rows } = await conn.call(() =>
+    conn.pool.query<{ seq: string; line: string }>(
+      `UPDATE exarch.commands SET taken_by = $2, taken_at = $3
+       WHERE run_id = $1 AND answer IS NULL AND (taken_by IS NULL OR taken_by = $2 OR taken_at < $4)
+       RETURNING seq, line`,
+      [runId, taker, now, now - COMMAND_STALE_MS],
+    ),
+  );
+  return rows.map((r) => ({ seq: Number(r.seq), line: r.line })).sort((a, b) => a.seq - b.seq);
+}
+
+/** What the worker said to a steering line. */
+async function answerCommand(conn: PostgresConnection, seq: number, answer: string): Promise<void> {
+  await conn.call(() => conn.pool.query('UPDATE exarch.commands SET answer = $2 WHERE seq = $1', [seq, conn.redactor.text(answer)]));
+}
+
+/** Lets go of `taker`'s unanswered lines but `keep`: the next worker of the run takes them (a run handed back, say). */
+async function releaseCommands(conn: PostgresConnection, runId: string, taker: string, keep: readonly number[]): Promise<void> {
+  await conn.call(() =>
+    conn.pool.query(
+      'UPDATE exarch.commands SET taken_by = NULL, taken_at = NULL WHERE run_id = $1 AND taken_by = $2 AND answer IS NULL AND NOT (seq = ANY($3))',
+      [runId, taker, keep.map(String)],
+    ),
+  );
+}
+
+/** The answers given so far to the lines `seqs` (those not answered yet are left out). */
+async function answers(conn: PostgresConnection, seqs: readonly number[]): Promise<{ readonly seq: number; readonly answer: string }[]> {
+  if (seqs.length === 0) return [];
+  const { rows } = await conn.call(() =>
+    conn.pool.query<{ seq: string; answer: string }>('SELECT seq, answer FROM exarch.commands WHERE seq = ANY($1) AND answer IS NOT NULL ORDER BY seq', [
+      seqs.map(String),
+    ]),
+  );
+  return rows.map((r) => ({ seq: Number(r.seq), answer: r.answer }));
+}
+
+/** Takes back the lines of `seqs` that no worker took (the run stopped first): none acts on them later. Returns how many. */
+async function withdrawCommands(conn: PostgresConnection, seqs: readonly number[]): Promise<number> {
+  if (seqs.length === 0) return 0;
+  const { rowCount } = await conn.call(() => conn.pool.query('DELETE FROM exarch.commands WHERE seq = ANY($1) AND taken_by IS NULL', [seqs.map(String)]));
+  return rowCount ?? 0;
+}
+
+/** Asks that a session be cancelled, wherever it runs or next runs; the first reason stands. `also` as in `appendShared`. */
+async function requestCancel(
+  conn: PostgresConnection,
+  runId: string,
+  session: string,
+  reason: string,
+  also?: (db: SqlExecutor) => Promise<unknown>,
+): Promise<void> {
+  await conn.call(() =>
+    conn.transaction(async (client) => {
+      await client.query(
+        'INSERT INTO exarch.sessions (run_id, session, cancel) VALUES ($1, $2, $3) ON CONFLICT (run_id, session) DO UPDATE SET cancel = coalesce(exarch.sessions.cancel, $3)',
+        [runId, session, conn.redactor.text(reason)],
+      );
+      await also?.({ executeSql: (text, values) => client.query(text, values) });
+    }),
+  );
+}
+
+/**
+ * Sends a user message to `session` of a spread run from elsewhere (a steering line): a `queued`
+ * record in its journal, read by the job that runs it (`host`: itself, or the session that keeps
+ * its subtree), which is told by `host`'s `message_seq`. `also` as in `appendShared` (the wake of
+ * `host`): all of it is committed, or none.
+ */
+async function sendMessage(
+  conn: PostgresConnection,
+  runId: string,
+  session: string,
+  host: string,
+  text: string,
+  also?: (db: SqlExecutor) => Promise<unknown>,
+): Promise<void> {
+  await appendShared(conn, [{ runId, seq: 0, session, ts: conn.now(), record: { type: 'queued', text } }], async (db) => {
+    await db.executeSql(
+      `INSERT INTO exarch.sessions (run_id, session, message_seq)
+         VALUES ($1, $2, (SELECT max(seq) FROM exarch.journal WHERE run_id = $1 AND session = $3 AND type = 'queued'))
+       ON CONFLICT (run_id, session) DO UPDATE SET message_seq = EXCLUDED.message_seq`,
+      [runId, host, session],
+    );
+    await also?.(db);
+  });
+}
+
+/**
+ * What was asked of these sessions from elsewhere (and of every session below those of
+ * `subtrees`): a cancel (its reason), the seq of the last message sent.
+ */
+async function sessionSignals(
+  conn: PostgresConnection,
+  runId: string,
+  sessions: readonly string[],
+  subtrees: readonly string[] = [],
+): Promise<Map<string, { readonly cancel?: string; readonly messageSeq?: number }>> {
+  if (sessions.length === 0 && subtrees.length === 0) return new Map();
+  const { rows } = await conn.call(() =>
+    conn.pool.query<{ session: string; cancel: string | null; message_seq: number | null }>(
+      `SELECT session, cancel, message_seq FROM exarch.sessions WHERE run_id = $1
+         AND (session = ANY($2) OR EXISTS (SELECT 1 FROM unnest($3::text[]) AS p(top) WHERE left(session, length(p.top) + 1) = p.top || '/'))
+         AND (cancel IS NOT NULL OR message_seq IS NOT NULL)`,
+      [runId, sessions, subtrees],
+    ),
+  );
+  return new Map(
+    rows.map((r) => [r.session, { ...(r.cancel === null ? {} : { cancel: r.cancel }), ...(r.message_seq === null ? {} : { messageSeq: r.message_seq }) }]),
+  );
+}
+
+/** The cancels asked of these sessions, by session. */
+async function cancelRequests(conn: PostgresConnection, runId: string, sessions: readonly string[]): Promise<Map<string, string>> {
+  if (sessions.length === 0) return new Map();
+  const { rows } = await conn.call(() =>
+    conn.pool.query<{ session: string; cancel: string }>(
+      'SELECT session, cancel FROM exarch.sessions WHERE run_id = $1 AND session = ANY($2) AND cancel IS NOT NULL',
+      [runId, sessions],
+    ),
+  );
+  return new Map(rows.map((r) => [r.session, r.cancel]));
+}
+
+/** Records the span a session's agent span was opened as (`traceparent`); the first one recorded stands. */
+async function recordSpan(conn: PostgresConnection, runId: string, session: string, traceparent: string): Promise<void> {
+  await conn.call(() =>
+    conn.pool.query(
+      `INSERT INTO exarch.sessions (run_id, session, span) VALUES ($1, $2, $3)
+       ON CONFLICT (run_id, session) DO UPDATE SET span = coalesce(exarch.sessions.span, EXCLUDED.span)`,
+      [runId, session, traceparent],
+    ),
+  );
+}
+
+/** The spans recorded for these sessions (all of the run's without `sessions`), by session. */
+async function spansOf(conn: PostgresConnection, runId: string, sessions?: readonly string[]): Promise<Map<string, string>> {
+  const { rows } = await conn.call(() =>
+    conn.pool.query<{ session: string; span: string }>(
+      sessions === undefined
+        ? 'SELECT session, span FROM exarch.sessions WHERE run_id = $1 AND span IS NOT NULL'
+        : 'SELECT session, span FROM exarch.sessions WHERE run_id = $1 AND session = ANY($2) AND span IS NOT NULL',
+      sessions === undefined ? [runId] : [runId, sessions],
+    ),
+  );
+  return new Map(rows.map((r) => [r.session, r.span]));
+}
+
+/**
+ * One session's records, in order; with `subtree`, those of every session below it too (ids are
+ * paths: `root/lead/reader`).
+ */
+async function sessionJournal(conn: PostgresConnection, runId: string, session: string, options: { readonly subtree?: boolean } = {}): Promise<JournalRow[]> {
+  const { rows } = await conn.call(() =>
+    conn.pool.query<{ seq: number; session: string; ts: string; body: string }>(
+      options.subtree
+        ? "SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND (session = $2 OR left(session, length($2) + 1) = $2 || '/') ORDER BY seq"
+        : 'SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND session = $2 ORDER BY seq',
+      [runId, session],
+    ),
+  );
+  return conn.journalRows(runId, rows);
+}
+
+/** The sub-agents of a run started and not ended (`spawn` records without an `outcome`), in the order they were started. */
+async function liveSubAgents(conn: PostgresConnection, runId: string): Promise<string[]> {
+  const { rows } = await conn.call(() =>
+    conn.pool.query<{ id: string }>(
+      `SELECT s.body::jsonb ->> 'id' AS id FROM exarch.journal AS s WHERE s.run_id = $1 AND s.type = 'spawn'
+         AND NOT EXISTS (SELECT 1 FROM exarch.journal AS o WHERE o.run_id = $1 AND o.session = s.body::jsonb ->> 'id' AND o.type = 'outcome')
+       ORDER BY s.seq`,
+      [runId],
+    ),
+  );
+  return rows.map((r) => r.id);
+}
+
+/** Whether a session has begun (its `session` record is in the journal). */
+async function hasBegun(conn: PostgresConnection, runId: string, session: string): Promise<boolean> {
+  const { rows } = await conn.call(() =>
+    conn.pool.query("SELECT 1 FROM exarch.journal WHERE run_id = $1 AND session = $2 AND type = 'session' LIMIT 1", [runId, session]),
+  );
+  return rows.length > 0;
+}
+
+/** The `queued` records (user messages) of a session, with `subtree` of every session below it too, after seq `after`. */
+async function queuedAfter(
+  conn: PostgresConnection,
+  runId: string,
+  session: string,
+  after: number,
+  options: { readonly subtree?: boolean } = {},
+): Promise<JournalRow[]> {
+  const { rows } = await conn.call(() =>
+    conn.pool.query<{ seq: number; session: string; ts: string; body: string }>(
+      options.subtree
+        ? "SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND (session = $2 OR left(session, length($2) + 1) = $2 || '/') AND type = 'queued' AND seq > $3 ORDER BY seq"
+        : "SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND session = $2 AND type = 'queued' AND seq > $3 ORDER BY seq",
+      [runId, session, after],
+    ),
+  );
+  return conn.journalRows(runId, rows);
+}
+
+/** The `spawn` records that started these sessions (each in its parent's journal), in order. */
+async function spawnsOf(conn: PostgresConnection, runId: string, sessions: readonly string[]): Promise<JournalRow[]> {
+  if (sessions.length === 0) return [];
+  const { rows } = await conn.call(() =>
+    conn.pool.query<{ seq: number; session: string; ts: string; body: string }>(
+      "SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND type = 'spawn' AND body::jsonb ->> 'id' = ANY($2) ORDER BY seq",
+      [runId, sessions],
+    ),
+  );
+  return conn.journalRows(runId, rows);
+}
+
+/** The `outcome` records of those of `sessions` that ended. */
+async function outcomes(conn: PostgresConnection, runId: string, sessions: readonly string[]): Promise<JournalRow[]> {
+  if (sessions.length === 0) return [];
+  const { rows } = await conn.call(() =>
+    conn.pool.query<{ seq: number; session: string; ts: string; body: string }>(
+      "SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND session = ANY($2) AND type = 'outcome' ORDER BY seq",
+      [runId, sessions],
+    ),
+  );
+  return conn.journalRows(runId, rows);
+}
+
+/**
+ * Whether nothing in a spread run can move until a person answers (its status `waiting`, as a
+ * whole run stops as `waiting`): a call waits for approval (a session's last `awaiting` record
+ * was followed by no `dispatching` and no `outcome`), no session is held by a live worker, and no
+ * job of the run is queued or running in pg-boss's table on this server.
+ */
+async function spreadWaiting(conn: PostgresConnection, runId: string): Promise<boolean> {
+  const { rows } = await conn.call(() =>
+    conn.pool.query<{ waiting: boolean }>(
+      `SELECT EXISTS (
+           SELECT 1 FROM exarch.journal AS a WHERE a.run_id = $1 AND a.type = 'awaiting' AND NOT EXISTS (
+             SELECT 1 FROM exarch.journal AS b WHERE b.run_id = $1 AND b.session = a.session AND b.seq > a.seq AND b.type IN ('dispatching', 'outcome')))
+         AND NOT EXISTS (SELECT 1 FROM exarch.sessions AS s WHERE s.run_id = $1 AND s.owner_token IS NOT NULL AND s.lease_until > $2)
+         AND NOT EXISTS (SELECT 1 FROM pgboss.job AS q WHERE q.name = $3 AND q.state < 'completed' AND q.data ->> 'runId' = $1) AS waiting`,
+      [runId, conn.now(), RUN_QUEUE],
+    ),
+  );
+  return rows[0]?.waiting === true;
+}
+
+/** The tools a person approved for the rest of a run (`always`), in any session's journal. */
+async function approvedAlways(conn: PostgresConnection, runId: string): Promise<Set<string>> {
+  const { rows } = await conn.call(() =>
+    conn.pool.query<{ tool: string }>(
+      "SELECT DISTINCT body::jsonb ->> 'tool' AS tool FROM exarch.journal WHERE run_id = $1 AND type = 'approval' AND body::jsonb ->> 'decision' = 'always'",
+      [runId],
+    ),
+  );
+  return new Set(rows.map((r) => r.tool));
+}
+
+/**
+ * Runs in PostgreSQL: the store a pool of workers shares. Same contract as `SqliteRunStore`
+ * (every method answers with a promise): the schema is created or brought up to date on first
+ * use, and a database written by a newer exarch is refused (`StoreError` 'newer-schema') without
+ * a byte written. What is written is redacted, as in the SQLite store.
+ *
+ * A call that finds the server gone (restarting) is tried again until `reconnectMs`; an append
+ * whose commit was lost with the connection is recognised on the retry (its rows are there, as
+ * written) and not reported as a conflict.
+ *
+ * This class is the store's face; each method's SQL is kept with its concern: runs and their
+ * leases (postgresRuns.ts), the journal (postgresJournal.ts), sessions' claims
+ * (postgresLeases.ts), the two steering channels (postgresSteering.ts), span records
+ * (postgresSpans.ts) and the queries of a spread run's workers (postgresWorkerQueries.ts), all
+ * through one `PostgresConnection` (postgresConnection.ts) on the schema of postgresSchema.ts.
+ */
+export class PostgresRunStore implements RunStore {
+  /** The URL without its secrets (`redactUrl`): what messages name. */
+  readonly file: string;
+  readonly pool: pg.Pool;
+  private readonly conn: PostgresConnection;
+
+  constructor(url: string, options: PostgresStoreOptions = {}) {
+    this.conn = new PostgresConnection(url, options);
+    this.file = this.conn.file;
+    this.pool = this.conn.pool;
+  }
+
+  /**
+   * Connects and creates or checks the schema now, rather than at the first call: a command that
+   * must not go on without the store (one that queues a run next) hears the store's one line first.
+   */
+  async open(): Promise<void> {
+    await this.conn.schema();
+  }
+
+  close(): Promise<void> {
+    return this.conn.close();
+  }
+
+  createRun(run: NewRun): Promise<void> {
+    return createRun(this.conn, run);
+  }
+
+  getRun(id: string): Promise<RunRow | undefined> {
+    return getRun(this.conn, id);
+  }
+
+  listRuns(): Promise<RunListing[]> {
+    return listRuns(this.conn);
+  }
+
+  /** The run's row locked (FOR UPDATE) while the holder is judged: two claimants never both win. */
+  claim(runId: string, owner: RunOwner, leaseMs: number): Promise<ClaimResult> {
+    return claim(this.conn, runId, owner, leaseMs);
+  }
+
+  renew(runId: string, owner: RunOwner, leaseMs: number): Promise<boolean> {
+    return renew(this.conn, runId, owner, leaseMs);
+  }
+
+  /** Lets go of the run and writes its totals (summed by the server), so `listRuns` need not sum them again. */
+  release(runId: string, owner: RunOwner, status: RunStatus): Promise<void> {
+    return release(this.conn, runId, owner, status);
+  }
+
+  /** Ends a run whose sessions ran as jobs of their own (no process holds the run as a whole); see postgresRuns.ts. */
+  endRun(runId: string, status: RunStatus): Promise<void> {
+    return endRun(this.conn, runId, status);
+  }
+
+  /** One INSERT of the whole batch: a taken (run, seq) rolls all of it back. */
+  append(rows: readonly JournalRow[]): Promise<void> {
+    return append(this.conn, rows);
+  }
+
+  /** Appends rows of sessions that other processes append to as well (a spread run); see postgresJournal.ts. */
+  appendShared(
+    rows: readonly JournalRow[],
+    also?: (db: SqlExecutor) => Promise<unknown>,
+    releasing?: { readonly session: string; readonly owner: RunOwner },
+  ): Promise<void> {
+    return appendShared(this.conn, rows, also, releasing);
+  }
+
+  journal(runId: string): Promise<JournalRow[]> {
+    return journalAfter(this.conn, runId, 0);
+  }
+
+  /** The run's records after `afterSeq`, in order: what a follower polls for. */
+  journalAfter(runId: string, afterSeq: number): Promise<JournalRow[]> {
+    return journalAfter(this.conn, runId, afterSeq);
+  }
+
+  /** Takes one session of a run for `owner`, as `claim` takes a run; see postgresLeases.ts. */
+  claimSession(runId: string, session: string, owner: RunOwner, leaseMs: number, job?: string): Promise<SessionClaim> {
+    return claimSession(this.conn, runId, session, owner, leaseMs, job);
+  }
+
+  /** Extends `owner`'s leases on these sessions; returns those it no longer holds. */
+  renewSessions(runId: string, sessions: readonly string[], owner: RunOwner, leaseMs: number): Promise<string[]> {
+    return renewSessions(this.conn, runId, sessions, owner, leaseMs);
+  }
+
+  /** Lets go of a session `owner` holds. */
+  releaseSession(runId: string, session: string, owner: RunOwner): Promise<void> {
+    return releaseSession(this.conn, runId, session, owner);
+  }
+
+  /** Sends a steering line to whichever worker runs the run; returns its number. See postgresSteering.ts. */
+  sendCommand(runId: string, line: string): Promise<number> {
+    return sendCommand(this.conn, runId, line);
+  }
+
+  /** The run's unanswered steering lines, now taken by `taker`, in the order sent. */
+  takeCommands(runId: string, taker: string): Promise<{ readonly seq: number; readonly line: string }[]> {
+    return takeCommands(this.conn, runId, taker);
+  }
+
+  /** What the worker said to a steering line. */
+  answerCommand(seq: number, answer: string): Promise<void> {
+    return answerCommand(this.conn, seq, answer);
+  }
+
+  /** Lets go of `taker`'s unanswered lines but `keep`. */
+  releaseCommands(runId: string, taker: string, keep: readonly number[]): Promise<void> {
+    return releaseCommands(this.conn, runId, taker, keep);
+  }
+
+  /** The answers given so far to the lines `seqs`. */
+  answers(seqs: readonly number[]): Promise<{ readonly seq: number; readonly answer: string }[]> {
+    return answers(this.conn, seqs);
+  }
+
+  /** Takes back the lines of `seqs` that no worker took; returns how many. */
+  withdrawCommands(seqs: readonly number[]): Promise<number> {
+    return withdrawCommands(this.conn, seqs);
+  }
+
+  /** Asks that a session be cancelled, wherever it runs or next runs; the first reason stands. `also` as in `appendShared`. */
+  requestCancel(runId: string, session: string, reason: string, also?: (db: SqlExecutor) => Promise<unknown>): Promise<void> {
+    return requestCancel(this.conn, runId, session, reason, also);
+  }
+
+  /** Sends a user message to `session` of a spread run from elsewhere; see postgresSteering.ts. */
+  sendMessage(runId: string, session: string, host: string, text: string, also?: (db: SqlExecutor) => Promise<unknown>): Promise<void> {
+    return sendMessage(this.conn, runId, session, host, text, also);
+  }
+
+  /** What was asked of these sessions from elsewhere (and of every session below those of `subtrees`). */
+  sessionSignals(
+    runId: string,
+    sessions: readonly string[],
+    subtrees: readonly string[] = [],
+  ): Promise<Map<string, { readonly cancel?: string; readonly messageSeq?: number }>> {
+    return sessionSignals(this.conn, runId, sessions, subtrees);
+  }
+
+  /** The cancels asked of these sessions, by session. */
+  cancelRequests(runId: string, sessions: readonly string[]): Promise<Map<string, string>> {
+    return cancelRequests(this.conn, runId, sessions);
+  }
+
+  /** Records the span a session's agent span was opened as (`traceparent`); the first one recorded stands. */
+  recordSpan(runId: string, session: string, traceparent: string): Promise<void> {
+    return recordSpan(this.conn, runId, session, traceparent);
+  }
+
+  /** The spans recorded for these sessions (all of the run's without `sessions`), by session. */
+  spansOf(runId: string, sessions?: readonly string[]): Promise<Map<string, string>> {
+    return spansOf(this.conn, runId, sessions);
+  }
+
+  /** One session's records, in order; with `subtree`, those of every session below it too. */
+  sessionJournal(runId: string, session: string, options: { readonly subtree?: boolean } = {}): Promise<JournalRow[]> {
+    return sessionJournal(this.conn, runId, session, options);
+  }
+
+  /** The sub-agents of a run started and not ended, in the order they were started. */
+  liveSubAgents(runId: string): Promise<string[]> {
+    return liveSubAgents(this.conn, runId);
+  }
+
+  /** Whether a session has begun (its `session` record is in the journal). */
+  hasBegun(runId: string, session: string): Promise<boolean> {
+    return hasBegun(this.conn, runId, session);
+  }
+
+  /** The `queued` records (user messages) of a session, with `subtree` of every session below it too, after seq `after`. */
+  queuedAfter(runId: string, session: string, after: number, options: { readonly subtree?: boolean } = {}): Promise<JournalRow[]> {
+    return queuedAfter(this.conn, runId, session, after, options);
+  }
+
+  /** The `spawn` records that started these sessions (each in its parent's journal), in order. */
+  spawnsOf(runId: string, sessions: readonly string[]): Promise<JournalRow[]> {
+    return spawnsOf(this.conn, runId, sessions);
+  }
+
+  /** The `outcome` records of those of `sessions` that ended. */
+  outcomes(runId: string, sessions: readonly string[]): Promise<JournalRow[]> {
+    return outcomes(this.conn, runId, sessions);
+  }
+
+  /** Whether nothing in a spread run can move until a person answers; see postgresWorkerQueries.ts. */
+  spreadWaiting(runId: string): Promise<boolean> {
+    return spreadWaiting(this.conn, runId);
+  }
+
+  /** The tools a person approved for the rest of a run (`always`), in any session's journal. */
+  approvedAlways(runId: string): Promise<Set<string>> {
+    return approvedAlways(this.conn, runId);
+  }
+}
+
 /** Opens a store on the server at `url` (connecting lazily, on first use); see `PostgresRunStore`. */
 export function openPostgresStore(url: string, options: PostgresStoreOptions = {}): PostgresRunStore {
   return new PostgresRunStore(url, options);
-}
-
-function ownerOf(r: Pick<RunColumns, 'owner_host' | 'owner_pid' | 'owner_token'>): RunOwner | null {
-  return r.owner_token === null ? null : { host: r.owner_host ?? '', pid: r.owner_pid ?? 0, token: r.owner_token };
 }
