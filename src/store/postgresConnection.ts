@@ -212,8 +212,3 @@ class ClosingClient extends pg.Client {
     });
   }
 }
-
-/** Runs SQL in a store's transaction: the shape pg-boss takes as its `db` option. */
-export interface SqlExecutor {
-  executeSql(text: string, values: unknown[]): Promise<{ rows: unknown[] }>;
-}

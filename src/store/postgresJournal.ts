@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { stringifyBounded } from '../engine/nesting.js';
-import type { PostgresConnection, SqlExecutor } from './postgresConnection.js';
+import type { Queued, SqlExecutor } from './jobStore.js';
+import type { PostgresConnection } from './postgresConnection.js';
 import { RELEASE_SESSION } from './postgresLeases.js';
 import type { JournalRow, RunOwner } from './runStore.js';
 import { StoreError } from './storeError.js';
@@ -137,4 +138,14 @@ export async function appendShared(
       await write();
     }
   });
+}
+
+/** `appendShared` with the jobs `queued` written through their queue's own `insert` in its transaction (`JobStore.commit`). */
+export function commit(
+  conn: PostgresConnection,
+  rows: readonly JournalRow[],
+  queued?: Queued,
+  releasing?: { readonly session: string; readonly owner: RunOwner },
+): Promise<void> {
+  return appendShared(conn, rows, queued && ((db) => queued.queue.insert(queued.jobs, { db })), releasing);
 }

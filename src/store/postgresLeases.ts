@@ -1,10 +1,8 @@
+import type { SessionClaim } from './jobStore.js';
 import { mayClaim } from './memoryStore.js';
 import type { PostgresConnection } from './postgresConnection.js';
 import { ownerOf, type RunColumns } from './postgresSchema.js';
 import type { RunOwner } from './runStore.js';
-
-/** A claim of one session: when refused, the job its holder took it for, if it said. */
-export type SessionClaim = { readonly ok: true } | { readonly ok: false; readonly holder: RunOwner; readonly leaseUntil: number; readonly job?: string };
 
 /** Lets go of a session (`$1`, `$2`) if the token `$3` holds it. */
 export const RELEASE_SESSION =

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { PostgresConnection, SqlExecutor } from './postgresConnection.js';
+import type { Queued } from './jobStore.js';
+import type { PostgresConnection } from './postgresConnection.js';
 import { appendShared } from './postgresJournal.js';
 
 /** A steering line taken this long ago and not answered was taken by a worker that died: another may take it. */
@@ -75,21 +76,15 @@ export async function withdrawCommands(conn: PostgresConnection, seqs: readonly 
   return rowCount ?? 0;
 }
 
-/** Asks that a session be cancelled, wherever it runs or next runs; the first reason stands. `also` as in `appendShared`. */
-export async function requestCancel(
-  conn: PostgresConnection,
-  runId: string,
-  session: string,
-  reason: string,
-  also?: (db: SqlExecutor) => Promise<unknown>,
-): Promise<void> {
+/** Asks that a session be cancelled, wherever it runs or next runs; the first reason stands. `queued` (its wake) in the same transaction. */
+export async function requestCancel(conn: PostgresConnection, runId: string, session: string, reason: string, queued?: Queued): Promise<void> {
   await conn.call(() =>
     conn.transaction(async (client) => {
       await client.query(
         'INSERT INTO exarch.sessions (run_id, session, cancel) VALUES ($1, $2, $3) ON CONFLICT (run_id, session) DO UPDATE SET cancel = coalesce(exarch.sessions.cancel, $3)',
         [runId, session, conn.redactor.text(reason)],
       );
-      await also?.({ executeSql: (text, values) => client.query(text, values) });
+      await queued?.queue.insert(queued.jobs, { db: { executeSql: (text, values) => client.query(text, values) } });
     }),
   );
 }
@@ -97,17 +92,10 @@ export async function requestCancel(
 /**
  * Sends a user message to `session` of a spread run from elsewhere (a steering line): a `queued`
  * record in its journal, read by the job that runs it (`host`: itself, or the session that keeps
- * its subtree), which is told by `host`'s `message_seq`. `also` as in `appendShared` (the wake of
- * `host`): all of it is committed, or none.
+ * its subtree), which is told by `host`'s `message_seq`. `queued` (the wake of `host`) in the same
+ * transaction: all of it is committed, or none.
  */
-export async function sendMessage(
-  conn: PostgresConnection,
-  runId: string,
-  session: string,
-  host: string,
-  text: string,
-  also?: (db: SqlExecutor) => Promise<unknown>,
-): Promise<void> {
+export async function sendMessage(conn: PostgresConnection, runId: string, session: string, host: string, text: string, queued?: Queued): Promise<void> {
   await appendShared(conn, [{ runId, seq: 0, session, ts: conn.now(), record: { type: 'queued', text } }], async (db) => {
     await db.executeSql(
       `INSERT INTO exarch.sessions (run_id, session, message_seq)
@@ -115,7 +103,7 @@ export async function sendMessage(
        ON CONFLICT (run_id, session) DO UPDATE SET message_seq = EXCLUDED.message_seq`,
       [runId, host, session],
     );
-    await also?.(db);
+    await queued?.queue.insert(queued.jobs, { db });
   });
 }
 

@@ -1,7 +1,8 @@
 import type pg from 'pg';
-import { PostgresConnection, type PostgresStoreOptions, type SqlExecutor } from './postgresConnection.js';
-import { append, appendShared, journalAfter } from './postgresJournal.js';
-import { claimSession, releaseSession, renewSessions, type SessionClaim } from './postgresLeases.js';
+import type { JobStore, Look, Looked, Queued, SessionClaim, SessionRecords, SqlExecutor } from './jobStore.js';
+import { PostgresConnection, type PostgresStoreOptions } from './postgresConnection.js';
+import { append, appendShared, commit, journalAfter } from './postgresJournal.js';
+import { claimSession, releaseSession, renewSessions } from './postgresLeases.js';
 import { claim, createRun, endRun, getRun, listRuns, release, renew } from './postgresRuns.js';
 import { recordSpan, spansOf } from './postgresSpans.js';
 import {
@@ -16,7 +17,18 @@ import {
   takeCommands,
   withdrawCommands,
 } from './postgresSteering.js';
-import { approvedAlways, hasBegun, liveSubAgents, outcomes, queuedAfter, sessionJournal, spawnsOf, spreadWaiting } from './postgresWorkerQueries.js';
+import {
+  approvedAlways,
+  hasBegun,
+  liveSubAgents,
+  look,
+  outcomes,
+  queuedAfter,
+  readSession,
+  sessionJournal,
+  spawnsOf,
+  spreadWaiting,
+} from './postgresWorkerQueries.js';
 import type { ClaimResult, JournalRow, NewRun, RunListing, RunOwner, RunRow, RunStatus, RunStore } from './runStore.js';
 
 /**
@@ -33,9 +45,10 @@ import type { ClaimResult, JournalRow, NewRun, RunListing, RunOwner, RunRow, Run
  * leases (postgresRuns.ts), the journal (postgresJournal.ts), sessions' claims
  * (postgresLeases.ts), the two steering channels (postgresSteering.ts), span records
  * (postgresSpans.ts) and the queries of a spread run's workers (postgresWorkerQueries.ts), all
- * through one `PostgresConnection` (postgresConnection.ts) on the schema of postgresSchema.ts.
+ * through one `PostgresConnection` (postgresConnection.ts) on the schema of postgresSchema.ts. A
+ * spread run's jobs see it as a `JobStore` (jobStore.ts): claim, read, look, commit, release.
  */
-export class PostgresRunStore implements RunStore {
+export class PostgresRunStore implements RunStore, JobStore {
   /** The URL without its secrets (`redactUrl`): what messages name. */
   readonly file: string;
   readonly pool: pg.Pool;
@@ -104,6 +117,11 @@ export class PostgresRunStore implements RunStore {
     return appendShared(this.conn, rows, also, releasing);
   }
 
+  /** Appends a job's records with the jobs they start and the session they let go, in one transaction (`JobStore.commit`). */
+  commit(rows: readonly JournalRow[], queued?: Queued, releasing?: { readonly session: string; readonly owner: RunOwner }): Promise<void> {
+    return commit(this.conn, rows, queued, releasing);
+  }
+
   journal(runId: string): Promise<JournalRow[]> {
     return journalAfter(this.conn, runId, 0);
   }
@@ -158,14 +176,14 @@ export class PostgresRunStore implements RunStore {
     return withdrawCommands(this.conn, seqs);
   }
 
-  /** Asks that a session be cancelled, wherever it runs or next runs; the first reason stands. `also` as in `appendShared`. */
-  requestCancel(runId: string, session: string, reason: string, also?: (db: SqlExecutor) => Promise<unknown>): Promise<void> {
-    return requestCancel(this.conn, runId, session, reason, also);
+  /** Asks that a session be cancelled, wherever it runs or next runs; the first reason stands. `queued` (its wake) in the same transaction. */
+  requestCancel(runId: string, session: string, reason: string, queued?: Queued): Promise<void> {
+    return requestCancel(this.conn, runId, session, reason, queued);
   }
 
   /** Sends a user message to `session` of a spread run from elsewhere; see postgresSteering.ts. */
-  sendMessage(runId: string, session: string, host: string, text: string, also?: (db: SqlExecutor) => Promise<unknown>): Promise<void> {
-    return sendMessage(this.conn, runId, session, host, text, also);
+  sendMessage(runId: string, session: string, host: string, text: string, queued?: Queued): Promise<void> {
+    return sendMessage(this.conn, runId, session, host, text, queued);
   }
 
   /** What was asked of these sessions from elsewhere (and of every session below those of `subtrees`). */
@@ -190,6 +208,16 @@ export class PostgresRunStore implements RunStore {
   /** The spans recorded for these sessions (all of the run's without `sessions`), by session. */
   spansOf(runId: string, sessions?: readonly string[]): Promise<Map<string, string>> {
     return spansOf(this.conn, runId, sessions);
+  }
+
+  /** What a session of a spread run is restored from (`JobStore.readSession`). */
+  readSession(runId: string, session: string, options: { readonly subtree: boolean }): Promise<SessionRecords> {
+    return readSession(this.conn, runId, session, options);
+  }
+
+  /** What came to a session from elsewhere (`JobStore.look`). */
+  look(runId: string, session: string, asked: Look): Promise<Looked> {
+    return look(this.conn, runId, session, asked);
   }
 
   /** One session's records, in order; with `subtree`, those of every session below it too. */

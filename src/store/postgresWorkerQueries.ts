@@ -1,4 +1,7 @@
+import type { Look, Looked, SessionRecords } from './jobStore.js';
 import type { PostgresConnection } from './postgresConnection.js';
+import { cancelRequests } from './postgresSteering.js';
+import { liveChildrenOf } from './restoreRun.js';
 import { RUN_QUEUE } from './postgresSchema.js';
 import type { JournalRow } from './runStore.js';
 
@@ -116,4 +119,27 @@ export async function approvedAlways(conn: PostgresConnection, runId: string): P
     ),
   );
   return new Set(rows.map((r) => r.tool));
+}
+
+/**
+ * What a session is restored from (`JobStore.readSession`): its records, with `subtree` those of
+ * every session below it too, and (when it keeps no subtree) the `outcome` records of its
+ * sub-agents started and not yet delivered to it: results that came while it was parked.
+ */
+export async function readSession(conn: PostgresConnection, runId: string, session: string, options: { readonly subtree: boolean }): Promise<SessionRecords> {
+  const rows = await sessionJournal(conn, runId, session, { subtree: options.subtree });
+  const own = rows.filter((r) => r.session === session).map((r) => r.record);
+  const delivered = options.subtree ? [] : await outcomes(conn, runId, liveChildrenOf(own));
+  return { rows: [...rows, ...delivered].sort((a, b) => a.seq - b.seq), lastSeq: rows.at(-1)?.seq ?? 0 };
+}
+
+/** What came to a session from elsewhere (`JobStore.look`): each part asked, in parallel; a part not asked is empty. */
+export async function look(conn: PostgresConnection, runId: string, session: string, asked: Look): Promise<Looked> {
+  const [results, cancels, messages, approved] = await Promise.all([
+    outcomes(conn, runId, asked.results ?? []),
+    asked.cancel === true ? cancelRequests(conn, runId, [session]) : undefined,
+    asked.messagesAfter === undefined ? [] : queuedAfter(conn, runId, session, asked.messagesAfter, { subtree: asked.subtree === true }),
+    asked.approved === true ? approvedAlways(conn, runId) : new Set<string>(),
+  ]);
+  return { results, cancel: cancels?.get(session), messages, approved };
 }

@@ -2,7 +2,7 @@ import type { InspectionEvent } from 'xstate';
 import type { SessionInput } from '../../machines/session.js';
 import { ExarchError } from '../engine/exarchError.js';
 import type { RunRow, RunOwner } from '../store/runStore.js';
-import type { PostgresRunStore } from '../store/postgresStore.js';
+import type { JobStore } from '../store/jobStore.js';
 import type { RunEventListener } from '../watch/observe/events.js';
 import type PgBoss from 'pg-boss';
 import type { RemoteWatch } from './remoteWatch.js';
@@ -20,8 +20,10 @@ export interface RunSessions {
   readonly spans?: StoredSpans;
 }
 
+/** What a worker gives each session job it runs: the store and queue, its owner and lease, its watch, and its slots' bookkeeping. */
 export interface SessionJobContext {
-  readonly store: PostgresRunStore;
+  /** The one interface a job talks to the store through (claim, read, look, commit, release). */
+  readonly store: JobStore;
   readonly boss: PgBoss;
   readonly owner: RunOwner;
   readonly leaseMs: number;

@@ -1,7 +1,7 @@
 import type { JournalRecord } from '../engine/log/journalRecord.js';
 import type { RemoteChild, RemoteChildSpec } from '../engine/remoteChildren.js';
 import type { AgentResult } from '../engine/types.js';
-import type { PostgresRunStore } from '../store/postgresStore.js';
+import type { JobStore } from '../store/jobStore.js';
 
 /** How often a worker looks for results of, and cancels of, the sessions it waits on or runs. */
 const WATCH_MS = 200;
@@ -18,7 +18,7 @@ export class RemoteWatch {
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
 
-  constructor(private readonly store: PostgresRunStore) {}
+  constructor(private readonly store: JobStore) {}
 
   /** Waits for `child`'s result (a stand-in for it in its parent's crew). */
   child(runId: string, spec: RemoteChildSpec, signal: AbortSignal, cancel: (reason: string) => Promise<void>): RemoteChild {

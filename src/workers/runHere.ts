@@ -1,4 +1,3 @@
-import type PgBoss from 'pg-boss';
 import { createActor, type InspectionEvent } from 'xstate';
 import { sessionMachine, type SessionInput } from '../../machines/session.js';
 import { stopOrphansOf } from '../../machines/crew.js';
@@ -12,9 +11,25 @@ import type { RunJob, SpawnedSession } from './runQueue.js';
 import { createRunObserver } from '../watch/observe/runObserver.js';
 import { cancelAgent, findAgent } from '../engine/steering.js';
 import { SessionHandedBack, type RunSessions, type SessionJobContext, type SessionJobEnd } from './jobContext.js';
-import { approvalsWait, atRest, parkable, takeApproved } from './parking.js';
+import { settling, type Settling } from './parking.js';
 import { jobsStartedBy, parentOf, requestCancel } from './spawnJobs.js';
 
+/** How a session's run here left it: ended (with the run's status, for a root), parked waiting on sub-agents, or handed back. */
+export interface LeftHere {
+  readonly how: SessionJobEnd;
+  readonly waitingOn: readonly string[];
+  /** Whether a cancel asked of it was taken (a parked session that took one is not woken for it again). */
+  readonly cancelTaken: boolean;
+  /** The run's status, when the root ended. */
+  readonly status?: RunStatus;
+}
+
+/**
+ * Runs a session here from its restored state (none: from its task) until it ends, parks, or is
+ * handed back. Its records are committed as they come, each burst with the jobs it starts
+ * (`jobJournal`); what comes to it from elsewhere (results, cancels, messages) is looked for by the
+ * worker's watch and, before it parks, once more (`settling`).
+ */
 export async function runHere(
   job: RunJob,
   row: RunRow,
@@ -24,33 +39,17 @@ export async function runHere(
   ctx: SessionJobContext,
   /** The last seq of the journal the session was restored from: messages after it are new to it. */
   seen: { seq: number },
-): Promise<{ how: SessionJobEnd; waitingOn: readonly string[]; cancelTaken: boolean }> {
+): Promise<LeftHere> {
   const { store, boss } = ctx;
   const runId = row.id;
   const spawn = job.spawn;
   const keepsSubtree = spawn?.budget !== undefined;
-  // The declared type this session's untyped sub-agents are bound by.
-  const scope = spawn ? (spawn.profile ?? spawn.scope) : undefined;
   let storeFailure: Error | undefined;
-  let stopNow = (): void => undefined;
-  const journal = new RunJournal(
-    {
-      append: async (rows) => {
-        const jobs = jobsStartedBy(runId, id, keepsSubtree, scope, rows);
-        if (jobs.length === 0) return store.appendShared(rows);
-        // A sub-agent's job finds this session's span: written before the record that starts it.
-        await sessions.spans?.written();
-        await store.appendShared(rows, (db) => boss.insert(jobs, { db: db as unknown as PgBoss.Db }));
-        ctx.queued();
-      },
-    },
-    runId,
-    1,
-    (error) => {
-      storeFailure = error;
-      stopNow();
-    },
-  );
+  let settlement: Settling | undefined;
+  const journal = jobJournal(ctx, sessions, job, runId, id, (error) => {
+    storeFailure = error;
+    settlement?.stop();
+  });
   const abort = new AbortController();
   const remoteChildren: RemoteChildren = {
     start: (child, signal) =>
@@ -61,89 +60,42 @@ export async function runHere(
   };
   const runOptions = resolveOptions({ ...sessions.input, journal, remoteChildren });
   // Tools a person approved for the rest of the run, in any session: its calls of them wait for no one.
-  if (sessions.input.approve !== undefined) runOptions.approvals.approveAlways(await store.approvedAlways(runId));
+  if (sessions.input.approve !== undefined) runOptions.approvals.approveAlways((await store.look(runId, id, { approved: true })).approved);
   const input = sessionInputOf(runOptions, row, restore, spawn);
-  // A subtree kept here moves below the session without changing its snapshot: with calls that may
-  // wait for a person, every change in the tree is a moment it may have come to rest.
-  let treeMoved = (): void => undefined;
   // The host's run events come from an observer of this job's actors (each job is an actor system of its own).
   const observer = sessions.events ? createRunObserver() : undefined;
   if (sessions.events) observer?.subscribe(sessions.events);
   // The spans of this session (opened by an earlier job), of its parent and of a subtree kept here.
   if (sessions.events) await sessions.spans?.load([id, ...(id === 'root' ? [] : [parentOf(id)]), ...(keepsSubtree && restore ? subtreeOf(restore) : [])]);
   const hosts = [sessions.inspect, observer?.inspect].filter((f): f is (event: InspectionEvent) => void => f !== undefined);
+  // A subtree kept here moves below the session without changing its snapshot: with calls that may
+  // wait for a person, every change in the tree is a moment it may have come to rest.
   const watchTree = keepsSubtree && sessions.input.approve !== undefined;
   const inspect =
     hosts.length > 0 || watchTree
       ? (event: InspectionEvent): void => {
           for (const host of hosts) host(event);
-          if (watchTree && event.type === '@xstate.snapshot') treeMoved();
+          if (watchTree && event.type === '@xstate.snapshot') settlement?.moved();
         }
       : undefined;
   const actor = createActor(sessionMachine, { input, ...(inspect ? { inspect } : {}) });
   let handedBack = false;
-  const ended = new Promise<SessionJobEnd>((resolve, reject) => {
-    let parkCheck: NodeJS.Timeout | undefined;
-    let settledWith: SessionJobEnd | undefined;
-    const settle = (how: SessionJobEnd): void => {
-      if (settledWith) return;
-      settledWith = how;
-      clearTimeout(parkCheck);
-      subscription.unsubscribe();
-      resolve(how);
-    };
-    stopNow = () => settle('handed-back');
-    const consider = (): void => {
-      if (parkCheck || settledWith || !parkable(actor, keepsSubtree)) return;
-      // Parks once the state has held for a moment: results that arrive together are taken first.
-      const check = (afterMs: number): void => {
-        parkCheck = setTimeout(() => {
-          void (async () => {
-            if (!parkable(actor, keepsSubtree) || settledWith) {
-              parkCheck = undefined;
-              return;
-            }
-            // A sub-agent that ended since the last poll: its result is on its way here; stay for
-            // it, and look again later (a store that did not answer, likewise). A call of a tool
-            // approved for the rest of the run elsewhere since this job began is taken as approved.
-            const live = [...actor.getSnapshot().context.children.values()].map((child) => child.agent.id);
-            const [waiting, approved, messages] = await Promise.all([
-              store.outcomes(runId, live).catch(() => [null]),
-              approvalsWait(actor) ? store.approvedAlways(runId).catch(() => new Set<string>()) : new Set<string>(),
-              // A message sent meanwhile is taken here first (the watch hands it over within a poll).
-              store.queuedAfter(runId, id, seen.seq, { subtree: keepsSubtree }).catch(() => [null]),
-            ]);
-            if (settledWith) return;
-            if (approved.size > 0 && takeApproved(actor, approved)) return check(500);
-            if (waiting.length > 0 || messages.length > 0 || !parkable(actor, keepsSubtree)) return check(500);
-            settle('parked');
-          })();
-        }, afterMs);
-      };
-      check(50);
-    };
-    treeMoved = consider;
-    const subscription = actor.subscribe({
-      next: (snapshot) => {
-        if (snapshot.status === 'done') return settle('ended');
-        if (id === 'root' && atRest(snapshot)) return settle('ended');
-        consider();
-      },
-      error: (error) => reject(error),
-    });
-  });
+  settlement = settling(actor, id, keepsSubtree, (live, approved) =>
+    store.look(runId, id, { results: live, approved, messagesAfter: seen.seq, subtree: keepsSubtree }),
+  );
+  const { ended } = settlement;
   const untrack = ctx.track({
     result: ended.catch(() => undefined),
     interrupt: () => {
       handedBack = true;
-      stopNow();
+      settlement?.stop();
     },
   });
   // Messages sent from elsewhere (steering) are in the journal already: handed to the session (or
   // to one of the subtree it keeps here) without being written again, each once, in order.
   const takeMessages = async (): Promise<void> => {
-    const rows = await store.queuedAfter(runId, id, seen.seq, { subtree: keepsSubtree });
-    for (const { seq, session, record } of rows) {
+    const { messages } = await store.look(runId, id, { messagesAfter: seen.seq, subtree: keepsSubtree });
+    for (const { seq, session, record } of messages) {
       if (seq <= seen.seq || record.type !== 'queued') continue;
       seen.seq = seq;
       const target = session === id ? actor : findAgent(actor, session);
@@ -153,7 +105,7 @@ export async function runHere(
   let taking: Promise<void> = Promise.resolve();
   // A cancel asked before this job began is taken at once: the session must not park before it
   // sees it (the watch's first look may be a poll away).
-  const askedBefore = (await store.cancelRequests(runId, [id])).get(id);
+  const askedBefore = (await store.look(runId, id, { cancel: true })).cancel;
   let cancelTaken = false;
   const cancel = (reason: string): void => {
     if (cancelTaken) return;
@@ -190,10 +142,38 @@ export async function runHere(
   if (storeFailure) throw storeFailure;
   if (how === 'handed-back' || handedBack) throw new SessionHandedBack(`session ${id} of run ${runId} handed back by a stopping worker`);
   const snapshot = actor.getSnapshot();
-  if (how === 'ended' && id === 'root') {
-    await store.endRun(runId, snapshot.status === 'done' && snapshot.output ? statusOf(snapshot.output) : snapshot.status === 'error' ? 'failed' : 'done');
+  if (how === 'ended') {
+    const status = snapshot.status === 'done' && snapshot.output ? statusOf(snapshot.output) : snapshot.status === 'error' ? 'failed' : 'done';
+    return { how, waitingOn: [], cancelTaken, status };
   }
   return { how, waitingOn: how === 'parked' ? [...snapshot.context.children.values()].map((child) => child.agent.id) : [], cancelTaken };
+}
+
+/**
+ * The session's journal: each burst of its records committed with the jobs it starts (a
+ * sub-agent's first job for each `spawn`, its parent's wake for its `outcome`) in one transaction,
+ * so a started sub-agent always has a job and no wake comes before the result it is for.
+ */
+function jobJournal(ctx: SessionJobContext, sessions: RunSessions, job: RunJob, runId: string, id: string, onFailure: (error: Error) => void): RunJournal {
+  const { store, boss } = ctx;
+  const keepsSubtree = job.spawn?.budget !== undefined;
+  // The declared type this session's untyped sub-agents are bound by.
+  const scope = job.spawn ? (job.spawn.profile ?? job.spawn.scope) : undefined;
+  return new RunJournal(
+    {
+      append: async (rows) => {
+        const jobs = jobsStartedBy(runId, id, keepsSubtree, scope, rows);
+        if (jobs.length === 0) return store.commit(rows);
+        // A sub-agent's job finds this session's span: written before the record that starts it.
+        await sessions.spans?.written();
+        await store.commit(rows, { queue: boss, jobs });
+        ctx.queued();
+      },
+    },
+    runId,
+    1,
+    onFailure,
+  );
 }
 
 /** The session's input: the root's from the run, a sub-agent's from its job, bound as its parent's options bound it. */

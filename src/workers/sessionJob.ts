@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { RunError } from '../run/durableRun.js';
-import { liveChildrenOf, restoreAlone } from '../store/restoreRun.js';
+import { restoreAlone } from '../store/restoreRun.js';
 import type { RunOwner, RunRow } from '../store/runStore.js';
 import { RUN_QUEUE, type RunJob } from './runQueue.js';
 import { SessionHeld, type SessionJobContext, type SessionJobEnd } from './jobContext.js';
 import { waitsForAll } from './parking.js';
-import { runHere, statusOf } from './runHere.js';
+import { runHere, statusOf, type LeftHere } from './runHere.js';
 import { spawnFromJournal } from './spawnJobs.js';
 
 /**
@@ -41,27 +41,27 @@ export async function runSessionJob(offered: RunJob, jobId: string, row: RunRow,
     const job: RunJob = spawn ? { ...offered, spawn } : offered;
     // A session with a budget keeps its subtree here: it is restored with it, as a resume restores a tree.
     const keepsSubtree = job.spawn?.budget !== undefined;
-    const rows = await store.sessionJournal(runId, id, { subtree: keepsSubtree });
-    const own = rows.filter((r) => r.session === id).map((r) => r.record);
-    const delivered = keepsSubtree ? [] : await store.outcomes(runId, liveChildrenOf(own));
-    const restored = restoreAlone(
-      [...rows, ...delivered].sort((a, b) => a.seq - b.seq),
-      id,
-    );
+    const read = await store.readSession(runId, id, { subtree: keepsSubtree });
+    const restored = restoreAlone(read.rows, id);
     // Every record it is restored from, messages included: a message after these is new to it.
-    const seen = { seq: rows.at(-1)?.seq ?? 0 };
+    const seen = { seq: read.lastSeq };
     if (restored.kind === 'ended') {
       // Ended before (its outcome's commit queued its parent's wake): only a root's run is left to close.
       if (id === 'root') await store.endRun(runId, statusOf(restored.result));
       return 'ended';
     }
     if (id !== 'root' && !job.spawn && restored.kind === 'empty') throw new Error(`exarch: session ${id} of run ${runId} has no records and no spawn`);
-    let left: { how: SessionJobEnd; waitingOn: readonly string[]; cancelTaken?: boolean };
-    if (!keepsSubtree && restored.kind === 'resumable' && waitsForAll(restored.session) && (await store.cancelRequests(runId, [id])).size === 0) {
+    let left: LeftHere;
+    if (
+      !keepsSubtree &&
+      restored.kind === 'resumable' &&
+      waitsForAll(restored.session) &&
+      (await store.look(runId, id, { cancel: true })).cancel === undefined
+    ) {
       // Woken by one result while it waits for them all: nothing for it to do yet; the results wait in
       // the journal and are taken together once the last one is there (no actor made, nothing written).
       // (Not so for a subtree kept here: its sub-agents run here, and it was woken for one of them.)
-      left = { how: 'parked', waitingOn: restored.session.children.map((child) => child.agent.id) };
+      left = { how: 'parked', waitingOn: restored.session.children.map((child) => child.agent.id), cancelTaken: false };
     } else {
       const sessions = await ctx.acquire(row);
       try {
@@ -70,18 +70,15 @@ export async function runSessionJob(offered: RunJob, jobId: string, row: RunRow,
         ctx.release(row);
       }
     }
+    if (left.how === 'ended' && id === 'root') await store.endRun(runId, left.status ?? 'done');
     if (left.how === 'parked') {
       clearInterval(renew);
       await store.releaseSession(runId, id, owner);
       // A wake that came while this job held the session was dropped (see the worker): a result or
       // a cancel that arrived between the last look and the release is looked for once more, now
       // that a new wake would find the session free.
-      const [results, cancels, messages] = await Promise.all([
-        store.outcomes(runId, left.waitingOn),
-        store.cancelRequests(runId, [id]),
-        store.queuedAfter(runId, id, seen.seq, { subtree: keepsSubtree }),
-      ]);
-      if (results.length > 0 || (cancels.size > 0 && left.cancelTaken !== true) || messages.length > 0) {
+      const found = await store.look(runId, id, { results: left.waitingOn, cancel: true, messagesAfter: seen.seq, subtree: keepsSubtree });
+      if (found.results.length > 0 || (found.cancel !== undefined && !left.cancelTaken) || found.messages.length > 0) {
         await boss.send(RUN_QUEUE, { runId, session: id } satisfies RunJob);
         ctx.queued();
       }

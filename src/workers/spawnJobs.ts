@@ -1,8 +1,7 @@
-import type PgBoss from 'pg-boss';
 import { childIdentity } from '../engine/identity.js';
 import type { JournalRecord } from '../engine/log/journalRecord.js';
 import type { AgentIdentity } from '../engine/types.js';
-import type { PostgresRunStore } from '../store/postgresStore.js';
+import type { JobQueue, JobStore, QueuedJob } from '../store/jobStore.js';
 import type { JournalRow } from '../store/runStore.js';
 import { RUN_QUEUE, type RunJob, type SpawnedSession } from './runQueue.js';
 
@@ -22,8 +21,8 @@ export function jobsStartedBy(
   keepsSubtree: boolean,
   scope: string | undefined,
   rows: readonly JournalRow[],
-): PgBoss.JobInsert<RunJob>[] {
-  const jobs: PgBoss.JobInsert<RunJob>[] = [];
+): (QueuedJob & { readonly data: RunJob })[] {
+  const jobs: (QueuedJob & { readonly data: RunJob })[] = [];
   let self: AgentIdentity | undefined;
   for (const { session, record } of rows) {
     if (session !== id) continue;
@@ -50,7 +49,7 @@ function spawnOf(record: Extract<JournalRecord, { type: 'spawn' }>, parent: Agen
  * What a sub-agent's first job said of it, rebuilt from the `spawn` records of it and its
  * ancestors: the declared type it is bound by is the nearest ancestor's (`scope`).
  */
-export async function spawnFromJournal(store: PostgresRunStore, runId: string, id: string): Promise<SpawnedSession> {
+export async function spawnFromJournal(store: JobStore, runId: string, id: string): Promise<SpawnedSession> {
   const parts = id.split('/');
   const lineage = parts.slice(2).map((_, i) => parts.slice(0, i + 2).join('/'));
   const spawns = new Map<string, Extract<JournalRecord, { type: 'spawn' }>>();
@@ -68,8 +67,6 @@ function agentOfId(id: string): AgentIdentity {
 }
 
 /** Asks a sub-agent elsewhere to stop, and queues its job so that a parked one wakes to do so. */
-export async function requestCancel(store: PostgresRunStore, boss: PgBoss, runId: string, session: string, reason: string): Promise<void> {
-  await store.requestCancel(runId, session, reason, (db) =>
-    boss.insert([{ name: RUN_QUEUE, data: { runId, session } satisfies RunJob }], { db: db as unknown as PgBoss.Db }),
-  );
+export async function requestCancel(store: JobStore, queue: JobQueue, runId: string, session: string, reason: string): Promise<void> {
+  await store.requestCancel(runId, session, reason, { queue, jobs: [{ name: RUN_QUEUE, data: { runId, session } satisfies RunJob }] });
 }

@@ -31,9 +31,10 @@ export async function steerSpreadRun(store: PostgresRunStore, boss: PgBoss, runI
       const live = await store.liveSubAgents(runId);
       if (!live.includes(parsed.agent)) return steeringAnswers.noSubAgent(parsed.agent, await running(store, runId, live));
       const host = jobSessionOf(parsed.agent, await store.spawnsOf(runId, lineageOf(parsed.agent)));
-      await store.requestCancel(runId, parsed.agent, 'cancelled from the terminal', (db) =>
-        boss.insert([{ name: RUN_QUEUE, data: { runId, session: host } satisfies RunJob }], { db: db as unknown as PgBoss.Db }),
-      );
+      await store.requestCancel(runId, parsed.agent, 'cancelled from the terminal', {
+        queue: boss,
+        jobs: [{ name: RUN_QUEUE, data: { runId, session: host } satisfies RunJob }],
+      });
       return steeringAnswers.cancelling(parsed.agent);
     }
     case 'msg': {
@@ -42,9 +43,10 @@ export async function steerSpreadRun(store: PostgresRunStore, boss: PgBoss, runI
       // One that has not begun has no journal to take a message into yet.
       if (!runs || !(await store.hasBegun(runId, parsed.agent))) return steeringAnswers.noAgent(parsed.agent, await running(store, runId, live));
       const host = jobSessionOf(parsed.agent, await store.spawnsOf(runId, lineageOf(parsed.agent)));
-      await store.sendMessage(runId, parsed.agent, host, parsed.text, (db) =>
-        boss.insert([{ name: RUN_QUEUE, data: { runId, session: host } satisfies RunJob }], { db: db as unknown as PgBoss.Db }),
-      );
+      await store.sendMessage(runId, parsed.agent, host, parsed.text, {
+        queue: boss,
+        jobs: [{ name: RUN_QUEUE, data: { runId, session: host } satisfies RunJob }],
+      });
       return steeringAnswers.messaged(parsed.agent);
     }
   }
