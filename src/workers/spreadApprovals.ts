@@ -51,9 +51,9 @@ export async function recordSpreadApproval(store: PostgresRunStore, boss: PgBoss
     const woken = new Set([host]);
     if (answer.decision === 'always') for (const other of waiting) if (other.tool === call.tool) woken.add(jobSessionOf(other.agent, rows));
     const jobs = [...woken].map((session) => ({ name: RUN_QUEUE, data: { runId, session } satisfies RunJob }));
-    await store.appendShared(
+    await store.commit(
       [{ runId, seq: 0, session: call.agent, ts: Date.now(), record }],
-      (db) => boss.insert(jobs, { db: db as unknown as PgBoss.Db }),
+      { queue: boss, jobs },
       // Let go of with the jobs' commit: a wake taken at once finds the session free.
       { session: host, owner },
     );

@@ -19,8 +19,8 @@ import { jobSessionOf } from './spreadApprovals.js';
  * ```
  */
 export async function steerSpreadRun(store: PostgresRunStore, boss: PgBoss, runId: string, line: string): Promise<string[]> {
-  /** Wakes the job that runs `host`, in the transaction that stores what it is to act on. */
-  const wake = (host: string) => (db: unknown) => boss.insert([{ name: RUN_QUEUE, data: { runId, session: host } satisfies RunJob }], { db: db as PgBoss.Db });
+  /** The wake of the job that runs `host`, queued in the transaction that stores what it is to act on. */
+  const wake = (host: string) => ({ queue: boss, jobs: [{ name: RUN_QUEUE, data: { runId, session: host } satisfies RunJob }] });
   return steer(line, 'followed', {
     help: async () => steeringAnswers.help(await running(store, runId), 'followed'),
     cancel: async (agent) => {

@@ -1,6 +1,6 @@
 import { defaultTextMapSetter, isSpanContextValid, ROOT_CONTEXT, trace, type SpanContext } from '@opentelemetry/api';
 import { parseTraceParent, W3CTraceContextPropagator } from '@opentelemetry/core';
-import type { PostgresRunStore } from '../store/postgresStore.js';
+import type { JobStore } from '../store/jobStore.js';
 import type { SpanDirectory } from '../watch/otel/otelExporter.js';
 
 /**
@@ -15,7 +15,7 @@ export class StoredSpans implements SpanDirectory {
   private writes: Promise<unknown> = Promise.resolve();
 
   constructor(
-    private readonly store: PostgresRunStore,
+    private readonly store: JobStore,
     private readonly runId: string,
   ) {}
 

@@ -1,7 +1,8 @@
 import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import type { JournalRecord } from '../../../src/engine/log/journalRecord.js';
-import { openPostgresStore, POSTGRES_SCHEMA_VERSION } from '../../../src/store/postgresStore.js';
+import { POSTGRES_SCHEMA_VERSION } from '../../../src/store/postgresSchema.js';
+import { openPostgresStore } from '../../../src/store/postgresStore.js';
 import { Redactor } from '../../../src/engine/redact.js';
 import type { ClaimResult, JournalRow, NewRun, RunOwner } from '../../../src/store/runStore.js';
 import { StoreError } from '../../../src/store/storeError.js';

@@ -4,7 +4,8 @@ import { ScriptedProvider } from '../../../src/testing/scriptedProvider.js';
 import { openPostgresStore } from '../../../src/store/postgresStore.js';
 import { OtelRunExporter } from '../../../src/watch/otel/otelExporter.js';
 import { startBoss, submitRun } from '../../../src/workers/runQueue.js';
-import { startWorker, type Worker, type WorkerEvent } from '../../../src/workers/worker.js';
+import { startWorker } from '../../../src/workers/worker.js';
+import type { Worker, WorkerEvent } from '../../../src/workers/workerOptions.js';
 import { postgresForFile } from '../../support/postgresServer.js';
 
 /**
