@@ -1,20 +1,15 @@
 #!/usr/bin/env node
-import { join } from 'node:path';
-import { writeViewer } from '../watch/viewer/index.js';
 import { describeError } from '../engine/model/errors.js';
-import { runDemo } from './demo.js';
 import { UsageError } from './run.js';
-import { uiPort } from './runChecks.js';
 import { EXIT } from './runIo.js';
-import { CliUi } from './liveUi.js';
 import { Redactor } from '../engine/redact.js';
 import { redactProcessOutput } from './redactedOutput.js';
 import { failureLine } from './failureLine.js';
 import { isUrl, urlSecrets } from '../engine/urlSecrets.js';
 import { USAGE, version } from './usage.js';
-import { parse, refuseFlags, RUN_FLAGS } from './flags.js';
-import { htmlFor, view } from './viewCommand.js';
-import { liveInspector } from './inspectFlag.js';
+import { parse } from './flags.js';
+import { view } from './viewCommand.js';
+import { demo } from './demoCommand.js';
 import { answer, resume, run, runs, worker } from './commands.js';
 
 /**
@@ -54,65 +49,14 @@ async function main(argv: readonly string[]): Promise<number> {
     if (command === 'view') return await view(rest, values);
     if (command === 'worker') return await worker(rest, values);
     if (command !== 'demo') throw new UsageError(`unknown command '${command}'`);
-    if (rest.length > 0) throw new UsageError(`demo takes no arguments, got '${rest.join(' ')}'`);
-    refuseFlags('demo', values, [
-      ...RUN_FLAGS,
-      'out',
-      'store',
-      'db',
-      'no-store',
-      'detach',
-      'spread',
-      'concurrency',
-      'drain-timeout',
-      'job-expiry',
-      'approve',
-      'no-wait',
-      'steer',
-      'always',
-    ]);
-    const trace = values.trace ?? join('.exarch', 'demo', 'trace.jsonl');
-    const speed = speedOf(values.speed);
-    const port = uiPort(values.ui === true, values['ui-port']);
-    const live = await liveInspector(values);
-    let ui: CliUi | undefined;
-    try {
-      if (values.ui) ui = await CliUi.start({ title: 'exarch demo', ...(port === undefined ? {} : { port }) }, process.stderr);
-      // Like `run`: the narration on stderr, the root's answer on stdout (so `exarch demo > answer.txt` keeps just the answer).
-      const result = await runDemo({
-        out: process.stderr,
-        answer: process.stdout,
-        err: process.stderr,
-        color: wantsColor(process.stderr),
-        speed,
-        trace,
-        ...(live ? { inspect: live.inspect } : {}),
-        ...(ui ? { onEvent: ui.onEvent } : {}),
-      });
-      ui?.end();
-      if (result.traceFault) {
-        process.stderr.write(`exarch: ${result.traceFault.message}\n`);
-        return EXIT_FATAL;
-      }
-      const viewer = writeViewer(trace, htmlFor(trace));
-      process.stderr.write(`\nTurn flow recorded: ${trace}\nOpen it in a browser: ${viewer.outFile}\n`);
-      if ((live || ui) && process.stderr.isTTY) {
-        // The demo ends in seconds: keep serving so a browser opened late still sees the whole run.
-        if (live) process.stderr.write(`exarch: still serving the live inspector at ${live.url}; press Ctrl-C to quit\n`);
-        if (ui) process.stderr.write(`exarch: still serving the turn flow at ${ui.url}; press Ctrl-C to quit\n`);
-        await new Promise<void>((resolve) => process.once('SIGINT', () => resolve()));
-      }
-      return result.ok ? EXIT_OK : EXIT_FATAL;
-    } finally {
-      await live?.stop();
-      await ui?.close();
-    }
+    return await demo(rest, values);
   } catch (error) {
     if (error instanceof UsageError) return usageError(error.message);
     process.stderr.write(`${failureLine(error)}\n`);
     return EXIT_FATAL;
   }
 }
+
 /**
  * The secrets of the URLs on this command line (`--db`, an `--mcp` URL, a URL in the task): masked
  * where exarch shows a URL, and redacted from the rest of what it prints, as the environment's are.
@@ -120,27 +64,12 @@ async function main(argv: readonly string[]): Promise<number> {
 function commandLineSecrets(argv: readonly string[]): string[] {
   return argv.map((arg) => arg.replace(/^--[\w-]+=/, '')).flatMap((arg) => (isUrl(arg) ? urlSecrets(arg) : []));
 }
-/** The slowest demo: its longest wait (the 30 s watchdog) at this speed is still far within what a timer holds. */
-const MIN_SPEED = 0.001;
-
-function speedOf(raw: string | undefined): number {
-  if (raw === undefined) return 1;
-  const speed = Number(raw);
-  if (!Number.isFinite(speed) || speed <= 0) throw new UsageError(`--speed must be a positive number, got '${raw}'`);
-  // The demo's delays are divided by the speed: slower than this, its timers would overflow and fire at once.
-  if (speed < MIN_SPEED) throw new UsageError(`--speed must be at least ${MIN_SPEED} (slower, the demo's waits pass what a timer holds), got '${raw}'`);
-  return speed;
-}
 
 function usageError(message: string): number {
   process.stderr.write(`exarch: ${message.split('\n', 1)[0] ?? message}\n\n${USAGE}\n`);
   return EXIT_USAGE;
 }
 
-/** Colour only for a person at a terminal (CONTRACT §7: plain when NO_COLOR or CI is set). */
-function wantsColor(stream: NodeJS.WriteStream): boolean {
-  return stream.isTTY === true && !process.env['NO_COLOR'] && !process.env['CI'];
-}
 function lowerFirst(text: string): string {
   return text.charAt(0).toLowerCase() + text.slice(1);
 }
