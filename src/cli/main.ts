@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { describeError } from '../engine/model/errors.js';
-import { UsageError } from './run.js';
+import { UsageError } from './usageError.js';
 import { EXIT } from './runIo.js';
 import { Redactor } from '../engine/redact.js';
 import { redactProcessOutput } from './redactedOutput.js';

@@ -17,9 +17,6 @@ import type { RunFlags, RunIo } from './runIo.js';
 import { RunOutput, type FollowedRun } from './runOutput.js';
 import { submitAndFollow } from './submitAndFollow.js';
 
-export { UsageError } from './usageError.js';
-export { RunSetupError } from './runSession.js';
-
 /**
  * `exarch run "<task>"` (CONTRACT §7): the root works on the task with Claude until it settles.
  * stdout gets the root's final answer only; stderr gets progress, the summary and errors. The run

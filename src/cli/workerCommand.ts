@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { UsageError } from './run.js';
+import { UsageError } from './usageError.js';
 import { UNSANDBOXED_NOTE } from './runChecks.js';
 import { EXIT } from './runIo.js';
 import { readRecord, timerSeconds } from './runRecord.js';
