@@ -44,7 +44,6 @@ export async function followStored(
   io: RunIo,
   ui?: CliUi,
 ): Promise<number> {
-  const { model, maxSteps } = record;
   const color = io.stderr.isTTY === true && !io.env['NO_COLOR'] && !io.env['CI'];
   const board = new ProgressBoard({ out: io.stderr, live: color, color });
   const progress = new JournalProgress(board);
@@ -63,63 +62,14 @@ export async function followStored(
   const target = targetFlags(where);
   const onTerminal = io.stdin?.isTTY === true && io.stderr.isTTY === true;
   let ask = !noWait && onTerminal;
-  // Steering lines typed (on a terminal, or from stdin with --steer) go to the run's worker through
-  // the store; what it said comes back the same way (`sent`: lines whose answer is not shown yet).
-  const sent = new Set<number>();
-  // One at a time, in the order typed: the worker acts on lines in the order the store numbered them.
-  let sending: Promise<void> = Promise.resolve();
-  const terminal =
-    io.stdin && (onTerminal || steer)
-      ? new TerminalInput({
-          input: io.stdin,
-          output: io.stderr,
-          terminal: onTerminal,
-          onCommand: (line) => {
-            if (line.trim() === '') return;
-            if (spread) {
-              // Acted on through the store at once, wherever the agent runs or waits (`steerSpreadRun`).
-              sending = sending.then(async () => {
-                try {
-                  const { steerSpreadRun } = await import('../workers/spreadSteering.js');
-                  for (const answer of await steerSpreadRun(store, await steeringBoss(), id, line)) board.print(answer);
-                } catch (error) {
-                  board.print(`exarch: the line was not sent to the run: ${describeError(error)}`);
-                }
-              });
-              return;
-            }
-            sending = sending.then(() =>
-              store.sendCommand(id, line).then(
-                (number) => void sent.add(number),
-                (error: unknown) => board.print(`exarch: the line was not sent to the run: ${describeError(error)}`),
-              ),
-            );
-          },
-          onRefused: (answer) => board.print(answer),
-          onCommandOpen: () => board.pause(),
-          onCommandClose: () => board.resume(),
-          // Raw mode keeps Ctrl-C from the terminal's signal: raised here as the terminal would.
-          onInterrupt: () => process.kill(process.pid, 'SIGINT'),
-        })
-      : undefined;
-  // A spread run's steering queues jobs: a queue opened on the first line, stopped at the end.
-  let boss: Promise<PgBoss> | undefined;
-  const steeringBoss = (): Promise<PgBoss> => {
-    boss ??= import('../workers/runQueue.js').then(({ startBoss }) => startBoss(db));
-    return boss;
-  };
+  const steering = new StoredSteering(store, id, db, board, io, { onTerminal, steer, spread });
+  const terminal = steering.input;
   terminal?.start();
   const closeTerminal = (): void => terminal?.close();
   io.interrupt.addEventListener('abort', closeTerminal, { once: true });
   /** Calls asked about (each once); the journal's last seq when the questions were last gone through. */
   const asked = new Set<string>();
   let answeredAt: number | undefined;
-  const showAnswers = async (): Promise<void> => {
-    for (const { seq: number, answer } of await store.answers([...sent])) {
-      sent.delete(number);
-      for (const line of answer.split('\n')) board.print(line);
-    }
-  };
   try {
     for (;;) {
       if (io.interrupt.aborted) {
@@ -128,7 +78,7 @@ export async function followStored(
         return EXIT.interrupted;
       }
       await read();
-      await showAnswers();
+      await steering.showAnswers();
       const run = await statusOf(store, id, spread && record.approve !== undefined);
       // Waiting, on a terminal: asked about once the journal has moved since the questions were
       // last gone through (a worker took the run and stopped again; reading the whole journal on
@@ -161,61 +111,13 @@ export async function followStored(
       if (run && (run.status === 'done' || run.status === 'capped' || run.status === 'failed' || run.status === 'waiting')) {
         // Everything its worker wrote is in by the time it set the status.
         await read();
-        // Lines still being sent, and answers given as the run ended, are in by now.
-        await sending;
-        await showAnswers();
-        const withdrawn = await store.withdrawCommands([...sent]);
+        const withdrawn = await steering.settle();
         trace.end();
         ui?.end();
         board.stop();
         if (withdrawn > 0)
           io.stderr.write(`exarch: ${withdrawn} steering line${withdrawn === 1 ? ' was' : 's were'} not taken before the run stopped (withdrawn)\n`);
-        const stored = await storedTotals(store, id);
-        const totals = board.totals();
-        const logDir = record.logDir ?? defaultLogDir(run.cwd, run.startedAt);
-        const summary = (): void =>
-          writeSummary(
-            io.stderr,
-            stored ? { ...totals, agents: stored.agents, steps: stored.requests, usage: stored.usage } : totals,
-            model,
-            `${logDir} (on the workers)`,
-          );
-        if (run.status === 'waiting') {
-          summary();
-          const calls = await waitingCalls(store, id);
-          listWaiting(
-            io.stderr,
-            id,
-            calls.map((call) => ({ callId: call.callId, tool: call.tool, agent: call.agent, input: call.input })),
-            target,
-            true,
-          );
-          return EXIT.waiting;
-        }
-        const restored = restoreRun(await store.journal(id));
-        const messages =
-          restored.kind === 'ended' || restored.kind === 'settled' ? restored.messages : restored.kind === 'resumable' ? restored.root.messages : [];
-        if (run.status === 'failed') {
-          summary();
-          io.stderr.write(`exarch: the root agent failed: ${(restored.kind === 'ended' ? restored.result.reason : undefined) ?? 'unknown reason'}\n`);
-          return EXIT.fatal;
-        }
-        const text = finalAssistantText(messages);
-        if (text) io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
-        summary();
-        // The budget's meter was on the worker; what it counted, the journal's usage says.
-        const usage = stored?.usage ?? totals.usage;
-        const tokens = usage.inputTokens + usage.outputTokens + usage.cacheCreationInputTokens + usage.cacheReadInputTokens;
-        const cost = estimateCost(model, usage) ?? 0;
-        if ((record.maxTokens !== undefined && tokens >= record.maxTokens) || (record.maxCost !== undefined && cost >= record.maxCost)) {
-          io.stderr.write(budgetLine(tokens, cost, run.status === 'capped'));
-          if (run.status === 'capped') return EXIT.capped;
-        }
-        if (run.status === 'capped') {
-          io.stderr.write(`exarch: the root agent stopped at its step cap (${maxSteps ?? DEFAULTS.maxSteps} model requests in one turn)\n`);
-          return EXIT.capped;
-        }
-        return EXIT.ok;
+        return await storedEnding(store, id, run, record, board, target, io);
       }
       await pause(FOLLOW_POLL_MS, io.interrupt);
     }
@@ -223,9 +125,159 @@ export async function followStored(
     io.interrupt.removeEventListener('abort', closeTerminal);
     terminal?.close();
     board.stop();
-    await sending;
-    if (boss) await (await boss).stop({ graceful: false, wait: true });
+    await steering.finish();
   }
+}
+
+/**
+ * Steering a run the workers run: the lines typed (on a terminal, or from stdin with `--steer`) go
+ * to the run's worker through the store, and what it said comes back the same way.
+ */
+class StoredSteering {
+  /** What the person types, read as a run here reads it; the approval questions share it. Undefined without a terminal or `--steer`. */
+  readonly input: TerminalInput | undefined;
+  /** Lines sent whose answer is not shown yet. */
+  private readonly sent = new Set<number>();
+  /** One at a time, in the order typed: the worker acts on lines in the order the store numbered them. */
+  private sending: Promise<void> = Promise.resolve();
+  /** A spread run's steering queues jobs: a queue opened on the first line, stopped at the end. */
+  private boss: Promise<PgBoss> | undefined;
+
+  constructor(
+    private readonly store: PostgresRunStore,
+    private readonly id: string,
+    private readonly db: string,
+    private readonly board: ProgressBoard,
+    io: RunIo,
+    { onTerminal, steer, spread }: { readonly onTerminal: boolean; readonly steer: boolean; readonly spread: boolean },
+  ) {
+    this.input =
+      io.stdin && (onTerminal || steer)
+        ? new TerminalInput({
+            input: io.stdin,
+            output: io.stderr,
+            terminal: onTerminal,
+            onCommand: (line) => this.send(line, spread),
+            onRefused: (answer) => board.print(answer),
+            onCommandOpen: () => board.pause(),
+            onCommandClose: () => board.resume(),
+            // Raw mode keeps Ctrl-C from the terminal's signal: raised here as the terminal would.
+            onInterrupt: () => process.kill(process.pid, 'SIGINT'),
+          })
+        : undefined;
+  }
+
+  private send(line: string, spread: boolean): void {
+    const { store, id, board } = this;
+    if (line.trim() === '') return;
+    if (spread) {
+      // Acted on through the store at once, wherever the agent runs or waits (`steerSpreadRun`).
+      this.sending = this.sending.then(async () => {
+        try {
+          const { steerSpreadRun } = await import('../workers/spreadSteering.js');
+          for (const answer of await steerSpreadRun(store, await this.steeringBoss(), id, line)) board.print(answer);
+        } catch (error) {
+          board.print(`exarch: the line was not sent to the run: ${describeError(error)}`);
+        }
+      });
+      return;
+    }
+    this.sending = this.sending.then(() =>
+      store.sendCommand(id, line).then(
+        (number) => void this.sent.add(number),
+        (error: unknown) => board.print(`exarch: the line was not sent to the run: ${describeError(error)}`),
+      ),
+    );
+  }
+
+  private steeringBoss(): Promise<PgBoss> {
+    this.boss ??= import('../workers/runQueue.js').then(({ startBoss }) => startBoss(this.db));
+    return this.boss;
+  }
+
+  /** Prints the worker's answers to the lines sent, as they have come back. */
+  async showAnswers(): Promise<void> {
+    for (const { seq: number, answer } of await this.store.answers([...this.sent])) {
+      this.sent.delete(number);
+      for (const line of answer.split('\n')) this.board.print(line);
+    }
+  }
+
+  /** Once the run has stopped: the lines being sent are in, the answers given shown, and the lines no worker took withdrawn (how many). */
+  async settle(): Promise<number> {
+    // Lines still being sent, and answers given as the run ended, are in by now.
+    await this.sending;
+    await this.showAnswers();
+    return this.store.withdrawCommands([...this.sent]);
+  }
+
+  /** Waits for the lines being sent, and stops the steering queue if one was opened. */
+  async finish(): Promise<void> {
+    await this.sending;
+    if (this.boss) await (await this.boss).stop({ graceful: false, wait: true });
+  }
+}
+
+/**
+ * How a run followed from the store ends once its worker set its last status, as a run here ends:
+ * the summary, then the calls that wait (exit 4), the failure, or the root's answer on stdout with
+ * the budget's and the step cap's lines.
+ */
+async function storedEnding(
+  store: PostgresRunStore,
+  id: string,
+  run: RunRow,
+  record: CliRunRecord,
+  board: ProgressBoard,
+  target: string,
+  io: RunIo,
+): Promise<number> {
+  const { model, maxSteps } = record;
+  const stored = await storedTotals(store, id);
+  const totals = board.totals();
+  const logDir = record.logDir ?? defaultLogDir(run.cwd, run.startedAt);
+  const summary = (): void =>
+    writeSummary(
+      io.stderr,
+      stored ? { ...totals, agents: stored.agents, steps: stored.requests, usage: stored.usage } : totals,
+      model,
+      `${logDir} (on the workers)`,
+    );
+  if (run.status === 'waiting') {
+    summary();
+    const calls = await waitingCalls(store, id);
+    listWaiting(
+      io.stderr,
+      id,
+      calls.map((call) => ({ callId: call.callId, tool: call.tool, agent: call.agent, input: call.input })),
+      target,
+      true,
+    );
+    return EXIT.waiting;
+  }
+  const restored = restoreRun(await store.journal(id));
+  const messages = restored.kind === 'ended' || restored.kind === 'settled' ? restored.messages : restored.kind === 'resumable' ? restored.root.messages : [];
+  if (run.status === 'failed') {
+    summary();
+    io.stderr.write(`exarch: the root agent failed: ${(restored.kind === 'ended' ? restored.result.reason : undefined) ?? 'unknown reason'}\n`);
+    return EXIT.fatal;
+  }
+  const text = finalAssistantText(messages);
+  if (text) io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+  summary();
+  // The budget's meter was on the worker; what it counted, the journal's usage says.
+  const usage = stored?.usage ?? totals.usage;
+  const tokens = usage.inputTokens + usage.outputTokens + usage.cacheCreationInputTokens + usage.cacheReadInputTokens;
+  const cost = estimateCost(model, usage) ?? 0;
+  if ((record.maxTokens !== undefined && tokens >= record.maxTokens) || (record.maxCost !== undefined && cost >= record.maxCost)) {
+    io.stderr.write(budgetLine(tokens, cost, run.status === 'capped'));
+    if (run.status === 'capped') return EXIT.capped;
+  }
+  if (run.status === 'capped') {
+    io.stderr.write(`exarch: the root agent stopped at its step cap (${maxSteps ?? DEFAULTS.maxSteps} model requests in one turn)\n`);
+    return EXIT.capped;
+  }
+  return EXIT.ok;
 }
 
 /** Waits `ms`, or less if `signal` aborts. */
