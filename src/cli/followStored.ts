@@ -1,12 +1,6 @@
-import type PgBoss from 'pg-boss';
-import { finalAssistantText } from '../engine/history.js';
-import { describeError } from '../engine/model/errors.js';
 import type { ApprovalAnswer } from '../engine/approvals.js';
-import { estimateCost } from '../engine/pricing.js';
 import { RunError } from '../run/durableRun.js';
-import { DEFAULTS } from '../session/options.js';
 import type { PostgresRunStore } from '../store/postgresStore.js';
-import { restoreRun } from '../store/restoreRun.js';
 import { recordApproval, waitingCalls } from '../store/runApprovals.js';
 import type { RunRow } from '../store/runStore.js';
 import { JournalTraceStream } from '../watch/trace/fromJournal.js';
@@ -15,11 +9,11 @@ import { JournalProgress } from './journalProgress.js';
 import type { CliUi } from './liveUi.js';
 import { ProgressBoard } from './progress.js';
 import { targetFlags, type PostgresTarget } from './runChecks.js';
-import { budgetLine, listWaiting, storedTotals, writeSummary } from './runEnding.js';
 import { EXIT, type RunIo } from './runIo.js';
 import type { CliRunRecord } from './runRecord.js';
-import { defaultLogDir } from './runSession.js';
-import { TerminalInput } from './terminalInput.js';
+import { storedEnding } from './storedEnding.js';
+import { StoredSteering } from './storedSteering.js';
+import type { TerminalInput } from './terminalInput.js';
 
 /** How often a follower reads the store for what the workers did. */
 const FOLLOW_POLL_MS = 200;
@@ -127,157 +121,6 @@ export async function followStored(
     board.stop();
     await steering.finish();
   }
-}
-
-/**
- * Steering a run the workers run: the lines typed (on a terminal, or from stdin with `--steer`) go
- * to the run's worker through the store, and what it said comes back the same way.
- */
-class StoredSteering {
-  /** What the person types, read as a run here reads it; the approval questions share it. Undefined without a terminal or `--steer`. */
-  readonly input: TerminalInput | undefined;
-  /** Lines sent whose answer is not shown yet. */
-  private readonly sent = new Set<number>();
-  /** One at a time, in the order typed: the worker acts on lines in the order the store numbered them. */
-  private sending: Promise<void> = Promise.resolve();
-  /** A spread run's steering queues jobs: a queue opened on the first line, stopped at the end. */
-  private boss: Promise<PgBoss> | undefined;
-
-  constructor(
-    private readonly store: PostgresRunStore,
-    private readonly id: string,
-    private readonly db: string,
-    private readonly board: ProgressBoard,
-    io: RunIo,
-    { onTerminal, steer, spread }: { readonly onTerminal: boolean; readonly steer: boolean; readonly spread: boolean },
-  ) {
-    this.input =
-      io.stdin && (onTerminal || steer)
-        ? new TerminalInput({
-            input: io.stdin,
-            output: io.stderr,
-            terminal: onTerminal,
-            onCommand: (line) => this.send(line, spread),
-            onRefused: (answer) => board.print(answer),
-            onCommandOpen: () => board.pause(),
-            onCommandClose: () => board.resume(),
-            // Raw mode keeps Ctrl-C from the terminal's signal: raised here as the terminal would.
-            onInterrupt: () => process.kill(process.pid, 'SIGINT'),
-          })
-        : undefined;
-  }
-
-  private send(line: string, spread: boolean): void {
-    const { store, id, board } = this;
-    if (line.trim() === '') return;
-    if (spread) {
-      // Acted on through the store at once, wherever the agent runs or waits (`steerSpreadRun`).
-      this.sending = this.sending.then(async () => {
-        try {
-          const { steerSpreadRun } = await import('../workers/spreadSteering.js');
-          for (const answer of await steerSpreadRun(store, await this.steeringBoss(), id, line)) board.print(answer);
-        } catch (error) {
-          board.print(`exarch: the line was not sent to the run: ${describeError(error)}`);
-        }
-      });
-      return;
-    }
-    this.sending = this.sending.then(() =>
-      store.sendCommand(id, line).then(
-        (number) => void this.sent.add(number),
-        (error: unknown) => board.print(`exarch: the line was not sent to the run: ${describeError(error)}`),
-      ),
-    );
-  }
-
-  private steeringBoss(): Promise<PgBoss> {
-    this.boss ??= import('../workers/runQueue.js').then(({ startBoss }) => startBoss(this.db));
-    return this.boss;
-  }
-
-  /** Prints the worker's answers to the lines sent, as they have come back. */
-  async showAnswers(): Promise<void> {
-    for (const { seq: number, answer } of await this.store.answers([...this.sent])) {
-      this.sent.delete(number);
-      for (const line of answer.split('\n')) this.board.print(line);
-    }
-  }
-
-  /** Once the run has stopped: the lines being sent are in, the answers given shown, and the lines no worker took withdrawn (how many). */
-  async settle(): Promise<number> {
-    // Lines still being sent, and answers given as the run ended, are in by now.
-    await this.sending;
-    await this.showAnswers();
-    return this.store.withdrawCommands([...this.sent]);
-  }
-
-  /** Waits for the lines being sent, and stops the steering queue if one was opened. */
-  async finish(): Promise<void> {
-    await this.sending;
-    if (this.boss) await (await this.boss).stop({ graceful: false, wait: true });
-  }
-}
-
-/**
- * How a run followed from the store ends once its worker set its last status, as a run here ends:
- * the summary, then the calls that wait (exit 4), the failure, or the root's answer on stdout with
- * the budget's and the step cap's lines.
- */
-async function storedEnding(
-  store: PostgresRunStore,
-  id: string,
-  run: RunRow,
-  record: CliRunRecord,
-  board: ProgressBoard,
-  target: string,
-  io: RunIo,
-): Promise<number> {
-  const { model, maxSteps } = record;
-  const stored = await storedTotals(store, id);
-  const totals = board.totals();
-  const logDir = record.logDir ?? defaultLogDir(run.cwd, run.startedAt);
-  const summary = (): void =>
-    writeSummary(
-      io.stderr,
-      stored ? { ...totals, agents: stored.agents, steps: stored.requests, usage: stored.usage } : totals,
-      model,
-      `${logDir} (on the workers)`,
-    );
-  if (run.status === 'waiting') {
-    summary();
-    const calls = await waitingCalls(store, id);
-    listWaiting(
-      io.stderr,
-      id,
-      calls.map((call) => ({ callId: call.callId, tool: call.tool, agent: call.agent, input: call.input })),
-      target,
-      true,
-    );
-    return EXIT.waiting;
-  }
-  const restored = restoreRun(await store.journal(id));
-  const messages = restored.kind === 'ended' || restored.kind === 'settled' ? restored.messages : restored.kind === 'resumable' ? restored.root.messages : [];
-  if (run.status === 'failed') {
-    summary();
-    io.stderr.write(`exarch: the root agent failed: ${(restored.kind === 'ended' ? restored.result.reason : undefined) ?? 'unknown reason'}\n`);
-    return EXIT.fatal;
-  }
-  const text = finalAssistantText(messages);
-  if (text) io.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
-  summary();
-  // The budget's meter was on the worker; what it counted, the journal's usage says.
-  const usage = stored?.usage ?? totals.usage;
-  const tokens = usage.inputTokens + usage.outputTokens + usage.cacheCreationInputTokens + usage.cacheReadInputTokens;
-  const cost = estimateCost(model, usage) ?? 0;
-  if ((record.maxTokens !== undefined && tokens >= record.maxTokens) || (record.maxCost !== undefined && cost >= record.maxCost)) {
-    io.stderr.write(budgetLine(tokens, cost, run.status === 'capped'));
-    if (run.status === 'capped') return EXIT.capped;
-  }
-  if (run.status === 'capped') {
-    io.stderr.write(`exarch: the root agent stopped at its step cap (${maxSteps ?? DEFAULTS.maxSteps} model requests in one turn)\n`);
-    return EXIT.capped;
-  }
-  return EXIT.ok;
 }
 
 /** Waits `ms`, or less if `signal` aborts. */
