@@ -137,12 +137,6 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
 }
 
 /**
- * Asks about each call of a stopped run that waits and was not asked about before, and records
- * each answer in the store as `exarch approve|deny` would. Returns how many answers it recorded,
- * once no call waits any more; undefined if stdin closed first, or a call still waits that was
- * asked about (the store refused its answer, and said why).
- */
-/**
  * The run's row, its status as a person sees it: a spread run (`approvals`: with an approval
  * policy) is `waiting` once nothing in it can move without an answer, though no worker stopped it.
  */
@@ -152,6 +146,12 @@ async function statusOf(store: PostgresRunStore, id: string, approvals: boolean)
   return { ...run, status: 'waiting' };
 }
 
+/**
+ * Asks about each call of a stopped run that waits and was not asked about before, and records
+ * each answer in the store as `exarch approve|deny` would. Returns how many answers it recorded,
+ * once no call waits any more; undefined if stdin closed first, or a call still waits that was
+ * asked about (the store refused its answer, and said why).
+ */
 async function answerWaiting(
   store: PostgresRunStore,
   id: string,
