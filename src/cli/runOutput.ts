@@ -50,7 +50,7 @@ export class RunOutput {
     private readonly model: string,
     private readonly logDir: string,
     private readonly maxSteps: number | undefined,
-    private readonly approvals: {
+    private readonly options: {
       readonly noWait: boolean;
       readonly target: string;
       readonly steer: boolean;
@@ -63,14 +63,14 @@ export class RunOutput {
   ) {
     const color = io.stderr.isTTY === true && !io.env['NO_COLOR'] && !io.env['CI'];
     this.board = new ProgressBoard({ out: io.stderr, live: color, color });
-    this.recorder = trace === undefined ? undefined : new TraceRecorder({ file: trace, title, model, onFault: approvals.faults.report });
+    this.recorder = trace === undefined ? undefined : new TraceRecorder({ file: trace, title, model, onFault: options.faults.report });
     // One observer decodes the run for all of them.
     this.observer.subscribe(this.board.onEvent);
     if (this.recorder) this.observer.subscribe(this.recorder.onEvent);
-    const otel = approvals.otel;
+    const otel = options.otel;
     this.spans = otel ? new OtelRunExporter({ tracer: otel.tracer, captureContent: otel.captureContent }) : undefined;
     if (this.spans) this.observer.subscribe(this.spans.onEvent);
-    if (approvals.ui) this.observer.subscribe(approvals.ui.onEvent);
+    if (options.ui) this.observer.subscribe(options.ui.onEvent);
   }
 
   /** The root's `onApprovalRequest`. */
@@ -112,7 +112,7 @@ export class RunOutput {
   private takeInput(run: FollowedRun): TerminalInput | undefined {
     const { io, board } = this;
     const terminal = io.stdin?.isTTY === true && io.stderr.isTTY === true;
-    if (!io.stdin || (!terminal && !this.approvals.steer)) return undefined;
+    if (!io.stdin || (!terminal && !this.options.steer)) return undefined;
     const input = new TerminalInput({
       input: io.stdin,
       output: io.stderr,
@@ -139,7 +139,7 @@ export class RunOutput {
     const { io, board } = this;
     let waiting: readonly ApprovalRequest[] = [];
     let close = (): void => undefined;
-    const inline = !this.approvals.noWait && io.stdin?.isTTY === true && io.stderr.isTTY === true;
+    const inline = !this.options.noWait && io.stdin?.isTTY === true && io.stderr.isTTY === true;
     // (On a terminal the input is always taken: `takeInput`.)
     if (inline && input) {
       const prompt = new ApprovalPrompt(input, io.stderr, board, (answer) => respond(run.actor, answer));
@@ -177,13 +177,13 @@ export class RunOutput {
     // Ctrl-C while the run was being set up (MCP servers starting): an aborted signal fires no event.
     if (interrupt.aborted) onInterrupt();
     // --replay: a request that differs from the recording ends the run; nothing after it would be the recorded run.
-    const diverged = this.approvals.diverged;
+    const diverged = this.options.diverged;
     const onDiverged = (): void => queueMicrotask(() => run.interrupt());
     diverged?.addEventListener('abort', onDiverged, { once: true });
     // A file that cannot be written stops the run as an interrupt does (a microtask later: a fault
     // may be met inside the write of a session's own record), unless it has settled already (a
     // log written as the root's last turn ends): that run is done, and is not made to look stopped.
-    this.approvals.faults.onFault(() =>
+    this.options.faults.onFault(() =>
       queueMicrotask(() => {
         if (!isSettled(run.actor.getSnapshot())) run.interrupt();
       }),
@@ -198,7 +198,7 @@ export class RunOutput {
       input?.close();
       board.stop();
       // The run's last records are in (the root's end came with its stop): the page shows the end.
-      this.approvals.ui?.end();
+      this.options.ui?.end();
       if (diverged?.aborted) {
         io.stderr.write(`exarch: ${describeError(diverged.reason)}\n`);
         return EXIT.fatal;
@@ -211,7 +211,7 @@ export class RunOutput {
         for (const line of agentSpendLines(result.snapshot.context.options.budget.agents(), this.model)) io.stderr.write(`${line}\n`);
         if (recorder) io.stderr.write(`exarch: trace: ${recorder.file} (view it with: exarch view ${recorder.file})\n`);
       };
-      const fault = this.approvals.faults.first(result.storeError);
+      const fault = this.options.faults.first(result.storeError);
       if (fault) {
         // Stopped by the fault (or by the store, which stops the run itself), or had it ended already?
         const stopped = result.storeError !== undefined || result.status === 'interrupted' || (run.id === undefined && state === 'cancelled');
@@ -221,7 +221,7 @@ export class RunOutput {
           ? 'the run had finished'
           : run.id === undefined
             ? 'the run was stopped (it was not recorded: --no-store)'
-            : `the run was stopped; once that is fixed, resume it with: exarch resume ${run.id}${this.approvals.target}`;
+            : `the run was stopped; once that is fixed, resume it with: exarch resume ${run.id}${this.options.target}`;
         io.stderr.write(`exarch: ${describeError(fault)}; ${then}\n`);
         return EXIT.unwritable;
       }
@@ -236,7 +236,7 @@ export class RunOutput {
           io.stderr,
           run.id,
           approvals.waiting.map((r) => ({ callId: r.callId, tool: r.tool, agent: r.agent.id, input: r.input })),
-          this.approvals.target,
+          this.options.target,
           false,
         );
         return EXIT.waiting;
@@ -279,7 +279,7 @@ export class RunOutput {
 
   /** `--otel`: the spans still open end, and all are sent before the command exits (one line says how it went). */
   private async finishSpans(): Promise<void> {
-    const otel = this.approvals.otel;
+    const otel = this.options.otel;
     if (!otel) return;
     this.spans?.close();
     this.io.stderr.write(`exarch: ${await otel.finish()}\n`);
