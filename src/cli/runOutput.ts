@@ -167,7 +167,7 @@ export class RunOutput {
   }
 
   async follow(run: FollowedRun, interrupt: AbortSignal, store?: RunStore): Promise<number> {
-    const { io, board, recorder } = this;
+    const { board, recorder } = this;
     let interrupted = false;
     const onInterrupt = (): void => {
       interrupted = true;
@@ -199,73 +199,7 @@ export class RunOutput {
       board.stop();
       // The run's last records are in (the root's end came with its stop): the page shows the end.
       this.options.ui?.end();
-      if (diverged?.aborted) {
-        io.stderr.write(`exarch: ${describeError(diverged.reason)}\n`);
-        return EXIT.fatal;
-      }
-      const state = String(result.snapshot.value);
-      const summary = async (): Promise<void> => {
-        const totals = board.totals();
-        const stored = store && run.id !== undefined ? await storedTotals(store, run.id) : undefined;
-        writeSummary(io.stderr, stored ? { ...totals, agents: stored.agents, steps: stored.requests, usage: stored.usage } : totals, this.model, this.logDir);
-        for (const line of agentSpendLines(result.snapshot.context.options.budget.agents(), this.model)) io.stderr.write(`${line}\n`);
-        if (recorder) io.stderr.write(`exarch: trace: ${recorder.file} (view it with: exarch view ${recorder.file})\n`);
-      };
-      const fault = this.options.faults.first(result.storeError);
-      if (fault) {
-        // Stopped by the fault (or by the store, which stops the run itself), or had it ended already?
-        const stopped = result.storeError !== undefined || result.status === 'interrupted' || (run.id === undefined && state === 'cancelled');
-        if (!stopped && result.text) io.stdout.write(result.text.endsWith('\n') ? result.text : `${result.text}\n`);
-        await summary();
-        const then = !stopped
-          ? 'the run had finished'
-          : run.id === undefined
-            ? 'the run was stopped (it was not recorded: --no-store)'
-            : `the run was stopped; once that is fixed, resume it with: exarch resume ${run.id}${this.options.target}`;
-        io.stderr.write(`exarch: ${describeError(fault)}; ${then}\n`);
-        return EXIT.unwritable;
-      }
-      if (result.storeError) {
-        await summary();
-        io.stderr.write(`exarch: the run store could not be written: ${describeError(result.storeError)}\n`);
-        return EXIT.fatal;
-      }
-      if (approvals.waiting.length > 0) {
-        await summary();
-        listWaiting(
-          io.stderr,
-          run.id,
-          approvals.waiting.map((r) => ({ callId: r.callId, tool: r.tool, agent: r.agent.id, input: r.input })),
-          this.options.target,
-          false,
-        );
-        return EXIT.waiting;
-      }
-      if (interrupted) {
-        await summary();
-        io.stderr.write(
-          `exarch: interrupted: the agents were cancelled and their logs written${run.id === undefined ? '' : `; resume with: exarch resume ${run.id}`}\n`,
-        );
-        return EXIT.interrupted;
-      }
-      if (state === 'failed') {
-        await summary();
-        io.stderr.write(`exarch: the root agent failed: ${result.reason ?? 'unknown reason'}\n`);
-        return EXIT.fatal;
-      }
-      if (result.text) io.stdout.write(result.text.endsWith('\n') ? result.text : `${result.text}\n`);
-      await summary();
-      const meter = result.snapshot.context.options.budget;
-      if (meter.spent) {
-        const { tokens, cost } = meter.totals;
-        io.stderr.write(budgetLine(tokens, cost, state === 'capped'));
-        if (state === 'capped') return EXIT.capped;
-      }
-      if (state === 'capped') {
-        io.stderr.write(`exarch: the root agent stopped at its step cap (${this.maxSteps ?? DEFAULTS.maxSteps} model requests in one turn)\n`);
-        return EXIT.capped;
-      }
-      return EXIT.ok;
+      return await this.ending(run, result, approvals.waiting, interrupted, store);
     } finally {
       approvals.close();
       input?.close();
@@ -275,6 +209,89 @@ export class RunOutput {
       recorder?.close();
       await this.finishSpans();
     }
+  }
+
+  /**
+   * How a followed run ends once its result is in: the answer on stdout, the summary, and the line
+   * and exit code of what stopped it (a recording it left, a file or the store that could not be
+   * written, calls that wait, Ctrl-C, a failure, the budget, the step cap).
+   */
+  private async ending(
+    run: FollowedRun,
+    result: Awaited<FollowedRun['result']>,
+    waiting: readonly ApprovalRequest[],
+    interrupted: boolean,
+    store: RunStore | undefined,
+  ): Promise<number> {
+    const { io, board, recorder } = this;
+    const diverged = this.options.diverged;
+    if (diverged?.aborted) {
+      io.stderr.write(`exarch: ${describeError(diverged.reason)}\n`);
+      return EXIT.fatal;
+    }
+    const state = String(result.snapshot.value);
+    const summary = async (): Promise<void> => {
+      const totals = board.totals();
+      const stored = store && run.id !== undefined ? await storedTotals(store, run.id) : undefined;
+      writeSummary(io.stderr, stored ? { ...totals, agents: stored.agents, steps: stored.requests, usage: stored.usage } : totals, this.model, this.logDir);
+      for (const line of agentSpendLines(result.snapshot.context.options.budget.agents(), this.model)) io.stderr.write(`${line}\n`);
+      if (recorder) io.stderr.write(`exarch: trace: ${recorder.file} (view it with: exarch view ${recorder.file})\n`);
+    };
+    const fault = this.options.faults.first(result.storeError);
+    if (fault) {
+      // Stopped by the fault (or by the store, which stops the run itself), or had it ended already?
+      const stopped = result.storeError !== undefined || result.status === 'interrupted' || (run.id === undefined && state === 'cancelled');
+      if (!stopped && result.text) io.stdout.write(result.text.endsWith('\n') ? result.text : `${result.text}\n`);
+      await summary();
+      const then = !stopped
+        ? 'the run had finished'
+        : run.id === undefined
+          ? 'the run was stopped (it was not recorded: --no-store)'
+          : `the run was stopped; once that is fixed, resume it with: exarch resume ${run.id}${this.options.target}`;
+      io.stderr.write(`exarch: ${describeError(fault)}; ${then}\n`);
+      return EXIT.unwritable;
+    }
+    if (result.storeError) {
+      await summary();
+      io.stderr.write(`exarch: the run store could not be written: ${describeError(result.storeError)}\n`);
+      return EXIT.fatal;
+    }
+    if (waiting.length > 0) {
+      await summary();
+      listWaiting(
+        io.stderr,
+        run.id,
+        waiting.map((r) => ({ callId: r.callId, tool: r.tool, agent: r.agent.id, input: r.input })),
+        this.options.target,
+        false,
+      );
+      return EXIT.waiting;
+    }
+    if (interrupted) {
+      await summary();
+      io.stderr.write(
+        `exarch: interrupted: the agents were cancelled and their logs written${run.id === undefined ? '' : `; resume with: exarch resume ${run.id}`}\n`,
+      );
+      return EXIT.interrupted;
+    }
+    if (state === 'failed') {
+      await summary();
+      io.stderr.write(`exarch: the root agent failed: ${result.reason ?? 'unknown reason'}\n`);
+      return EXIT.fatal;
+    }
+    if (result.text) io.stdout.write(result.text.endsWith('\n') ? result.text : `${result.text}\n`);
+    await summary();
+    const meter = result.snapshot.context.options.budget;
+    if (meter.spent) {
+      const { tokens, cost } = meter.totals;
+      io.stderr.write(budgetLine(tokens, cost, state === 'capped'));
+      if (state === 'capped') return EXIT.capped;
+    }
+    if (state === 'capped') {
+      io.stderr.write(`exarch: the root agent stopped at its step cap (${this.maxSteps ?? DEFAULTS.maxSteps} model requests in one turn)\n`);
+      return EXIT.capped;
+    }
+    return EXIT.ok;
   }
 
   /** `--otel`: the spans still open end, and all are sent before the command exits (one line says how it went). */
