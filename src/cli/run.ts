@@ -5,7 +5,7 @@ import { openStore } from './storeTarget.js';
 import { agentsSource } from './agentsConfig.js';
 import type { InspectionEvent } from 'xstate';
 import { CliUi } from './liveUi.js';
-import { checkApproveNames, recordFromFlags, storedRecord } from './runRecord.js';
+import { checkApproveNames, recordFromFlags, storedRecord, type CliRunRecord } from './runRecord.js';
 import { buildRunSession } from './runSession.js';
 import { UsageError } from './usageError.js';
 import { sealingStore } from './recordSeal.js';
@@ -24,6 +24,27 @@ import { submitAndFollow } from './submitAndFollow.js';
  * `exarch resume` can take it up again after a crash or Ctrl-C.
  */
 export async function runCommand(task: string, flags: RunFlags, io: RunIo): Promise<number> {
+  const port = checkRunFlags(task, flags);
+  // The flags validated into the run's record: what this process, a resume and a worker build the sessions from.
+  const record = recordFromFlags(flags, io.env, io.cwd);
+  if (!flags.noStore) storeApart(io.cwd, flags, io.cwd, record);
+  if (record.allowShell === 'unsandboxed') io.stderr.write(UNSANDBOXED_WARNING);
+  const agentsSourceName = agentsSource(flags.agents);
+  if (flags.db !== undefined) {
+    const follow = {
+      detach: flags.detach === true,
+      noWait: flags.noWait === true,
+      steer: flags.steer === true,
+      spread: flags.spread === true,
+      ...(flags.ui ? { ui: port === undefined ? {} : { port } } : {}),
+    };
+    return submitAndFollow({ db: flags.db, dbFromEnv: flags.dbFromEnv === true }, task, record, agentsSourceName, follow, io);
+  }
+  return runHere(task, flags, record, agentsSourceName, port, io);
+}
+
+/** The flags of `exarch run` checked against each other before anything starts (a mistake is a usage error); the `--ui-port` given. */
+function checkRunFlags(task: string, flags: RunFlags): number | undefined {
   if (task.trim() === '') throw new UsageError('the task is empty');
   if (flags.noStore && (flags.store !== undefined || flags.db !== undefined))
     throw new UsageError(`--${flags.db === undefined ? 'store' : 'db'} and --no-store cannot be used together`);
@@ -44,21 +65,14 @@ export async function runCommand(task: string, flags: RunFlags, io: RunIo): Prom
     if (flags.record !== undefined || flags.replay !== undefined)
       throw new UsageError(`--${flags.record === undefined ? 'replay' : 'record'} with --db: the workers make the model requests; run it here without --db`);
   }
-  // The flags validated into the run's record: what this process, a resume and a worker build the sessions from.
-  const record = recordFromFlags(flags, io.env, io.cwd);
-  if (!flags.noStore) storeApart(io.cwd, flags, io.cwd, record);
-  if (record.allowShell === 'unsandboxed') io.stderr.write(UNSANDBOXED_WARNING);
-  const agentsSourceName = agentsSource(flags.agents);
-  if (flags.db !== undefined) {
-    const follow = {
-      detach: flags.detach === true,
-      noWait: flags.noWait === true,
-      steer: flags.steer === true,
-      spread: flags.spread === true,
-      ...(flags.ui ? { ui: port === undefined ? {} : { port } } : {}),
-    };
-    return submitAndFollow({ db: flags.db, dbFromEnv: flags.dbFromEnv === true }, task, record, agentsSourceName, follow, io);
-  }
+  return port;
+}
+
+/**
+ * `exarch run` in this process: the sessions built from the record, the run recorded in the store
+ * (unless `--no-store`) and signed, then followed to its end by `RunOutput`.
+ */
+async function runHere(task: string, flags: RunFlags, record: CliRunRecord, agentsSourceName: string, port: number | undefined, io: RunIo): Promise<number> {
   const diverged = new AbortController();
   const recording = {
     ...(flags.record === undefined ? {} : { record: flags.record }),
