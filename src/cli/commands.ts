@@ -1,6 +1,6 @@
 import type { LiveInspector } from '../watch/inspect/liveInspector.js';
 import { answerCommand } from './approve.js';
-import { explicitTarget, refuseFlags, RUN_FLAGS, type parse, type Values } from './flags.js';
+import { explicitTarget, refuseFlags, RUN_FLAGS, type Values } from './flags.js';
 import { liveInspector } from './inspectFlag.js';
 import { interruptSignal } from './interruptSignal.js';
 import { resumeCommand } from './resume.js';
@@ -10,7 +10,14 @@ import { listRunsCommand } from './runs.js';
 import { storeTargetOf } from './storeTarget.js';
 import { UsageError } from './usageError.js';
 
-export async function run(positionals: readonly string[], values: ReturnType<typeof parse>['values']): Promise<number> {
+/*
+ * The commands main.ts dispatches to (view and demo have files of their own): each checks its
+ * words and refuses the flags it has no use for (a usage error), then calls what does the work
+ * with the flags it takes.
+ */
+
+/** `exarch run "<task>"`: the flags into `RunFlags`, with Ctrl-C and `--inspect` set up around the run. */
+export async function run(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length === 0) throw new UsageError('run needs a task: exarch run "<task>"');
   if (positionals.length > 1) throw new UsageError(`run takes one task; quote it: exarch run "${positionals.join(' ')}"`);
   refuseFlags('run', values, ['speed', 'out', 'concurrency', 'drain-timeout', 'job-expiry', 'always']);
@@ -71,6 +78,7 @@ async function runLive(positionals: readonly string[], values: Values, interrupt
   );
 }
 
+/** `exarch resume RUN_ID`: the flags a resume takes (a run's own options come from its record). */
 export async function resume(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length !== 1) throw new UsageError('resume takes one run id: exarch resume RUN_ID (exarch runs lists them)');
   refuseFlags('resume', values, [
@@ -103,6 +111,7 @@ export async function resume(positionals: readonly string[], values: Values): Pr
   );
 }
 
+/** `exarch worker`: its code loaded only when asked for, as it brings in the workers and their Postgres queue. */
 export async function worker(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`worker takes no arguments, got '${positionals.join(' ')}'`);
   refuseFlags('worker', values, [
@@ -175,6 +184,7 @@ export async function answer(command: 'approve' | 'deny', positionals: readonly 
   });
 }
 
+/** `exarch runs`: the recorded runs, listed. */
 export async function runs(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`runs takes no arguments, got '${positionals.join(' ')}'`);
   refuseFlags('runs', values, [

@@ -2,6 +2,7 @@ import { parseArgs } from 'node:util';
 import type { StoreTarget } from './storeTarget.js';
 import { UsageError } from './usageError.js';
 
+/** The command line read against the table of every command's flags (strict: an unknown flag throws). */
 export function parse(argv: readonly string[]) {
   return parseArgs({
     // parseArgs has no optional values: `--allow-shell=unsandboxed` becomes a flag of its own.
@@ -55,6 +56,7 @@ export function parse(argv: readonly string[]) {
   });
 }
 
+/** The flags as parsed; each command refuses those it has no use for (`refuseFlags`). */
 export type Values = ReturnType<typeof parse>['values'];
 
 /** A flag given to a command that has no use for it is a mistake worth one line, not silence. */
@@ -63,6 +65,7 @@ export function refuseFlags(command: string, values: Values, flags: readonly (ke
   if (given !== undefined) throw new UsageError(`--${String(given)} is not an option of ${command}`);
 }
 
+/** The flags that shape a run's sessions: refused by the commands that start none. */
 export const RUN_FLAGS = [
   'model',
   'max-tokens',

@@ -11,6 +11,7 @@ import { buildRunSession, type RunSession } from './runSession.js';
 import { openExistingStore, storeName } from './storeTarget.js';
 import { WriteFaults } from './writeFaults.js';
 
+/** The flags of `exarch resume`: where the run is kept, and how this process follows it. */
 export interface ResumeFlags {
   readonly store?: string;
   readonly db?: string;

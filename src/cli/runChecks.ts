@@ -15,6 +15,7 @@ export function uiPort(ui: boolean, raw: string | undefined): number | undefined
 
 /** What `run`, `resume` and a worker that takes such a run say, on stderr, of a run whose shell commands have no sandbox. */
 export const UNSANDBOXED_NOTE = '--allow-shell=unsandboxed: shell commands run without a sandbox, with your full access to files, processes and network';
+/** `UNSANDBOXED_NOTE` as `run` and `resume` write it. */
 export const UNSANDBOXED_WARNING = `exarch: ${UNSANDBOXED_NOTE}\n`;
 
 /**

@@ -37,6 +37,7 @@ export function budgetLine(tokens: number, cost: number, capped: boolean): strin
   return `exarch: the budget stopped the run: the tree spent ${formatCount(tokens)} tokens${cost > 0 ? ` (about $${cost.toFixed(3)})` : ''}; running and queued sub-agents were cancelled and the root ${capped ? 'could not answer within the budget' : 'answered in its final turn'}\n`;
 }
 
+/** The summary line of a run: agents, model requests, tokens, an estimate of the cost, where the logs are. */
 export function writeSummary(out: NodeJS.WritableStream, totals: ReturnType<ProgressBoard['totals']>, model: string, logDir: string): void {
   const { agents, steps, usage, outcomes } = totals;
   const cost = estimateCost(model, usage);

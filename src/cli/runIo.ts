@@ -5,6 +5,7 @@ import type { RecordedFlags } from './runRecord.js';
 /** `unwritable`: the run was stopped because a file it writes (a log, the trace, the recording, the store) could not be written; resumable once there is room. */
 export const EXIT = { ok: 0, fatal: 1, usage: 2, capped: 3, waiting: 4, unwritable: 5, interrupted: 130 } as const;
 
+/** The flags of `exarch run`, as commands.ts reads them from the command line (checked in run.ts). */
 export interface RunFlags extends RecordedFlags {
   readonly trace?: string;
   /** The run store file (default .exarch/exarch.db under the working directory). */
@@ -34,6 +35,7 @@ export interface RunFlags extends RecordedFlags {
   readonly uiPort?: string;
 }
 
+/** What `run` and `resume` are given of the process: its streams, environment, directory and Ctrl-C. */
 export interface RunIo {
   readonly stdout: NodeJS.WritableStream;
   readonly stderr: NodeJS.WritableStream & { isTTY?: boolean };

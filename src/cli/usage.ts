@@ -3,6 +3,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DEFAULT_MODEL } from '../providers/anthropic.js';
 
+/** The help text, shown by `exarch help` and after a usage error. */
 export const USAGE = `Usage:
   exarch run [options] "<task>"   a root agent works on the task with Claude; sub-agents report
                                   back through reply. stdout: the final answer; stderr: progress

@@ -9,8 +9,6 @@ import { EXIT } from './runIo.js';
 import { openExistingStore, storeTargetOf } from './storeTarget.js';
 import { UsageError } from './usageError.js';
 
-const EXIT_OK = EXIT.ok;
-
 /** `trace.jsonl` → `trace.html`, next to it. */
 export function htmlFor(trace: string): string {
   return trace.endsWith('.jsonl') ? `${trace.slice(0, -'.jsonl'.length)}.html` : `${trace}.html`;
@@ -19,6 +17,7 @@ export function htmlFor(trace: string): string {
 /** A run id as `exarch run` prints it (a ULID); anything else names a trace file. */
 const RUN_ID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 
+/** `exarch view TRACE|RUN_ID`: the turn-flow viewer of a trace file or of a recorded run, as one HTML file. */
 export async function view(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length !== 1) throw new UsageError('view takes one trace file or run id: exarch view TRACE|RUN_ID [--out FILE.html]');
   refuseFlags('view', values, [
@@ -66,5 +65,5 @@ export async function view(positionals: readonly string[], values: Values): Prom
     );
   }
   process.stderr.write(`exarch: wrote the turn-flow viewer for ${written.agents} agent${written.agents === 1 ? '' : 's'} (${written.records} trace records)\n`);
-  return EXIT_OK;
+  return EXIT.ok;
 }
