@@ -1,7 +1,8 @@
 import type { ApprovalDecision } from '../engine/approvals.js';
 import { RunError } from '../run/durableRun.js';
 import { recordApproval, waitingCalls } from '../store/runApprovals.js';
-import { EXIT, targetFlags } from './run.js';
+import { targetFlags } from './runChecks.js';
+import { EXIT } from './runIo.js';
 import { openExistingStore, storeName, type StoreTarget } from './storeTarget.js';
 
 export interface ApproveIo {

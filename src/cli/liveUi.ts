@@ -19,7 +19,7 @@ export class CliUi {
     private readonly stderr: NodeJS.WritableStream & { isTTY?: boolean },
   ) {}
 
-  /** Starts the viewer for a run here, fed its events (`port` is already checked: see `uiPort` in run.ts). */
+  /** Starts the viewer for a run here, fed its events (`port` is already checked: see `uiPort` in runChecks.ts). */
   static async start(
     options: { readonly port?: number; readonly title: string; readonly model?: string },
     stderr: NodeJS.WritableStream & { isTTY?: boolean },

@@ -1,6 +1,7 @@
 import type { RunListing, RunSummary } from '../store/runStore.js';
 import { estimateCost } from '../engine/pricing.js';
-import { EXIT, usableTarget } from './run.js';
+import { usableTarget } from './runChecks.js';
+import { EXIT } from './runIo.js';
 import { openExistingStore, storeName, type StoreTarget } from './storeTarget.js';
 import { formatCount } from './progress.js';
 

@@ -1,5 +1,7 @@
 import { hostname } from 'node:os';
-import { EXIT, UNSANDBOXED_NOTE, UsageError } from './run.js';
+import { UsageError } from './usageError.js';
+import { UNSANDBOXED_NOTE } from './runChecks.js';
+import { EXIT } from './runIo.js';
 import { readRecord, timerSeconds } from './runRecord.js';
 import { buildRunSession, checkModelAccess } from './runSession.js';
 import { checkTarget, DB_URL_VARIABLE, StoreTargetError } from './storeTarget.js';

@@ -34,7 +34,9 @@ import {
 import { openSqliteStore } from 'exarch/sqlite';
 import { RecordingError, ReplayMismatchError, replayProvider, scriptedProvider } from 'exarch/testing';
 import { AgentsConfigError, readAgentsConfig } from '../../../src/cli/agentsConfig.js';
-import { runCommand, RunSetupError, UsageError } from '../../../src/cli/run.js';
+import { runCommand } from '../../../src/cli/run.js';
+import { RunSetupError } from '../../../src/cli/runSession.js';
+import { UsageError } from '../../../src/cli/usageError.js';
 import { OtelSetupError, startOtlpExport } from '../../../src/cli/otlpExport.js';
 import { checkTarget, StoreTargetError } from '../../../src/cli/storeTarget.js';
 import { RECORDING_VERSION } from '../../../src/replay/format.js';

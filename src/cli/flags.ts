@@ -1,0 +1,96 @@
+import { parseArgs } from 'node:util';
+import type { StoreTarget } from './storeTarget.js';
+import { UsageError } from './usageError.js';
+
+/** The command line read against the table of every command's flags (strict: an unknown flag throws). */
+export function parse(argv: readonly string[]) {
+  return parseArgs({
+    // parseArgs has no optional values: `--allow-shell=unsandboxed` becomes a flag of its own.
+    args: argv.map((arg) => (arg === '--allow-shell=unsandboxed' ? '--allow-shell-unsandboxed' : arg)),
+    allowPositionals: true,
+    strict: true,
+    options: {
+      help: { type: 'boolean', short: 'h' },
+      version: { type: 'boolean', short: 'v' },
+      speed: { type: 'string' },
+      model: { type: 'string' },
+      'max-steps': { type: 'string' },
+      'max-depth': { type: 'string' },
+      'reply-cap': { type: 'string' },
+      wake: { type: 'string' },
+      'max-retry-wait': { type: 'string' },
+      'log-dir': { type: 'string' },
+      agents: { type: 'string' },
+      'allow-write': { type: 'boolean' },
+      'allow-shell': { type: 'boolean' },
+      'allow-shell-unsandboxed': { type: 'boolean' },
+      'allow-network': { type: 'boolean' },
+      'allow-git-hooks': { type: 'boolean' },
+      'shell-limits': { type: 'string' },
+      'shell-user': { type: 'string' },
+      mcp: { type: 'string', multiple: true },
+      trace: { type: 'string' },
+      out: { type: 'string' },
+      inspect: { type: 'boolean' },
+      'inspect-port': { type: 'string' },
+      ui: { type: 'boolean' },
+      'ui-port': { type: 'string' },
+      store: { type: 'string' },
+      db: { type: 'string' },
+      detach: { type: 'boolean' },
+      spread: { type: 'boolean' },
+      concurrency: { type: 'string' },
+      'drain-timeout': { type: 'string' },
+      'job-expiry': { type: 'string' },
+      'no-store': { type: 'boolean' },
+      approve: { type: 'string' },
+      'max-tokens': { type: 'string' },
+      'max-cost': { type: 'string' },
+      'no-wait': { type: 'boolean' },
+      steer: { type: 'boolean' },
+      always: { type: 'boolean' },
+      otel: { type: 'boolean' },
+      record: { type: 'string' },
+      replay: { type: 'string' },
+    },
+  });
+}
+
+/** The flags as parsed; each command refuses those it has no use for (`refuseFlags`). */
+export type Values = ReturnType<typeof parse>['values'];
+
+/** A flag given to a command that has no use for it is a mistake worth one line, not silence. */
+export function refuseFlags(command: string, values: Values, flags: readonly (keyof Values)[]): void {
+  const given = flags.find((flag) => values[flag] !== undefined);
+  if (given !== undefined) throw new UsageError(`--${String(given)} is not an option of ${command}`);
+}
+
+/** The flags that shape a run's sessions: refused by the commands that start none. */
+export const RUN_FLAGS = [
+  'model',
+  'max-tokens',
+  'max-cost',
+  'max-steps',
+  'max-depth',
+  'reply-cap',
+  'wake',
+  'max-retry-wait',
+  'log-dir',
+  'agents',
+  'allow-write',
+  'allow-shell',
+  'allow-shell-unsandboxed',
+  'allow-network',
+  'allow-git-hooks',
+  'shell-limits',
+  'shell-user',
+  'mcp',
+  'otel',
+  'record',
+  'replay',
+] as const;
+
+/** `--store` and `--db` as given, without EXARCH_DB_URL. */
+export function explicitTarget(values: Values): StoreTarget {
+  return { ...(values.store === undefined ? {} : { store: values.store }), ...(values.db === undefined ? {} : { db: values.db }) };
+}

@@ -1,0 +1,69 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { writeViewer } from '../watch/viewer/index.js';
+import { writeViewerForRun } from '../watch/trace/fromJournal.js';
+import type { WrittenViewer } from '../watch/viewer/write.js';
+import { refuseFlags, RUN_FLAGS, type Values } from './flags.js';
+import { usableTarget } from './runChecks.js';
+import { EXIT } from './runIo.js';
+import { openExistingStore, storeTargetOf } from './storeTarget.js';
+import { UsageError } from './usageError.js';
+
+/** `trace.jsonl` → `trace.html`, next to it. */
+export function htmlFor(trace: string): string {
+  return trace.endsWith('.jsonl') ? `${trace.slice(0, -'.jsonl'.length)}.html` : `${trace}.html`;
+}
+
+/** A run id as `exarch run` prints it (a ULID); anything else names a trace file. */
+const RUN_ID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
+
+/** `exarch view TRACE|RUN_ID`: the turn-flow viewer of a trace file or of a recorded run, as one HTML file. */
+export async function view(positionals: readonly string[], values: Values): Promise<number> {
+  if (positionals.length !== 1) throw new UsageError('view takes one trace file or run id: exarch view TRACE|RUN_ID [--out FILE.html]');
+  refuseFlags('view', values, [
+    ...RUN_FLAGS,
+    'trace',
+    'speed',
+    'inspect',
+    'inspect-port',
+    'ui',
+    'ui-port',
+    'no-store',
+    'detach',
+    'spread',
+    'concurrency',
+    'drain-timeout',
+    'job-expiry',
+    'approve',
+    'no-wait',
+    'steer',
+    'always',
+  ]);
+  const target = positionals[0] ?? '';
+  let written: WrittenViewer;
+  if (RUN_ID.test(target) && !existsSync(target)) {
+    const where = storeTargetOf(values, process.env);
+    usableTarget(where);
+    const store = await openExistingStore(process.cwd(), where);
+    if (!store) throw new Error(`no run with id ${target} (there is no run store in this directory yet)`);
+    try {
+      written = await writeViewerForRun(store, target, values.out ?? join('.exarch', 'view', `${target}.html`));
+    } finally {
+      await store.close();
+    }
+  } else {
+    if (values.store !== undefined || values.db !== undefined)
+      throw new UsageError(`--${values.store === undefined ? 'db' : 'store'} goes with a run id, not a trace file`);
+    written = writeViewer(target, values.out ?? htmlFor(target));
+  }
+  process.stdout.write(`${written.outFile}\n`);
+  const [first] = written.leftOut;
+  if (first) {
+    const count = written.leftOut.length;
+    process.stderr.write(
+      `exarch: ${target}: left out ${count === 1 ? 'a line that is not a trace record' : `${count} lines that are not trace records`} (line ${first.line}: ${first.problem})\n`,
+    );
+  }
+  process.stderr.write(`exarch: wrote the turn-flow viewer for ${written.agents} agent${written.agents === 1 ? '' : 's'} (${written.records} trace records)\n`);
+  return EXIT.ok;
+}
