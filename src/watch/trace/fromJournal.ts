@@ -87,49 +87,6 @@ export async function writeViewerForRun(store: RunStore, runId: string, outFile:
   return { outFile, agents: records.filter((record) => record.kind === 'agent.start').length, records: records.length, leftOut: [] };
 }
 
-const TASK_EXCERPT = 500;
-/** The root session's agent id, whose lane the run-level markers are drawn in. */
-const ROOT_ID = 'root';
-const STOPPED_FROM_OUTSIDE = 'session actor stopped';
-const CRASHED = 'session crashed: ';
-const TRUNCATED_REPEATEDLY = 'output truncated repeatedly';
-const REFUSALS: ReadonlySet<string> = new Set(['refusal', 'model_context_window_exceeded']);
-/** Answers `planBatch` gives as a batch opens (never run, so a live trace has no `tool.result` for them). */
-const ANSWERED_AT_OPEN = /^(unknown tool '|tool '[^']*' is not available to this agent|invalid input for tool ')/;
-
-type Draft = TraceRecord extends infer R ? (R extends TraceRecord ? Omit<R, 't'> : never) : never;
-type Of<T extends JournalRecord['type']> = Extract<JournalRecord, { type: T }>;
-
-interface OpenBatch {
-  /** Tool name by tool_use id, from the response that opened it. */
-  readonly calls: ReadonlyMap<string, string>;
-  readonly incomplete: ReadonlySet<string>;
-  /** Calls whose result a `tool` record holds. */
-  readonly noted: Set<string>;
-  /** Until a record other than `spawn` / `tool`: the answers `openBatch` recorded. */
-  opening: boolean;
-}
-
-interface Track {
-  agent: AgentIdentity;
-  started: boolean;
-  ended: boolean;
-  state: string;
-  /** Model requests in the current turn (each `streaming` entry), and responses committed in it. */
-  steps: number;
-  committed: number;
-  usage: Usage;
-  readonly messages: Message[];
-  /** The blocks of the response being committed, and its message records not yet written. */
-  response: AssistantBlock[];
-  deferred: Set<number>;
-  batch: OpenBatch | null;
-  /** Children by the actor id their deliveries carry. */
-  readonly spawns: Map<string, string>;
-  /** The session's previous record. */
-  prev: JournalRecord | undefined;
-}
-
 /** A row not yet converted, with what deciding its meaning needs to know of the rows after it. */
 interface Pending {
   readonly row: JournalRow;
@@ -161,17 +118,12 @@ export class JournalTraceStream {
   private afterInterrupt = false;
   private resumes = 0;
   private ended = false;
-  private started = false;
-  private readonly tracks = new Map<string, Track>();
-  /** Parent agent id by child agent id, from `spawn` records. */
-  private readonly parents = new Map<string, string>();
-  private t0 = 0;
-  private t = 0;
+  /** What the rows mean, once they are settled. */
+  private readonly converter: JournalConverter;
 
-  constructor(
-    private readonly title: string,
-    private readonly emit: (record: TraceRecord) => void,
-  ) {}
+  constructor(title: string, emit: (record: TraceRecord) => void) {
+    this.converter = new JournalConverter(title, emit);
+  }
 
   /** Rows that follow those pushed before (in `seq` order); emits what they settle. */
   push(rows: readonly JournalRow[]): void {
@@ -200,8 +152,7 @@ export class JournalTraceStream {
     if (this.ended) return;
     this.ended = true;
     this.drain();
-    this.start(0);
-    this.write({ kind: 'trace.end' });
+    this.converter.end();
   }
 
   /** Converts, in order, every row nothing to come can change; a row that must wait holds back its session's later rows. */
@@ -232,41 +183,86 @@ export class JournalTraceStream {
     const { row } = pending;
     if (row.session === '') return true;
     if (pending.afterInterrupt && this.resumes === pending.resumesBefore && undoneByInterrupt(row.record)) return false;
-    return pending.next !== undefined || !this.needsNext(row.session, row.record);
+    return pending.next !== undefined || !this.converter.needsNext(row.session, row.record);
   }
 
-  /** Records whose meaning the session's next record decides (see `onMessage`, `onUsage`, a nudge). */
-  private needsNext(session: string, record: JournalRecord): boolean {
-    if (record.type === 'nudge') return true;
-    if (record.type === 'message') return record.role === 'user' && record.content.some((block) => block.type === 'tool_result');
-    if (record.type === 'usage') return !(this.tracks.get(session)?.response.some((block) => block.type === 'tool_use') ?? false);
-    return false;
+  private convert(pending: Pending): void {
+    this.converter.convert(pending.row, pending.next, this.undone(pending));
+  }
+}
+
+function undoneByInterrupt(record: JournalRecord): boolean {
+  if (record.type === 'outcome') return record.outcome === 'cancelled';
+  if (record.type === 'inbox') return record.result.outcome === 'cancelled';
+  return record.type === 'stopped';
+}
+
+type Draft = TraceRecord extends infer R ? (R extends TraceRecord ? Omit<R, 't'> : never) : never;
+
+interface OpenBatch {
+  /** Tool name by tool_use id, from the response that opened it. */
+  readonly calls: ReadonlyMap<string, string>;
+  readonly incomplete: ReadonlySet<string>;
+  /** Calls whose result a `tool` record holds. */
+  readonly noted: Set<string>;
+  /** Until a record other than `spawn` / `tool`: the answers `openBatch` recorded. */
+  opening: boolean;
+}
+
+interface Track {
+  agent: AgentIdentity;
+  started: boolean;
+  ended: boolean;
+  state: string;
+  /** Model requests in the current turn (each `streaming` entry), and responses committed in it. */
+  steps: number;
+  committed: number;
+  usage: Usage;
+  readonly messages: Message[];
+  /** The blocks of the response being committed, and its message records not yet written. */
+  response: AssistantBlock[];
+  deferred: Set<number>;
+  batch: OpenBatch | null;
+  /** Children by the actor id their deliveries carry. */
+  readonly spawns: Map<string, string>;
+  /** The session's previous record. */
+  prev: JournalRecord | undefined;
+}
+
+/**
+ * The trace being written: its clock, and a track per session (its agent, state, history and open
+ * batch) with the writes that keep the trace in step with it. `JournalConverter` says what each
+ * record means.
+ */
+abstract class TraceTracks {
+  private started = false;
+  protected readonly tracks = new Map<string, Track>();
+  protected t0 = 0;
+  protected t = 0;
+
+  constructor(
+    private readonly title: string,
+    private readonly emit: (record: TraceRecord) => void,
+  ) {}
+
+  /** Ends the trace (started at 0 if no row came). */
+  end(): void {
+    this.start(0);
+    this.write({ kind: 'trace.end' });
   }
 
-  private start(ts: number): void {
+  protected start(ts: number): void {
     if (this.started) return;
     this.started = true;
     this.t0 = ts;
     this.emit({ t: 0, kind: 'trace.start', version: TRACE_VERSION, startedAt: new Date(ts).toISOString(), title: this.title, statechart: sessionStatechart() });
   }
 
-  private convert(pending: Pending): void {
-    const { row } = pending;
-    this.start(row.ts);
-    this.t = Math.max(this.t, row.ts - this.t0);
-    if (row.session === '') this.onMarker(row.record);
-    else this.onRecord(row, pending.next, this.undone(pending));
-  }
-
-  private write(draft: Draft): void {
+  protected write(draft: Draft): void {
     this.emit({ t: this.t, ...draft } as TraceRecord);
   }
 
-  private onMarker(record: JournalRecord): void {
-    if (record.type === 'interrupt' || record.type === 'resume') this.write({ kind: 'event', agent: ROOT_ID, type: record.type });
-  }
-
-  private track(id: string): Track {
+  protected track(id: string): Track {
     let track = this.tracks.get(id);
     if (!track) {
       const name = id.slice(id.lastIndexOf('/') + 1);
@@ -292,7 +288,7 @@ export class JournalTraceStream {
   }
 
   /** Enters `state`; `request`: a `streaming` entry, a new model request. */
-  private enter(track: Track, state: string, request = state === 'streaming'): void {
+  protected enter(track: Track, state: string, request = state === 'streaming'): void {
     if (request) track.steps += 1;
     if (state === track.state && !request) return;
     track.state = state;
@@ -300,7 +296,7 @@ export class JournalTraceStream {
   }
 
   /** Appends to the history as the machine does, and writes the message it added or merged into. */
-  private append(track: Track, role: Message['role'], content: readonly (AssistantBlock | UserBlock)[], defer = false): void {
+  protected append(track: Track, role: Message['role'], content: readonly (AssistantBlock | UserBlock)[], defer = false): void {
     const { messages } = track;
     const before = messages.length;
     const last = messages[before - 1];
@@ -312,14 +308,61 @@ export class JournalTraceStream {
     else this.writeMessage(track, index);
   }
 
-  private writeMessage(track: Track, index: number): void {
+  protected writeMessage(track: Track, index: number): void {
     const message = track.messages[index];
     if (message) this.write({ kind: 'message', agent: track.agent.id, index, message });
   }
 
-  private flushDeferred(track: Track): void {
+  protected flushDeferred(track: Track): void {
     for (const index of track.deferred) this.writeMessage(track, index);
     track.deferred.clear();
+  }
+
+  protected endAgent(track: Track, draft: Extract<Draft, { kind: 'agent.end' }>): void {
+    track.ended = true;
+    track.batch = null;
+    this.write(draft);
+  }
+}
+
+const TASK_EXCERPT = 500;
+/** The root session's agent id, whose lane the run-level markers are drawn in. */
+const ROOT_ID = 'root';
+const STOPPED_FROM_OUTSIDE = 'session actor stopped';
+const CRASHED = 'session crashed: ';
+const TRUNCATED_REPEATEDLY = 'output truncated repeatedly';
+const REFUSALS: ReadonlySet<string> = new Set(['refusal', 'model_context_window_exceeded']);
+/** Answers `planBatch` gives as a batch opens (never run, so a live trace has no `tool.result` for them). */
+const ANSWERED_AT_OPEN = /^(unknown tool '|tool '[^']*' is not available to this agent|invalid input for tool ')/;
+
+type Of<T extends JournalRecord['type']> = Extract<JournalRecord, { type: T }>;
+
+/**
+ * What each journal record means, written as trace records. `JournalTraceStream` hands it each row
+ * once the rows after it can no longer change it.
+ */
+class JournalConverter extends TraceTracks {
+  /** Parent agent id by child agent id, from `spawn` records. */
+  private readonly parents = new Map<string, string>();
+
+  /** Records whose meaning the session's next record decides (see `onMessage`, `onUsage`, a nudge). */
+  needsNext(session: string, record: JournalRecord): boolean {
+    if (record.type === 'nudge') return true;
+    if (record.type === 'message') return record.role === 'user' && record.content.some((block) => block.type === 'tool_result');
+    if (record.type === 'usage') return !(this.tracks.get(session)?.response.some((block) => block.type === 'tool_use') ?? false);
+    return false;
+  }
+
+  /** Writes what `row` means; `next`: the next row of its session, if any; `undone`: a resume undid it. */
+  convert(row: JournalRow, next: JournalRow | undefined, undone: boolean): void {
+    this.start(row.ts);
+    this.t = Math.max(this.t, row.ts - this.t0);
+    if (row.session === '') this.onMarker(row.record);
+    else this.onRecord(row, next, undone);
+  }
+
+  private onMarker(record: JournalRecord): void {
+    if (record.type === 'interrupt' || record.type === 'resume') this.write({ kind: 'event', agent: ROOT_ID, type: record.type });
   }
 
   private onRecord(row: JournalRow, nextRow: JournalRow | undefined, undone: boolean): void {
@@ -559,18 +602,6 @@ export class JournalTraceStream {
       ...(record.reason === undefined ? {} : { reason: record.reason }),
     });
   }
-
-  private endAgent(track: Track, draft: Extract<Draft, { kind: 'agent.end' }>): void {
-    track.ended = true;
-    track.batch = null;
-    this.write(draft);
-  }
-}
-
-function undoneByInterrupt(record: JournalRecord): boolean {
-  if (record.type === 'outcome') return record.outcome === 'cancelled';
-  if (record.type === 'inbox') return record.result.outcome === 'cancelled';
-  return record.type === 'stopped';
 }
 
 function sameTick(a: number | undefined, b: number | undefined): boolean {
