@@ -126,23 +126,19 @@ interface OpenChat {
 }
 
 /**
- * Turns one run's events into spans: feed it every event of a run, in order (`onEvent`, as a
- * `RunObserver` listener), or let `otelExporter` attach it to an actor.
- *
- * @example
- * const observer = createRunObserver();
- * const spans = new OtelRunExporter({ captureContent: false });
- * observer.subscribe(spans.onEvent);
- * await runAgent(task, { provider }, { inspect: observer.inspect });
+ * The spans of one run's agents: an agent's span is opened on first need under its parent's (or
+ * planned, or continued from another process, with a `directory`), and closed with the calls it
+ * left open and its outcome. `OtelRunExporter` turns the run's events into them and into the
+ * model and tool spans beneath them.
  */
-export class OtelRunExporter {
-  private readonly tracer: Tracer;
-  private readonly capture: boolean;
+abstract class RunSpans {
+  protected readonly tracer: Tracer;
+  protected readonly capture: boolean;
   private readonly base: Context;
-  private readonly common: Attributes;
-  private readonly providerName: string | undefined;
-  private readonly redactor: Redactor;
-  private readonly agents = new Map<string, AgentSpans>();
+  protected readonly common: Attributes;
+  protected readonly providerName: string | undefined;
+  protected readonly redactor: Redactor;
+  protected readonly agents = new Map<string, AgentSpans>();
   private readonly directory: SpanDirectory | undefined;
   private readonly ids: PlannedIds | undefined;
 
@@ -157,6 +153,138 @@ export class OtelRunExporter {
     this.redactor = options.redactor ?? Redactor.fromEnv();
   }
 
+  protected contextOf(agent: AgentSpans): Context {
+    return this.openAgent(agent, undefined);
+  }
+
+  /** The agent's span, started on first need, under its parent's. */
+  protected openAgent(agent: AgentSpans, providerName: string | undefined): Context {
+    if (agent.context) return agent.context;
+    const { started } = agent;
+    const parent = started.parent === null ? undefined : this.agents.get(started.parent);
+    const remoteParent = parent || started.parent === null ? undefined : this.directory?.get(started.parent);
+    const parentContext = parent ? this.contextOf(parent) : remoteParent ? trace.setSpanContext(this.base, remoteParent) : this.base;
+    // Opened (or planned) before, in another job or process: continued under that span, not opened twice.
+    const opened = this.directory?.get(started.agent);
+    if (opened && this.ids) {
+      agent.planned = { span: opened, start: this.directory?.startOf?.(started.agent) ?? started.time, parent: parentContext, provider: providerName };
+      agent.context = trace.setSpanContext(this.base, opened);
+      return agent.context;
+    }
+    if (opened) {
+      agent.context = trace.setSpanContext(this.base, opened);
+      return agent.context;
+    }
+    if (this.ids) {
+      // Planned: its children parent under these ids now; the span itself is emitted when the session ends.
+      const above = trace.getSpanContext(parentContext);
+      const span: SpanContext = {
+        traceId: above && isSpanContextValid(above) ? above.traceId : this.ids.traceId(),
+        spanId: this.ids.spanId(),
+        traceFlags: above?.traceFlags ?? TraceFlags.SAMPLED,
+        isRemote: true,
+      };
+      agent.planned = { span, start: started.time, parent: parentContext, provider: providerName };
+      agent.context = trace.setSpanContext(this.base, span);
+      this.directory?.set(started.agent, span, started.time);
+      return agent.context;
+    }
+    agent.span = this.startAgentSpan(agent, providerName, started.time, parentContext);
+    agent.context = trace.setSpan(parentContext, agent.span);
+    this.directory?.set(started.agent, agent.span.spanContext(), started.time);
+    return agent.context;
+  }
+
+  private startAgentSpan(agent: AgentSpans, providerName: string | undefined, startTime: number, parentContext: Context): Span {
+    const { started } = agent;
+    const provider = this.providerName ?? providerName;
+    return this.tracer.startSpan(
+      `invoke_agent ${started.name}`,
+      {
+        kind: SpanKind.INTERNAL,
+        startTime,
+        attributes: {
+          ...this.common,
+          'gen_ai.operation.name': 'invoke_agent',
+          ...(provider === undefined ? {} : { 'gen_ai.provider.name': provider }),
+          'gen_ai.agent.name': started.name,
+          'gen_ai.agent.id': started.agent,
+          'exarch.agent.depth': started.depth,
+          ...(this.capture && started.task !== ''
+            ? { 'gen_ai.input.messages': this.redactor.text(JSON.stringify([{ role: 'user', parts: [{ type: 'text', content: started.task }] }])) }
+            : {}),
+        },
+      },
+      parentContext,
+    );
+  }
+
+  protected closeAgent(id: string, time: number, ended: Extract<RunEvent, { type: 'agent.ended' }> | undefined): void {
+    const agent = this.agents.get(id);
+    if (!agent) return;
+    this.agents.delete(id);
+    this.openAgent(agent, undefined);
+    // With a directory, a session stopped from outside is taken up again by another job (a spread
+    // session parked to wait for its sub-agents, a run handed back): its calls go on there. One at
+    // rest with nothing left (a root whose run is done) has ended.
+    const continued = this.directory !== undefined && ended?.status === 'stopped' && !agent.atRest;
+    for (const tool of agent.tools.values()) {
+      if (continued) tool.setAttribute('exarch.tool.continued', true);
+      else this.fail(tool, 'cancelled', 'the session ended before the call was answered');
+      tool.end(time);
+    }
+    agent.tools.clear();
+    if (agent.chat) {
+      if (agent.chat.respondedAt === undefined) this.fail(agent.chat.span, 'cancelled', 'the session ended during the request');
+      agent.chat.span.end(agent.chat.respondedAt ?? time);
+      agent.chat = undefined;
+    }
+    // A planned span is emitted once, whole, by the job in which the session ends.
+    const planned = agent.planned;
+    if (planned && !continued && this.ids) {
+      agent.span = this.ids.startWith(planned.span, () => this.startAgentSpan(agent, planned.provider, planned.start, planned.parent));
+      for (const pending of agent.pendingEvents) agent.span.addEvent(pending.name, pending.attributes, pending.time);
+    }
+    const span = agent.span;
+    if (!span) return;
+    if (continued) span.setAttribute('exarch.agent.continued', true);
+    if (agent.lostRequests > 0)
+      span.setAttributes({
+        'exarch.requests.lost': agent.lostRequests,
+        'exarch.usage.lost.input_tokens': agent.lostUsage.inputTokens + agent.lostUsage.cacheReadInputTokens + agent.lostUsage.cacheCreationInputTokens,
+        'exarch.usage.lost.output_tokens': agent.lostUsage.outputTokens,
+      });
+    if (ended?.outcome !== undefined) span.setAttribute('exarch.agent.outcome', ended.outcome);
+    if (ended?.status === 'error') this.fail(span, 'crash', ended.reason ?? 'the session crashed');
+    else if (ended?.outcome === 'failed') this.fail(span, 'failed', ended.reason ?? 'the agent failed');
+    else if (ended?.reason !== undefined) span.setAttribute('exarch.agent.reason', this.redactor.text(ended.reason));
+    span.end(time);
+  }
+
+  /** An event on the agent's span; while the span is only planned, kept for when it is emitted. */
+  protected agentEvent(agent: AgentSpans, name: string, attributes: Attributes, time: number): void {
+    this.openAgent(agent, undefined);
+    if (agent.planned) agent.pendingEvents.push({ name, attributes, time });
+    else agent.span?.addEvent(name, attributes, time);
+  }
+
+  protected fail(span: Span, type: string, message: string): void {
+    span.setAttribute('error.type', type);
+    span.setStatus({ code: SpanStatusCode.ERROR, message: this.redactor.text(message) });
+  }
+}
+
+/**
+ * Turns one run's events into spans: feed it every event of a run, in order (`onEvent`, as a
+ * `RunObserver` listener), or let `otelExporter` attach it to an actor.
+ *
+ * @example
+ * const observer = createRunObserver();
+ * const spans = new OtelRunExporter({ captureContent: false });
+ * observer.subscribe(spans.onEvent);
+ * await runAgent(task, { provider }, { inspect: observer.inspect });
+ */
+export class OtelRunExporter extends RunSpans {
   /** One run event; pass as a `RunObserver` listener. */
   readonly onEvent = (event: RunEvent): void => {
     switch (event.type) {
@@ -287,72 +415,6 @@ export class OtelRunExporter {
     for (const id of [...this.agents.keys()]) this.closeAgent(id, time, undefined);
   }
 
-  private contextOf(agent: AgentSpans): Context {
-    return this.openAgent(agent, undefined);
-  }
-
-  /** The agent's span, started on first need, under its parent's. */
-  private openAgent(agent: AgentSpans, providerName: string | undefined): Context {
-    if (agent.context) return agent.context;
-    const { started } = agent;
-    const parent = started.parent === null ? undefined : this.agents.get(started.parent);
-    const remoteParent = parent || started.parent === null ? undefined : this.directory?.get(started.parent);
-    const parentContext = parent ? this.contextOf(parent) : remoteParent ? trace.setSpanContext(this.base, remoteParent) : this.base;
-    // Opened (or planned) before, in another job or process: continued under that span, not opened twice.
-    const opened = this.directory?.get(started.agent);
-    if (opened && this.ids) {
-      agent.planned = { span: opened, start: this.directory?.startOf?.(started.agent) ?? started.time, parent: parentContext, provider: providerName };
-      agent.context = trace.setSpanContext(this.base, opened);
-      return agent.context;
-    }
-    if (opened) {
-      agent.context = trace.setSpanContext(this.base, opened);
-      return agent.context;
-    }
-    if (this.ids) {
-      // Planned: its children parent under these ids now; the span itself is emitted when the session ends.
-      const above = trace.getSpanContext(parentContext);
-      const span: SpanContext = {
-        traceId: above && isSpanContextValid(above) ? above.traceId : this.ids.traceId(),
-        spanId: this.ids.spanId(),
-        traceFlags: above?.traceFlags ?? TraceFlags.SAMPLED,
-        isRemote: true,
-      };
-      agent.planned = { span, start: started.time, parent: parentContext, provider: providerName };
-      agent.context = trace.setSpanContext(this.base, span);
-      this.directory?.set(started.agent, span, started.time);
-      return agent.context;
-    }
-    agent.span = this.startAgentSpan(agent, providerName, started.time, parentContext);
-    agent.context = trace.setSpan(parentContext, agent.span);
-    this.directory?.set(started.agent, agent.span.spanContext(), started.time);
-    return agent.context;
-  }
-
-  private startAgentSpan(agent: AgentSpans, providerName: string | undefined, startTime: number, parentContext: Context): Span {
-    const { started } = agent;
-    const provider = this.providerName ?? providerName;
-    return this.tracer.startSpan(
-      `invoke_agent ${started.name}`,
-      {
-        kind: SpanKind.INTERNAL,
-        startTime,
-        attributes: {
-          ...this.common,
-          'gen_ai.operation.name': 'invoke_agent',
-          ...(provider === undefined ? {} : { 'gen_ai.provider.name': provider }),
-          'gen_ai.agent.name': started.name,
-          'gen_ai.agent.id': started.agent,
-          'exarch.agent.depth': started.depth,
-          ...(this.capture && started.task !== ''
-            ? { 'gen_ai.input.messages': this.redactor.text(JSON.stringify([{ role: 'user', parts: [{ type: 'text', content: started.task }] }])) }
-            : {}),
-        },
-      },
-      parentContext,
-    );
-  }
-
   private openChat(agent: AgentSpans, time: number, providerName: string | undefined, model: string | undefined, system: string | undefined): OpenChat {
     const provider = this.providerName ?? providerName;
     const span = this.tracer.startSpan(
@@ -420,60 +482,6 @@ export class OtelRunExporter {
     if (isError) this.fail(span, 'tool_error', content);
     else if (this.capture) span.setAttribute('gen_ai.tool.call.result', this.redactor.text(content));
     span.end(time);
-  }
-
-  private closeAgent(id: string, time: number, ended: Extract<RunEvent, { type: 'agent.ended' }> | undefined): void {
-    const agent = this.agents.get(id);
-    if (!agent) return;
-    this.agents.delete(id);
-    this.openAgent(agent, undefined);
-    // With a directory, a session stopped from outside is taken up again by another job (a spread
-    // session parked to wait for its sub-agents, a run handed back): its calls go on there. One at
-    // rest with nothing left (a root whose run is done) has ended.
-    const continued = this.directory !== undefined && ended?.status === 'stopped' && !agent.atRest;
-    for (const tool of agent.tools.values()) {
-      if (continued) tool.setAttribute('exarch.tool.continued', true);
-      else this.fail(tool, 'cancelled', 'the session ended before the call was answered');
-      tool.end(time);
-    }
-    agent.tools.clear();
-    if (agent.chat) {
-      if (agent.chat.respondedAt === undefined) this.fail(agent.chat.span, 'cancelled', 'the session ended during the request');
-      agent.chat.span.end(agent.chat.respondedAt ?? time);
-      agent.chat = undefined;
-    }
-    // A planned span is emitted once, whole, by the job in which the session ends.
-    const planned = agent.planned;
-    if (planned && !continued && this.ids) {
-      agent.span = this.ids.startWith(planned.span, () => this.startAgentSpan(agent, planned.provider, planned.start, planned.parent));
-      for (const pending of agent.pendingEvents) agent.span.addEvent(pending.name, pending.attributes, pending.time);
-    }
-    const span = agent.span;
-    if (!span) return;
-    if (continued) span.setAttribute('exarch.agent.continued', true);
-    if (agent.lostRequests > 0)
-      span.setAttributes({
-        'exarch.requests.lost': agent.lostRequests,
-        'exarch.usage.lost.input_tokens': agent.lostUsage.inputTokens + agent.lostUsage.cacheReadInputTokens + agent.lostUsage.cacheCreationInputTokens,
-        'exarch.usage.lost.output_tokens': agent.lostUsage.outputTokens,
-      });
-    if (ended?.outcome !== undefined) span.setAttribute('exarch.agent.outcome', ended.outcome);
-    if (ended?.status === 'error') this.fail(span, 'crash', ended.reason ?? 'the session crashed');
-    else if (ended?.outcome === 'failed') this.fail(span, 'failed', ended.reason ?? 'the agent failed');
-    else if (ended?.reason !== undefined) span.setAttribute('exarch.agent.reason', this.redactor.text(ended.reason));
-    span.end(time);
-  }
-
-  /** An event on the agent's span; while the span is only planned, kept for when it is emitted. */
-  private agentEvent(agent: AgentSpans, name: string, attributes: Attributes, time: number): void {
-    this.openAgent(agent, undefined);
-    if (agent.planned) agent.pendingEvents.push({ name, attributes, time });
-    else agent.span?.addEvent(name, attributes, time);
-  }
-
-  private fail(span: Span, type: string, message: string): void {
-    span.setAttribute('error.type', type);
-    span.setStatus({ code: SpanStatusCode.ERROR, message: this.redactor.text(message) });
   }
 }
 
