@@ -68,6 +68,11 @@ export function tokensOf(usage: Usage): number {
   return usage.inputTokens + usage.outputTokens + usage.cacheCreationInputTokens + usage.cacheReadInputTokens;
 }
 
+/** Where a scope reports its budget reached: the meter, which tells whoever listens (`BudgetMeter.onCrossing`). */
+export interface CrossingAnnouncer {
+  announce(crossing: BudgetCrossing): void;
+}
+
 /**
  * One sub-agent's subtree, bounded by the budget its parent gave it. Nested budgets each count:
  * an agent's spend counts toward every scope it is in, and the tree's.
@@ -86,7 +91,7 @@ export class BudgetScope {
     /** The nearest enclosing scope (a budget given to an ancestor), if any. */
     readonly parent: BudgetScope | undefined,
     private readonly ownerActor: AnyActorRef,
-    private readonly meter: BudgetMeter,
+    private readonly meter: CrossingAnnouncer,
   ) {}
 
   /** Whether this scope, or one around it, is spent. */
@@ -161,7 +166,7 @@ const KNOWN_MARGIN = 1.25;
  * request in flight is aborted, its calls are answered, and its sub-agents are cancelled (aborting
  * theirs); its parent receives `[agent 'NAME' hit the step cap]`.
  */
-export class BudgetMeter implements AdmissionOwner {
+export class BudgetMeter implements AdmissionOwner, CrossingAnnouncer {
   private tokens = 0;
   private cost = 0;
   private crossed = false;
