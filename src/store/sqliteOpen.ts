@@ -5,7 +5,7 @@ import { makeDirs } from '../engine/fs/makeDirs.js';
 import { openRegular } from '../engine/fs/regularFile.js';
 import { dirname } from 'node:path';
 import { StoreError } from './storeError.js';
-import { checkMarks, migrate } from './sqliteSchema.js';
+import { EXARCH_APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION } from './sqliteSchema.js';
 import { openFailure } from './sqliteFailures.js';
 
 const WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024;
@@ -94,4 +94,27 @@ function inspect(file: string, head: Buffer): void {
   } finally {
     db?.close();
   }
+}
+
+/** Throws unless the database is ours at a schema we read, or is empty and unmarked (ours to set up). */
+function checkMarks(db: Database.Database, file: string): void {
+  const applicationId = db.pragma('application_id', { simple: true }) as number;
+  const version = db.pragma('user_version', { simple: true }) as number;
+  if (applicationId !== EXARCH_APPLICATION_ID) {
+    const empty = applicationId === 0 && version === 0 && db.prepare('SELECT 1 FROM sqlite_schema LIMIT 1').get() === undefined;
+    if (!empty) throw new StoreError('not-exarch', file);
+  }
+  if (version > SCHEMA_VERSION) throw new StoreError('newer-schema', file, `schema ${version}; this exarch reads ${SCHEMA_VERSION}`);
+}
+
+/** Checks again under the write lock (another process may have created it meanwhile), then runs the missing steps. */
+function migrate(db: Database.Database, file: string): void {
+  db.transaction(() => {
+    checkMarks(db, file);
+    const version = db.pragma('user_version', { simple: true }) as number;
+    if (version === SCHEMA_VERSION) return;
+    for (let step = version + 1; step <= SCHEMA_VERSION; step++) db.exec(MIGRATIONS[step] ?? '');
+    db.pragma(`application_id = ${EXARCH_APPLICATION_ID}`);
+    db.pragma(`user_version = ${SCHEMA_VERSION}`);
+  }).immediate();
 }

@@ -1,6 +1,3 @@
-import type Database from 'better-sqlite3';
-import { StoreError } from './storeError.js';
-
 /** `PRAGMA application_id` of every exarch database ('EXAR'): tells ours from anyone else's SQLite file. */
 export const EXARCH_APPLICATION_ID = 0x45584152;
 
@@ -32,7 +29,7 @@ export const MAX_RUN_NUMBER = Math.floor(Number.MAX_SAFE_INTEGER / SEQ_SPAN) - 1
  * written when a run is released; only runs that are not (running, or left by a dead process) are
  * totalled from their own journal, by their key range.
  */
-const MIGRATIONS: Readonly<Record<number, string>> = {
+export const MIGRATIONS: Readonly<Record<number, string>> = {
   1: `
     CREATE TABLE runs (
       id TEXT PRIMARY KEY NOT NULL,
@@ -103,26 +100,3 @@ const MIGRATIONS: Readonly<Record<number, string>> = {
 
 /** The newest schema this exarch reads and writes. */
 export const SCHEMA_VERSION = Math.max(...Object.keys(MIGRATIONS).map(Number));
-
-/** Throws unless the database is ours at a schema we read, or is empty and unmarked (ours to set up). */
-export function checkMarks(db: Database.Database, file: string): void {
-  const applicationId = db.pragma('application_id', { simple: true }) as number;
-  const version = db.pragma('user_version', { simple: true }) as number;
-  if (applicationId !== EXARCH_APPLICATION_ID) {
-    const empty = applicationId === 0 && version === 0 && db.prepare('SELECT 1 FROM sqlite_schema LIMIT 1').get() === undefined;
-    if (!empty) throw new StoreError('not-exarch', file);
-  }
-  if (version > SCHEMA_VERSION) throw new StoreError('newer-schema', file, `schema ${version}; this exarch reads ${SCHEMA_VERSION}`);
-}
-
-/** Checks again under the write lock (another process may have created it meanwhile), then runs the missing steps. */
-export function migrate(db: Database.Database, file: string): void {
-  db.transaction(() => {
-    checkMarks(db, file);
-    const version = db.pragma('user_version', { simple: true }) as number;
-    if (version === SCHEMA_VERSION) return;
-    for (let step = version + 1; step <= SCHEMA_VERSION; step++) db.exec(MIGRATIONS[step] ?? '');
-    db.pragma(`application_id = ${EXARCH_APPLICATION_ID}`);
-    db.pragma(`user_version = ${SCHEMA_VERSION}`);
-  }).immediate();
-}
