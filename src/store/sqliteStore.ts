@@ -6,79 +6,27 @@ import { mayClaim, reportedStatus, type StoreOptions } from './memoryStore.js';
 import { StoreError } from './storeError.js';
 import { requestSpend } from './requestSpend.js';
 import { WalCheckpointer } from './walCheckpointer.js';
-import { MAX_OPTIONS_CHARS, parseJson, readJournalRow, readRunColumns, readTotals, unreadableRun, type RunColumns as StoredRunColumns } from './storedRun.js';
+import { parseJson, readJournalRow, readRunColumns, readTotals, unreadableRun, type RunColumns as StoredRunColumns } from './storedRun.js';
 import type { ClaimResult, JournalRow, NewRun, RunListing, RunOwner, RunRow, RunStatus, RunStore } from './runStore.js';
 import { MAX_RUN_NUMBER, SEQ_SPAN } from './sqliteSchema.js';
 import { openChecked } from './sqliteOpen.js';
 import { writeFailure } from './sqliteFailures.js';
+import {
+  LIST_RUNS,
+  RUN_COLUMNS,
+  RUN_TOTALS,
+  type BurstColumns,
+  type RunColumns,
+  type StoredRecord,
+  type SummaryColumns,
+  type TotalsColumns,
+} from './sqliteQueries.js';
 
 // `exarch/sqlite` says which databases are exarch's, at which schema.
 export { EXARCH_APPLICATION_ID, SCHEMA_VERSION } from './sqliteSchema.js';
 
 /** Where the CLI keeps its runs, relative to the working directory (callers resolve it). */
 export const DEFAULT_STORE_PATH = '.exarch/exarch.db';
-
-/** A `runs` row as SQLite returns it. */
-interface RunColumns {
-  readonly id: string;
-  readonly task: string;
-  readonly cwd: string;
-  readonly options: string;
-  readonly started_at: number;
-  readonly status: string;
-  readonly owner_host: string | null;
-  readonly owner_pid: number | null;
-  readonly owner_token: string | null;
-  readonly lease_until: number;
-  readonly ended_at: number | null;
-  /** The run's share of the `bursts` keys (see SEQ_SPAN); set for every run since schema 3. */
-  readonly num: number;
-}
-
-/** A run's totals: in `runs` once it is released (null before), or from its journal. */
-interface TotalsColumns {
-  readonly agents: number;
-  readonly requests: number;
-  readonly input_tokens: number;
-  readonly output_tokens: number;
-  readonly cache_creation_input_tokens: number;
-  readonly cache_read_input_tokens: number;
-}
-
-type SummaryColumns = StoredRunColumns & { readonly num: unknown; readonly options_chars: unknown } & { readonly [K in keyof TotalsColumns]: unknown };
-
-/** A `bursts` row as SQLite returns it (`records` is meant to be JSON text; a damaged file may hold anything). */
-interface BurstColumns {
-  readonly seq: number;
-  readonly records: unknown;
-}
-
-/** One record of a burst, as stored: [session, ts, record]. */
-type StoredRecord = [string, number, JournalRow['record']];
-
-/**
- * A row's columns, `options` left out (null) past MAX_OPTIONS_CHARS: a value that large is no
- * run's, and is not read into memory to be refused.
- */
-const RUN_COLUMNS = `id, task, cwd, CASE WHEN length(options) > ${MAX_OPTIONS_CHARS} THEN NULL ELSE options END AS options,
-  length(options) AS options_chars, started_at, status, owner_host, owner_pid, owner_token, lease_until, ended_at, num`;
-
-const LIST_RUNS = `SELECT ${RUN_COLUMNS}, agents, requests, input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens
-  FROM runs ORDER BY started_at DESC, id DESC`;
-
-/**
- * One run's totals, from its journal rows (by key): every request that reached the provider, kept
- * (`usage`, with what its retries spent) or not (`lost`), as `requestSpend` counts one record.
- */
-const RUN_TOTALS = `
-  SELECT
-    count(*) FILTER (WHERE type = 'session') AS agents,
-    coalesce(sum(CASE type WHEN 'usage' THEN coalesce(json_extract(body, '$.requests'), 1) WHEN 'lost' THEN json_extract(body, '$.requests') END), 0) AS requests,
-    coalesce(sum(CASE type WHEN 'usage' THEN json_extract(body, '$.request.inputTokens') + coalesce(json_extract(body, '$.lost.inputTokens'), 0) WHEN 'lost' THEN json_extract(body, '$.usage.inputTokens') END), 0) AS input_tokens,
-    coalesce(sum(CASE type WHEN 'usage' THEN json_extract(body, '$.request.outputTokens') + coalesce(json_extract(body, '$.lost.outputTokens'), 0) WHEN 'lost' THEN json_extract(body, '$.usage.outputTokens') END), 0) AS output_tokens,
-    coalesce(sum(CASE type WHEN 'usage' THEN json_extract(body, '$.request.cacheCreationInputTokens') + coalesce(json_extract(body, '$.lost.cacheCreationInputTokens'), 0) WHEN 'lost' THEN json_extract(body, '$.usage.cacheCreationInputTokens') END), 0) AS cache_creation_input_tokens,
-    coalesce(sum(CASE type WHEN 'usage' THEN json_extract(body, '$.request.cacheReadInputTokens') + coalesce(json_extract(body, '$.lost.cacheReadInputTokens'), 0) WHEN 'lost' THEN json_extract(body, '$.usage.cacheReadInputTokens') END), 0) AS cache_read_input_tokens
-  FROM journal WHERE run_id = ?`;
 
 /**
  * Runs in one SQLite file (WAL): the store the CLI uses. Every method answers synchronously.
