@@ -35,7 +35,8 @@ export type { RetryPolicy } from './engine/model/streamModel.js';
 export { DEFAULTS, type SessionOptions } from './session/options.js';
 export type { AgentProfile, AgentProfiles } from './session/agentProfiles.js';
 export { cancelAgent, findAgent, messageAgent, runningAgents } from './engine/steering.js';
-export { BudgetMeter, BudgetScope, type AgentBudget, type AgentSpend, type BudgetCrossing, type TreeBudget } from './engine/budget.js';
+export { BudgetScope, type AgentBudget, type AgentSpend, type BudgetCrossing, type TreeBudget } from './engine/budget.js';
+export { BudgetMeter } from './engine/budgetMeter.js';
 export {
   ApprovalDesk,
   denialMessage,

@@ -2,7 +2,7 @@ import type { Usage } from './types.js';
 
 /**
  * The room a model request takes in the budgets it spends within before it leaves (see
- * `BudgetMeter.admit` in budget.ts): the rule that admits it, and the `Admission` it holds until it
+ * `BudgetMeter.admit` in budgetMeter.ts): the rule that admits it, and the `Admission` it holds until it
  * ends.
  */
 

@@ -1,6 +1,7 @@
 import type { AgentIdentity, AgentResult, Message, ToolSpec } from './types.js';
 import type { Admission } from './admission.js';
-import type { BudgetMeter, BudgetScope, BudgetWaiter } from './budget.js';
+import type { BudgetScope } from './budget.js';
+import type { BudgetMeter, BudgetWaiter } from './budgetMeter.js';
 import { byteLength, RequestSizer } from './requestSize.js';
 
 /**

@@ -1,7 +1,8 @@
 import type { z } from 'zod';
 import { checkProfiles, type AgentProfiles } from './agentProfiles.js';
 import { ApprovalDesk, checkApprovalPolicy, type ApprovalPolicy, type ApprovalRequest } from '../engine/approvals.js';
-import { BudgetMeter, checkBudget, type TreeBudget } from '../engine/budget.js';
+import { checkBudget, type TreeBudget } from '../engine/budget.js';
+import { BudgetMeter } from '../engine/budgetMeter.js';
 import { JsonlLogSink, nullLogSink, type LogSink } from '../engine/log/sessionLog.js';
 import type { RetryPolicy } from '../engine/model/streamModel.js';
 import type { RemoteChildren } from '../engine/remoteChildren.js';

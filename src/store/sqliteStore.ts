@@ -1,192 +1,32 @@
 import Database from 'better-sqlite3';
-import { closeSync, readSync } from 'node:fs';
-import { FileError } from '../engine/fs/fileError.js';
-import { makeDirs } from '../engine/fs/makeDirs.js';
-import { formatBytes, openRegular, readRegular } from '../engine/fs/regularFile.js';
-import { dirname, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { stringifyBounded } from '../engine/nesting.js';
 import { Redactor } from '../engine/redact.js';
 import { mayClaim, reportedStatus, type StoreOptions } from './memoryStore.js';
 import { StoreError } from './storeError.js';
 import { requestSpend } from './requestSpend.js';
 import { WalCheckpointer } from './walCheckpointer.js';
-import { MAX_OPTIONS_CHARS, parseJson, readJournalRow, readRunColumns, readTotals, unreadableRun, type RunColumns as StoredRunColumns } from './storedRun.js';
+import { parseJson, readJournalRow, readRunColumns, readTotals, unreadableRun, type RunColumns as StoredRunColumns } from './storedRun.js';
 import type { ClaimResult, JournalRow, NewRun, RunListing, RunOwner, RunRow, RunStatus, RunStore } from './runStore.js';
+import { MAX_RUN_NUMBER, SEQ_SPAN } from './sqliteSchema.js';
+import { openChecked } from './sqliteOpen.js';
+import { writeFailure } from './sqliteFailures.js';
+import {
+  LIST_RUNS,
+  RUN_COLUMNS,
+  RUN_TOTALS,
+  type BurstColumns,
+  type RunColumns,
+  type StoredRecord,
+  type SummaryColumns,
+  type TotalsColumns,
+} from './sqliteQueries.js';
+
+// `exarch/sqlite` says which databases are exarch's, at which schema.
+export { EXARCH_APPLICATION_ID, SCHEMA_VERSION } from './sqliteSchema.js';
 
 /** Where the CLI keeps its runs, relative to the working directory (callers resolve it). */
 export const DEFAULT_STORE_PATH = '.exarch/exarch.db';
-
-/** `PRAGMA application_id` of every exarch database ('EXAR'): tells ours from anyone else's SQLite file. */
-export const EXARCH_APPLICATION_ID = 0x45584152;
-
-/**
- * A run's share of the `bursts` key space: a burst's key is `runs.num * SEQ_SPAN + seq`. Seqs
- * stay below it (four billion records a run), and run numbers up to MAX_RUN_NUMBER keep every key
- * an exact JavaScript number.
- */
-const SEQ_SPAN = 2 ** 32;
-const MAX_RUN_NUMBER = Math.floor(Number.MAX_SAFE_INTEGER / SEQ_SPAN) - 1;
-
-/**
- * Schema steps by the `user_version` they lead to, each run once, all pending ones in one
- * transaction. Never edit a released step: add the next one.
- *
- * `bursts` is one b-tree and has no other index: a commit writes one page of it, not three (the
- * row, its key index and a totals index), which was a quarter of a durable step's time. A row is a
- * whole burst (since schema 2: the records one `append` writes, consecutive seqs `seq`..`last`, as
- * a JSON array of [session, ts, record]): one insert per commit instead of one per record took a
- * durable step from 185–200 to 130–160 µs on a heavily loaded machine (A/B, same build). Since
- * schema 3 its key is one integer, the run's number (`runs.num`) times SEQ_SPAN plus the burst's
- * first seq, where schema 2 keyed a WITHOUT ROWID table by (run id, seq): SQLite splits a full
- * page of an integer-keyed table at its right edge (new rows only ever land there) by starting a
- * new page, and a page keyed otherwise by sharing out its rows with its siblings, which left the
- * last page half full, split again three bursts later, four to six pages rewritten each time. An
- * append of 660 bytes wrote 10.5 KB to the disk and took 34.5 µs, now 5.5 KB and 25.5 µs (raw
- * inserts, same machine, interleaved). The view `journal` shows one row per record, as schema 1
- * stored them, for people and tools reading the file. `listRuns` reads totals from `runs`,
- * written when a run is released; only runs that are not (running, or left by a dead process) are
- * totalled from their own journal, by their key range.
- */
-const MIGRATIONS: Readonly<Record<number, string>> = {
-  1: `
-    CREATE TABLE runs (
-      id TEXT PRIMARY KEY NOT NULL,
-      task TEXT NOT NULL,
-      cwd TEXT NOT NULL,
-      options TEXT NOT NULL,
-      started_at INTEGER NOT NULL,
-      status TEXT NOT NULL,
-      owner_host TEXT,
-      owner_pid INTEGER,
-      owner_token TEXT,
-      lease_until INTEGER NOT NULL DEFAULT 0,
-      ended_at INTEGER,
-      agents INTEGER,
-      requests INTEGER,
-      input_tokens INTEGER,
-      output_tokens INTEGER,
-      cache_creation_input_tokens INTEGER,
-      cache_read_input_tokens INTEGER
-    );
-    CREATE TABLE journal (
-      run_id TEXT NOT NULL,
-      seq INTEGER NOT NULL,
-      session TEXT NOT NULL,
-      ts INTEGER NOT NULL,
-      type TEXT NOT NULL,
-      body TEXT NOT NULL,
-      PRIMARY KEY (run_id, seq)
-    ) WITHOUT ROWID;
-  `,
-  2: `
-    CREATE TABLE bursts (
-      run_id TEXT NOT NULL,
-      seq INTEGER NOT NULL,
-      last INTEGER NOT NULL,
-      records TEXT NOT NULL,
-      PRIMARY KEY (run_id, seq)
-    ) WITHOUT ROWID;
-    INSERT INTO bursts (run_id, seq, last, records)
-      SELECT run_id, seq, seq, json_array(json_array(session, ts, json(body))) FROM journal;
-    DROP TABLE journal;
-    CREATE VIEW journal (run_id, seq, session, ts, type, body) AS
-      SELECT b.run_id, b.seq + r.key, r.value ->> 0, r.value ->> 1, r.value -> 2 ->> 'type', r.value ->> 2
-      FROM bursts AS b, json_each(b.records) AS r;
-  `,
-  3: `
-    ALTER TABLE runs ADD COLUMN num INTEGER;
-    UPDATE runs SET num = rowid;
-    CREATE UNIQUE INDEX runs_by_num ON runs (num);
-    CREATE TABLE bursts_by_key (
-      key INTEGER PRIMARY KEY NOT NULL,
-      last INTEGER NOT NULL,
-      records TEXT NOT NULL
-    );
-    INSERT INTO bursts_by_key (key, last, records)
-      SELECT u.num * ${SEQ_SPAN} + b.seq, b.last, b.records FROM bursts AS b JOIN runs AS u ON u.id = b.run_id ORDER BY 1;
-    -- (A burst of no run is left behind: nothing could read it, every way in starts from a run.)
-    DROP VIEW journal;
-    DROP TABLE bursts;
-    ALTER TABLE bursts_by_key RENAME TO bursts;
-    CREATE VIEW journal (run_id, seq, session, ts, type, body) AS
-      SELECT u.id, b.key - u.num * ${SEQ_SPAN} + r.key, r.value ->> 0, r.value ->> 1, r.value -> 2 ->> 'type', r.value ->> 2
-      FROM runs AS u
-      JOIN bursts AS b ON b.key >= u.num * ${SEQ_SPAN} AND b.key < (u.num + 1) * ${SEQ_SPAN},
-      json_each(b.records) AS r;
-  `,
-};
-
-/** The newest schema this exarch reads and writes. */
-export const SCHEMA_VERSION = Math.max(...Object.keys(MIGRATIONS).map(Number));
-
-const WAL_SIZE_LIMIT_BYTES = 64 * 1024 * 1024;
-
-/** How long a write waits for another process's transaction before SQLITE_BUSY. */
-const BUSY_TIMEOUT_MS = 5000;
-
-const SQLITE_MAGIC = Buffer.from('SQLite format 3\0', 'latin1');
-
-/** A `runs` row as SQLite returns it. */
-interface RunColumns {
-  readonly id: string;
-  readonly task: string;
-  readonly cwd: string;
-  readonly options: string;
-  readonly started_at: number;
-  readonly status: string;
-  readonly owner_host: string | null;
-  readonly owner_pid: number | null;
-  readonly owner_token: string | null;
-  readonly lease_until: number;
-  readonly ended_at: number | null;
-  /** The run's share of the `bursts` keys (see SEQ_SPAN); set for every run since schema 3. */
-  readonly num: number;
-}
-
-/** A run's totals: in `runs` once it is released (null before), or from its journal. */
-interface TotalsColumns {
-  readonly agents: number;
-  readonly requests: number;
-  readonly input_tokens: number;
-  readonly output_tokens: number;
-  readonly cache_creation_input_tokens: number;
-  readonly cache_read_input_tokens: number;
-}
-
-type SummaryColumns = StoredRunColumns & { readonly num: unknown; readonly options_chars: unknown } & { readonly [K in keyof TotalsColumns]: unknown };
-
-/** A `bursts` row as SQLite returns it (`records` is meant to be JSON text; a damaged file may hold anything). */
-interface BurstColumns {
-  readonly seq: number;
-  readonly records: unknown;
-}
-
-/** One record of a burst, as stored: [session, ts, record]. */
-type StoredRecord = [string, number, JournalRow['record']];
-
-/**
- * A row's columns, `options` left out (null) past MAX_OPTIONS_CHARS: a value that large is no
- * run's, and is not read into memory to be refused.
- */
-const RUN_COLUMNS = `id, task, cwd, CASE WHEN length(options) > ${MAX_OPTIONS_CHARS} THEN NULL ELSE options END AS options,
-  length(options) AS options_chars, started_at, status, owner_host, owner_pid, owner_token, lease_until, ended_at, num`;
-
-const LIST_RUNS = `SELECT ${RUN_COLUMNS}, agents, requests, input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens
-  FROM runs ORDER BY started_at DESC, id DESC`;
-
-/**
- * One run's totals, from its journal rows (by key): every request that reached the provider, kept
- * (`usage`, with what its retries spent) or not (`lost`), as `requestSpend` counts one record.
- */
-const RUN_TOTALS = `
-  SELECT
-    count(*) FILTER (WHERE type = 'session') AS agents,
-    coalesce(sum(CASE type WHEN 'usage' THEN coalesce(json_extract(body, '$.requests'), 1) WHEN 'lost' THEN json_extract(body, '$.requests') END), 0) AS requests,
-    coalesce(sum(CASE type WHEN 'usage' THEN json_extract(body, '$.request.inputTokens') + coalesce(json_extract(body, '$.lost.inputTokens'), 0) WHEN 'lost' THEN json_extract(body, '$.usage.inputTokens') END), 0) AS input_tokens,
-    coalesce(sum(CASE type WHEN 'usage' THEN json_extract(body, '$.request.outputTokens') + coalesce(json_extract(body, '$.lost.outputTokens'), 0) WHEN 'lost' THEN json_extract(body, '$.usage.outputTokens') END), 0) AS output_tokens,
-    coalesce(sum(CASE type WHEN 'usage' THEN json_extract(body, '$.request.cacheCreationInputTokens') + coalesce(json_extract(body, '$.lost.cacheCreationInputTokens'), 0) WHEN 'lost' THEN json_extract(body, '$.usage.cacheCreationInputTokens') END), 0) AS cache_creation_input_tokens,
-    coalesce(sum(CASE type WHEN 'usage' THEN json_extract(body, '$.request.cacheReadInputTokens') + coalesce(json_extract(body, '$.lost.cacheReadInputTokens'), 0) WHEN 'lost' THEN json_extract(body, '$.usage.cacheReadInputTokens') END), 0) AS cache_read_input_tokens
-  FROM journal WHERE run_id = ?`;
 
 /**
  * Runs in one SQLite file (WAL): the store the CLI uses. Every method answers synchronously.
@@ -515,147 +355,4 @@ function ownerParams({ host, pid, token }: RunOwner): { host: string; pid: numbe
 
 function ownerOf(r: RunColumns): RunOwner | null {
   return r.owner_token === null ? null : { host: r.owner_host ?? '', pid: r.owner_pid ?? 0, token: r.owner_token };
-}
-
-/**
- * Checks an existing file read-only, then opens it read-write and brings its schema up to date.
- * Nothing is written to a file before it has been found to be an exarch database (or empty).
- */
-function openChecked(file: string): Database.Database {
-  const head = readHead(file);
-  if (head !== undefined && head.size > 0) inspect(file, head.bytes);
-  let db: Database.Database;
-  try {
-    if (head === undefined) makeDirs(dirname(file));
-    db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
-  } catch (error) {
-    throw openFailure(error, file);
-  }
-  try {
-    migrate(db, file);
-    // After the migration's commit: until then nothing but the checked transaction writes.
-    db.pragma('journal_mode = WAL');
-    db.pragma('synchronous = NORMAL');
-    // Checkpoints run on a worker thread (see WalCheckpointer); after one, a WAL larger than this
-    // is cut back.
-    db.pragma(`journal_size_limit = ${WAL_SIZE_LIMIT_BYTES}`);
-    return db;
-  } catch (error) {
-    db.close();
-    throw openFailure(error, file);
-  }
-}
-
-/** The files SQLite keeps beside a database: each, if it is there, must be a regular file too. */
-const SIDE_FILES = ['-wal', '-shm', '-journal'];
-
-/**
- * The file's size and first 100 bytes (SQLite's header, or fewer for a shorter file); undefined
- * if there is none (a new store). The file, and the files SQLite keeps beside it, are opened
- * without waiting and checked on their descriptors (regularFile.ts): a FIFO, a device or a
- * directory given as the store, or put where its WAL goes, is refused before SQLite opens it.
- */
-function readHead(file: string): { size: number; bytes: Buffer } | undefined {
-  for (const side of SIDE_FILES) {
-    try {
-      closeSync(openRegular(`${file}${side}`, 'read', { what: '' }).fd);
-    } catch (error) {
-      if (!(error instanceof FileError && error.kind === 'missing')) throw openFailure(error, file);
-    }
-  }
-  let opened: ReturnType<typeof openRegular>;
-  try {
-    opened = openRegular(file, 'read', { what: '' });
-  } catch (error) {
-    if (error instanceof FileError && error.kind === 'missing') return undefined;
-    throw openFailure(error, file);
-  }
-  try {
-    const head = Buffer.alloc(100);
-    return { size: opened.stats.size, bytes: head.subarray(0, readSync(opened.fd, head, 0, head.length, 0)) };
-  } catch (error) {
-    throw openFailure(error, file);
-  } finally {
-    closeSync(opened.fd);
-  }
-}
-
-/** The read-only checks: SQLite's header, our application id, a schema we know, pages intact. */
-function inspect(file: string, head: Buffer): void {
-  if (!head.subarray(0, SQLITE_MAGIC.length).equals(SQLITE_MAGIC)) throw new StoreError('not-exarch', file, 'not a SQLite file');
-  if (head.length < 100) throw new StoreError('corrupt', file, 'truncated inside its header');
-  let db: Database.Database | undefined;
-  try {
-    db = new Database(file, { readonly: true, fileMustExist: true, timeout: BUSY_TIMEOUT_MS });
-    checkMarks(db, file);
-    const problems = (db.pragma('quick_check(1)') as { quick_check: string }[]).flatMap((row) => row.quick_check.split('\n'));
-    const problem = problems.find((line) => line !== 'ok' && !line.startsWith('***'));
-    if (problem !== undefined) throw new StoreError('corrupt', file, problem);
-  } catch (error) {
-    throw openFailure(error, file);
-  } finally {
-    db?.close();
-  }
-}
-
-/** Throws unless the database is ours at a schema we read, or is empty and unmarked (ours to set up). */
-function checkMarks(db: Database.Database, file: string): void {
-  const applicationId = db.pragma('application_id', { simple: true }) as number;
-  const version = db.pragma('user_version', { simple: true }) as number;
-  if (applicationId !== EXARCH_APPLICATION_ID) {
-    const empty = applicationId === 0 && version === 0 && db.prepare('SELECT 1 FROM sqlite_schema LIMIT 1').get() === undefined;
-    if (!empty) throw new StoreError('not-exarch', file);
-  }
-  if (version > SCHEMA_VERSION) throw new StoreError('newer-schema', file, `schema ${version}; this exarch reads ${SCHEMA_VERSION}`);
-}
-
-/** Checks again under the write lock (another process may have created it meanwhile), then runs the missing steps. */
-function migrate(db: Database.Database, file: string): void {
-  db.transaction(() => {
-    checkMarks(db, file);
-    const version = db.pragma('user_version', { simple: true }) as number;
-    if (version === SCHEMA_VERSION) return;
-    for (let step = version + 1; step <= SCHEMA_VERSION; step++) db.exec(MIGRATIONS[step] ?? '');
-    db.pragma(`application_id = ${EXARCH_APPLICATION_ID}`);
-    db.pragma(`user_version = ${SCHEMA_VERSION}`);
-  }).immediate();
-}
-
-/**
- * A write SQLite could not make for want of room or permission, as the StoreError a user can act
- * on (`unwritable`); anything else as it is. SQLite says SQLITE_FULL for a full disk; a file-size
- * limit (EFBIG) and most other failed writes are SQLITE_IOERR_WRITE, which cannot tell them apart:
- * the limit, if this process has one, is named beside it.
- */
-function writeFailure(error: unknown, file: string): unknown {
-  if (!(error instanceof Database.SqliteError)) return error;
-  const { code } = error;
-  const as = (detail: string): StoreError => new StoreError('unwritable', file, detail, { cause: error });
-  if (code === 'SQLITE_FULL') return as('no space left on the device (SQLITE_FULL)');
-  if (code.startsWith('SQLITE_READONLY')) return as(`the file or its directory is read-only (${code})`);
-  if (code.startsWith('SQLITE_IOERR') || code === 'SQLITE_CANTOPEN') return as(`${error.message} (${code})${fileSizeLimit()}`);
-  return error;
-}
-
-/** `; this process may write files of at most N (ulimit -f)` when it has such a limit, else ''. */
-function fileSizeLimit(): string {
-  try {
-    const limits = readRegular('/proc/self/limits', 64 * 1024, { what: '' }).toString('utf8');
-    const soft = /^Max file size\s+(\d+)/m.exec(limits)?.[1];
-    return soft === undefined ? '' : `; this process may write files of at most ${formatBytes(Number(soft))} (ulimit -f)`;
-  } catch {
-    return '';
-  }
-}
-
-/** SQLite's and the file system's failures while opening, as the StoreError a user can act on. */
-function openFailure(error: unknown, file: string): unknown {
-  if (error instanceof StoreError) return error;
-  // The store's own file, or one SQLite keeps beside it, is not a regular file (the path it names says which).
-  if (error instanceof FileError)
-    return new StoreError('unreadable', file, error.file === file ? error.reason : `${error.file}: ${error.reason}`, { cause: error });
-  const message = error instanceof Error ? error.message : String(error);
-  if (error instanceof Database.SqliteError && /^SQLITE_(CORRUPT|NOTADB)/.test(error.code)) return new StoreError('corrupt', file, message, { cause: error });
-  if (error instanceof Database.SqliteError && !/^SQLITE_(CANTOPEN|IOERR|PERM|AUTH|READONLY)/.test(error.code)) return error;
-  return new StoreError('unreadable', file, message, { cause: error });
 }

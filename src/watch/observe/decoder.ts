@@ -1,6 +1,7 @@
 import type { ActorRefLike, InspectionEvent } from 'xstate';
 import type { ApprovalDecision } from '../../engine/approvals.js';
-import type { BudgetCrossing, BudgetMeter } from '../../engine/budget.js';
+import type { BudgetCrossing } from '../../engine/budget.js';
+import type { BudgetMeter } from '../../engine/budgetMeter.js';
 import type { SessionSnapshot } from '../../run/runtime.js';
 import type { RequestSpend } from '../../engine/model/streamModel.js';
 import type { AgentIdentity, AgentResult, Message, ModelResponse, ToolResultBlock, Usage } from '../../engine/types.js';

@@ -1,14 +1,10 @@
-import { appendAssistantBlocks, appendUserBlocks, text } from '../../engine/history.js';
-import { sessionStatechart } from '../statechart/extract.js';
-import { PROTOCOL_TOOL_NAMES } from '../../tools/protocolTools.js';
-import { TRACE_VERSION, type TraceRecord } from './format.js';
-import type { AgentIdentity, AssistantBlock, Message, Usage, UserBlock } from '../../engine/types.js';
-import { ZERO_USAGE } from '../../engine/usage.js';
+import type { TraceRecord } from './format.js';
 import { renderViewerHtml } from '../viewer/html.js';
 import { writeViewerPage, type WrittenViewer } from '../viewer/write.js';
 import { RunError } from '../../run/durableRun.js';
 import type { JournalRecord } from '../../engine/log/journalRecord.js';
 import type { JournalRow, RunStore } from '../../store/runStore.js';
+import { JournalConverter, ROOT_ID } from './journalConverter.js';
 
 /**
  * A durable run's journal as a turn-flow trace (src/watch/trace/format.ts), so `exarch view` can show a
@@ -87,49 +83,6 @@ export async function writeViewerForRun(store: RunStore, runId: string, outFile:
   return { outFile, agents: records.filter((record) => record.kind === 'agent.start').length, records: records.length, leftOut: [] };
 }
 
-const TASK_EXCERPT = 500;
-/** The root session's agent id, whose lane the run-level markers are drawn in. */
-const ROOT_ID = 'root';
-const STOPPED_FROM_OUTSIDE = 'session actor stopped';
-const CRASHED = 'session crashed: ';
-const TRUNCATED_REPEATEDLY = 'output truncated repeatedly';
-const REFUSALS: ReadonlySet<string> = new Set(['refusal', 'model_context_window_exceeded']);
-/** Answers `planBatch` gives as a batch opens (never run, so a live trace has no `tool.result` for them). */
-const ANSWERED_AT_OPEN = /^(unknown tool '|tool '[^']*' is not available to this agent|invalid input for tool ')/;
-
-type Draft = TraceRecord extends infer R ? (R extends TraceRecord ? Omit<R, 't'> : never) : never;
-type Of<T extends JournalRecord['type']> = Extract<JournalRecord, { type: T }>;
-
-interface OpenBatch {
-  /** Tool name by tool_use id, from the response that opened it. */
-  readonly calls: ReadonlyMap<string, string>;
-  readonly incomplete: ReadonlySet<string>;
-  /** Calls whose result a `tool` record holds. */
-  readonly noted: Set<string>;
-  /** Until a record other than `spawn` / `tool`: the answers `openBatch` recorded. */
-  opening: boolean;
-}
-
-interface Track {
-  agent: AgentIdentity;
-  started: boolean;
-  ended: boolean;
-  state: string;
-  /** Model requests in the current turn (each `streaming` entry), and responses committed in it. */
-  steps: number;
-  committed: number;
-  usage: Usage;
-  readonly messages: Message[];
-  /** The blocks of the response being committed, and its message records not yet written. */
-  response: AssistantBlock[];
-  deferred: Set<number>;
-  batch: OpenBatch | null;
-  /** Children by the actor id their deliveries carry. */
-  readonly spawns: Map<string, string>;
-  /** The session's previous record. */
-  prev: JournalRecord | undefined;
-}
-
 /** A row not yet converted, with what deciding its meaning needs to know of the rows after it. */
 interface Pending {
   readonly row: JournalRow;
@@ -161,17 +114,12 @@ export class JournalTraceStream {
   private afterInterrupt = false;
   private resumes = 0;
   private ended = false;
-  private started = false;
-  private readonly tracks = new Map<string, Track>();
-  /** Parent agent id by child agent id, from `spawn` records. */
-  private readonly parents = new Map<string, string>();
-  private t0 = 0;
-  private t = 0;
+  /** What the rows mean, once they are settled. */
+  private readonly converter: JournalConverter;
 
-  constructor(
-    private readonly title: string,
-    private readonly emit: (record: TraceRecord) => void,
-  ) {}
+  constructor(title: string, emit: (record: TraceRecord) => void) {
+    this.converter = new JournalConverter(title, emit);
+  }
 
   /** Rows that follow those pushed before (in `seq` order); emits what they settle. */
   push(rows: readonly JournalRow[]): void {
@@ -200,8 +148,7 @@ export class JournalTraceStream {
     if (this.ended) return;
     this.ended = true;
     this.drain();
-    this.start(0);
-    this.write({ kind: 'trace.end' });
+    this.converter.end();
   }
 
   /** Converts, in order, every row nothing to come can change; a row that must wait holds back its session's later rows. */
@@ -232,338 +179,11 @@ export class JournalTraceStream {
     const { row } = pending;
     if (row.session === '') return true;
     if (pending.afterInterrupt && this.resumes === pending.resumesBefore && undoneByInterrupt(row.record)) return false;
-    return pending.next !== undefined || !this.needsNext(row.session, row.record);
-  }
-
-  /** Records whose meaning the session's next record decides (see `onMessage`, `onUsage`, a nudge). */
-  private needsNext(session: string, record: JournalRecord): boolean {
-    if (record.type === 'nudge') return true;
-    if (record.type === 'message') return record.role === 'user' && record.content.some((block) => block.type === 'tool_result');
-    if (record.type === 'usage') return !(this.tracks.get(session)?.response.some((block) => block.type === 'tool_use') ?? false);
-    return false;
-  }
-
-  private start(ts: number): void {
-    if (this.started) return;
-    this.started = true;
-    this.t0 = ts;
-    this.emit({ t: 0, kind: 'trace.start', version: TRACE_VERSION, startedAt: new Date(ts).toISOString(), title: this.title, statechart: sessionStatechart() });
+    return pending.next !== undefined || !this.converter.needsNext(row.session, row.record);
   }
 
   private convert(pending: Pending): void {
-    const { row } = pending;
-    this.start(row.ts);
-    this.t = Math.max(this.t, row.ts - this.t0);
-    if (row.session === '') this.onMarker(row.record);
-    else this.onRecord(row, pending.next, this.undone(pending));
-  }
-
-  private write(draft: Draft): void {
-    this.emit({ t: this.t, ...draft } as TraceRecord);
-  }
-
-  private onMarker(record: JournalRecord): void {
-    if (record.type === 'interrupt' || record.type === 'resume') this.write({ kind: 'event', agent: ROOT_ID, type: record.type });
-  }
-
-  private track(id: string): Track {
-    let track = this.tracks.get(id);
-    if (!track) {
-      const name = id.slice(id.lastIndexOf('/') + 1);
-      const path = id.split('/');
-      track = {
-        agent: { name, path, depth: path.length - 1, id },
-        started: false,
-        ended: false,
-        state: '',
-        steps: 0,
-        committed: 0,
-        usage: ZERO_USAGE,
-        messages: [],
-        response: [],
-        deferred: new Set(),
-        batch: null,
-        spawns: new Map(),
-        prev: undefined,
-      };
-      this.tracks.set(id, track);
-    }
-    return track;
-  }
-
-  /** Enters `state`; `request`: a `streaming` entry, a new model request. */
-  private enter(track: Track, state: string, request = state === 'streaming'): void {
-    if (request) track.steps += 1;
-    if (state === track.state && !request) return;
-    track.state = state;
-    this.write({ kind: 'state', agent: track.agent.id, state, steps: track.steps, usage: track.usage });
-  }
-
-  /** Appends to the history as the machine does, and writes the message it added or merged into. */
-  private append(track: Track, role: Message['role'], content: readonly (AssistantBlock | UserBlock)[], defer = false): void {
-    const { messages } = track;
-    const before = messages.length;
-    const last = messages[before - 1];
-    if (role === 'assistant') appendAssistantBlocks(messages, content as readonly AssistantBlock[]);
-    else appendUserBlocks(messages, content as readonly UserBlock[]);
-    if (messages.length === before && messages[before - 1] === last) return;
-    const index = messages.length - 1;
-    if (defer) track.deferred.add(index);
-    else this.writeMessage(track, index);
-  }
-
-  private writeMessage(track: Track, index: number): void {
-    const message = track.messages[index];
-    if (message) this.write({ kind: 'message', agent: track.agent.id, index, message });
-  }
-
-  private flushDeferred(track: Track): void {
-    for (const index of track.deferred) this.writeMessage(track, index);
-    track.deferred.clear();
-  }
-
-  private onRecord(row: JournalRow, nextRow: JournalRow | undefined, undone: boolean): void {
-    const { session, record } = row;
-    const track = this.track(session);
-    const next = nextRow?.record;
-    if (record.type !== 'usage') this.flushDeferred(track);
-    if (record.type !== 'spawn' && record.type !== 'tool' && track.batch) track.batch.opening = false;
-    if (undone) {
-      this.onUndone(track, record);
-      return;
-    }
-    if (track.ended && record.type !== 'resumed' && record.type !== 'session') return;
-    switch (record.type) {
-      case 'session':
-        this.onSession(track, record);
-        break;
-      case 'message':
-        this.onMessage(track, record, next);
-        break;
-      case 'usage':
-        this.onUsage(track, record, next);
-        break;
-      case 'tool':
-        this.onTool(track, record);
-        break;
-      case 'nudge':
-        this.append(track, 'user', [text(record.text)]);
-        this.enter(track, 'nudged');
-        // The tick starts the next request one event-loop turn later, unless the session ends first.
-        if (next !== undefined && next.type !== 'resumed' && !(next.type === 'outcome' && sameTick(row.ts, nextRow?.ts))) {
-          this.enter(track, 'streaming');
-        }
-        break;
-      case 'spawn':
-        track.spawns.set(record.actorId, record.id);
-        this.parents.set(record.id, session);
-        break;
-      case 'inbox':
-        this.onInbox(track, record);
-        break;
-      case 'waiting':
-        this.enter(track, 'waitingForAgents');
-        break;
-      case 'awaiting':
-        this.enter(track, 'awaitingApproval');
-        break;
-      case 'approval':
-        this.write({
-          kind: 'event',
-          agent: session,
-          type: 'approval.answer',
-          detail: `${record.decision} ${record.tool} (${record.callId})${record.reason ? `: ${record.reason}` : ''}`,
-        });
-        break;
-      case 'dispatching':
-        this.enter(track, 'dispatchingBatch');
-        break;
-      case 'queued':
-        this.write({ kind: 'event', agent: session, type: 'user.message', detail: `${record.text.length} characters` });
-        break;
-      case 'retry':
-        this.write({ kind: 'event', agent: session, type: 'retry', detail: `attempt ${record.attempt} in ${record.delayMs} ms: ${record.reason}` });
-        break;
-      case 'resumed':
-        track.steps = track.committed;
-        // One session of a spread run taken up by a worker in the state it was shown in (it parked
-        // there): a run here would have shown nothing, so nothing is shown.
-        if (record.alone && !track.ended && track.state === record.state) break;
-        track.ended = false;
-        track.state = '';
-        this.enter(track, record.state);
-        break;
-      case 'stopped':
-        this.enter(track, 'readyForUser');
-        this.endAgent(track, { kind: 'agent.end', agent: session, status: 'stopped' });
-        break;
-      case 'outcome':
-        this.onOutcome(track, record);
-        break;
-      case 'interrupt':
-      case 'resume':
-        break;
-    }
-    track.prev = record;
-  }
-
-  private onUndone(track: Track, record: JournalRecord): void {
-    const agent = track.agent.id;
-    if (record.type === 'outcome') this.write({ kind: 'event', agent, type: 'cancel', detail: `${record.reason ?? 'cancelled'} (undone by the resume)` });
-    else if (record.type === 'stopped') this.write({ kind: 'event', agent, type: 'stop', detail: 'stopped by the interrupt (undone by the resume)' });
-    // A cancelled child's delivery is undone too: the resumed child delivers again.
-  }
-
-  private onSession(track: Track, record: Of<'session'>): void {
-    track.agent = record.agent;
-    track.ended = false;
-    if (!track.started) {
-      track.started = true;
-      const { agent } = record;
-      const parent = this.parents.get(agent.id) ?? (agent.depth === 0 ? null : agent.id.slice(0, agent.id.lastIndexOf('/')));
-      const task = record.task ?? '';
-      this.write({
-        kind: 'agent.start',
-        agent: agent.id,
-        name: agent.name,
-        depth: agent.depth,
-        parent,
-        task: task.slice(0, TASK_EXCERPT),
-        taskChars: task.length,
-      });
-    }
-    this.enter(track, 'readyForUser');
-  }
-
-  private onMessage(track: Track, record: Of<'message'>, next: JournalRecord | undefined): void {
-    if (record.role === 'assistant') {
-      // Written after the `response` its usage record makes, as a live trace orders them.
-      const blocks = record.content as readonly AssistantBlock[];
-      track.response.push(...blocks);
-      this.append(track, 'assistant', blocks, true);
-      return;
-    }
-    const content = record.content as readonly UserBlock[];
-    this.append(track, 'user', content);
-    const results = content.flatMap((block) => (block.type === 'tool_result' ? [block.tool_use_id] : []));
-    if (results.length === 0) {
-      // A turn starts: the inbox and queued messages were delivered, the turn's counts restart.
-      track.steps = 0;
-      track.committed = 0;
-      track.batch = null;
-      this.enter(track, 'streaming');
-      return;
-    }
-    const batch = track.batch;
-    track.batch = null;
-    // Tool results with no open batch answer the calls a failure or a cancellation left open: no state of their own.
-    if (!batch || isFinal(track.state)) return;
-    // Results never recorded were filled in as the batch was abandoned: the outcome that follows
-    // decides. A `wait_for_agents` call is answered as its batch drains (not an error, then).
-    const drained = (block: UserBlock): boolean =>
-      block.type === 'tool_result' &&
-      (batch.noted.has(block.tool_use_id) || (batch.calls.get(block.tool_use_id) === 'wait_for_agents' && block.is_error !== true));
-    if (content.some((block) => block.type === 'tool_result' && !drained(block))) return;
-    if (next?.type === 'nudge') return;
-    if (
-      next?.type === 'outcome' &&
-      (next.outcome === 'replied' ||
-        next.outcome === 'empty' ||
-        next.outcome === 'capped' ||
-        (next.outcome === 'failed' && next.reason === TRUNCATED_REPEATEDLY))
-    )
-      return;
-    this.enter(track, 'streaming');
-  }
-
-  private onUsage(track: Track, record: Of<'usage'>, next: JournalRecord | undefined): void {
-    const blocks = track.response;
-    track.response = [];
-    const incomplete = new Set(record.incomplete ?? []);
-    const calls = blocks.flatMap((block) => (block.type === 'tool_use' ? [block] : []));
-    this.write({
-      kind: 'response',
-      agent: track.agent.id,
-      stopReason: record.stopReason,
-      textChars: blocks.reduce((n, block) => n + (block.type === 'text' ? block.text.length : 0), 0),
-      toolCalls: calls.map((call) => ({ id: call.id, name: call.name, complete: !incomplete.has(call.id) })),
-      usage: record.request,
-    });
-    this.flushDeferred(track);
-    track.usage = record.session;
-    track.committed += 1;
-    if (REFUSALS.has(record.stopReason)) {
-      this.enter(track, 'failed');
-      return;
-    }
-    if (calls.length > 0) {
-      track.batch = { calls: new Map(calls.map((call) => [call.id, call.name])), incomplete, noted: new Set(), opening: true };
-      this.enter(track, 'dispatchingBatch');
-      return;
-    }
-    if (next?.type === 'nudge') return;
-    if (next?.type === 'outcome') {
-      if (next.outcome === 'capped' || next.outcome === 'empty') return;
-      if (next.outcome === 'failed' && record.stopReason === 'max_tokens' && !next.reason?.startsWith(CRASHED)) return;
-    }
-    this.enter(track, record.stopReason === 'pause_turn' ? 'streaming' : 'readyForUser');
-  }
-
-  private onTool(track: Track, record: Of<'tool'>): void {
-    const { result } = record;
-    const batch = track.batch;
-    batch?.noted.add(result.tool_use_id);
-    const name = batch?.calls.get(result.tool_use_id);
-    // Calls the machine answered itself (protocol calls, cut-off or refused calls) never ran.
-    const answered =
-      batch !== null &&
-      ((name !== undefined && PROTOCOL_TOOL_NAMES.has(name)) ||
-        batch.incomplete.has(result.tool_use_id) ||
-        (batch.opening && result.is_error === true && ANSWERED_AT_OPEN.test(result.content)));
-    if (answered) return;
-    this.write({ kind: 'tool.result', agent: track.agent.id, toolUseId: result.tool_use_id, isError: result.is_error === true, chars: result.content.length });
-  }
-
-  private onInbox(track: Track, record: Of<'inbox'>): void {
-    const { result } = record;
-    const child = track.spawns.get(record.actorId) ?? `${track.agent.id}/?`;
-    this.write({
-      kind: 'delivery',
-      parent: track.agent.id,
-      child,
-      name: result.name,
-      outcome: result.outcome,
-      text: result.text,
-      ...(result.reason === undefined ? {} : { reason: result.reason }),
-    });
-  }
-
-  private onOutcome(track: Track, record: Of<'outcome'>): void {
-    const agent = track.agent.id;
-    if (record.outcome === 'cancelled' && record.reason === STOPPED_FROM_OUTSIDE) {
-      this.endAgent(track, { kind: 'agent.end', agent, status: 'stopped' });
-      return;
-    }
-    if (record.outcome === 'failed' && record.reason?.startsWith(CRASHED)) {
-      this.endAgent(track, { kind: 'agent.end', agent, status: 'error', reason: record.reason.slice(CRASHED.length) });
-      return;
-    }
-    if (record.outcome === 'cancelled') this.write({ kind: 'event', agent, type: 'cancel', ...(record.reason === undefined ? {} : { detail: record.reason }) });
-    else if (record.outcome === 'failed' && track.state === 'streaming') this.write({ kind: 'event', agent, type: 'model.error', detail: record.reason ?? '' });
-    this.enter(track, finalState(record, track.prev));
-    this.endAgent(track, {
-      kind: 'agent.end',
-      agent,
-      status: 'done',
-      outcome: record.outcome,
-      ...(record.reason === undefined ? {} : { reason: record.reason }),
-    });
-  }
-
-  private endAgent(track: Track, draft: Extract<Draft, { kind: 'agent.end' }>): void {
-    track.ended = true;
-    track.batch = null;
-    this.write(draft);
+    this.converter.convert(pending.row, pending.next, this.undone(pending));
   }
 }
 
@@ -571,32 +191,4 @@ function undoneByInterrupt(record: JournalRecord): boolean {
   if (record.type === 'outcome') return record.outcome === 'cancelled';
   if (record.type === 'inbox') return record.result.outcome === 'cancelled';
   return record.type === 'stopped';
-}
-
-function sameTick(a: number | undefined, b: number | undefined): boolean {
-  return a !== undefined && b !== undefined && b - a < 1;
-}
-
-const FINAL_STATES: ReadonlySet<string> = new Set(['replied', 'finishedWithoutReply', 'capped', 'failed', 'cancelled']);
-
-function isFinal(state: string): boolean {
-  return FINAL_STATES.has(state);
-}
-
-/**
- * The final state an outcome was settled in. `empty` is settled by `finishedWithoutReply` (a quiet
- * sub-agent's turn ended without a reply: right after its response) and by `replied` when the
- * reply's payload rendered empty (right after the batch that held it was committed).
- */
-function finalState(record: Of<'outcome'>, prev: JournalRecord | undefined): string {
-  switch (record.outcome) {
-    case 'replied':
-      return 'replied';
-    case 'empty':
-      return prev?.type === 'message' && prev.role === 'user' && prev.content.some((block) => block.type === 'tool_result')
-        ? 'replied'
-        : 'finishedWithoutReply';
-    default:
-      return record.outcome;
-  }
 }

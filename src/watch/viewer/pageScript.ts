@@ -32,6 +32,8 @@ const PAGE_FILES = [
   'watch/viewer/page/format.js',
   'watch/viewer/page/markdown.js',
   'watch/viewer/page/runData.js',
+  'watch/viewer/page/palette.js',
+  'watch/viewer/page/timelineWindow.js',
   'watch/viewer/page/timeline.js',
   'watch/viewer/page/details.js',
   'watch/viewer/page/tree.js',

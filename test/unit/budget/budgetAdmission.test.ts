@@ -11,7 +11,7 @@ import {
   type RunEvent,
   type StreamSink,
 } from '../../../src/index.js';
-import { BudgetMeter } from '../../../src/engine/budget.js';
+import { BudgetMeter } from '../../../src/engine/budgetMeter.js';
 import { scriptedProvider, type ScriptedStep } from '../../../src/testing/index.js';
 
 /**

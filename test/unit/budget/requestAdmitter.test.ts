@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Admission } from '../../../src/engine/admission.js';
-import { BudgetMeter } from '../../../src/engine/budget.js';
+import { BudgetMeter } from '../../../src/engine/budgetMeter.js';
 import { RequestAdmitter } from '../../../src/engine/requestAdmitter.js';
 import type { AgentIdentity, AgentResult, Message } from '../../../src/engine/types.js';
 
