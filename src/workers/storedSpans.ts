@@ -1,7 +1,7 @@
 import { defaultTextMapSetter, isSpanContextValid, ROOT_CONTEXT, trace, type SpanContext } from '@opentelemetry/api';
 import { parseTraceParent, W3CTraceContextPropagator } from '@opentelemetry/core';
 import type { JobStore } from '../store/jobStore.js';
-import type { SpanDirectory } from '../watch/otel/otelExporter.js';
+import type { SpanDirectory } from '../watch/otel/exporterOptions.js';
 
 /**
  * One run's agent spans as the store keeps them (`exarch.sessions.span`: a W3C traceparent and its start), for

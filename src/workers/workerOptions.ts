@@ -2,7 +2,7 @@ import type { InspectionEvent } from 'xstate';
 import type { DurableRun, DurableSessionInput } from '../run/durableRun.js';
 import type { RunRow } from '../store/runStore.js';
 import type { RunEventListener } from '../watch/observe/events.js';
-import type { SpanDirectory } from '../watch/otel/otelExporter.js';
+import type { SpanDirectory } from '../watch/otel/exporterOptions.js';
 import type { SessionJobEnd } from './jobContext.js';
 import type { QueuePolicy } from './runQueue.js';
 

@@ -7,7 +7,7 @@ import { responseEvents, scriptedHandler, startAnthropicServer } from '../../sup
 
 /**
  * Issue 17, budgets: the tree's spend, counted from each response's usage, bounds the whole tree.
- * The bound kept (src/engine/budget.ts; issue 37 made it admit before it spends): a request leaves
+ * The bound kept (src/engine/budgetMeter.ts; issue 37 made it admit before it spends): a request leaves
  * only when the budget has room for it (its estimate beside the spend and the running requests, or
  * no request running and the spend under the budget), and the tree keeps room for the root's next
  * request; when the spend reaches that line, the running sub-agents are cancelled (their in-flight
