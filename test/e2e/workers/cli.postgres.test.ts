@@ -27,11 +27,12 @@ async function serveByHistory(scripts: Parameters<typeof historyHandler>[0]): Pr
 
 const echo = (request: ReceivedRequest): ServerPlan => stream({ text: `Heard:\n${lastUserText(request)}` });
 
-function delegatingScripts(slowMs: number): Parameters<typeof historyHandler>[0] {
+/** `slowMs`: the pause between the chunks of the worker's first answer, read as each request comes in. */
+function delegatingScripts(slowMs: number | (() => number)): Parameters<typeof historyHandler>[0] {
   return {
     root: [stream({ toolCalls: [call('agent', { name: 'worker', task: 'List the files.' })] }), stream({ text: 'Waiting for worker.' }), echo],
     worker: [
-      stream({ toolCalls: [call('list_dir', { path: '.' })] }, { chunkDelayMs: slowMs }),
+      () => stream({ toolCalls: [call('list_dir', { path: '.' })] }, { chunkDelayMs: typeof slowMs === 'number' ? slowMs : slowMs() }),
       stream({ toolCalls: [call('reply', { result: 'two files' })] }),
     ],
   };
@@ -318,7 +319,9 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
     const db = await postgres.server().createDatabase();
     const cwd = workdir();
     writeFileSync(join(cwd, 'a.txt'), 'a');
-    const model = await serveByHistory(delegatingScripts(300));
+    // Slow while the first worker runs it, so that it is killed mid-stream; fast for the second.
+    let slowMs = 300;
+    const model = await serveByHistory(delegatingScripts(() => slowMs));
     const first = await readyWorker(db, model, cwd);
     const detached = await exarch(['run', '--db', db, '--detach', 'Survey'], { cwd });
     expect(detached.code, detached.stderr).toBe(0);
@@ -330,6 +333,7 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
     expect(await statusOf(db, id)).toBe('running');
     expect((await exarch(['runs', '--db', db], { cwd })).stdout).toMatch(new RegExp(`${id}\\s+\\S+ \\S+\\s+interrupted`));
 
+    slowMs = 0;
     const second = startWorker(db, model, cwd);
     await eventually(async () => (await statusOf(db, id)) === 'done', 'the second worker to finish the run', 60_000, second.stderr);
     expect(second.stderr()).toContain(`exarch worker: run ${id} resumed`);
@@ -341,7 +345,10 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
     const db = await postgres.server().createDatabase();
     const cwd = workdir();
     writeFileSync(join(cwd, 'a.txt'), 'a');
-    const model = await serveByHistory(delegatingScripts(3000));
+    // Slow while the first worker runs it, so that it cannot finish within its drain timeout; the
+    // second worker's answer comes at once (the wait is the drain's, not the model's).
+    let slowMs = 3000;
+    const model = await serveByHistory(delegatingScripts(() => slowMs));
     const first = await readyWorker(db, model, cwd, ['--drain-timeout', '1']);
     const id = (await exarch(['run', '--db', db, '--detach', 'Survey'], { cwd })).stdout.trim();
     await until(() => model.requests.some((r) => r.agent === 'worker'), 'the sub-agent to start on the first worker', 30_000);
@@ -350,6 +357,7 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
     expect(first.stderr()).toContain(`exarch worker: run ${id} handed back to the queue`);
     expect(await statusOf(db, id)).toBe('interrupted');
 
+    slowMs = 0;
     const second = startWorker(db, model, cwd);
     await eventually(async () => (await statusOf(db, id)) === 'done', 'the second worker to finish the run', 60_000, second.stderr);
     expect(second.stderr()).toContain(`exarch worker: run ${id} resumed`);
