@@ -85,7 +85,7 @@ const SUITE = [
 
 /**
  * `MUTATE_TESTS` (comma-separated test files) narrows the run to the tests that exercise one area,
- * e.g. `MUTATE_TESTS=test/render.test.ts,test/property/clip.property.test.ts npx stryker run --mutate src/engine/render.ts`:
+ * e.g. `MUTATE_TESTS=test/unit/engine/render.test.ts,test/property/clip.property.test.ts npx stryker run --mutate src/engine/render.ts`:
  * every mutant they kill, the whole suite kills too, so a narrowed score is a lower bound, and a
  * run of one area takes minutes instead of one that runs every session test per mutant.
  */
