@@ -1,7 +1,7 @@
 import type pg from 'pg';
-import type { JobStore, Look, Looked, Queued, SessionClaim, SessionRecords, SqlExecutor } from './jobStore.js';
+import type { JobStore, Look, Looked, Queued, SessionClaim, SessionRecords } from './jobStore.js';
 import { PostgresConnection, type PostgresStoreOptions } from './postgresConnection.js';
-import { append, appendShared, commit, journalAfter } from './postgresJournal.js';
+import { append, commit, journalAfter } from './postgresJournal.js';
 import { claimSession, releaseSession, renewSessions } from './postgresLeases.js';
 import { claim, createRun, endRun, getRun, listRuns, release, renew } from './postgresRuns.js';
 import { recordSpan, spansOf } from './postgresSpans.js';
@@ -106,15 +106,6 @@ export class PostgresRunStore implements RunStore, JobStore {
   /** One INSERT of the whole batch: a taken (run, seq) rolls all of it back. */
   append(rows: readonly JournalRow[]): Promise<void> {
     return append(this.conn, rows);
-  }
-
-  /** Appends rows of sessions that other processes append to as well (a spread run); see postgresJournal.ts. */
-  appendShared(
-    rows: readonly JournalRow[],
-    also?: (db: SqlExecutor) => Promise<unknown>,
-    releasing?: { readonly session: string; readonly owner: RunOwner },
-  ): Promise<void> {
-    return appendShared(this.conn, rows, also, releasing);
   }
 
   /** Appends a job's records with the jobs they start and the session they let go, in one transaction (`JobStore.commit`). */

@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import type { JournalRecord } from '../../../src/engine/log/journalRecord.js';
 import { openPostgresStore, type PostgresRunStore } from '../../../src/store/postgresStore.js';
+import type { Queued } from '../../../src/store/jobStore.js';
 import type { JournalRow, NewRun, RunOwner } from '../../../src/store/runStore.js';
 import { postgresForFile } from '../../support/postgresServer.js';
 import { query } from '../../support/storedRuns.js';
@@ -22,6 +23,8 @@ const newRun = (id: string): NewRun => ({ id, task: 'task', cwd: '/work', option
 const note = (text: string): JournalRecord => ({ type: 'queued', text });
 /** A row as a session's journal makes it: its own seq, which a shared append replaces. */
 const row = (session: string, record: JournalRecord, seq = 1): JournalRow => ({ runId: 'r', seq, session, ts: 1, record });
+/** A queue whose insert runs `sql` on the connection it is given: what a commit's jobs do in its transaction. */
+const inTransaction = (sql: string): Queued => ({ queue: { insert: (_jobs, { db }) => db.executeSql(sql, []) }, jobs: [] });
 const outcome = (text: string): JournalRecord => ({
   type: 'outcome',
   outcome: 'replied',
@@ -48,7 +51,7 @@ describe.skipIf(!postgres.available)('postgres store: sessions as jobs', () => {
         stores.map(async (store, writer) => {
           // Every writer numbers its rows 1, 2, …: the store gives them the run's next numbers.
           for (let burst = 0; burst < 25; burst++)
-            await store.appendShared([row(`root/w${writer}`, note(`${burst}a`)), row(`root/w${writer}`, note(`${burst}b`), 2)]);
+            await store.commit([row(`root/w${writer}`, note(`${burst}a`)), row(`root/w${writer}`, note(`${burst}b`), 2)]);
         }),
       );
       const rows = await query<{ seq: number; session: string; body: string }>(
@@ -69,13 +72,13 @@ describe.skipIf(!postgres.available)('postgres store: sessions as jobs', () => {
     await withStores(1, async ([store], url) => {
       if (!store) throw new Error('no store');
       await store.createRun(newRun('r'));
-      await store.appendShared([row('root', note('spread'))]);
+      await store.commit([row('root', note('spread'))]);
       await store.append([row('root', note('whole 2'), 2), row('root', note('whole 3'), 3)]);
-      await store.appendShared([row('root', note('spread again'))]);
+      await store.commit([row('root', note('spread again'))]);
       expect(await query(url, "SELECT seq, body FROM exarch.journal WHERE run_id = 'r' ORDER BY seq")).toEqual(
         ['spread', 'whole 2', 'whole 3', 'spread again'].map((text, i) => ({ seq: i + 1, body: JSON.stringify(note(text)) })),
       );
-      await expect(store.appendShared([{ ...row('root', note('lost')), runId: 'nope' }])).rejects.toMatchObject({ kind: 'unknown-run' });
+      await expect(store.commit([{ ...row('root', note('lost')), runId: 'nope' }])).rejects.toMatchObject({ kind: 'unknown-run' });
       expect(await query(url, "SELECT count(*)::int AS n FROM exarch.journal WHERE run_id = 'nope'")).toEqual([{ n: 0 }]);
     });
   });
@@ -87,7 +90,7 @@ describe.skipIf(!postgres.available)('postgres store: sessions as jobs', () => {
       let writing = true;
       const written = Promise.all(
         writers.map(async (store, writer) => {
-          for (let n = 0; n < 60; n++) await store.appendShared([row(`root/w${writer}`, note(String(n)))]);
+          for (let n = 0; n < 60; n++) await store.commit([row(`root/w${writer}`, note(String(n)))]);
         }),
       ).finally(() => (writing = false));
       const seen: number[] = [];
@@ -105,10 +108,8 @@ describe.skipIf(!postgres.available)('postgres store: sessions as jobs', () => {
       if (!store) throw new Error('no store');
       await store.createRun(newRun('r'));
       await query(url, 'CREATE TABLE public.started (session TEXT NOT NULL)');
-      await store.appendShared([row('root', note('spawned'))], (db) => db.executeSql("INSERT INTO public.started VALUES ('root/a')", []));
-      await expect(store.appendShared([row('root', note('lost'))], (db) => db.executeSql('INSERT INTO public.nowhere VALUES (1)', []))).rejects.toThrow(
-        /nowhere/,
-      );
+      await store.commit([row('root', note('spawned'))], inTransaction("INSERT INTO public.started VALUES ('root/a')"));
+      await expect(store.commit([row('root', note('lost'))], inTransaction('INSERT INTO public.nowhere VALUES (1)'))).rejects.toThrow(/nowhere/);
       expect(await query(url, "SELECT body FROM exarch.journal WHERE run_id = 'r' ORDER BY seq")).toEqual([{ body: JSON.stringify(note('spawned')) }]);
       expect(await query(url, 'SELECT session FROM public.started')).toEqual([{ session: 'root/a' }]);
     });
@@ -118,8 +119,8 @@ describe.skipIf(!postgres.available)('postgres store: sessions as jobs', () => {
     await withStores(1, async ([store]) => {
       if (!store) throw new Error('no store');
       await store.createRun(newRun('r'));
-      await store.appendShared([row('root', note('r1')), row('root/a', note('a1')), row('root/ab', note('ab1')), row('root/a/x', note('ax1'))]);
-      await store.appendShared([row('root/a', outcome('a done')), row('root/ab', outcome('ab done')), row('root', note('r2'))]);
+      await store.commit([row('root', note('r1')), row('root/a', note('a1')), row('root/ab', note('ab1')), row('root/a/x', note('ax1'))]);
+      await store.commit([row('root/a', outcome('a done')), row('root/ab', outcome('ab done')), row('root', note('r2'))]);
       const texts = (rows: readonly JournalRow[]): string[] => rows.map((r) => `${r.session}:${r.record.type === 'queued' ? r.record.text : r.record.type}`);
       expect(texts(await store.sessionJournal('r', 'root'))).toEqual(['root:r1', 'root:r2']);
       // `root/ab` is not below `root/a`: a prefix of the id is not enough.
@@ -180,16 +181,16 @@ describe.skipIf(!postgres.available)('postgres store: sessions as jobs', () => {
         task: 'work',
         ...(budget ? { budget } : {}),
       });
-      await store.appendShared([
+      await store.commit([
         row('root', note('root began')),
         row('root', spawn('root/done')),
         row('root', spawn('root/open')),
         row('root', spawn('root/never')),
         row('root', spawn('root/lead', { tokens: 100 })),
       ]);
-      await store.appendShared([row('root/done', note('did')), row('root/done', outcome('done'))]);
-      await store.appendShared([row('root/open', note('working')), row('root/open', spawn('root/open/deep'))]);
-      await store.appendShared([row('root/lead', spawn('root/lead/x')), row('root/lead/x', note('inside'))]);
+      await store.commit([row('root/done', note('did')), row('root/done', outcome('done'))]);
+      await store.commit([row('root/open', note('working')), row('root/open', spawn('root/open/deep'))]);
+      await store.commit([row('root/lead', spawn('root/lead/x')), row('root/lead/x', note('inside'))]);
       const boss = await startBoss(url);
       try {
         expect(await requeueSpreadRun(store, boss, 'r')).toEqual(['root', 'root/open', 'root/never', 'root/lead', 'root/open/deep']);
