@@ -1,18 +1,27 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it, vi } from 'vitest';
 
 /**
- * The README's embedding examples are these files, verbatim; running them here keeps both honest.
+ * The embedding examples of the README and docs/ are these files, verbatim; running them here keeps both honest.
  * test/e2e/package/package.test.ts runs the same files again from the packed package, as an app would.
  */
 
-const readme = readFileSync(new URL('../../../README.md', import.meta.url), 'utf8');
+const docsDir = new URL('../../../docs/', import.meta.url);
+/** The README and every page of docs/, as one text: an example is shown on the page of its topic. */
+const readme = [
+  new URL('../../../README.md', import.meta.url),
+  ...readdirSync(docsDir)
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => new URL(f, docsDir)),
+]
+  .map((file) => readFileSync(file, 'utf8'))
+  .join('\n');
 
 function codeOf(file: string): string {
   return readFileSync(new URL(`../../../examples/${file}`, import.meta.url), 'utf8').trim();
 }
 
-describe('README examples', () => {
+describe('the examples in the README and docs/', () => {
   it('a host machine invokes a session as its own sub-agent and gets its reply as the done output', async () => {
     const log = vi.spyOn(console, 'log').mockImplementation(() => undefined);
     const { report } = await import('../../../examples/host-machine.js');
