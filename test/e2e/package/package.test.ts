@@ -6,8 +6,9 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 /**
- * The package as users get it: `npm install` compiles dist/ (prepare), after which plain Node can
- * import `exarch` and `exarch/testing` by name, with type declarations, and `npx exarch` runs.
+ * The package from its own checkout: once dist/ is built (`npm start`, `npm pack`, the e2e tests'
+ * global setup), plain Node imports `exarch` and `exarch/testing` by name, with type declarations,
+ * and `npx exarch` runs.
  */
 
 const root = fileURLToPath(new URL('../../..', import.meta.url));
@@ -62,6 +63,17 @@ describe('the published package', () => {
     expect(run.stdout.trim()).toMatch(/^\d+\.\d+\.\d+$/);
   });
 });
+
+/** The README's first TypeScript block: its library example, which a newcomer copies into an app. */
+function readmeExample(): { code: string; prints: string } {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const code = /^```ts\n([\s\S]*?)^```$/m.exec(readme)?.[1];
+  if (code === undefined) throw new Error('README.md has no ```ts block');
+  // Its last line says what it prints, as a comment: `console.log(…); // <what it prints>`.
+  const prints = /\/\/ (.+)\n$/.exec(code)?.[1];
+  if (prints === undefined) throw new Error(`README.md's example does not end with a comment saying what it prints:\n${code}`);
+  return { code, prints };
+}
 
 /**
  * The package as an app gets it: `npm pack`, then `npm install` of the tarball in a new app that
@@ -149,6 +161,7 @@ describe('the packed package installed in an app with its own xstate and zod', (
 
     // The examples as a user's own code, type-checked (library declarations included) against the package.
     cpSync(join(root, 'examples'), join(app, 'src'), { recursive: true });
+    writeFileSync(join(app, 'src', 'readme-example.ts'), readmeExample().code);
     const tsconfig = {
       compilerOptions: {
         target: 'ES2022',
@@ -185,6 +198,27 @@ describe('the packed package installed in an app with its own xstate and zod', (
     expect(existsSync(join(app, 'node_modules/exarch/docs/protocol.md'))).toBe(true);
   });
 
+  it('builds nothing in the app: dist/ ships compiled, and no script of exarch runs at install', () => {
+    const installed = JSON.parse(readFileSync(join(app, 'node_modules/exarch/package.json'), 'utf8')) as { scripts?: Record<string, string> };
+    // npm runs these of a dependency in the app (prepare too, for a tarball or a git dependency).
+    for (const hook of ['preinstall', 'install', 'postinstall', 'prepare']) expect(installed.scripts?.[hook], hook).toBeUndefined();
+    expect(existsSync(join(app, 'node_modules/exarch/dist/src/index.js'))).toBe(true);
+    expect(existsSync(join(app, 'node_modules/exarch/dist/src/cli/main.js'))).toBe(true);
+    expect(existsSync(join(app, 'node_modules/exarch/src'))).toBe(false);
+  });
+
+  it('npx exarch --help and npx exarch demo run from the app', () => {
+    const help = run('npx', ['--no-install', 'exarch', '--help'], app, 'npx exarch --help in the app');
+    expect(help.stdout).toMatch(/^exarch /);
+    expect(help.stdout).toMatch(/exarch run /);
+    const demo = run('npx', ['--no-install', 'exarch', 'demo', '--speed', '50'], app, 'npx exarch demo in the app');
+    // The root's answer on stdout; on stderr, the demo's point: the brief came through reply.
+    expect(demo.stdout).toMatch(/^Here is this project's testing setup/);
+    expect(demo.stderr).toMatch(/With reply the \d+-char brief is the value the child\s+chose to send/);
+    expect(demo.stderr).toMatch(/^Turn flow recorded: \.exarch\/demo\/trace\.jsonl$/m);
+    expect(existsSync(join(app, '.exarch/demo/trace.jsonl'))).toBe(true);
+  }, 60_000);
+
   it('type-checks the examples as app code against the installed package', () => {
     const tsc = spawnSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', '.'], { cwd: app, encoding: 'utf8', timeout: 120_000 });
     expect(`${tsc.stdout}${tsc.stderr}`).toBe('');
@@ -195,6 +229,12 @@ describe('the packed package installed in an app with its own xstate and zod', (
     expect(printed[name], `test/e2e/package/package.test.ts has no expected output for examples/${name}.ts`).toBeDefined();
     const out = run(process.execPath, [`out/${name}.js`], app, `examples/${name}.ts in the app`);
     for (const line of printed[name] ?? []) expect(out.stdout).toMatch(line);
+  });
+
+  // After the type-check, which compiled it with the examples into out/.
+  it('runs the README’s library example from the app and prints what the README says', () => {
+    const out = run(process.execPath, ['out/readme-example.js'], app, "README.md's example in the app");
+    expect(out.stdout.trim()).toBe(readmeExample().prints);
   });
 });
 
@@ -208,5 +248,19 @@ describe('npm run example', () => {
     const wrong = spawnSync('npm', ['run', 'example', '--silent', '--', 'nope'], { cwd: root, encoding: 'utf8', timeout: 120_000 });
     expect(wrong.stderr).toBe(`npm run example: no example named "nope"; there are: ${examples.join(', ')}\n`);
     expect(wrong.status).toBe(2);
+  }, 150_000);
+});
+
+describe('npm run release:check', () => {
+  it('packs dist/ as a publish would, lists the tarball, and passes publint and Are the Types Wrong on it', () => {
+    // --no-build: dist/ is current (test/globalSetup.ts built it).
+    const check = spawnSync(process.execPath, ['scripts/releaseCheck.mjs', '--no-build'], { cwd: root, encoding: 'utf8', timeout: 120_000 });
+    expect(check.stderr).toBe('');
+    expect(check.stdout).toMatch(/^exarch-\d+\.\d+\.\d+\.tgz: \d+ files, [\d.]+ kB packed, [\d.]+ kB unpacked$/m);
+    expect(check.stdout).toMatch(/^ {2}docs +\d+ files/m);
+    expect(check.stdout).toMatch(/^publint: passed$/m);
+    expect(check.stdout).toMatch(/^attw: passed$/m);
+    expect(check.stdout).toMatch(/release:check: the package is ready to publish\n$/);
+    expect(check.status).toBe(0);
   }, 150_000);
 });
