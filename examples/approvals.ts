@@ -52,6 +52,10 @@ const root = createSessionActor({
 });
 root.start();
 const settled = await waitForSettled(root);
-console.log(asked.map((r) => `${r.agent.path.join('/')} ${r.tool} ${String(r.input['path'])}`)); // ['root/scribe write_note notes.md', 'root/scribe write_note /etc/motd']
-console.log(written); // ['notes.md']
+console.log(asked.map((r) => `${r.agent.path.join('/')} ${r.tool} ${String(r.input['path'])}`));
+// [
+//   'root/scribe write_note notes.md',
+//   'root/scribe write_note /etc/motd'
+// ]
+console.log(written); // [ 'notes.md' ]
 export { asked, settled, written };

@@ -30,7 +30,7 @@ first.actor.subscribe((snapshot) => {
 });
 const stopped = await first.result;
 // (A run whose row cannot be read back is listed as `unreadable`, with why.)
-console.log((await listRuns(store)).map((run) => `${run.id} ${run.status} ${run.status === 'unreadable' ? run.problem : `${run.agents} agents`}`)); // [ '01J… interrupted 2 agents' ]
+console.log((await listRuns(store)).map((run) => `${run.id} ${run.status} ${run.status === 'unreadable' ? run.problem : `${run.agents} agents`}`)); // [ '… interrupted 2 agents' ]
 
 // Later, in this process or another: the same tools, a provider, and the run takes up where it was.
 const resumed = await resumeRun(first.id, { provider: model() }, { store });

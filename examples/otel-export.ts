@@ -37,7 +37,6 @@ console.log(
     .sort()
     .join(', '),
 );
-// chat claude-sonnet-5-5, chat claude-sonnet-5-5, chat claude-sonnet-5-5, execute_tool agent, execute_tool reply,
-// execute_tool wait_for_agents, invoke_agent researcher, invoke_agent root
+// chat claude-sonnet-5-5, chat claude-sonnet-5-5, chat claude-sonnet-5-5, execute_tool agent, execute_tool reply, execute_tool wait_for_agents, invoke_agent researcher, invoke_agent root
 console.log(researcherChat?.attributes['gen_ai.usage.input_tokens']); // 120
 export { spans };

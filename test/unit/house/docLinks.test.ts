@@ -1,40 +1,18 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { documentsOf } from '../../support/markdownBlocks.js';
+import { anchorsOf, localLinks } from '../../support/markdownLinks.js';
 
 /**
- * The README and docs/ link only to files of this repository (a clone has nothing beside it), and
- * each `#anchor` names a heading of its target, as GitHub renders it.
+ * The README, docs/ and the visualizations' README link only to files of this repository (a clone
+ * has nothing beside it), each `#anchor` names a heading of its target, as GitHub renders it, and
+ * every page of docs/ can be reached from the README by following links.
  */
 
 const root = fileURLToPath(new URL('../../..', import.meta.url));
-const documents = [
-  'README.md',
-  ...readdirSync(join(root, 'docs'))
-    .filter((f) => f.endsWith('.md'))
-    .map((f) => `docs/${f}`),
-];
-
-/** GitHub's heading anchor: lower case, punctuation dropped, each space a hyphen. */
-function slug(heading: string): string {
-  return heading
-    .trim()
-    .toLowerCase()
-    .replace(/[^\p{L}\p{N}\s_-]/gu, '')
-    .replace(/\s/g, '-');
-}
-
-function anchorsOf(markdown: string): Set<string> {
-  const withoutCode = markdown.replace(/^```[\s\S]*?^```/gm, '');
-  return new Set([...withoutCode.matchAll(/^#{1,6}\s+(.+)$/gm)].map((m) => slug((m[1] ?? '').replace(/`/g, ''))));
-}
-
-/** Markdown links outside code: `[text](target)`, without those to other sites. */
-function localLinks(markdown: string): string[] {
-  const prose = markdown.replace(/^```[\s\S]*?^```/gm, '').replace(/`[^`\n]*`/g, '');
-  return [...prose.matchAll(/\]\(([^)\s]+)\)/g)].map((m) => m[1] ?? '').filter((target) => !/^[a-z][a-z0-9+.-]*:/i.test(target));
-}
+const documents = documentsOf(root);
 
 describe('links in the README and docs/', () => {
   it.each(documents)('%s links only to files of the repository, and to headings they have', (document) => {
@@ -54,5 +32,21 @@ describe('links in the README and docs/', () => {
 
   it('the README links to the protocol the package follows', () => {
     expect(localLinks(readFileSync(join(root, 'README.md'), 'utf8'))).toContain('docs/protocol.md');
+  });
+
+  it('every page of docs/ is reached from the README by following links', () => {
+    const reached = new Set(['README.md']);
+    const queue = ['README.md'];
+    for (let page = queue.shift(); page !== undefined; page = queue.shift()) {
+      for (const link of localLinks(readFileSync(join(root, page), 'utf8'))) {
+        const path = link.split('#')[0] ?? '';
+        if (!path.endsWith('.md')) continue;
+        const target = relative(root, resolve(dirname(join(root, page)), decodeURIComponent(path)));
+        if (reached.has(target) || !existsSync(join(root, target))) continue;
+        reached.add(target);
+        queue.push(target);
+      }
+    }
+    expect(documents.filter((page) => page.startsWith('docs/') && !reached.has(page))).toEqual([]);
   });
 });
