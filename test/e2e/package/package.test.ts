@@ -83,6 +83,7 @@ function readmeExample(): { code: string; prints: string } {
  * embedders. The install reads the npm cache first and the npm registry for what is not there.
  */
 const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+  dependencies: Record<string, string>;
   peerDependencies: Record<string, string>;
   devDependencies: Record<string, string>;
 };
@@ -149,6 +150,9 @@ describe('the packed package installed in an app with its own xstate and zod', (
         `xstate@${peers.xstate}`,
         `zod@${peers.zod}`,
         `@types/node@${manifest.devDependencies['@types/node']}`,
+        // examples/otel-export.ts gives exarch the app's own tracer provider, as docs/observability.md
+        // tells an app to install it; without it here, the import would pass only through npm's hoisting.
+        `@opentelemetry/sdk-trace-base@${manifest.dependencies['@opentelemetry/sdk-trace-base']}`,
       ],
       app,
       'npm install in the temporary app (it needs the npm cache or the npm registry)',
