@@ -1,7 +1,8 @@
 import { clip } from '../engine/render.js';
 import { estimateCost } from '../engine/pricing.js';
 import type { RunStore, RunSummary } from '../store/runStore.js';
-import { formatCount, type ProgressBoard } from './progress.js';
+import { formatCount } from './formatCount.js';
+import type { ProgressBoard } from './progress.js';
 
 /** The run's totals as its store counted them; undefined when the store has no readable row for it. */
 export async function storedTotals(store: Pick<RunStore, 'listRuns'>, id: string): Promise<RunSummary | undefined> {
