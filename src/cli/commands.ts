@@ -1,19 +1,16 @@
 import type { LiveInspector } from '../watch/inspect/liveInspector.js';
-import { answerCommand } from './approve.js';
 import { explicitTarget, refuseFlags, RUN_FLAGS, type Values } from './flags.js';
 import { liveInspector } from './inspectFlag.js';
 import { interruptSignal } from './interruptSignal.js';
-import { resumeCommand } from './resume.js';
-import { runCommand } from './run.js';
 import { usableTarget } from './runChecks.js';
-import { listRunsCommand } from './runs.js';
 import { storeTargetOf } from './storeTarget.js';
 import { UsageError } from './usageError.js';
 
 /*
  * The commands main.ts dispatches to (view and demo have files of their own): each checks its
  * words and refuses the flags it has no use for (a usage error), then calls what does the work
- * with the flags it takes.
+ * with the flags it takes. What does the work is imported when the command runs, not with this
+ * file: `exarch runs` need not load the SDK and the session machines that `exarch run` does.
  */
 
 /** `exarch run "<task>"`: the flags into `RunFlags`, with Ctrl-C and `--inspect` set up around the run. */
@@ -31,6 +28,7 @@ export async function run(positionals: readonly string[], values: Values): Promi
 }
 
 async function runLive(positionals: readonly string[], values: Values, interrupt: AbortSignal, live: LiveInspector | undefined): Promise<number> {
+  const { runCommand } = await import('./run.js');
   return runCommand(
     positionals[0] ?? '',
     {
@@ -97,6 +95,7 @@ export async function resume(positionals: readonly string[], values: Values): Pr
     'always',
   ]);
   const interrupt = interruptSignal();
+  const { resumeCommand } = await import('./resume.js');
   return resumeCommand(
     positionals[0] ?? '',
     {
@@ -177,6 +176,7 @@ export async function answer(command: 'approve' | 'deny', positionals: readonly 
   const decision = command === 'deny' ? 'deny' : values.always === true ? 'always' : 'approve';
   const target = storeTargetOf(values, process.env);
   usableTarget(target);
+  const { answerCommand } = await import('./approve.js');
   return answerCommand(runId, callId, { decision, ...(reason === undefined ? {} : { reason }) }, target, {
     stdout: process.stdout,
     stderr: process.stderr,
@@ -207,5 +207,6 @@ export async function runs(positionals: readonly string[], values: Values): Prom
     'steer',
     'always',
   ]);
+  const { listRunsCommand } = await import('./runs.js');
   return listRunsCommand(storeTargetOf(values, process.env), { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() });
 }

@@ -56,6 +56,14 @@ export function parse(argv: readonly string[]) {
   });
 }
 
+/**
+ * The words of a command line that `parse` refused, read without the table: the command named
+ * first, so a usage error can point to that command's help.
+ */
+export function parseLoosely(argv: readonly string[]): string[] {
+  return parseArgs({ args: [...argv], allowPositionals: true, strict: false }).positionals;
+}
+
 /** The flags as parsed; each command refuses those it has no use for (`refuseFlags`). */
 export type Values = ReturnType<typeof parse>['values'];
 

@@ -6,11 +6,8 @@ import { Redactor } from '../engine/redact.js';
 import { redactProcessOutput } from './redactedOutput.js';
 import { failureLine } from './failureLine.js';
 import { isUrl, urlSecrets } from '../engine/urlSecrets.js';
-import { USAGE, version } from './usage.js';
-import { parse } from './flags.js';
-import { view } from './viewCommand.js';
-import { demo } from './demoCommand.js';
-import { answer, resume, run, runs, worker } from './commands.js';
+import { commandHelp, isCommand, USAGE, version, type CommandName } from './usage.js';
+import { parse, parseLoosely, type Values } from './flags.js';
 
 /**
  * The `exarch` command line (CONTRACT §7). Exit codes: 0 done, 1 fatal, 2 bad usage. Errors are
@@ -21,6 +18,31 @@ const EXIT_OK = EXIT.ok;
 const EXIT_FATAL = EXIT.fatal;
 const EXIT_USAGE = EXIT.usage;
 
+/** What a command does with the words and flags after its name; its exit code. */
+type Command = (positionals: readonly string[], values: Values) => Promise<number>;
+
+/**
+ * Each command's code, loaded only when that command runs: `exarch --help`, `--version` and a
+ * usage error load none of it (the SDK, SQLite, XState, zod, OpenTelemetry), so they answer as
+ * fast as Node starts. A test (test/e2e/cli/startup.test.ts) checks what they load.
+ */
+const COMMANDS: Readonly<Record<CommandName, () => Promise<Command>>> = {
+  run: async () => (await import('./commands.js')).run,
+  resume: async () => (await import('./commands.js')).resume,
+  runs: async () => (await import('./commands.js')).runs,
+  approve: async () => {
+    const { answer } = await import('./commands.js');
+    return (positionals, values) => answer('approve', positionals, values);
+  },
+  deny: async () => {
+    const { answer } = await import('./commands.js');
+    return (positionals, values) => answer('deny', positionals, values);
+  },
+  worker: async () => (await import('./commands.js')).worker,
+  view: async () => (await import('./viewCommand.js')).view,
+  demo: async () => (await import('./demoCommand.js')).demo,
+};
+
 async function main(argv: readonly string[]): Promise<number> {
   let parsed: ReturnType<typeof parse>;
   try {
@@ -28,7 +50,7 @@ async function main(argv: readonly string[]): Promise<number> {
   } catch (error) {
     // parseArgs explains how to pass a positional that starts with '-'; the first sentence is the error.
     const message = error instanceof Error ? error.message : String(error);
-    return usageError(lowerFirst(message.split('. ', 1)[0] ?? message));
+    return usageError(lowerFirst(message.split('. ', 1)[0] ?? message), parseLoosely(argv)[0]);
   }
   const { values, positionals } = parsed;
   if (values.version) {
@@ -36,25 +58,31 @@ async function main(argv: readonly string[]): Promise<number> {
     return EXIT_OK;
   }
   const [command, ...rest] = positionals;
-  if (values.help || command === 'help') {
-    process.stdout.write(`exarch — agent sessions as explicit XState machines\n\n${USAGE}\n`);
-    return EXIT_OK;
-  }
-  if (command === undefined) return usageError('missing command');
+  if (command === 'help' || (values.help && command === undefined)) return help(command === 'help' ? rest : []);
+  if (command === undefined) return usageError('missing command', undefined);
+  if (!isCommand(command)) return usageError(`unknown command '${command}'`, undefined);
+  if (values.help) return help([command]);
   try {
-    if (command === 'run') return await run(rest, values);
-    if (command === 'resume') return await resume(rest, values);
-    if (command === 'runs') return await runs(rest, values);
-    if (command === 'approve' || command === 'deny') return await answer(command, rest, values);
-    if (command === 'view') return await view(rest, values);
-    if (command === 'worker') return await worker(rest, values);
-    if (command !== 'demo') throw new UsageError(`unknown command '${command}'`);
-    return await demo(rest, values);
+    const run = await COMMANDS[command]();
+    return await run(rest, values);
   } catch (error) {
-    if (error instanceof UsageError) return usageError(error.message);
+    if (error instanceof UsageError) return usageError(error.message, command);
     process.stderr.write(`${failureLine(error)}\n`);
     return EXIT_FATAL;
   }
+}
+
+/** `exarch help`, `exarch --help`: everything; `exarch help run`, `exarch run --help`: that command's. */
+function help(words: readonly string[]): number {
+  const [command, ...more] = words;
+  if (command === undefined) {
+    process.stdout.write(`exarch — agent sessions as explicit XState machines\n\n${USAGE}\n`);
+    return EXIT_OK;
+  }
+  if (!isCommand(command)) return usageError(`help: unknown command '${command}'`, undefined);
+  if (more.length > 0) return usageError(`help takes one command, got '${words.join(' ')}'`, undefined);
+  process.stdout.write(`${commandHelp(command)}\n`);
+  return EXIT_OK;
 }
 
 /**
@@ -65,8 +93,13 @@ function commandLineSecrets(argv: readonly string[]): string[] {
   return argv.map((arg) => arg.replace(/^--[\w-]+=/, '')).flatMap((arg) => (isUrl(arg) ? urlSecrets(arg) : []));
 }
 
-function usageError(message: string): number {
-  process.stderr.write(`exarch: ${message.split('\n', 1)[0] ?? message}\n\n${USAGE}\n`);
+/**
+ * A usage error: the mistake in one line and where the options are in another, exit 2. The help
+ * itself is not printed: a hundred lines after it, the one that matters scrolls away.
+ */
+function usageError(message: string, command: string | undefined): number {
+  const pointer = isCommand(command) ? `run 'exarch help ${command}' for the options` : "run 'exarch --help' for the commands";
+  process.stderr.write(`exarch: ${message.split('\n', 1)[0] ?? message}\n${pointer}\n`);
   return EXIT_USAGE;
 }
 

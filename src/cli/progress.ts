@@ -5,6 +5,7 @@ import { RunObserver } from '../watch/observe/runObserver.js';
 import type { PlannedCall } from '../tools/toolbox.js';
 import type { AgentIdentity, Message, Usage } from '../engine/types.js';
 import { addUsage, ZERO_USAGE } from '../engine/usage.js';
+import { formatCount } from './formatCount.js';
 import { cut, padVisible, palette, type Palette } from './palette.js';
 
 interface AgentRow {
@@ -289,10 +290,4 @@ export function describeToolUse(name: string, input: unknown): string {
   if (typeof input !== 'object' || input === null) return name;
   const text = Object.values(input).find((value): value is string => typeof value === 'string');
   return text === undefined ? name : `${name} ${cut(text.replace(/\s+/g, ' '), 40)}`;
-}
-
-export function formatCount(n: number): string {
-  if (n < 1000) return String(n);
-  if (n < 1_000_000) return `${(n / 1000).toFixed(n < 10_000 ? 1 : 0)}k`;
-  return `${(n / 1_000_000).toFixed(1)}M`;
 }

@@ -1,4 +1,6 @@
 import { resumeRun, RunError, type DurableSessionInput } from '../run/durableRun.js';
+import { restoreRun } from '../store/restoreRun.js';
+import type { JournalRow } from '../store/runStore.js';
 import { followStored } from './followStored.js';
 import { CliUi } from './liveUi.js';
 import { checkSeal, sealRefusal } from './recordSeal.js';
@@ -49,7 +51,9 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
       return EXIT.fatal;
     }
     if (row.status !== 'running' && row.status !== 'interrupted' && row.status !== 'waiting') {
-      io.stderr.write(`exarch: run ${runId} is already finished (${row.status}); nothing to resume\n`);
+      // A failed run says why (a replay that left its recording, a store that could not be written): resuming cannot change it.
+      const why = row.status === 'failed' ? failureOf(await store.journal(runId)) : undefined;
+      io.stderr.write(`exarch: run ${runId} is already finished (${row.status}${why === undefined ? '' : `: ${why}`}); nothing to resume\n`);
       return EXIT.ok;
     }
     // A record kept in the file is taken only as exarch signed it: a record that grants a shell
@@ -111,6 +115,12 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
     await built?.close();
     await ui?.finish(io.interrupt);
   }
+}
+
+/** Why a failed run's root ended, as its journal says; undefined when it does not. */
+function failureOf(rows: readonly JournalRow[]): string | undefined {
+  const restored = restoreRun(rows);
+  return restored.kind === 'ended' ? restored.result.reason : undefined;
 }
 
 /**

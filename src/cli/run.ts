@@ -114,6 +114,7 @@ async function runHere(task: string, flags: RunFlags, record: CliRunRecord, agen
       steer: flags.steer === true,
       faults,
       ...(otel ? { otel } : {}),
+      ...(flags.record === undefined ? {} : { record: flags.record }),
       ...(flags.replay === undefined ? {} : { diverged: diverged.signal }),
       ...(ui ? { ui } : {}),
     });
@@ -153,6 +154,6 @@ function localRun(task: string, session: DurableSessionInput, inspect: (event: I
       await new Promise((resolve) => setImmediate(resolve));
     }
   })();
-  const cancel = (reason: string) => (): void => actor.send({ type: 'cancel', reason });
-  return { actor, result, interrupt: cancel('interrupted'), suspend: cancel('waiting for approval') };
+  const cancel = (reason: string): void => actor.send({ type: 'cancel', reason });
+  return { actor, result, interrupt: () => cancel('interrupted'), suspend: () => cancel('waiting for approval'), fail: cancel };
 }

@@ -1,7 +1,8 @@
 import { clip } from '../engine/render.js';
 import { estimateCost } from '../engine/pricing.js';
 import type { RunStore, RunSummary } from '../store/runStore.js';
-import { formatCount, type ProgressBoard } from './progress.js';
+import { formatCount } from './formatCount.js';
+import type { ProgressBoard } from './progress.js';
 
 /** The run's totals as its store counted them; undefined when the store has no readable row for it. */
 export async function storedTotals(store: Pick<RunStore, 'listRuns'>, id: string): Promise<RunSummary | undefined> {
@@ -37,10 +38,22 @@ export function budgetLine(tokens: number, cost: number, capped: boolean): strin
   return `exarch: the budget stopped the run: the tree spent ${formatCount(tokens)} tokens${cost > 0 ? ` (about $${cost.toFixed(3)})` : ''}; running and queued sub-agents were cancelled and the root ${capped ? 'could not answer within the budget' : 'answered in its final turn'}\n`;
 }
 
-/** The summary line of a run: agents, model requests, tokens, an estimate of the cost, where the logs are. */
-export function writeSummary(out: NodeJS.WritableStream, totals: ReturnType<ProgressBoard['totals']>, model: string, logDir: string): void {
+/**
+ * The summary line of a run: agents, model requests, tokens, an estimate of the cost, where the
+ * logs are. A replay (`replayed`) spent nothing: its tokens are the recording's, and so is the
+ * estimate, said as such beside the $0.
+ */
+export function writeSummary(out: NodeJS.WritableStream, totals: ReturnType<ProgressBoard['totals']>, model: string, logDir: string, replayed = false): void {
   const { agents, steps, usage, outcomes } = totals;
-  const cost = estimateCost(model, usage);
+  const estimate = estimateCost(model, usage);
+  const cost =
+    estimate === undefined
+      ? replayed
+        ? ', $0 (replayed)'
+        : ''
+      : replayed
+        ? `, $0 (replayed; recorded at about ${dollars(estimate)})`
+        : `, about ${dollars(estimate)}`;
   const children = Object.entries(outcomes)
     .map(([state, n]) => `${n} ${state}`)
     .join(', ');
@@ -48,6 +61,10 @@ export function writeSummary(out: NodeJS.WritableStream, totals: ReturnType<Prog
   out.write(
     `exarch: ${agents} agent${agents === 1 ? '' : 's'}${children ? ` (sub-agents: ${children})` : ''}, ${steps} model request${steps === 1 ? '' : 's'}, ` +
       `${formatCount(input)} input tokens (${formatCount(usage.cacheReadInputTokens)} cache reads), ${formatCount(usage.outputTokens)} output tokens` +
-      `${cost === undefined ? '' : `, about $${cost.toFixed(cost < 1 ? 3 : 2)}`} · logs: ${logDir}\n`,
+      `${cost} · logs: ${logDir}\n`,
   );
+}
+
+function dollars(cost: number): string {
+  return `$${cost.toFixed(cost < 1 ? 3 : 2)}`;
 }

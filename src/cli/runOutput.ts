@@ -1,6 +1,7 @@
 import type { InspectionEvent } from 'xstate';
 import { respond, type ApprovalRequest } from '../engine/approvals.js';
 import { ApprovalStop } from '../engine/approvalStop.js';
+import { FileError } from '../engine/fs/fileError.js';
 import { describeError } from '../engine/model/errors.js';
 import type { FinishedRun } from '../run/durableRun.js';
 import { isSettled, type RunResult, type SessionActor } from '../run/runtime.js';
@@ -28,6 +29,8 @@ export interface FollowedRun {
   interrupt(): void;
   /** Stops the run to wait for approvals (a durable one is then `waiting`). */
   suspend(): void;
+  /** Stops the run for good (a durable one is then `failed`, and not resumable). */
+  fail(reason: string): void;
 }
 
 /** Progress, trace and the ending of `run` and `resume`: stdout answer, summary, exit code. */
@@ -57,6 +60,9 @@ export class RunOutput {
       /** Where the run's files report a write that failed; the first stops the run (writeFaults.ts). */
       readonly faults: WriteFaults;
       readonly otel?: OtlpExport;
+      /** `--record FILE`: named once the run ends, so the person knows where the recording went. */
+      readonly record?: string;
+      /** `--replay`: aborted when a request differs from the recording. */
       readonly diverged?: AbortSignal;
       readonly ui?: CliUi;
     },
@@ -176,9 +182,10 @@ export class RunOutput {
     interrupt.addEventListener('abort', onInterrupt, { once: true });
     // Ctrl-C while the run was being set up (MCP servers starting): an aborted signal fires no event.
     if (interrupt.aborted) onInterrupt();
-    // --replay: a request that differs from the recording ends the run; nothing after it would be the recorded run.
+    // --replay: a request that differs from the recording ends the run, failed: nothing after it
+    // would be the recorded run, and a resume would meet the same difference again.
     const diverged = this.options.diverged;
-    const onDiverged = (): void => queueMicrotask(() => run.interrupt());
+    const onDiverged = (): void => queueMicrotask(() => run.fail(describeError(diverged?.reason)));
     diverged?.addEventListener('abort', onDiverged, { once: true });
     // A file that cannot be written stops the run as an interrupt does (a microtask later: a fault
     // may be met inside the write of a session's own record), unless it has settled already (a
@@ -230,14 +237,25 @@ export class RunOutput {
       return EXIT.fatal;
     }
     const state = String(result.snapshot.value);
+    const fault = this.options.faults.first(result.storeError);
     const summary = async (): Promise<void> => {
       const totals = board.totals();
       const stored = store && run.id !== undefined ? await storedTotals(store, run.id) : undefined;
-      writeSummary(io.stderr, stored ? { ...totals, agents: stored.agents, steps: stored.requests, usage: stored.usage } : totals, this.model, this.logDir);
-      for (const line of agentSpendLines(result.snapshot.context.options.budget.agents(), this.model)) io.stderr.write(`${line}\n`);
+      const replayed = diverged !== undefined;
+      writeSummary(
+        io.stderr,
+        stored ? { ...totals, agents: stored.agents, steps: stored.requests, usage: stored.usage } : totals,
+        this.model,
+        this.logDir,
+        replayed,
+      );
+      for (const line of agentSpendLines(result.snapshot.context.options.budget.agents(), this.model, replayed)) io.stderr.write(`${line}\n`);
       if (recorder) io.stderr.write(`exarch: trace: ${recorder.file} (view it with: exarch view ${recorder.file})\n`);
+      const { record } = this.options;
+      // Unless the recording is the file that could not be written (the fault's line says so).
+      if (record !== undefined && !(fault instanceof FileError && fault.file === record))
+        io.stderr.write(`exarch: recorded to ${record}; replay it with --replay ${record} and the same task and options\n`);
     };
-    const fault = this.options.faults.first(result.storeError);
     if (fault) {
       // Stopped by the fault (or by the store, which stops the run itself), or had it ended already?
       const stopped = result.storeError !== undefined || result.status === 'interrupted' || (run.id === undefined && state === 'cancelled');

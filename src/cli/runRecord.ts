@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import { DEFAULT_MODEL } from '../providers/anthropic.js';
+import { DEFAULT_MODEL } from '../providers/defaultModel.js';
 import type { RunOptionsRecord } from '../store/runStore.js';
 import type { TreeBudget } from '../engine/budget.js';
 import { ZERO_USAGE } from '../engine/usage.js';

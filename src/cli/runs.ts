@@ -3,7 +3,7 @@ import { estimateCost } from '../engine/pricing.js';
 import { usableTarget } from './runChecks.js';
 import { EXIT } from './runIo.js';
 import { openExistingStore, storeName, type StoreTarget } from './storeTarget.js';
-import { formatCount } from './progress.js';
+import { formatCount } from './formatCount.js';
 
 export interface RunsIo {
   readonly stdout: NodeJS.WritableStream;

@@ -1,11 +1,20 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DEFAULT_MODEL } from '../providers/anthropic.js';
+import { DEFAULT_MODEL } from '../providers/defaultModel.js';
 
-/** The help text, shown by `exarch help` and after a usage error. */
-export const USAGE = `Usage:
-  exarch run [options] "<task>"   a root agent works on the task with Claude; sub-agents report
+/** The commands exarch knows, in the order its help lists them. */
+const COMMANDS = ['run', 'worker', 'resume', 'approve', 'deny', 'runs', 'demo', 'view'] as const;
+
+/** A command's name, as typed after `exarch`. */
+export type CommandName = (typeof COMMANDS)[number];
+
+/** Whether `word` names a command (`exarch WORD …`). */
+export function isCommand(word: string | undefined): word is CommandName {
+  return (COMMANDS as readonly (string | undefined)[]).includes(word);
+}
+
+const RUN = `  exarch run [options] "<task>"   a root agent works on the task with Claude; sub-agents report
                                   back through reply. stdout: the final answer; stderr: progress
       --model ID          model (default: $EXARCH_MODEL, else ${DEFAULT_MODEL})
       --max-steps N       model requests per turn before an agent is capped (default 50)
@@ -85,8 +94,9 @@ export const USAGE = `Usage:
       --spread            with --db: each sub-agent a job of its own, spread over the workers;
                           a parent waiting for its sub-agents or a person holds no worker
                           slot (not with --max-tokens or --max-cost: such a run runs whole on
-                          one worker)
-  exarch worker --db URL [--concurrency N] [--drain-timeout S] [--job-expiry S] [--otel]
+                          one worker)`;
+
+const WORKER = `  exarch worker --db URL [--concurrency N] [--drain-timeout S] [--job-expiry S] [--otel]
                                   take runs queued with run --db and run them here, N at a time
                                   (default 1; of a --spread run, N sessions at a time: its
                                   sub-agents are jobs of their own), with the options each was started with (its --mcp
@@ -95,33 +105,40 @@ export const USAGE = `Usage:
                                   or exarch approve --db answers them). SIGTERM drains: runs get S seconds (default 30) to
                                   finish, the rest go back to the queue; a job not finished within
                                   --job-expiry seconds (default 900) is offered to another worker;
-                                  --otel sends the spans of what it runs, as run --otel does
-  exarch resume RUN_ID [--store FILE | --db URL] [--trace FILE] [--no-wait] [--ui] [--steer]
+                                  --otel sends the spans of what it runs, as run --otel does`;
+
+const RESUME = `  exarch resume RUN_ID [--store FILE | --db URL] [--trace FILE] [--no-wait] [--ui] [--steer]
                                   take up a run that was killed, crashed, interrupted or left
                                   waiting, with the options it was started with; ends as run would.
                                   A run whose stored options do not match the signature exarch
-                                  recorded them with (changed, or never signed) is refused
-  exarch approve RUN_ID CALL_ID [--always] [--store FILE | --db URL]
+                                  recorded them with (changed, or never signed) is refused`;
+
+/** approve and deny: one section, as they are two answers to the same question. */
+const ANSWER = `  exarch approve RUN_ID CALL_ID [--always] [--store FILE | --db URL]
   exarch deny RUN_ID CALL_ID ["reason"] [--store FILE | --db URL]
                                   record an answer to a call a waiting run asks about (--always:
                                   approve that tool for the rest of the run); resume runs it.
-                                  With --db, once no call waits any more, a worker continues it
-  exarch runs [--store FILE | --db URL]
+                                  With --db, once no call waits any more, a worker continues it`;
+
+const RUNS = `  exarch runs [--store FILE | --db URL]
                                   list the recorded runs: id, start, status, agents, requests,
-                                  estimated cost, task
-  exarch demo [--speed N] [--trace FILE] [--inspect] [--ui]
+                                  estimated cost, task`;
+
+const DEMO = `  exarch demo [--speed N] [--trace FILE] [--inspect] [--ui]
                                   offline demo, no API key: a sub-agent returns its report through
                                   the reply tool while the turn flow of every agent prints live;
-                                  writes a trace (default .exarch/demo/trace.jsonl) and its viewer
-  exarch view TRACE|RUN_ID [--out FILE.html] [--store FILE | --db URL]
+                                  writes a trace (default .exarch/demo/trace.jsonl) and its viewer`;
+
+const VIEW = `  exarch view TRACE|RUN_ID [--out FILE.html] [--store FILE | --db URL]
                                   write the turn-flow viewer for a trace or a recorded run: one
                                   self-contained HTML file (default: next to the trace, .html
                                   instead of .jsonl; for a run, .exarch/view/RUN_ID.html), the
-                                  page run --ui serves live, once the run has ended
-  exarch help                     show this help
-  exarch --version                print the version
+                                  page run --ui serves live, once the run has ended`;
 
-Environment: ANTHROPIC_API_KEY (required by run, not by --replay), ANTHROPIC_BASE_URL, EXARCH_MODEL,
+const HELP = `  exarch help [COMMAND]           show this help, or one command's (also exarch COMMAND --help)
+  exarch --version                print the version`;
+
+const ENVIRONMENT = `Environment: ANTHROPIC_API_KEY (required by run, not by --replay), ANTHROPIC_BASE_URL, EXARCH_MODEL,
 EXARCH_STALL_TIMEOUT_MS (default 120000), EXARCH_DEBUG (1: an internal error in full), EXARCH_STATE_DIR
 (where the key that signs run records is kept; default $XDG_STATE_HOME/exarch, else
 ~/.local/state/exarch); EXARCH_DB_URL (the default --db), PGPASSWORD, PGPASSFILE and libpq's other
@@ -132,6 +149,32 @@ shown with its password and secret parameters masked.
 Exit codes: 0 done, 1 fatal, 2 bad usage, 3 root capped, 4 waiting for approval (resumable),
 5 stopped: a file the run writes could not be written (disk full, file-size limit, read-only; resumable),
 130 interrupted (resumable).`;
+
+const SECTIONS: Readonly<Record<CommandName, string>> = {
+  run: RUN,
+  worker: WORKER,
+  resume: RESUME,
+  approve: ANSWER,
+  deny: ANSWER,
+  runs: RUNS,
+  demo: DEMO,
+  view: VIEW,
+};
+
+/** The commands that start agents, whose help also lists the environment they read and the exit codes. */
+const AGENT_COMMANDS: ReadonlySet<CommandName> = new Set(['run', 'worker', 'resume']);
+
+/** The whole help: every command, the environment and the exit codes (`exarch --help`, `exarch help`). */
+export const USAGE = `Usage:
+${[RUN, WORKER, RESUME, ANSWER, RUNS, DEMO, VIEW, HELP].join('\n')}
+
+${ENVIRONMENT}`;
+
+/** One command's help (`exarch help run`, `exarch run --help`): its section, and where the rest is. */
+export function commandHelp(command: CommandName): string {
+  const rest = AGENT_COMMANDS.has(command) ? `\n\n${ENVIRONMENT}` : '';
+  return `Usage:\n${SECTIONS[command]}${rest}\n\nrun 'exarch --help' for every command, the environment and the exit codes`;
+}
 
 /** The version in package.json: two levels up from src/cli/ in the sources, three from dist/src/cli/. */
 export function version(): string {

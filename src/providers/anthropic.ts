@@ -14,8 +14,9 @@ import { STOP_REASONS } from '../engine/types.js';
 import { Redactor } from '../engine/redact.js';
 import type { FileError } from '../engine/fs/fileError.js';
 import { ExchangeRecorder } from '../replay/recorder.js';
+import { DEFAULT_MODEL } from './defaultModel.js';
 
-export const DEFAULT_MODEL = 'claude-sonnet-5-5';
+export { DEFAULT_MODEL };
 
 export interface AnthropicProviderOptions {
   /** Defaults to `ANTHROPIC_API_KEY`, as in the SDK. */

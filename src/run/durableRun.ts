@@ -54,6 +54,13 @@ export interface DurableRun {
    * status is `waiting`. Its waiting calls stay open in the journal (`exarch approve`, then a resume).
    */
   suspend(): void;
+  /**
+   * Stops the run for good: the tree is cancelled with `reason`, and the run is `failed`, which
+   * a resume does not take up (unlike `interrupt`, nothing is marked to be undone). For a run that
+   * cannot go on as itself: a replay whose request left its recording, where whatever followed,
+   * now or on a resume, would not be the recorded run.
+   */
+  fail(reason: string): void;
 }
 
 export interface DurableRunResult extends RunResult {
@@ -250,6 +257,8 @@ function launch(
   let storeFailure: Error | undefined;
   let interrupted = false;
   let suspended = false;
+  /** Why the run was stopped for good (`fail`), if it was. */
+  let failure: string | undefined;
   /** Set once the root settled: an interrupt then comes too late, and must not touch the run. */
   let settled = false;
   // Assigned below; the journal reports a failed write only from a later microtask or promise.
@@ -283,8 +292,8 @@ function launch(
     try {
       const snapshot = await waitForSettled(root);
       settled = true;
-      status = storeFailure ? 'failed' : suspended ? 'waiting' : interrupted ? 'interrupted' : statusOfSnapshot(snapshot);
-      ended = { ...runResultOf(snapshot, storeFailure && `the run store could not be written: ${storeFailure.message}`), status };
+      status = storeFailure || failure !== undefined ? 'failed' : suspended ? 'waiting' : interrupted ? 'interrupted' : statusOfSnapshot(snapshot);
+      ended = { ...runResultOf(snapshot, storeFailure ? `the run store could not be written: ${storeFailure.message}` : failure), status };
     } finally {
       settled = true;
       clearInterval(renew);
@@ -311,17 +320,22 @@ function launch(
     actor: root,
     result,
     interrupt() {
-      if (interrupted || settled) return;
+      if (interrupted || settled || failure !== undefined) return;
       interrupted = true;
       journal.mark({ type: 'interrupt' });
       root.send({ type: 'cancel', reason: 'interrupted' });
     },
     suspend() {
-      if (interrupted || settled) return;
+      if (interrupted || settled || failure !== undefined) return;
       interrupted = suspended = true;
       // The same undoable cancel as an interrupt: a resume takes every session up where it was.
       journal.mark({ type: 'interrupt' });
       root.send({ type: 'cancel', reason: 'waiting for approval' });
+    },
+    fail(reason) {
+      if (interrupted || settled || failure !== undefined) return;
+      failure = reason;
+      root.send({ type: 'cancel', reason });
     },
   };
 }

@@ -2,7 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { copyFileSync, cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
 import type { AnthropicTestServer, MessagesContentBlock, MessagesMessage, ReceivedRequest, ServerPlan } from './anthropicServer.js';
 import { call, MAIN, onCleanup, stream } from './cliHarness.js';
@@ -137,7 +137,8 @@ let main = MAIN;
  * Runs exarch from a private copy of dist/ (as test/globalSetup.ts built it) from here on: this file
  * starts a hundred-odd processes over a minute or more, and a build running meanwhile (another
  * test run, an editor) rewrites dist/ file by file, so a process could load half of each. The copy
- * is checked by loading the command once. Returns a function that removes it.
+ * is checked by loading the command's code once (`--help` alone loads almost none of it, as each
+ * command's modules load when it runs). Returns a function that removes it.
  */
 export function useDistSnapshot(): () => void {
   const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -147,7 +148,9 @@ export function useDistSnapshot(): () => void {
     copyFileSync(join(root, 'package.json'), join(dir, 'package.json'));
     symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'), 'dir');
     const copy = join(dir, 'dist', 'src', 'cli', 'main.js');
-    if (spawnSync(process.execPath, [copy, '--help'], { encoding: 'utf8' }).status === 0) {
+    const commands = ['run.js', 'resume.js', 'commands.js'].map((file) => JSON.stringify(pathToFileURL(join(dir, 'dist', 'src', 'cli', file)).href));
+    const loads = spawnSync(process.execPath, ['-e', `Promise.all([${commands.map((url) => `import(${url})`).join(', ')}])`], { encoding: 'utf8' });
+    if (loads.status === 0 && spawnSync(process.execPath, [copy, '--help'], { encoding: 'utf8' }).status === 0) {
       main = copy;
       return () => {
         main = MAIN;

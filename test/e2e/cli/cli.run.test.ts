@@ -178,7 +178,7 @@ describe('exarch run', () => {
     expect(run.stderr).toMatch(/ANTHROPIC_API_KEY is not set.*exarch demo/);
   });
 
-  it('bad usage exits 2 with one line and the usage', async () => {
+  it("bad usage exits 2 with one line and a pointer to run's help, not the help itself", async () => {
     for (const args of [
       ['run'],
       ['run', '--max-steps', '0', 'go'],
@@ -188,8 +188,8 @@ describe('exarch run', () => {
     ]) {
       const run = await exarch(args, { env: { ANTHROPIC_API_KEY: 'k' } });
       expect(run.code, args.join(' ')).toBe(2);
-      expect(run.stderr.split('\n')[0]).toMatch(/^exarch: /);
-      expect(run.stderr).toContain('Usage:');
+      const lines = run.stderr.split('\n');
+      expect(lines, args.join(' ')).toEqual([expect.stringMatching(/^exarch: /), "run 'exarch help run' for the options", '']);
     }
   });
 

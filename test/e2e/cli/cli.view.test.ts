@@ -55,6 +55,19 @@ describe('exarch demo and exarch view', () => {
     expect(exarch(['view'], cwd).status).toBe(2);
   });
 
+  it('view of a name that is neither a file nor a run says in one line that it looked for both, and where', () => {
+    const cwd = workdir();
+    const store = join(cwd, '.exarch', 'exarch.db');
+    for (const target of ['01NOPE', 'traces/gone.jsonl', '01ARZ3NDEKTSV4RRFFQ69G5FAV']) {
+      const run = exarch(['view', target], cwd);
+      expect(run.status, target).toBe(1);
+      expect(run.stderr, target).toBe(
+        `exarch: ${target} is neither a file nor a run id in ${store}${target.length === 26 ? ' (there is no run store there yet)' : ''}\n`,
+      );
+    }
+    // A store that holds other runs: test/e2e/resume/cli.durable.test.ts.
+  });
+
   it('--inspect starts the live inspector on loopback and tells the user where to look', async () => {
     const cwd = workdir();
     const port = await freePort();

@@ -112,3 +112,16 @@ describe('npm run bench: text deltas to a consumer of the run events (bench/even
     expect(taken[1]).toBeLessThan(5000);
   }, 60_000);
 });
+
+describe('npm run bench: command-line start (bench/cli-start.mjs)', () => {
+  it('times --help, --version and runs beside node -e 0, each a row with its median and its difference (not judged here)', () => {
+    const script = fileURLToPath(new URL('../../../bench/cli-start.mjs', import.meta.url));
+    const result = spawnSync(process.execPath, [script, '--runs', '1', '--no-write'], { encoding: 'utf8', timeout: 60_000 });
+    // The script stops on a command that fails, so exit 0 says each one answered.
+    expect(result.status, result.stderr).toBe(0);
+    const rows = result.stdout.split('\n').filter((line) => /^\| (node|exarch) /.test(line));
+    expect(rows.map((row) => row.split('|')[1]?.trim())).toEqual(['node -e 0', 'exarch --help', 'exarch --version', 'exarch runs (empty store)']);
+    for (const row of rows.slice(1)) expect(row.split('|')[3]?.trim()).toMatch(/^[+-]\d+ ms$/);
+    expect(result.stdout).toMatch(/^Load average \(1 min\) /m);
+  }, 60_000);
+});

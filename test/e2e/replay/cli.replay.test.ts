@@ -160,6 +160,42 @@ describe('exarch run --record / --replay', () => {
     ]);
   });
 
+  it('a recorded run names its recording on stderr once it ends', async () => {
+    const { run } = await recordRun(sequential);
+    expect(run.code).toBe(0);
+    expect(run.stderr).toContain('exarch: recorded to run.recording.jsonl; replay it with --replay run.recording.jsonl and the same task and options\n');
+  });
+
+  it('a replay spent nothing: its summary says $0 (replayed) beside what the recording cost, and no agent is priced', async () => {
+    const { cwd, run } = await recordRun(sequential);
+    const recordedCost = /, about (\$\d+\.\d+) · logs:/.exec(run.stderr)?.[1];
+    expect(recordedCost).toBeDefined();
+    expect(run.stderr).toMatch(/^ {2}root .* tokens {2}about \$/m);
+    const replayed = await replay(cwd, []);
+    expect(replayed.code).toBe(0);
+    expect(replayed.stderr).toContain(`, $0 (replayed; recorded at about ${recordedCost}) · logs:`);
+    expect(replayed.stderr).not.toMatch(/, about \$/);
+    const spend = replayed.stderr.split('\n').filter((line) => /^ {2}root\S* +\d+ tokens/.test(line));
+    expect(spend.length).toBeGreaterThan(0);
+    for (const line of spend) expect(line).not.toContain('$');
+  });
+
+  it('a replay that differs is listed failed, not interrupted, and resume says in one line why, with no key', async () => {
+    const { cwd } = await recordRun();
+    const other = await replay(cwd, [], 'Why do logouts fail?');
+    expect(other.code).toBe(1);
+    const id = /^exarch: run (\w{26}) started$/m.exec(other.stderr)?.[1] ?? '';
+    expect(id).not.toBe('');
+    const runs = await exarch(['runs'], { cwd });
+    const row = runs.stdout.split('\n').find((line) => line.startsWith(id));
+    expect(row?.split(/ {2,}/)[2]).toBe('failed');
+    const resumed = await exarch(['resume', id], { cwd, env: { ANTHROPIC_BASE_URL: 'http://127.0.0.1:9' } });
+    expect(resumed.stderr).toBe(
+      `exarch: run ${id} is already finished (failed: the request differs from the recording at messages[0].content[0].text (agent root, request 1)); nothing to resume\n`,
+    );
+    expect(resumed.code).toBe(0);
+  });
+
   it('bad use: --record with --replay, and a file that is not a recording, are one line each', async () => {
     const cwd = workdir();
     const both = await exarch(['run', '--record', 'a.jsonl', '--replay', 'b.jsonl', 'go'], { cwd });

@@ -111,7 +111,7 @@ describe('durable runs from the command line', () => {
     expect(html).toContain('two files');
     const missing = await exarch(['view', '01ARZ3NDEKTSV4RRFFQ69G5FAV'], { cwd });
     expect(missing.code).toBe(1);
-    expect(missing.stderr.trim()).toBe('exarch: no run with id 01ARZ3NDEKTSV4RRFFQ69G5FAV');
+    expect(missing.stderr.trim()).toBe(`exarch: 01ARZ3NDEKTSV4RRFFQ69G5FAV is neither a file nor a run id in ${join(cwd, '.exarch', 'exarch.db')}`);
 
     const requests = server.requests.length;
     const again = await exarch(['resume', id], { server, cwd });
@@ -159,7 +159,9 @@ describe('durable runs from the command line', () => {
     expect(resumed.stderr.trim().split('\n')).toHaveLength(1);
     const viewed = await exarch(['view', '01ARZ3NDEKTSV4RRFFQ69G5FAV'], { cwd });
     expect(viewed.code).toBe(1);
-    expect(viewed.stderr.trim()).toMatch(/^exarch: no run with id 01ARZ3NDEKTSV4RRFFQ69G5FAV/);
+    expect(viewed.stderr.trim()).toMatch(
+      /^exarch: 01ARZ3NDEKTSV4RRFFQ69G5FAV is neither a file nor a run id in .*exarch\.db \(there is no run store there yet\)$/,
+    );
     expect(existsSync(join(cwd, '.exarch'))).toBe(false);
   });
 
