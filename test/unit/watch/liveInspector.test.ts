@@ -119,7 +119,7 @@ describe('startLiveInspector', () => {
     expect(rootActor?.sessionId).toBe(root.sessionId);
     const definition = JSON.parse((rootActor as { definition: string }).definition) as { id: string; initial: string; states: Record<string, unknown> };
     expect(definition.id).toBe('session');
-    expect(definition.initial).toBe('resuming');
+    expect(definition.initial).toBe('starting');
     expect(Object.keys(definition.states)).toEqual(expect.arrayContaining(['streaming', 'dispatchingBatch', 'replied']));
     const reader = client.messages.find((m) => m.type === '@xstate.actor' && m.name === 'root/reader') as Extract<Wire, { type: '@xstate.actor' }> | undefined;
     expect(reader).toBeDefined();
@@ -139,7 +139,7 @@ describe('startLiveInspector', () => {
         .map((m) => m.snapshot?.value)
         .filter((v, i, all) => v !== all[i - 1]);
     expect(values(root.sessionId)).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'streaming', 'readyForUser', 'streaming', 'readyForUser']);
-    expect(values(reader?.sessionId)).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'replied']);
+    expect(values(reader?.sessionId)).toEqual(['starting', 'streaming', 'dispatchingBatch', 'replied']);
     expect(snapshotsOf(reader?.sessionId).at(-1)?.snapshot?.status).toBe('done');
     const context = snapshotsOf(root.sessionId).at(-1)?.snapshot?.context ?? {};
     expect(context).toMatchObject({
