@@ -172,14 +172,25 @@ describe('startLiveInspector', () => {
 
   it('attach: inspects nothing while no viewer is connected; a viewer sees the system as it is, then everything live', async () => {
     const live = await start();
-    const provider = new KeyedProvider({ agents: script });
+    // Three turns, each with its sub-agent: a root whose script ran out would fail, and a message
+    // sent to it then would be dropped (XState warns of a send to a stopped actor): the turns
+    // after the first would show nothing for want of a session, not for want of a viewer.
+    const turn = script.root ?? [];
+    const provider = new KeyedProvider({
+      agents: { root: [...turn, ...turn, ...turn], reader: [...(script.reader ?? []), ...(script.reader ?? []), ...(script.reader ?? [])] },
+    });
+    const warn = vi.spyOn(console, 'warn');
     const root = createSessionActor({ provider, logs: new MemoryLogSink() });
+    const settledAtRest = async (): Promise<void> => {
+      const settled = await waitForSettled(root);
+      expect([settled.status, settled.value, settled.context.failure]).toEqual(['active', 'readyForUser', null]);
+    };
     // XState builds inspection events only for a system someone inspects: none while idle.
     const inspectSpy = vi.spyOn(root.system, 'inspect');
     const detach = live.attach(root);
     root.start();
     root.send({ type: 'user.message', text: 'What does a.md say?' });
-    await waitForSettled(root);
+    await settledAtRest();
     expect(inspectSpy).not.toHaveBeenCalled();
 
     const viewer = await collect(live.wsUrl);
@@ -196,17 +207,21 @@ describe('startLiveInspector', () => {
     // The finished reader is gone from the system, so it is not shown; what happened while idle is not either.
     expect(shown.some((m) => m.type === '@xstate.actor' && m.name === 'root/reader')).toBe(false);
     expect(shown.some((m) => m.type === '@xstate.event')).toBe(false);
-    await waitForSettled(root);
+    await settledAtRest();
 
     // The last viewer leaves: the system is no longer inspected, and another turn is not either.
     viewer.socket.close();
     await viewer.closed;
     await eventually(() => unsubscribe.mock.calls.length === 1, 'the unsubscription');
     root.send({ type: 'user.message', text: 'Once more?' });
-    await waitForSettled(root);
+    await settledAtRest();
+    expect(provider.requestsOf('root')).toHaveLength(9);
     expect(inspectSpy).toHaveBeenCalledTimes(1);
     detach();
     root.stop();
+    // Every message reached a live session: none was sent to a stopped actor.
+    expect(warn.mock.calls.filter((args) => String(args[0]).includes('stopped actor'))).toEqual([]);
+    warn.mockRestore();
   });
 
   it('replays actors and their latest snapshots to a viewer that connects late, and feeds createWebSocketReceiver', async () => {
