@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
 import { createSessionActor, waitForSettled, type SessionInput } from '../../../src/index.js';
 import { redact, startLiveInspector, type LiveInspector } from '../../../src/watch/inspect/liveInspector.js';
-import { MemoryLogSink, ScriptedProvider, type ScriptedProviderOptions } from '../../../src/testing/index.js';
+import { MemoryLogSink, ScriptedProvider, type ScriptedProviderOptions, type ScriptedStep } from '../../../src/testing/index.js';
 
 const SECRET = 'sk-ant-do-not-send-0123456789';
 
@@ -13,14 +13,14 @@ class KeyedProvider extends ScriptedProvider {
   readonly client = { apiKey: SECRET, baseURL: 'http://127.0.0.1:1' };
 }
 
-const script: ScriptedProviderOptions['agents'] = {
-  root: [
-    { text: 'Asking a reader.', calls: [{ name: 'agent', input: { name: 'reader', task: 'Read a.md' } }] },
-    { text: 'Waiting.' },
-    { text: 'a.md says hello.' },
-  ],
-  reader: [{ calls: [{ name: 'reply', input: { result: 'hello' } }] }],
-};
+/** One turn of the root: it asks a reader, waits, and answers. */
+const rootTurn: readonly ScriptedStep[] = [
+  { text: 'Asking a reader.', calls: [{ name: 'agent', input: { name: 'reader', task: 'Read a.md' } }] },
+  { text: 'Waiting.' },
+  { text: 'a.md says hello.' },
+];
+const readerTurn: readonly ScriptedStep[] = [{ calls: [{ name: 'reply', input: { result: 'hello' } }] }];
+const script: ScriptedProviderOptions['agents'] = { root: rootTurn, reader: readerTurn };
 
 type Wire = StatelyInspectionEvent & { snapshot?: { status?: string; value?: unknown; context?: Record<string, unknown> }; event?: { type: string } };
 
@@ -175,10 +175,7 @@ describe('startLiveInspector', () => {
     // Three turns, each with its sub-agent: a root whose script ran out would fail, and a message
     // sent to it then would be dropped (XState warns of a send to a stopped actor): the turns
     // after the first would show nothing for want of a session, not for want of a viewer.
-    const turn = script.root ?? [];
-    const provider = new KeyedProvider({
-      agents: { root: [...turn, ...turn, ...turn], reader: [...(script.reader ?? []), ...(script.reader ?? []), ...(script.reader ?? [])] },
-    });
+    const provider = new KeyedProvider({ agents: { root: [...rootTurn, ...rootTurn, ...rootTurn], reader: [...readerTurn, ...readerTurn, ...readerTurn] } });
     const warn = vi.spyOn(console, 'warn');
     const root = createSessionActor({ provider, logs: new MemoryLogSink() });
     const settledAtRest = async (): Promise<void> => {
