@@ -118,7 +118,10 @@ const machineSetup = setup({
         const { admitter } = context.fixed;
         const answer = admitter.ask(context.messages);
         if (answer === 'spent') {
-          queueMicrotask(() => self.send({ type: 'budget.spent' } satisfies BudgetSpentEvent));
+          // A microtask later the session may have ended (cancelled by its parent): then it is told nothing.
+          queueMicrotask(() => {
+            if (self.getSnapshot().status === 'active') self.send({ type: 'budget.spent' } satisfies BudgetSpentEvent);
+          });
           return;
         }
         if (answer === 'wait') {
