@@ -85,6 +85,16 @@ export function callsNeedingApproval(context: SessionContext, event: SessionEven
   return gated;
 }
 
+/**
+ * A session whose first turn has not begun, with input for it: a new one given a task, or one
+ * taken up from a journal that holds its session record and no turn yet. It rests in `starting`
+ * until the next tick rather than in `readyForUser`, whose turn would be over.
+ */
+export function beforeFirstTurn(context: SessionContext): boolean {
+  if (context.pendingUser.length === 0) return false;
+  return context.resumeAt === null || (context.resumeAt === 'readyForUser' && context.messages.length === 0);
+}
+
 /** What the chart asks of a session as it takes an event: its guards, by name. */
 export const sessionGuards = {
   fromSubAgent: ({ event }: SessionArgs) => 'actorId' in event && /^\d+$/.test(event.actorId),
@@ -108,4 +118,5 @@ export const sessionGuards = {
   needsApproval: ({ context, event }: SessionArgs) => callsNeedingApproval(context, event).length > 0,
   approvalsAnswered: ({ context }: SessionArgs) => (context.batch?.awaiting.size ?? 0) === 0,
   resumesAt: ({ context }: SessionArgs, params: { state: ResumeState }) => context.resumeAt === params.state,
+  beforeFirstTurn: ({ context }: SessionArgs) => beforeFirstTurn(context),
 };

@@ -1,11 +1,11 @@
-import { and, assign, enqueueActions, setup, type AnyActorLogic } from 'xstate';
+import { and, assign, enqueueActions, not, setup, type AnyActorLogic } from 'xstate';
 import type { BudgetRoomEvent, BudgetSpentEvent, BudgetWaitEvent } from '../src/engine/budget.js';
 import { createCrewMachine } from './crew.js';
 import { describeError } from '../src/engine/model/errors.js';
 import { ZERO_USAGE } from '../src/engine/usage.js';
 import type { AgentResult } from '../src/engine/types.js';
 import type { SessionInput, SessionEvent, SessionContext } from './sessionTypes.js';
-import { sessionGuards } from './guards.js';
+import { beforeFirstTurn, sessionGuards } from './guards.js';
 import { commitResponseTo, modelStepInput, lateResultsOf, countLost, effectsFor, requestModel } from './request.js';
 import { settleCallIn, closeOpenCalls, runBatch, noteWaiting, commitBatch } from './batch.js';
 import { openBatch } from './openBatch.js';
@@ -89,6 +89,12 @@ const machineSetup = setup({
     }),
     closeOpenCalls: ({ context }, params: { reason: string }) => closeOpenCalls(context, params.reason),
     flushLog: ({ context }) => context.fixed.recorder.flush(),
+    /** A new session with a task rests in `starting` until the next tick; the others leave it at once and arm none. */
+    restBeforeFirstTurn: ({ context, self }) => {
+      if (!beforeFirstTurn(context)) return;
+      context.fixed.recorder.flush();
+      effectsFor(self, context)?.armTick();
+    },
     fail: assign(fail),
     finishReplied: assign(finishReplied),
     finishEmpty: assign(({ context }) => ({ result: finish(context, 'empty') })),
@@ -112,7 +118,10 @@ const machineSetup = setup({
         const { admitter } = context.fixed;
         const answer = admitter.ask(context.messages);
         if (answer === 'spent') {
-          queueMicrotask(() => self.send({ type: 'budget.spent' } satisfies BudgetSpentEvent));
+          // A microtask later the session may have ended (cancelled by its parent): then it is told nothing.
+          queueMicrotask(() => {
+            if (self.getSnapshot().status === 'active') self.send({ type: 'budget.spent' } satisfies BudgetSpentEvent);
+          });
           return;
         }
         if (answer === 'wait') {
@@ -193,11 +202,14 @@ export const sessionMachine = machineSetup.createMachine({
     'xstate.done.actor.*': { guard: 'fromSubAgent', actions: 'receiveChildResult' },
     'xstate.error.actor.*': { guard: 'fromSubAgent', actions: 'receiveChildError' },
   },
-  // Every session starts in `resuming`, which it leaves at once, in the same macrostep (observers
-  // never see it): a new session for `readyForUser`, a resumed one for the state its journal left it in.
-  initial: 'resuming',
+  // Every session starts in `starting`. One before its first turn (a new one given a task) rests
+  // there until the next tick of the event loop, then starts that turn (messages sent meanwhile
+  // join it): observers see it starting, never `readyForUser` (a turn that is over) before it
+  // began. The others leave it at once, in the same macrostep (observers never see it): a new
+  // session without a task for `readyForUser`, a resumed one for the state its journal left it in.
+  initial: 'starting',
   states: {
-    resuming: {
+    starting: {
       always: [
         // Re-asks the model from the committed history: a stream in flight at the crash was never committed.
         { guard: { type: 'resumesAt', params: { state: 'streaming' } }, target: 'streaming' },
@@ -208,11 +220,14 @@ export const sessionMachine = machineSetup.createMachine({
         // It waited for a person: it waits on, with the answers recorded meanwhile (`exarch approve`).
         { guard: { type: 'resumesAt', params: { state: 'awaitingApproval' } }, target: 'awaitingApproval' },
         { guard: { type: 'resumesAt', params: { state: 'nudged' } }, target: 'nudged' },
-        { target: 'readyForUser' },
+        // At rest, or new without a task: it waits for the user. Before its first turn it stays.
+        { guard: not('beforeFirstTurn'), target: 'readyForUser' },
       ],
+      entry: 'restBeforeFirstTurn',
+      on: { tick: { target: 'streaming', actions: 'startTurn' } },
     },
     readyForUser: {
-      // Input that is already waiting (a task, results that arrived during the turn) starts the next
+      // Input that is already waiting (results and messages that arrived during the turn) starts the next
       // turn one tick later: the boundary stays observable, and results arriving meanwhile join it.
       entry: ['flushLog', 'armTick'],
       on: {

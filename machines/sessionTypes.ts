@@ -138,7 +138,7 @@ export interface SessionContext {
   readonly failure: string | null;
   /** Set on entering a final state; the machine's output. */
   readonly result: AgentResult | null;
-  /** Where a resumed session picks up (read once, by `resuming`); null for a new one. */
+  /** Where a resumed session picks up (read once, by `starting`); null for a new one. */
   readonly resumeAt: ResumeState | null;
 }
 

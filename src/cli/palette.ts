@@ -28,6 +28,7 @@ export function palette(color: boolean): Palette {
   const magenta = sgr(35, 39);
   const cyan = sgr(36, 39);
   const stateColors: Readonly<Record<string, (s: string) => string>> = {
+    starting: blue,
     streaming: blue,
     queued: dim,
     dispatchingBatch: yellow,

@@ -97,7 +97,9 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
     const session: DurableSessionInput = { ...built.session, ...(record.approve === undefined ? {} : { onApprovalRequest: output.onApprovalRequest }) };
     let run: Awaited<ReturnType<typeof resumeRun>>;
     try {
-      run = await resumeRun(runId, session, { store, cwd: io.cwd, actor: { inspect: output.inspect } });
+      // Said before the root starts, so it comes before the first progress line.
+      const onStart = (): void => void io.stderr.write(`exarch: run ${runId} resumed\n`);
+      run = await resumeRun(runId, session, { store, cwd: io.cwd, actor: { inspect: output.inspect }, onStart });
     } catch (error) {
       if (!(error instanceof RunError)) throw error;
       io.stderr.write(`exarch: ${error.message}\n`);
@@ -108,7 +110,6 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
       io.stderr.write(`exarch: run ${runId} had finished (${run.status}) when its process stopped\n`);
       return output.ended(run);
     }
-    io.stderr.write(`exarch: run ${runId} resumed\n`);
     return await output.follow(run, io.interrupt, store);
   } finally {
     await store.close();

@@ -112,10 +112,11 @@ export class BudgetScope {
     this.crossed = true;
     const crossing: BudgetCrossing = { scope: 'agent', agent: this.owner, tokens: this.tokens, cost: this.cost, limit: this.limit };
     const owner = this.ownerActor;
-    // After the transition that reported it: sending from inside one would re-enter the tree.
+    // After the transition that reported it: sending from inside one would re-enter the tree. By
+    // then the session may have ended (its last response committed): an ended one is told nothing.
     queueMicrotask(() => {
       this.meter.announce(crossing);
-      owner.send({ type: 'budget.spent' } satisfies BudgetSpentEvent);
+      if (owner.getSnapshot().status === 'active') owner.send({ type: 'budget.spent' } satisfies BudgetSpentEvent);
     });
   }
 }

@@ -36,6 +36,11 @@ export interface DurableRunOptions {
   readonly id?: string;
   /** Passed to the root actor (`inspect`, …). */
   readonly actor?: Omit<ActorOptions<SessionMachine>, 'input' | 'snapshot'>;
+  /**
+   * Called once the run is claimed and its root made, just before the root starts: a caller that
+   * announces the run (`exarch: run … resumed`) does so before anything the root reports.
+   */
+  readonly onStart?: () => void;
 }
 
 /** A durable run in progress. */
@@ -284,6 +289,7 @@ function launch(
     Math.max(1, Math.floor(leaseMs / 3)),
   );
   renew.unref();
+  options.onStart?.();
   root.start();
   const result = (async (): Promise<DurableRunResult> => {
     // A root that crashed rejects here: the run is failed.

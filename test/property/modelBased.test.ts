@@ -30,7 +30,7 @@ import {
  * driven against a real session (test/support/modelDriver.ts), which must pass through the same
  * abstract states by the same transitions, and every state's invariants are checked on the way.
  * Coverage of the machine's states and transitions is counted from the real runs and must be 100%:
- * the `resuming` transitions into `streaming`, `dispatchingBatch` and `nudged` are taken only by
+ * the `starting` transitions into `streaming`, `dispatchingBatch` and `nudged` are taken only by
  * sessions resumed from a journal, which the durable tests below make (a crash at a step of a
  * path, a resume, the rest of the path).
  */
@@ -89,7 +89,7 @@ async function drive(kind: ModelKind, path: Path, taken: WeakMap<SessionSnapshot
   return undefined;
 }
 
-/** A state counts as reached when a real session rested in it or left it (`resuming` is left in the macrostep that enters it). */
+/** A state counts as reached when a real session rested in it or left it (a resumed session leaves `starting` in the macrostep that enters it). */
 function countReal(driver: PathDriver, real: readonly number[]): void {
   for (const id of real) {
     reached.transitions.add(id);
@@ -154,7 +154,7 @@ describe('model-based: every transition of the session machine, driven against r
  * is the crash step, except after a transition that writes nothing (`nudged --tick--> streaming`):
  * the journal still says `nudged`, so the resumed session rests in `nudged` again and ticks on.
  * The model predicts how a session is taken up (`TraversableSession.resume`: the machine's own
- * `resuming` transitions from a restore built from the model snapshot, not from the journal).
+ * `starting` transitions from a restore built from the model snapshot, not from the journal).
  *
  * What legitimately differs after a resume, and how the driver handles it:
  * - the process, its provider and its tool gates are new: a resumed `streaming` session asks the

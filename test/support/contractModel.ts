@@ -12,6 +12,7 @@
  */
 
 type ContractValue =
+  | 'starting'
   | 'readyForUser'
   | 'streaming'
   | 'queued'
@@ -89,8 +90,19 @@ interface ContractResponse {
 const FINAL: ReadonlySet<ContractValue> = new Set(['replied', 'finishedWithoutReply', 'capped', 'failed', 'cancelled']);
 
 export function initialContractState(kind: 'root' | 'sub'): ContractState {
-  // A sub-agent's task is its first user message (§2): it is queued when the session starts.
-  return { kind, value: 'readyForUser', steps: 0, reminded: false, truncations: 0, kids: 0, inbox: 0, queuedUser: kind === 'sub' ? 1 : 0, batch: null };
+  // A sub-agent's task is its first user message (§2): it is queued when the session starts, which
+  // rests in `starting` until its first turn (a root without a task waits in readyForUser).
+  return {
+    kind,
+    value: kind === 'sub' ? 'starting' : 'readyForUser',
+    steps: 0,
+    reminded: false,
+    truncations: 0,
+    kids: 0,
+    inbox: 0,
+    queuedUser: kind === 'sub' ? 1 : 0,
+    batch: null,
+  };
 }
 
 export function isFinal(state: ContractState): boolean {
@@ -168,7 +180,7 @@ export function contractStep(s: ContractState, event: ContractEvent, limits: Con
         // §1: the reminder is appended, then the session streams again: one more request (§6).
         return go(s, 'streaming', { steps: s.steps + 1 });
       }
-      if (s.value === 'readyForUser' && (s.inbox > 0 || s.queuedUser > 0)) {
+      if (s.value === 'starting' || (s.value === 'readyForUser' && (s.inbox > 0 || s.queuedUser > 0))) {
         // §4: at the boundary the inbox (and queued user messages) become one turn; a new turn's count starts.
         return go(s, 'streaming', { steps: 1, truncations: 0, inbox: 0, queuedUser: 0 });
       }

@@ -325,7 +325,7 @@ export class PathDriver {
 
   private inspect(event: InspectionEvent): void {
     // The first actor of the system is the session itself (announced before its initial state is
-    // computed, so the `resuming` transitions it takes as it is made are seen too).
+    // computed, so the `starting` transitions it takes as it is made are seen too).
     if (event.type === '@xstate.actor' && !this.sut) this.sut = event.actorRef as AnyActorRef;
     if (event.actorRef !== this.sut) return;
     if (event.type === '@xstate.action') {

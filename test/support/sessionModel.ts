@@ -159,7 +159,7 @@ function copyFields(source: object): object {
 export interface TraversableSession {
   readonly logic: ActorLogic<SessionSnapshot, ModelEvent, undefined>;
   readonly initial: SessionSnapshot;
-  /** The transitions the machine took to produce a snapshot of the traversal (for the initial one: `resuming` to `readyForUser`). */
+  /** The transitions the machine took to produce a snapshot of the traversal (for the initial one: `starting` to `readyForUser`, none for a new session with a task). */
   readonly taken: WeakMap<SessionSnapshot, readonly AnyTransitionDefinition[]>;
   /**
    * The model of a crash and resume: the session the machine makes from `snapshot` taken up again
@@ -245,12 +245,13 @@ function restoredFromModel(snapshot: SessionSnapshot, journaled?: ResumeState): 
   const value = String(snapshot.value);
   if (
     snapshot.status !== 'active' ||
-    !['readyForUser', 'streaming', 'queued', 'dispatchingBatch', 'awaitingApproval', 'waitingForAgents', 'nudged'].includes(value)
+    !['starting', 'readyForUser', 'streaming', 'queued', 'dispatchingBatch', 'awaitingApproval', 'waitingForAgents', 'nudged'].includes(value)
   ) {
     throw new Error(`a ${value} (${snapshot.status}) session is not resumed`);
   }
-  // A queued session's request never left: its journal says what a streaming one's would.
-  const asJournaled = value === 'queued' ? 'streaming' : value;
+  // A queued session's request never left: its journal says what a streaming one's would. One
+  // still `starting` has journaled its session and no turn: it is taken up at rest, its task queued.
+  const asJournaled = value === 'queued' ? 'streaming' : value === 'starting' ? 'readyForUser' : value;
   if (journaled !== undefined && journaled !== asJournaled && !(journaled === 'nudged' && asJournaled === 'streaming')) {
     throw new Error(`a ${value} session is not journaled as ${journaled}`);
   }
@@ -437,6 +438,9 @@ export function eventsFor(kind: ModelKind): (snapshot: SessionSnapshot) => Model
     // Issue 17: a sub-agent is sent messages too (steering by path), one waiting at a time.
     const user: ModelEvent[] = c.pendingUser.length === 0 ? [{ type: 'user.message', text: 'a user message' }] : [];
     switch (snapshot.value) {
+      case 'starting':
+        // A new session with a task, before its first turn: the tick, or the outside world first.
+        return [{ type: 'tick' }, ...cancel, ...user];
       case 'readyForUser':
         if (c.pendingUser.length > 0 || c.inbox.length > 0) return [{ type: 'tick' }, ...cancel, ...user];
         return [...user, ...cancel, ...childEvents(snapshot)];

@@ -147,8 +147,9 @@ export class RunDecoder {
         path: agent.id.split('/'),
         state: '',
         steps: 0,
-        requests: 0,
-        // A resumed session's count starts where its journal left it (a test's partial snapshot may have none).
+        // A resumed session's counts start where its journal left them (a test's partial snapshot
+        // may have none): its steps are numbered over its whole life, across processes.
+        requests: session.context.requests ?? 0,
         served: session.context.requests ?? 0,
         servedUsage: session.context.usage ?? ZERO_USAGE,
         messages: 0,

@@ -15,7 +15,12 @@ export function guardText(guard: unknown): string | undefined {
   if (typeof guard === 'function') {
     const parts = (guard as { guards?: unknown[] }).guards;
     const op = (guard as { check?: unknown }).check === undefined ? undefined : 'and';
-    if (Array.isArray(parts)) return parts.map((g) => guardText(g) ?? '?').join(' && ');
+    if (Array.isArray(parts)) {
+      // XState's higher-order guards are functions named for what they do: `not`, `and`, `or`.
+      const texts = parts.map((g) => guardText(g) ?? '?');
+      if (guard.name === 'not') return `!${texts.join('')}`;
+      return texts.join(guard.name === 'or' ? ' || ' : ' && ');
+    }
     return op ?? (guard.name || 'guard');
   }
   return undefined;

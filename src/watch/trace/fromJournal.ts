@@ -13,8 +13,9 @@ import { JournalConverter, ROOT_ID } from './journalConverter.js';
  * The journal holds what the sessions recorded, not their state values: the state timeline is
  * derived from the records, by the transitions of machines/session.ts that write them.
  *
- * - `session`: the agent starts (`agent.start`), in `readyForUser` (a new session leaves the
- *   initial `resuming` in its first macrostep, so observers never see it).
+ * - `session`: the agent starts (`agent.start`), in `starting` when it was given a task (it rests
+ *   there until its first turn) and in `readyForUser` without one (it leaves `starting` in its
+ *   first macrostep, so observers never see it there).
  * - a user `message` of text only: a turn starts (`startTurn`), then `streaming` (request 1).
  * - `usage`: a response was committed (`response`). With tool calls: `dispatchingBatch`. Refused:
  *   `failed`. A record of the same macrostep that follows it names the target when one does:
@@ -54,8 +55,8 @@ import { JournalConverter, ROOT_ID } from './journalConverter.js';
  *   `model.error` from the outcome's reason (a crash's or model error's text is the
  *   `describeError` line the session recorded, not the raw `Error.message`).
  * - across a resume, one lane per agent: one `agent.start` and at most one end; the resumed state
- *   is written again (a new bar) where the new process took the session up. `resuming` itself is
- *   never written, as it is never observed live. A stream in flight at a crash was never committed,
+ *   is written again (a new bar) where the new process took the session up. A resumed session's `starting`
+ *   is never written, as it is never observed live. A stream in flight at a crash was never committed,
  *   so it has no `response`.
  * - a cancel that reaches a batch of protocol calls only between its opening and its drain (one
  *   microtask) reads as drained then cancelled in `streaming`; a cancel within a `nudged` state's

@@ -108,13 +108,7 @@ export class JournalConverter extends TraceTracks {
         this.write({ kind: 'event', agent: session, type: 'retry', detail: `attempt ${record.attempt} in ${record.delayMs} ms: ${record.reason}` });
         break;
       case 'resumed':
-        track.steps = track.committed;
-        // One session of a spread run taken up by a worker in the state it was shown in (it parked
-        // there): a run here would have shown nothing, so nothing is shown.
-        if (record.alone && !track.ended && track.state === record.state) break;
-        track.ended = false;
-        track.state = '';
-        this.enter(track, record.state);
+        this.onResumed(track, record);
         break;
       case 'stopped':
         this.enter(track, 'readyForUser');
@@ -137,6 +131,19 @@ export class JournalConverter extends TraceTracks {
     // A cancelled child's delivery is undone too: the resumed child delivers again.
   }
 
+  private onResumed(track: Track, record: Of<'resumed'>): void {
+    track.steps = track.committed;
+    // Taken up before its first turn (its journal holds its session record alone, so it says
+    // `readyForUser`): it rests in `starting` again, as the machine does (`beforeFirstTurn`).
+    const state = record.state === 'readyForUser' && track.state === 'starting' ? 'starting' : record.state;
+    // One session of a spread run taken up by a worker in the state it was shown in (it parked
+    // there): a run here would have shown nothing, so nothing is shown.
+    if (record.alone && !track.ended && track.state === state) return;
+    track.ended = false;
+    track.state = '';
+    this.enter(track, state);
+  }
+
   private onSession(track: Track, record: Of<'session'>): void {
     track.agent = record.agent;
     track.ended = false;
@@ -155,7 +162,9 @@ export class JournalConverter extends TraceTracks {
         taskChars: task.length,
       });
     }
-    this.enter(track, 'readyForUser');
+    // With a task it rests in `starting` until its first turn (the user `message` that follows);
+    // without one it waits for the user.
+    this.enter(track, record.task === undefined ? 'readyForUser' : 'starting');
   }
 
   private onMessage(track: Track, record: Of<'message'>, next: JournalRecord | undefined): void {

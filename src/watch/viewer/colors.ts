@@ -1,11 +1,12 @@
 import type { AgentOutcome } from '../../engine/types.js';
 
 /**
- * The viewer's colours, by meaning: waiting is grey (waiting for sub-agents a darker grey, for room in a budget a slate grey, for a person's approval orange), working blue, a tool batch amber, a nudge
+ * The viewer's colours, by meaning: starting is light blue, waiting is grey (waiting for sub-agents a darker grey, for room in a budget a slate grey, for a person's approval orange), working blue, a tool batch amber, a nudge
  * purple, done green, and the bad endings red. The page, its legend and the statechart all read
  * them from here.
  */
 export const STATE_COLORS: Readonly<Record<string, string>> = {
+  starting: '#93c5fd',
   readyForUser: '#cbd5e1',
   streaming: '#3b82f6',
   queued: '#64748b',
@@ -25,6 +26,7 @@ export const UNKNOWN_STATE_COLOR = '#9ca3af';
 
 /** What each state means, in a few words, for the legend and tooltips. */
 export const STATE_MEANINGS: Readonly<Record<string, string>> = {
+  starting: 'starting: its task is its first turn, at the next tick',
   readyForUser: 'waiting: turn over, for the user or its inbox',
   streaming: 'working: a model request in flight',
   queued: 'waiting for room in its budget to make its request',

@@ -28,14 +28,15 @@ body {
 button { font: inherit; }
 
 /* header */
+/* What does not fit on one line goes to the next (the run's stats first), rather than being cut. */
 #top {
-  display: flex; align-items: center; gap: 16px; min-width: 0;
+  display: flex; flex-wrap: wrap; align-items: center; gap: 6px 16px; min-width: 0;
   padding: 10px 16px; background: #0f172a; color: #e2e8f0;
 }
 #top .brand { font-weight: 700; letter-spacing: .02em; color: #fff; white-space: nowrap; }
 #top .brand span { font-weight: 400; color: #94a3b8; }
 #top h1 { font-size: 15px; font-weight: 600; margin: 0; color: #fff; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; min-width: 0; }
-#stats { color: #94a3b8; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; flex: 1; min-width: 0; }
+#stats { color: #94a3b8; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; flex: 1 1 auto; min-width: 0; }
 #stats b { color: #e2e8f0; font-weight: 600; }
 .zoom { display: flex; gap: 4px; align-items: center; white-space: nowrap; }
 .zoom button {
@@ -45,7 +46,7 @@ button { font: inherit; }
 .zoom button:hover { background: #334155; }
 #range { color: #94a3b8; font-variant-numeric: tabular-nums; margin-right: 6px; }
 #search {
-  width: 220px; min-width: 120px; height: 26px; padding: 0 8px; border-radius: 6px; font: inherit;
+  margin-left: auto; width: 220px; min-width: 120px; height: 26px; padding: 0 8px; border-radius: 6px; font: inherit;
   border: 1px solid #334155; background: #1e293b; color: #e2e8f0;
 }
 #search::placeholder { color: #94a3b8; }

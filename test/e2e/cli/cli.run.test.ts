@@ -44,6 +44,23 @@ describe('exarch run', () => {
     });
   });
 
+  it('the progress lines show each new agent starting at step 0, then streaming step 1: never readyForUser (turn over) before its first turn', async () => {
+    const server = await serve({
+      root: [stream({ toolCalls: [call('agent', { name: 'explorer', task: 'Map it.' })] }), stream({ text: 'Waiting.' }), echoInbox],
+      explorer: [stream({ toolCalls: [call('reply', { result: 'mapped' })] })],
+    });
+    const run = await exarch(['run', 'Map it'], { server });
+    expect(run.code).toBe(0);
+    for (const id of ['root', 'root/explorer']) {
+      // `+0.1s root/explorer   starting   step 0  0 tok  0.0s`: an agent's own lines, state and step.
+      const lines = run.stderr.split('\n').flatMap((line) => {
+        const match = new RegExp(`^\\+[\\d.]+s ${id.replace('/', '\\/')}\\s+(\\S+)\\s+step (\\d+)`).exec(line);
+        return match ? [`${match[1]} step ${match[2]}`] : [];
+      });
+      expect(lines.slice(0, 2)).toEqual(['starting step 0', 'streaming step 1']);
+    }
+  });
+
   it('tags: failed, empty and replied children are delivered with the contract’s tags; parallel children all arrive', async () => {
     const server = await serve({
       root: [

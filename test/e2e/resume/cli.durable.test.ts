@@ -264,6 +264,42 @@ describe('durable runs from the command line', () => {
     expect(server.pairingViolations).toEqual([]);
   });
 
+  it('resume says `run … resumed` first, and each agent’s steps go on from where the run stopped', async () => {
+    const cwd = workdir();
+    writeFileSync(join(cwd, 'a.txt'), 'a');
+    // The worker's first request streams slowly until the kill: the run is killed while it is in
+    // flight, with the root at rest after its two requests.
+    let killed = false;
+    const slow = historyHandler(delegatingScripts(2_000));
+    const fast = historyHandler(delegatingScripts(0));
+    const server = await startAnthropicServer((request) => (killed ? fast(request) : slow(request)));
+    onCleanup(() => server.close());
+    const first = startExarch(['run', 'Survey'], server, cwd);
+    await until(
+      () => /^\+[\d.]+s root\s+readyForUser\s+step 2\b/m.test(first.stderr()) && server.requests.some((r) => r.agent === 'worker'),
+      'the root at rest after two requests, the worker streaming',
+    );
+    first.child.kill('SIGKILL');
+    killed = true;
+    const id = runIdOf(await first.closed);
+
+    const resumed = await exarch(['resume', id], { server, cwd });
+    expect(resumed.code).toBe(0);
+    expect(resumed.stdout).toBe("Heard:\n[agent 'worker' replied]\ntwo files\n");
+    const lines = resumed.stderr.split('\n');
+    expect(lines[0]).toBe(`exarch: run ${id} resumed`);
+    // `+0.0s root   readyForUser   step 2  …`: each agent's states and step numbers, in order.
+    const steps = (agent: string): string[] =>
+      lines.flatMap((line) => {
+        const match = new RegExp(`^\\+[\\d.]+s ${agent}\\s+(\\S+)\\s+step (\\d+)`).exec(line);
+        return match ? [`${match[1]} ${match[2]}`] : [];
+      });
+    // The root had made two requests: its next is its third.
+    expect(steps('root')).toEqual(['readyForUser 2', 'streaming 3', 'readyForUser 3']);
+    // The worker's request in flight was never answered: it is asked again, as its first.
+    expect(steps('root/worker')[0]).toBe('streaming 1');
+  });
+
   it('after SIGKILL the run is listed as interrupted; a second resume is refused while the first lives; resume finishes it', async () => {
     const cwd = workdir();
     writeFileSync(join(cwd, 'a.txt'), 'a');

@@ -152,7 +152,7 @@ function toolResultsOf(records: readonly TraceRecord[]) {
 /** A valid trace: trace.start first (version, statechart), trace.end last, times from 0 and never going back. */
 function expectWellFormed(records: readonly TraceRecord[], rows: readonly JournalRow[]): void {
   const first = records[0];
-  expect(first).toMatchObject({ kind: 'trace.start', version: TRACE_VERSION, t: 0, title: 'journal', statechart: { initial: 'resuming' } });
+  expect(first).toMatchObject({ kind: 'trace.start', version: TRACE_VERSION, t: 0, title: 'journal', statechart: { initial: 'starting' } });
   expect(first?.kind === 'trace.start' && first.startedAt).toBe(new Date(rows[0]?.ts ?? 0).toISOString());
   expect(records.at(-1)?.kind).toBe('trace.end');
   expect(of(records, 'trace.start')).toHaveLength(1);
@@ -299,9 +299,9 @@ describe('traceFromJournal', () => {
     // The same state timeline: distinct states, and here every state record (steps, usage) too.
     expect(statesOf(derived)).toEqual(statesOf(live));
     expect(stateRecordsOf(derived)).toEqual(stateRecordsOf(live));
-    expect(statesOf(derived).get('root/beta')).toEqual(['readyForUser', 'streaming', 'nudged', 'streaming', 'finishedWithoutReply']);
+    expect(statesOf(derived).get('root/beta')).toEqual(['starting', 'streaming', 'nudged', 'streaming', 'finishedWithoutReply']);
     expect(statesOf(derived).get('root/alpha')).toEqual([
-      'readyForUser',
+      'starting',
       'streaming',
       'dispatchingBatch',
       'streaming',
@@ -408,23 +408,23 @@ describe('traceFromJournal', () => {
     expect(stateRecordsOf(derived)).toEqual(stateRecordsOf(live));
 
     const states = statesOf(derived);
-    expect(states.get('root/hush')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'replied']);
+    expect(states.get('root/hush')).toEqual(['starting', 'streaming', 'dispatchingBatch', 'replied']);
     expect(endsOf(derived).get('root/hush')).toMatchObject({ status: 'done', outcome: 'empty' });
     expect(
       stateRecordsOf(derived)
         .get('root/pauser')
         ?.map((s) => `${s.state}:${s.steps}`),
-    ).toEqual(['readyForUser:0', 'streaming:1', 'streaming:2', 'dispatchingBatch:2', 'replied:2']);
+    ).toEqual(['starting:0', 'streaming:1', 'streaming:2', 'dispatchingBatch:2', 'replied:2']);
     expect(
       of(derived, 'message')
         .filter((r) => r.agent === 'root/pauser' && r.index === 1)
         .map((r) => r.message.content.length),
     ).toEqual([1, 3]);
-    expect(states.get('root/cut')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'nudged', 'streaming', 'dispatchingBatch', 'replied']);
+    expect(states.get('root/cut')).toEqual(['starting', 'streaming', 'dispatchingBatch', 'nudged', 'streaming', 'dispatchingBatch', 'replied']);
     expect(of(derived, 'response').find((r) => r.agent === 'root/cut')?.toolCalls).toEqual([{ id: expect.any(String), name: 'echo', complete: false }]);
-    expect(states.get('root/bad')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'streaming', 'dispatchingBatch', 'replied']);
+    expect(states.get('root/bad')).toEqual(['starting', 'streaming', 'dispatchingBatch', 'streaming', 'dispatchingBatch', 'replied']);
     expect(toolResultsOf(derived).get('root/bad')).toBeUndefined();
-    expect(states.get('root/slow')).toEqual(['readyForUser', 'streaming', 'cancelled']);
+    expect(states.get('root/slow')).toEqual(['starting', 'streaming', 'cancelled']);
     expect(endsOf(derived).get('root/slow')).toEqual({ status: 'done', outcome: 'cancelled', reason: 'parent hit the step cap' });
     expect(states.get('root')?.slice(-2)).toEqual(['dispatchingBatch', 'capped']);
     expect(endsOf(derived).get('root')).toEqual({ status: 'done', outcome: 'capped', reason: 'step cap of 3 reached' });
@@ -519,7 +519,7 @@ describe('traceFromJournal', () => {
       stateRecordsOf(derived)
         .get('root/worker')
         ?.map((s) => `${s.state}:${s.steps}`),
-    ).toEqual(['readyForUser:0', 'streaming:1', 'streaming:1', 'dispatchingBatch:1', 'replied:1']);
+    ).toEqual(['starting:0', 'streaming:1', 'streaming:1', 'dispatchingBatch:1', 'replied:1']);
 
     const model = buildViewerModel(derived);
     expect(model.agents.map((a) => [a.id, a.status, a.outcome ?? null])).toEqual([
@@ -574,7 +574,7 @@ describe('traceFromJournal', () => {
     expect(responsesOf(derived)).toEqual(responsesOf(live));
     expect(toolResultsOf(derived)).toEqual(toolResultsOf(live));
     expect(stateRecordsOf(derived)).toEqual(stateRecordsOf(live));
-    expect(statesOf(derived).get('root/worker')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'cancelled']);
+    expect(statesOf(derived).get('root/worker')).toEqual(['starting', 'streaming', 'dispatchingBatch', 'cancelled']);
     // The cancel answered the call still running in the history.
     const last = historiesOf(derived).get('root/worker')?.at(-1);
     expect(last?.content.map((b) => (b.type === 'tool_result' ? b.content : b.type))).toEqual(['first', 'cancelled']);
@@ -615,7 +615,7 @@ describe('traceFromJournal', () => {
     expectWellFormed(derived, rows);
     expectStreamsAsBatch(rows);
     expect(stateRecordsOf(derived)).toEqual(stateRecordsOf(live));
-    expect(statesOf(derived).get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'waitingForAgents', 'streaming', 'readyForUser']);
+    expect(statesOf(derived).get('root')).toEqual(['starting', 'streaming', 'dispatchingBatch', 'waitingForAgents', 'streaming', 'readyForUser']);
 
     const { recorder, read } = liveRecorder();
     const store = new MemoryRunStore();
@@ -630,7 +630,7 @@ describe('traceFromJournal', () => {
     const cancelled = traceFromJournal(await store.journal(run.id), 'journal');
     expectStreamsAsBatch(await store.journal(run.id));
     expect(stateRecordsOf(cancelled)).toEqual(stateRecordsOf(read()));
-    expect(statesOf(cancelled).get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'waitingForAgents', 'cancelled']);
+    expect(statesOf(cancelled).get('root')).toEqual(['starting', 'streaming', 'dispatchingBatch', 'waitingForAgents', 'cancelled']);
   });
 
   it('is a valid, empty trace for an empty journal', () => {

@@ -514,3 +514,69 @@ describe.skipIf(CHROMIUM === undefined)('the viewer in a 1,000-pixel window', ()
     expect(errors).toEqual([]);
   });
 });
+
+describe.skipIf(CHROMIUM === undefined)('the viewer of a stored run in a 1,400-pixel window', () => {
+  /** Boxes that cut their text (an ellipsis, or content wider than the box), and boxes that leave the window. */
+  interface Cut {
+    readonly what: string;
+    readonly scroll: number;
+    readonly client: number;
+    readonly right: number;
+  }
+
+  it('shows its whole header and every tree row, root first, with nothing cut; its statechart enters at starting', async () => {
+    // A run as `exarch view RUN_ID` titles it, with a model (so costs show) and a long run's counts.
+    const demo = join(dir, 'stored.demo.trace.jsonl');
+    await recordDemo(demo);
+    const records = parseTrace(readFileSync(demo, 'utf8')).map((record) => {
+      if (record.kind === 'trace.start') return { ...record, title: 'exarch run 01KBX3Y7Z8A9B0C1D2E3F4G5H6', model: 'claude-sonnet-4-5' };
+      if ('usage' in record && record.usage) {
+        const u = record.usage;
+        const usage = {
+          inputTokens: u.inputTokens * 137,
+          outputTokens: u.outputTokens * 137,
+          cacheCreationInputTokens: u.cacheCreationInputTokens * 137,
+          cacheReadInputTokens: u.cacheReadInputTokens * 137,
+        };
+        return { ...record, usage } as TraceRecord;
+      }
+      return record;
+    });
+    const file = join(dir, 'stored.trace.jsonl');
+    writeFileSync(file, traceText(records));
+    const { page, errors } = await open(file, 'stored-1400', { width: 1400, height: 900 });
+    const cut = await page.evaluate(() => {
+      interface Box {
+        readonly scrollWidth: number;
+        readonly clientWidth: number;
+        readonly className: string;
+        readonly id: string;
+        readonly tagName: string;
+        getBoundingClientRect(): { readonly right: number };
+      }
+      const all = (selector: string): Box[] => Array.from((document as unknown as { querySelectorAll(s: string): ArrayLike<Box> }).querySelectorAll(selector));
+      const found: Cut[] = [];
+      const check = (box: Box, within: number): void => {
+        const right = box.getBoundingClientRect().right;
+        if (box.scrollWidth > box.clientWidth || right > within + 0.5) {
+          found.push({ what: `${box.tagName.toLowerCase()}#${box.id}.${box.className}`, scroll: box.scrollWidth, client: box.clientWidth, right });
+        }
+      };
+      for (const box of all('#top > *, #top .zoom > *')) check(box, 1400);
+      const tree = all('#tree')[0];
+      const treeRight = tree ? tree.getBoundingClientRect().right : 0;
+      for (const box of all('#tree .row, #tree .row > *')) check(box, treeRight);
+      return found;
+    });
+    expect(cut).toEqual([]);
+    // The root's row is there, with its state, its requests, tokens and cost.
+    expect(await page.locator('#tree .row[data-agent="root"]').innerText()).toMatch(/^root\s+readyForUser · stopped\s+\d+ req · [\d.]+k tok · \$[\d.]+$/);
+    // A fresh run's chart enters at `starting`, as every session does (no run here was resumed).
+    const initial = page.locator('svg.statechart path.initial');
+    expect(await initial.count()).toBe(1);
+    expect(await page.locator('svg.statechart g.sc-state', { has: page.locator('path.initial') }).getAttribute('data-statechart-state')).toBe('starting');
+    mkdirSync(RESULTS, { recursive: true });
+    await page.screenshot({ path: join(RESULTS, 'viewer-1400.png') });
+    expect(errors).toEqual([]);
+  });
+});

@@ -115,7 +115,7 @@ describe.skipIf(!postgres.available)('durable runs in PostgreSQL from the comman
     const id = runIdOf(run);
     // The progress lines a run here prints, read from the journal as the worker wrote it.
     expect(progressOf(run.stderr).get('root/worker')).toEqual([
-      'readyForUser step 0',
+      'starting step 0',
       'streaming step 1',
       'dispatchingBatch step 1',
       'streaming step 2',

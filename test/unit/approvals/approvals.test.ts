@@ -81,7 +81,7 @@ describe('approvals', () => {
     expect(settled.value).toBe('readyForUser');
     expect(written).toEqual(['hello']);
     expect(traced.trail.get('root/lead/scribe')).toEqual([
-      'readyForUser',
+      'starting',
       'streaming',
       'awaitingApproval',
       'dispatchingBatch',

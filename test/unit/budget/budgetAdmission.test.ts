@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import {
   createRunObserver,
   createSessionActor,
@@ -85,10 +85,14 @@ async function run(provider: Provider, maxTokens: number) {
   const observer = createRunObserver();
   const events: RunEvent[] = [];
   observer.subscribe((event) => events.push(event));
+  const warn = vi.spyOn(console, 'warn');
   const actor = createSessionActor({ provider, task: 'check every package', budget: { maxTokens } }, { inspect: observer.inspect });
   actor.start();
   const settled = await waitForSettled(actor);
   actor.stop();
+  // The budget's word reaches only sessions still running: none is sent to one that had ended.
+  expect(warn.mock.calls.filter((args) => String(args[0]).includes('stopped actor'))).toEqual([]);
+  warn.mockRestore();
   return { settled, events };
 }
 

@@ -15,7 +15,7 @@ const verify: NudgeLatch = {
 describe('nudge registry', () => {
   it('a host latch nudges the root once per turn before it ends', async () => {
     const { snapshot, trail, logs } = await runTraced({ root: [{ text: 'answer' }, { text: 'answer, VERIFIED' }] }, { task: 't', nudges: [verify] });
-    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'nudged', 'streaming', 'readyForUser']);
+    expect(trail.get('root')).toEqual(['starting', 'streaming', 'nudged', 'streaming', 'readyForUser']);
     expect(userTexts(snapshot.context.messages)).toEqual(['t', verify.message]);
     expect(logs.records('root').filter((r) => r.type === 'nudge')).toEqual([expect.objectContaining({ latch: 'verify' })]);
   });

@@ -98,7 +98,7 @@ describe('the examples in the README and docs/', () => {
     // Written from the protocol: each session starts, streams, runs its batch, waits or replies.
     expect(lines.filter((line) => line.startsWith('root › researcher › reader'))).toEqual([
       'root › researcher › reader: started (Read auth.log)',
-      'root › researcher › reader: readyForUser',
+      'root › researcher › reader: starting',
       'root › researcher › reader: streaming',
       'root › researcher › reader: calls reply',
       'root › researcher › reader: dispatchingBatch',

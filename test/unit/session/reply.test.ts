@@ -54,7 +54,7 @@ describe('the reply contract', () => {
     expect(turn).toContain('\n- finding 1:');
     expect(turn).not.toContain('\\n');
     expect(JSON.stringify(snapshot.context.messages)).not.toContain(signOff);
-    expect(trail.get('root/c')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'streaming', 'dispatchingBatch', 'replied']);
+    expect(trail.get('root/c')).toEqual(['starting', 'streaming', 'dispatchingBatch', 'streaming', 'dispatchingBatch', 'replied']);
     expect(provider.requestsOf('root/c')).toHaveLength(2);
     expect(provider.pairingViolations).toEqual([]);
   });
@@ -178,7 +178,7 @@ describe('the reply contract', () => {
     expect(toolResults(snapshot.context.messages)).toEqual([
       { type: 'tool_result', tool_use_id: expect.any(String), content: "tool 'reply' is not available to this agent", is_error: true },
     ]);
-    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'streaming', 'readyForUser']);
+    expect(trail.get('root')).toEqual(['starting', 'streaming', 'dispatchingBatch', 'streaming', 'readyForUser']);
   });
 
   it('a sub-agent that never replies is reminded exactly once, then finishes with no output and its prose is not scraped', async () => {

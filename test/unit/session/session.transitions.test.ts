@@ -14,9 +14,9 @@ const said = (text: string) => ({ role: 'assistant', content: [{ type: 'text', t
 const echo = defineTool({ name: 'echo', description: 'Echo', input: z.object({ text: z.string() }), run: ({ text }) => text });
 
 describe('readyForUser', () => {
-  it('a session given a task rests in readyForUser for one tick, then streams', async () => {
+  it('a session given a task rests in starting for one tick, then streams: never readyForUser (turn over) before its first turn', async () => {
     const { trail } = await runTraced({ root: [{ text: 'hello' }] }, { task: 'hi' });
-    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'readyForUser']);
+    expect(trail.get('root')).toEqual(['starting', 'streaming', 'readyForUser']);
   });
 
   it('waits without a task, and a user message starts a turn', async () => {
@@ -51,7 +51,7 @@ describe('readyForUser', () => {
       { task: 'go' },
     );
     expect(trail.get('root/lead')).toEqual([
-      'readyForUser',
+      'starting',
       'streaming',
       'dispatchingBatch',
       'streaming',
@@ -66,18 +66,18 @@ describe('readyForUser', () => {
 describe('streaming', () => {
   it('goes to dispatchingBatch when the message has tool calls', async () => {
     const { trail } = await runTraced({ root: [{ calls: [{ name: 'echo', input: { text: 'x' } }] }, { text: 'ok' }] }, { task: 't', tools: [echo] });
-    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'streaming', 'readyForUser']);
+    expect(trail.get('root')).toEqual(['starting', 'streaming', 'dispatchingBatch', 'streaming', 'readyForUser']);
   });
 
   it('goes to readyForUser when the root ends its turn', async () => {
     const { trail, snapshot } = await runTraced({ root: [{ text: 'all done' }] }, { task: 't' });
-    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'readyForUser']);
+    expect(trail.get('root')).toEqual(['starting', 'streaming', 'readyForUser']);
     expect(snapshot.status).toBe('active');
   });
 
   it('fails when the model refuses', async () => {
     const { trail, snapshot } = await runTraced({ root: [{ text: 'I cannot help with that.', stopReason: 'refusal' }] }, { task: 't' });
-    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'failed']);
+    expect(trail.get('root')).toEqual(['starting', 'streaming', 'failed']);
     expect(snapshot.output?.reason).toMatch(/refus/);
     expect(snapshot.context.messages.at(-1)).toEqual(said('I cannot help with that.'));
   });
@@ -93,14 +93,14 @@ describe('streaming', () => {
       { root: [{ fault: { retryable: false, status: 401, message: 'authentication failed: invalid x-api-key' } }] },
       { task: 't' },
     );
-    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'failed']);
+    expect(trail.get('root')).toEqual(['starting', 'streaming', 'failed']);
     expect(snapshot.output?.reason).toBe('authentication failed: invalid x-api-key');
     expect(snapshot.context.messages).toHaveLength(1);
   });
 
   it('is nudged after output truncated without tool calls, and continues', async () => {
     const { trail, snapshot } = await runTraced({ root: [{ text: 'long text cut', stopReason: 'max_tokens' }, { text: 'rest' }] }, { task: 't' });
-    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'nudged', 'streaming', 'readyForUser']);
+    expect(trail.get('root')).toEqual(['starting', 'streaming', 'nudged', 'streaming', 'readyForUser']);
     expect(snapshot.context.messages[1]).toEqual(said('long text cut'));
     expect(userTexts(snapshot.context.messages)[1]).toMatch(/cut off/);
   });
@@ -108,7 +108,7 @@ describe('streaming', () => {
   it('fails after the truncation budget is spent', async () => {
     const cut = { text: 'cut', stopReason: 'max_tokens' as const };
     const { trail, snapshot } = await runTraced({ root: [cut, cut, cut] }, { task: 't', truncationBudget: 2 });
-    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'nudged', 'streaming', 'nudged', 'streaming', 'failed']);
+    expect(trail.get('root')).toEqual(['starting', 'streaming', 'nudged', 'streaming', 'nudged', 'streaming', 'failed']);
     expect(snapshot.output?.reason).toBe('output truncated repeatedly');
     // The last cut response is committed before the session fails: its history ends with it.
     expect(snapshot.context.messages.at(-1)).toEqual(said('cut'));
@@ -116,13 +116,13 @@ describe('streaming', () => {
 
   it('is capped instead of nudged for truncation when the step cap is reached', async () => {
     const { trail, snapshot } = await runTraced({ root: [{ text: 'cut', stopReason: 'max_tokens' }] }, { task: 't', maxSteps: 1 });
-    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'capped']);
+    expect(trail.get('root')).toEqual(['starting', 'streaming', 'capped']);
     expect(snapshot.context.messages.at(-1)).toEqual(said('cut'));
   });
 
   it('continues the same message after pause_turn', async () => {
     const { trail, snapshot } = await runTraced({ root: [{ text: 'part one, ', stopReason: 'pause_turn' }, { text: 'part two' }] }, { task: 't' });
-    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'readyForUser']);
+    expect(trail.get('root')).toEqual(['starting', 'streaming', 'readyForUser']);
     expect(snapshot.context.steps).toBe(2);
     expect(snapshot.context.messages).toHaveLength(2);
     expect(snapshot.context.messages[1]?.content).toEqual([
@@ -133,7 +133,7 @@ describe('streaming', () => {
 
   it('is capped at pause_turn when the step cap is reached', async () => {
     const { trail, snapshot } = await runTraced({ root: [{ text: 'paused', stopReason: 'pause_turn' }] }, { task: 't', maxSteps: 1 });
-    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'capped']);
+    expect(trail.get('root')).toEqual(['starting', 'streaming', 'capped']);
     expect(snapshot.context.messages.at(-1)).toEqual(said('paused'));
   });
 
@@ -145,7 +145,7 @@ describe('streaming', () => {
       },
       { task: 'go' },
     );
-    expect(trail.get('root/c')).toEqual(['readyForUser', 'streaming', 'nudged', 'streaming', 'dispatchingBatch', 'replied']);
+    expect(trail.get('root/c')).toEqual(['starting', 'streaming', 'nudged', 'streaming', 'dispatchingBatch', 'replied']);
     // The quiet response stays in the history, the reminder after it.
     expect(last.get('root/c')?.context.messages[1]).toEqual(said('my report'));
   });
@@ -159,7 +159,7 @@ describe('streaming', () => {
       },
       { task: 'go', maxSteps: 3, tools: [echo] },
     );
-    expect(trail.get('root/c')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'streaming', 'dispatchingBatch', 'streaming', 'capped']);
+    expect(trail.get('root/c')).toEqual(['starting', 'streaming', 'dispatchingBatch', 'streaming', 'dispatchingBatch', 'streaming', 'capped']);
     expect(last.get('root/c')?.context.messages.at(-1)).toEqual(said('my report, no reply'));
   });
 
@@ -171,7 +171,7 @@ describe('streaming', () => {
       },
       { task: 'go' },
     );
-    expect(trail.get('root/c')).toEqual(['readyForUser', 'streaming', 'nudged', 'streaming', 'finishedWithoutReply']);
+    expect(trail.get('root/c')).toEqual(['starting', 'streaming', 'nudged', 'streaming', 'finishedWithoutReply']);
     expect(last.get('root/c')?.context.messages.at(-1)).toEqual(said('still no reply'));
   });
 });
@@ -185,18 +185,18 @@ describe('dispatchingBatch', () => {
       },
       { task: 'go' },
     );
-    expect(trail.get('root/c')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'replied']);
+    expect(trail.get('root/c')).toEqual(['starting', 'streaming', 'dispatchingBatch', 'replied']);
   });
 
   it('streams again once every result is committed', async () => {
     const { trail, provider } = await runTraced({ root: [{ calls: [{ name: 'echo', input: { text: 'a' } }] }, { text: 'ok' }] }, { task: 't', tools: [echo] });
-    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'streaming', 'readyForUser']);
+    expect(trail.get('root')).toEqual(['starting', 'streaming', 'dispatchingBatch', 'streaming', 'readyForUser']);
     expect(provider.requests[1]?.lastMessage?.content).toEqual([{ type: 'tool_result', tool_use_id: expect.any(String), content: 'a' }]);
   });
 
   it('is capped when the step cap is reached after a batch', async () => {
     const { trail, snapshot } = await runTraced({ root: [{ calls: [{ name: 'echo', input: { text: 'a' } }] }] }, { task: 't', tools: [echo], maxSteps: 1 });
-    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'capped']);
+    expect(trail.get('root')).toEqual(['starting', 'streaming', 'dispatchingBatch', 'capped']);
     expect(snapshot.output?.outcome).toBe('capped');
   });
 
@@ -215,7 +215,7 @@ describe('dispatchingBatch', () => {
       },
       { task: 't', tools: [echo] },
     );
-    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'nudged', 'streaming', 'readyForUser']);
+    expect(trail.get('root')).toEqual(['starting', 'streaming', 'dispatchingBatch', 'nudged', 'streaming', 'readyForUser']);
   });
 
   it('fails after a truncated batch when the truncation budget is spent', async () => {
@@ -223,13 +223,13 @@ describe('dispatchingBatch', () => {
       { root: [{ calls: [{ name: 'echo', input: { text: 'b' }, cutOff: true }] }] },
       { task: 't', tools: [echo], truncationBudget: 0 },
     );
-    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'failed']);
+    expect(trail.get('root')).toEqual(['starting', 'streaming', 'dispatchingBatch', 'failed']);
     expect(snapshot.output?.reason).toBe('output truncated repeatedly');
   });
 
   it('is capped after a truncated batch when the step cap is reached', async () => {
     const { trail } = await runTraced({ root: [{ calls: [{ name: 'echo', input: { text: 'b' }, cutOff: true }] }] }, { task: 't', tools: [echo], maxSteps: 1 });
-    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'capped']);
+    expect(trail.get('root')).toEqual(['starting', 'streaming', 'dispatchingBatch', 'capped']);
   });
 });
 
@@ -240,7 +240,7 @@ describe('cancel', () => {
     actor.send({ type: 'cancel', reason: 'user pressed stop' });
     expect(actor.getSnapshot().value).toBe('cancelled');
     expect(actor.getSnapshot().output).toMatchObject({ outcome: 'cancelled', reason: 'user pressed stop' });
-    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'cancelled']);
+    expect(trail.get('root')).toEqual(['starting', 'streaming', 'cancelled']);
   });
 
   it('cancels a session waiting in readyForUser', async () => {

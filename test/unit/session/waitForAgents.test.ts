@@ -42,7 +42,7 @@ describe('wait_for_agents', () => {
       // CONTRACT §4, in the order they arrived.
       "[agent 'a' replied]\nfrom a\n\n[agent 'b' replied]\n{\n  \"found\": 2\n}\n\n[agent 'c' replied]\nfrom c",
     ]);
-    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'waitingForAgents', 'streaming', 'readyForUser']);
+    expect(trail.get('root')).toEqual(['starting', 'streaming', 'dispatchingBatch', 'waitingForAgents', 'streaming', 'readyForUser']);
   });
 
   it("until 'any' wakes at the first result and says how many still run; the rest arrive as usual", async () => {
@@ -186,7 +186,7 @@ describe('a cut-off response whose wait held its batch open', () => {
 
   it('is reminded of the cut and goes on', async () => {
     const { snapshot, trail } = await heldRun(root([{ text: 'went on' }]), { task: 'go' });
-    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'waitingForAgents', 'nudged', 'streaming', 'readyForUser']);
+    expect(trail.get('root')).toEqual(['starting', 'streaming', 'dispatchingBatch', 'waitingForAgents', 'nudged', 'streaming', 'readyForUser']);
     const [results, reminder] = [lastUserBlocks(snapshot.context.messages[2]), snapshot.context.messages[2]];
     expect(results.slice(0, 4)).toEqual(committed);
     expect(reminder?.content.at(-1)).toMatchObject({ type: 'text', text: expect.stringMatching(/cut off/) });
@@ -194,14 +194,14 @@ describe('a cut-off response whose wait held its batch open', () => {
 
   it('fails once the truncation budget is spent', async () => {
     const { snapshot, trail } = await heldRun(root(), { task: 'go', truncationBudget: 0 });
-    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'waitingForAgents', 'failed']);
+    expect(trail.get('root')).toEqual(['starting', 'streaming', 'dispatchingBatch', 'waitingForAgents', 'failed']);
     expect(snapshot.output?.reason).toBe('output truncated repeatedly');
     expect(lastUserBlocks(snapshot.context.messages.at(-1))).toEqual(committed);
   });
 
   it('is capped when the step cap is reached', async () => {
     const { snapshot, trail } = await heldRun(root(), { task: 'go', maxSteps: 1 });
-    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'waitingForAgents', 'capped']);
+    expect(trail.get('root')).toEqual(['starting', 'streaming', 'dispatchingBatch', 'waitingForAgents', 'capped']);
     expect(lastUserBlocks(snapshot.context.messages.at(-1))).toEqual(committed);
   });
 });

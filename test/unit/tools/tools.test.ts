@@ -86,7 +86,7 @@ describe('dispatch', () => {
     const result = toolResults(snapshot.context.messages)[0];
     expect(result?.is_error).toBe(true);
     expect(result?.content).toMatch(/^invalid input for tool 'write': path: .*expected string.*; mode: /);
-    expect(trail.get('root')).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'streaming', 'readyForUser']);
+    expect(trail.get('root')).toEqual(['starting', 'streaming', 'dispatchingBatch', 'streaming', 'readyForUser']);
   });
 
   it("a tool added to the host's array after a session is offered to the next session", async () => {

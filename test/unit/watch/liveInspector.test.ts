@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
 import { createSessionActor, waitForSettled, type SessionInput } from '../../../src/index.js';
 import { redact, startLiveInspector, type LiveInspector } from '../../../src/watch/inspect/liveInspector.js';
-import { MemoryLogSink, ScriptedProvider, type ScriptedProviderOptions } from '../../../src/testing/index.js';
+import { MemoryLogSink, ScriptedProvider, type ScriptedProviderOptions, type ScriptedStep } from '../../../src/testing/index.js';
 
 const SECRET = 'sk-ant-do-not-send-0123456789';
 
@@ -13,14 +13,14 @@ class KeyedProvider extends ScriptedProvider {
   readonly client = { apiKey: SECRET, baseURL: 'http://127.0.0.1:1' };
 }
 
-const script: ScriptedProviderOptions['agents'] = {
-  root: [
-    { text: 'Asking a reader.', calls: [{ name: 'agent', input: { name: 'reader', task: 'Read a.md' } }] },
-    { text: 'Waiting.' },
-    { text: 'a.md says hello.' },
-  ],
-  reader: [{ calls: [{ name: 'reply', input: { result: 'hello' } }] }],
-};
+/** One turn of the root: it asks a reader, waits, and answers. */
+const rootTurn: readonly ScriptedStep[] = [
+  { text: 'Asking a reader.', calls: [{ name: 'agent', input: { name: 'reader', task: 'Read a.md' } }] },
+  { text: 'Waiting.' },
+  { text: 'a.md says hello.' },
+];
+const readerTurn: readonly ScriptedStep[] = [{ calls: [{ name: 'reply', input: { result: 'hello' } }] }];
+const script: ScriptedProviderOptions['agents'] = { root: rootTurn, reader: readerTurn };
 
 type Wire = StatelyInspectionEvent & { snapshot?: { status?: string; value?: unknown; context?: Record<string, unknown> }; event?: { type: string } };
 
@@ -119,7 +119,7 @@ describe('startLiveInspector', () => {
     expect(rootActor?.sessionId).toBe(root.sessionId);
     const definition = JSON.parse((rootActor as { definition: string }).definition) as { id: string; initial: string; states: Record<string, unknown> };
     expect(definition.id).toBe('session');
-    expect(definition.initial).toBe('resuming');
+    expect(definition.initial).toBe('starting');
     expect(Object.keys(definition.states)).toEqual(expect.arrayContaining(['streaming', 'dispatchingBatch', 'replied']));
     const reader = client.messages.find((m) => m.type === '@xstate.actor' && m.name === 'root/reader') as Extract<Wire, { type: '@xstate.actor' }> | undefined;
     expect(reader).toBeDefined();
@@ -139,7 +139,7 @@ describe('startLiveInspector', () => {
         .map((m) => m.snapshot?.value)
         .filter((v, i, all) => v !== all[i - 1]);
     expect(values(root.sessionId)).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'streaming', 'readyForUser', 'streaming', 'readyForUser']);
-    expect(values(reader?.sessionId)).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'replied']);
+    expect(values(reader?.sessionId)).toEqual(['starting', 'streaming', 'dispatchingBatch', 'replied']);
     expect(snapshotsOf(reader?.sessionId).at(-1)?.snapshot?.status).toBe('done');
     const context = snapshotsOf(root.sessionId).at(-1)?.snapshot?.context ?? {};
     expect(context).toMatchObject({
@@ -172,14 +172,22 @@ describe('startLiveInspector', () => {
 
   it('attach: inspects nothing while no viewer is connected; a viewer sees the system as it is, then everything live', async () => {
     const live = await start();
-    const provider = new KeyedProvider({ agents: script });
+    // Three turns, each with its sub-agent: a root whose script ran out would fail, and a message
+    // sent to it then would be dropped (XState warns of a send to a stopped actor): the turns
+    // after the first would show nothing for want of a session, not for want of a viewer.
+    const provider = new KeyedProvider({ agents: { root: [...rootTurn, ...rootTurn, ...rootTurn], reader: [...readerTurn, ...readerTurn, ...readerTurn] } });
+    const warn = vi.spyOn(console, 'warn');
     const root = createSessionActor({ provider, logs: new MemoryLogSink() });
+    const settledAtRest = async (): Promise<void> => {
+      const settled = await waitForSettled(root);
+      expect([settled.status, settled.value, settled.context.failure]).toEqual(['active', 'readyForUser', null]);
+    };
     // XState builds inspection events only for a system someone inspects: none while idle.
     const inspectSpy = vi.spyOn(root.system, 'inspect');
     const detach = live.attach(root);
     root.start();
     root.send({ type: 'user.message', text: 'What does a.md say?' });
-    await waitForSettled(root);
+    await settledAtRest();
     expect(inspectSpy).not.toHaveBeenCalled();
 
     const viewer = await collect(live.wsUrl);
@@ -196,17 +204,21 @@ describe('startLiveInspector', () => {
     // The finished reader is gone from the system, so it is not shown; what happened while idle is not either.
     expect(shown.some((m) => m.type === '@xstate.actor' && m.name === 'root/reader')).toBe(false);
     expect(shown.some((m) => m.type === '@xstate.event')).toBe(false);
-    await waitForSettled(root);
+    await settledAtRest();
 
     // The last viewer leaves: the system is no longer inspected, and another turn is not either.
     viewer.socket.close();
     await viewer.closed;
     await eventually(() => unsubscribe.mock.calls.length === 1, 'the unsubscription');
     root.send({ type: 'user.message', text: 'Once more?' });
-    await waitForSettled(root);
+    await settledAtRest();
+    expect(provider.requestsOf('root')).toHaveLength(9);
     expect(inspectSpy).toHaveBeenCalledTimes(1);
     detach();
     root.stop();
+    // Every message reached a live session: none was sent to a stopped actor.
+    expect(warn.mock.calls.filter((args) => String(args[0]).includes('stopped actor'))).toEqual([]);
+    warn.mockRestore();
   });
 
   it('replays actors and their latest snapshots to a viewer that connects late, and feeds createWebSocketReceiver', async () => {

@@ -91,7 +91,7 @@ describe('events(actor): the run as typed events', () => {
     expect(byAgent(seen)).toEqual({
       root: [
         'started root parent=null depth=0 task=Why?',
-        'state readyForUser',
+        'state starting',
         'message 0 user',
         'state streaming',
         'text Delegating.',
@@ -115,7 +115,7 @@ describe('events(actor): the run as typed events', () => {
       ],
       'root/researcher': [
         'started researcher parent=root depth=1 task=Find the cause.',
-        'state readyForUser',
+        'state starting',
         'message 0 user',
         'state streaming',
         'response tool_use agent,wait_for_agents',
@@ -147,7 +147,7 @@ describe('events(actor): the run as typed events', () => {
       ],
       'root/researcher/reader': [
         'started reader parent=root/researcher depth=2 task=Read a.md',
-        'state readyForUser',
+        'state starting',
         'message 0 user',
         'state streaming',
         'text Reading.',

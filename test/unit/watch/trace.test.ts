@@ -9,6 +9,7 @@ import { scriptedProvider, type ScriptedProviderOptions } from '../../../src/tes
 import type { TraceRecord } from '../../../src/watch/trace/format.js';
 import { parseTrace } from '../../../src/watch/trace/readTrace.js';
 import { TraceRecorder } from '../../../src/watch/trace/recorder.js';
+import { buildViewerModel } from '../../../src/watch/viewer/buildModel.js';
 import { responseEvents, scriptedHandler, startAnthropicServer } from '../../support/anthropicServer.js';
 
 /** Trace recording from XState's inspect option (issue: visual debugging of turn flow). */
@@ -43,7 +44,7 @@ describe('trace recording', () => {
       root: [{ calls: [{ name: 'agent', input: { name: 'explorer', task: 'Map the tests.' } }] }, { text: 'wait' }, { text: 'done' }],
       explorer: [{ calls: [{ name: 'reply', input: { result: '# Map\n- a' } }] }],
     });
-    expect(records[0]).toMatchObject({ kind: 'trace.start', version: 1, title: 'test', statechart: { initial: 'resuming' } });
+    expect(records[0]).toMatchObject({ kind: 'trace.start', version: 1, title: 'test', statechart: { initial: 'starting' } });
     expect(records.at(-1)?.kind).toBe('trace.end');
     expect(of(records, 'agent.start')).toEqual([
       expect.objectContaining({ agent: 'root', parent: null, depth: 0, task: 'go' }),
@@ -53,18 +54,30 @@ describe('trace recording', () => {
       of(records, 'state')
         .filter((r) => r.agent === 'root/explorer')
         .map((r) => r.state),
-    ).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'replied']);
+    ).toEqual(['starting', 'streaming', 'dispatchingBatch', 'replied']);
     expect(
       of(records, 'state')
         .filter((r) => r.agent === 'root')
         .map((r) => r.state),
-    ).toEqual(['readyForUser', 'streaming', 'dispatchingBatch', 'streaming', 'readyForUser', 'streaming', 'readyForUser']);
+    ).toEqual(['starting', 'streaming', 'dispatchingBatch', 'streaming', 'readyForUser', 'streaming', 'readyForUser']);
     const times = records.map((r) => r.t);
     expect([...times].sort((a, b) => a - b)).toEqual(times);
     expect(of(records, 'agent.end')).toEqual([
       expect.objectContaining({ agent: 'root/explorer', status: 'done', outcome: 'replied' }),
       expect.objectContaining({ agent: 'root', status: 'stopped' }),
     ]);
+  });
+
+  it('the viewer shows a new sub-agent starting at step 0, then streaming step 1: never readyForUser (turn over) before its first turn', async () => {
+    const records = await record({
+      root: [{ calls: [{ name: 'agent', input: { name: 'explorer', task: 'Map the tests.' } }] }, { text: 'wait' }, { text: 'done' }],
+      explorer: [{ calls: [{ name: 'reply', input: { result: 'mapped' } }] }],
+    });
+    const model = buildViewerModel(records);
+    for (const id of ['root', 'root/explorer']) {
+      const bars = model.agents.find((agent) => agent.id === id)?.bars ?? [];
+      expect(bars.slice(0, 2).map((bar) => `${bar.state} step ${bar.requests}`)).toEqual(['starting step 0', 'streaming step 1']);
+    }
   });
 
   it('summarises events: responses with tool names and ids, tool results, and the delivered reply', async () => {

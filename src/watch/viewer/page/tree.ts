@@ -15,9 +15,37 @@ class Tree {
   render(rows: readonly number[], selectedLane: number, filtered: boolean): void {
     const { agents } = this.run.model;
     this.tree.innerHTML = rows.map((lane) => this.row(agents[lane], lane, lane === selectedLane)).join('');
+    this.fitWidth();
     const n = agents.length;
     this.corner.textContent = filtered ? `${rows.length} of ${plural(n, 'agent')}` : plural(n, 'agent');
     this.renderStats();
+  }
+
+  /**
+   * The tree column as wide as its widest row wants, so that no name, state or count is cut while
+   * the window has room: never under 300 px, never over 40% of the window (then the counts give
+   * way first, as the stylesheet says). Set before the lanes are laid out, which take the rest.
+   */
+  private fitWidth(): void {
+    const rows = Array.from(this.tree.children);
+    const first = rows[0];
+    if (!first) return;
+    const style = getComputedStyle(first);
+    const gap = Number.parseFloat(style.columnGap) || 0;
+    const right = Number.parseFloat(style.paddingRight) || 0;
+    let widest = 0;
+    for (const row of rows) {
+      const cells = Array.from(row.children);
+      // Each cell's scrollWidth is its whole text, even where it is cut; the first starts after the row's indent.
+      const start = cells[0] ? (cells[0] as HTMLElement).offsetLeft - (row as HTMLElement).offsetLeft : 0;
+      let width = start + right + gap * Math.max(0, cells.length - 1);
+      for (const cell of cells) width += cell.scrollWidth;
+      widest = Math.max(widest, width);
+    }
+    // The tree's right border.
+    const wanted = Math.ceil(widest) + 1;
+    const width = Math.max(300, Math.min(wanted, Math.floor(window.innerWidth * 0.4)));
+    document.documentElement.style.setProperty('--tree-w', `${width}px`);
   }
 
   private row(agent: ViewerAgent | undefined, lane: number, selected: boolean): string {
