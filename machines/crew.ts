@@ -101,9 +101,12 @@ export function createCrewMachine<Input>(memberLogic: () => AnyActorLogic) {
     on: {
       'crew.cancel': {
         actions: enqueueActions(({ context, event, enqueue, self }) => {
-          // The child may have finished while the cancel was on its way; its result is already sent.
+          // The child may have finished while the cancel was on its way: gone, or at its final state
+          // with its done event still queued here. Its result is already on its way; a cancel sent to
+          // it now would only be XState's "sent to stopped actor" warning.
           const localId = context.localIds.get(event.actorId);
-          if (localId !== undefined && self.getSnapshot().children[localId]) enqueue.sendTo(localId, { type: 'cancel', reason: event.reason });
+          const child: AnyActorRef | undefined = localId === undefined ? undefined : self.getSnapshot().children[localId];
+          if (localId !== undefined && child?.getSnapshot().status === 'active') enqueue.sendTo(localId, { type: 'cancel', reason: event.reason });
         }),
       },
       'xstate.done.actor.*': {
