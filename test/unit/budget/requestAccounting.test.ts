@@ -18,9 +18,14 @@ async function runWith(root: ScriptedStep[] | ((request: ModelRequest) => Script
   const observer = createRunObserver();
   const events: RunEvent[] = [];
   const run = await startRun('go', { provider, retry: { maxRetries: 3, baseDelayMs: 1, maxDelayMs: 2 } }, { store, actor: { inspect: observer.inspect } });
+  let cancelled = false;
   observer.subscribe((event) => {
     events.push(event);
-    if (stop?.(events)) queueMicrotask(() => run.actor.send({ type: 'cancel', reason: 'enough' }));
+    // Once: the events that follow the cancel (the root's own end) meet the condition too, and a
+    // second cancel would go to a root that had ended.
+    if (cancelled || !stop?.(events)) return;
+    cancelled = true;
+    queueMicrotask(() => run.actor.send({ type: 'cancel', reason: 'enough' }));
   });
   const result = await run.result;
   const [summary] = await listRuns(store);
