@@ -6,6 +6,7 @@ import type { ActorOptions } from 'xstate';
 import type { SessionMachine } from '../../machines/session.js';
 import type { SessionInput } from '../../machines/sessionTypes.js';
 import { finalAssistantText } from '../engine/history.js';
+import { sendFromOutside } from '../engine/inspection.js';
 import { createSessionActor, isSettled, runResultOf, waitForSettled, type RunResult, type SessionActor, type SessionSnapshot } from './runtime.js';
 import { stopOrphansOf } from '../../machines/crew.js';
 import type { Message } from '../engine/types.js';
@@ -270,7 +271,7 @@ function launch(
   let actor: SessionActor | undefined;
   const journal = new RunJournal(store, id, nextSeq, (error) => {
     storeFailure = error;
-    actor?.send({ type: 'cancel', reason: `the run store could not be written: ${error.message}` });
+    if (actor) sendFromOutside(actor, { type: 'cancel', reason: `the run store could not be written: ${error.message}` });
   });
   try {
     actor = createSessionActor({ ...input, journal }, options.actor ?? {});
@@ -329,19 +330,19 @@ function launch(
       if (interrupted || settled || failure !== undefined) return;
       interrupted = true;
       journal.mark({ type: 'interrupt' });
-      root.send({ type: 'cancel', reason: 'interrupted' });
+      sendFromOutside(root, { type: 'cancel', reason: 'interrupted' });
     },
     suspend() {
       if (interrupted || settled || failure !== undefined) return;
       interrupted = suspended = true;
       // The same undoable cancel as an interrupt: a resume takes every session up where it was.
       journal.mark({ type: 'interrupt' });
-      root.send({ type: 'cancel', reason: 'waiting for approval' });
+      sendFromOutside(root, { type: 'cancel', reason: 'waiting for approval' });
     },
     fail(reason) {
       if (interrupted || settled || failure !== undefined) return;
       failure = reason;
-      root.send({ type: 'cancel', reason });
+      sendFromOutside(root, { type: 'cancel', reason });
     },
   };
 }

@@ -5,6 +5,7 @@ import { validateSessionInput } from '../../machines/sessionStart.js';
 import type { SessionInput } from '../../machines/sessionTypes.js';
 import { stopOrphansOf } from '../../machines/crew.js';
 import { finalAssistantText } from '../engine/history.js';
+import { sendFromOutside } from '../engine/inspection.js';
 import { addUsage } from '../engine/usage.js';
 import type { AgentOutcome, Usage } from '../engine/types.js';
 import { withMcpTools, type McpOption } from '../tools/mcp/mcpOption.js';
@@ -120,7 +121,7 @@ export async function runAgent<S extends z.ZodType = z.ZodType<unknown>>(
   const mcp = await withMcpTools(input);
   try {
     const actor = createSessionActor({ ...mcp.input, task }, actorOptions);
-    const onAbort = (): void => actor.send({ type: 'cancel', reason: 'interrupted' });
+    const onAbort = (): void => sendFromOutside(actor, { type: 'cancel', reason: 'interrupted' });
     signal?.addEventListener('abort', onAbort, { once: true });
     actor.start();
     try {

@@ -1,4 +1,4 @@
-import { createActor, type InspectionEvent } from 'xstate';
+import { createActor, type AnyActorRef, type InspectionEvent } from 'xstate';
 import { sessionMachine } from '../../machines/session.js';
 import type { SessionInput } from '../../machines/sessionTypes.js';
 import { stopOrphansOf } from '../../machines/crew.js';
@@ -7,7 +7,7 @@ import type { RemoteChildren } from '../engine/remoteChildren.js';
 import type { AgentResult } from '../engine/types.js';
 import type { RestoredSession } from '../store/restoredSession.js';
 import { RunJournal } from '../store/runJournal.js';
-import type { RunRow, RunStatus } from '../store/runStore.js';
+import type { JournalRow, RunRow, RunStatus } from '../store/runStore.js';
 import type { RunJob, SpawnedSession } from './runQueue.js';
 import { createRunObserver } from '../watch/observe/runObserver.js';
 import { cancelAgent, findAgent } from '../engine/steering.js';
@@ -92,16 +92,9 @@ export async function runHere(
       settlement?.stop();
     },
   });
-  // Messages sent from elsewhere (steering) are in the journal already: handed to the session (or
-  // to one of the subtree it keeps here) without being written again, each once, in order.
   const takeMessages = async (): Promise<void> => {
     const { messages } = await store.look(runId, id, { messagesAfter: seen.seq, subtree: keepsSubtree });
-    for (const { seq, session, record } of messages) {
-      if (seq <= seen.seq || record.type !== 'queued') continue;
-      seen.seq = seq;
-      const target = session === id ? actor : findAgent(actor, session);
-      target?.send({ type: 'user.message', text: record.text, journaled: true });
-    }
+    handMessages(actor, id, messages, seen);
   };
   let taking: Promise<void> = Promise.resolve();
   // A cancel asked before this job began is taken at once: the session must not park before it
@@ -148,6 +141,27 @@ export async function runHere(
     return { how, waitingOn: [], cancelTaken, status };
   }
   return { how, waitingOn: how === 'parked' ? [...snapshot.context.children.values()].map((child) => child.agent.id) : [], cancelTaken };
+}
+
+/**
+ * Hands messages sent from elsewhere (steering: `queued` records, in the journal already) to the
+ * session `id` that `actor` runs, or to one of the subtree it keeps here, without writing them
+ * again, each once, in order; `seen` moves past each one handed over.
+ *
+ * Only while the session runs: the look may answer after it parked, was handed back or ended
+ * (XState would drop the message, saying "sent to stopped actor"). Its messages then stay after
+ * `seen`, where the look before parking finds them and wakes the session, whose next job restores
+ * them from its journal. A message to one of the subtree that has ended is passed over: nothing
+ * would read it (the steering line that sent it found it running).
+ */
+export function handMessages(actor: AnyActorRef, id: string, messages: readonly JournalRow[], seen: { seq: number }): void {
+  for (const { seq, session, record } of messages) {
+    if (seq <= seen.seq || record.type !== 'queued') continue;
+    if (actor.getSnapshot().status !== 'active') return;
+    seen.seq = seq;
+    const target = session === id ? actor : findAgent(actor, session);
+    target?.send({ type: 'user.message', text: record.text, journaled: true });
+  }
 }
 
 /**
