@@ -9,14 +9,18 @@ import type { EventObject } from 'xstate';
  */
 let inspecting = 0;
 
-/** Runs `inspect`, an inspection callback, so that the commands its listeners give wait for XState (see `sendFromOutside`). */
-export function whileInspecting(inspect: () => void): void {
+/**
+ * Marks an inspection callback as running until `inspectionEnded()`, so that the commands its
+ * listeners give wait for XState (see `sendFromOutside`). A pair of calls rather than a callback:
+ * it runs for every inspection event, and a closure per event would be garbage on the hot path.
+ */
+export function inspectionStarted(): void {
   inspecting += 1;
-  try {
-    inspect();
-  } finally {
-    inspecting -= 1;
-  }
+}
+
+/** Ends what `inspectionStarted()` began; in a `finally`, so a listener that throws does not leave it marked. */
+export function inspectionEnded(): void {
+  inspecting -= 1;
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { AnyActorRef, InspectionEvent } from 'xstate';
 import { actorsOf, isRunning, systemOf } from '../../engine/actors.js';
 import { RunDecoder } from './decoder.js';
-import { whileInspecting } from '../../engine/inspection.js';
+import { inspectionEnded, inspectionStarted } from '../../engine/inspection.js';
 import { addDeltaTap } from '../../session/deltaTaps.js';
 import { EventQueue } from './eventQueue.js';
 import type { RunEvent, RunEventListener } from './events.js';
@@ -41,8 +41,13 @@ export class RunObserver {
     if (this.finished) return;
     if (!this.system) this.bind(systemOf(event));
     this.rootId ??= event.rootId;
-    // Its listeners run inside XState's step: what they command waits for it (see `whileInspecting`).
-    whileInspecting(() => this.decoder.inspect(event));
+    // Its listeners run inside XState's step: what they command waits for it (see `sendFromOutside`).
+    inspectionStarted();
+    try {
+      this.decoder.inspect(event);
+    } finally {
+      inspectionEnded();
+    }
     // The root actor ended (a session's `agent.ended` has just been sent). What the same stop
     // reports (its sub-agents' ends) comes within this tick.
     if (
