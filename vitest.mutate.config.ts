@@ -76,6 +76,8 @@ const SUITE = [
   'test/unit/resume/durableTurns.test.ts',
   'test/unit/budget/agentBudget.test.ts',
   'test/unit/budget/budget.test.ts',
+  // A cancel that meets a sub-agent as it replies (the crew's guard against cancelling an ended member).
+  'test/unit/budget/budgetAdmission.test.ts',
   'test/unit/approvals/approvals.test.ts',
   'test/unit/session/declaredAgents.test.ts',
   'test/unit/engine/errors.test.ts',

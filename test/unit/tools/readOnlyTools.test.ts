@@ -110,7 +110,9 @@ describe('read-only tools in a durable run', () => {
   });
 
   it('the workspace tools that only read say so; writing and the shell do not', () => {
-    const tools = workspaceTools({ root: process.cwd(), allowWrite: true, allowShell: true });
+    // As the user running the test, who can enter its working directory wherever that is (as root, the
+    // default would be nobody, who cannot enter a 0700 directory such as Stryker's sandbox).
+    const tools = workspaceTools({ root: process.cwd(), allowWrite: true, allowShell: true, shellUser: process.getuid?.() ?? 0 });
     expect(Object.fromEntries(tools.map((tool) => [tool.name, [tool.readOnly, tool.idempotent]]))).toEqual({
       read_file: [true, true],
       list_dir: [true, true],
