@@ -78,6 +78,9 @@ const SUITE = [
   'test/unit/budget/budget.test.ts',
   // A cancel that meets a sub-agent as it replies (the crew's guard against cancelling an ended member).
   'test/unit/budget/budgetAdmission.test.ts',
+  // A host's own inspect callback that cancels as a sub-agent replies; when an interrupt takes effect.
+  'test/unit/session/crewCancel.test.ts',
+  'test/unit/resume/interruptTiming.test.ts',
   'test/unit/approvals/approvals.test.ts',
   'test/unit/session/declaredAgents.test.ts',
   'test/unit/engine/errors.test.ts',
