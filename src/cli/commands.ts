@@ -1,5 +1,5 @@
 import type { LiveInspector } from '../watch/inspect/liveInspector.js';
-import { explicitTarget, refuseFlags, RUN_FLAGS, type Values } from './flags.js';
+import { acceptFlags, explicitTarget, RUN_FLAGS, type Values } from './flags.js';
 import { liveInspector } from './inspectFlag.js';
 import { interruptSignal } from './interruptSignal.js';
 import { usableTarget } from './runChecks.js';
@@ -17,7 +17,22 @@ import { UsageError } from './usageError.js';
 export async function run(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length === 0) throw new UsageError('run needs a task: exarch run "<task>"');
   if (positionals.length > 1) throw new UsageError(`run takes one task; quote it: exarch run "${positionals.join(' ')}"`);
-  refuseFlags('run', values, ['speed', 'out', 'concurrency', 'drain-timeout', 'job-expiry', 'always']);
+  acceptFlags('run', values, [
+    ...RUN_FLAGS,
+    'trace',
+    'inspect',
+    'inspect-port',
+    'ui',
+    'ui-port',
+    'store',
+    'db',
+    'no-store',
+    'detach',
+    'spread',
+    'approve',
+    'no-wait',
+    'steer',
+  ]);
   const interrupt = interruptSignal();
   const live = await liveInspector(values);
   try {
@@ -79,21 +94,7 @@ async function runLive(positionals: readonly string[], values: Values, interrupt
 /** `exarch resume RUN_ID`: the flags a resume takes (a run's own options come from its record). */
 export async function resume(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length !== 1) throw new UsageError('resume takes one run id: exarch resume RUN_ID (exarch runs lists them)');
-  refuseFlags('resume', values, [
-    ...RUN_FLAGS,
-    'speed',
-    'out',
-    'no-store',
-    'inspect',
-    'inspect-port',
-    'detach',
-    'spread',
-    'concurrency',
-    'drain-timeout',
-    'job-expiry',
-    'approve',
-    'always',
-  ]);
+  acceptFlags('resume', values, ['trace', 'ui', 'ui-port', 'store', 'db', 'no-wait', 'steer']);
   const interrupt = interruptSignal();
   const { resumeCommand } = await import('./resume.js');
   return resumeCommand(
@@ -113,24 +114,7 @@ export async function resume(positionals: readonly string[], values: Values): Pr
 /** `exarch worker`: its code loaded only when asked for, as it brings in the workers and their Postgres queue. */
 export async function worker(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`worker takes no arguments, got '${positionals.join(' ')}'`);
-  refuseFlags('worker', values, [
-    ...RUN_FLAGS.filter((flag) => flag !== 'otel'),
-    'speed',
-    'out',
-    'trace',
-    'store',
-    'no-store',
-    'detach',
-    'spread',
-    'inspect',
-    'inspect-port',
-    'ui',
-    'ui-port',
-    'approve',
-    'no-wait',
-    'steer',
-    'always',
-  ]);
+  acceptFlags('worker', values, ['otel', 'db', 'concurrency', 'drain-timeout', 'job-expiry']);
   const { workerCommand } = await import('./workerCommand.js');
   return workerCommand(
     {
@@ -152,26 +136,7 @@ export async function answer(command: 'approve' | 'deny', positionals: readonly 
       : 'exarch deny RUN_ID CALL_ID ["reason"] [--store FILE | --db URL]';
   const most = command === 'approve' ? 2 : 3;
   if (positionals.length < 2 || positionals.length > most) throw new UsageError(`${command} takes a run id and a call id: ${usage}`);
-  refuseFlags(command, values, [
-    ...RUN_FLAGS,
-    'speed',
-    'out',
-    'trace',
-    'no-store',
-    'inspect',
-    'inspect-port',
-    'ui',
-    'ui-port',
-    'approve',
-    'no-wait',
-    'steer',
-    'detach',
-    'spread',
-    'concurrency',
-    'drain-timeout',
-    'job-expiry',
-    ...(command === 'deny' ? (['always'] as const) : []),
-  ]);
+  acceptFlags(command, values, command === 'approve' ? ['store', 'db', 'always'] : ['store', 'db']);
   const [runId = '', callId = '', reason] = positionals;
   const decision = command === 'deny' ? 'deny' : values.always === true ? 'always' : 'approve';
   const target = storeTargetOf(values, process.env);
@@ -187,26 +152,7 @@ export async function answer(command: 'approve' | 'deny', positionals: readonly 
 /** `exarch runs`: the recorded runs, listed. */
 export async function runs(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`runs takes no arguments, got '${positionals.join(' ')}'`);
-  refuseFlags('runs', values, [
-    ...RUN_FLAGS,
-    'speed',
-    'out',
-    'trace',
-    'no-store',
-    'inspect',
-    'inspect-port',
-    'ui',
-    'ui-port',
-    'detach',
-    'spread',
-    'concurrency',
-    'drain-timeout',
-    'job-expiry',
-    'approve',
-    'no-wait',
-    'steer',
-    'always',
-  ]);
+  acceptFlags('runs', values, ['store', 'db']);
   const { listRunsCommand } = await import('./runs.js');
   return listRunsCommand(storeTargetOf(values, process.env), { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() });
 }

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { writeViewer } from '../watch/viewer/index.js';
 import { runDemo } from './demo.js';
-import { refuseFlags, RUN_FLAGS, type Values } from './flags.js';
+import { acceptFlags, type Values } from './flags.js';
 import { liveInspector } from './inspectFlag.js';
 import { CliUi } from './liveUi.js';
 import { uiPort } from './runChecks.js';
@@ -15,22 +15,7 @@ import { htmlFor } from './viewCommand.js';
  */
 export async function demo(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`demo takes no arguments, got '${positionals.join(' ')}'`);
-  refuseFlags('demo', values, [
-    ...RUN_FLAGS,
-    'out',
-    'store',
-    'db',
-    'no-store',
-    'detach',
-    'spread',
-    'concurrency',
-    'drain-timeout',
-    'job-expiry',
-    'approve',
-    'no-wait',
-    'steer',
-    'always',
-  ]);
+  acceptFlags('demo', values, ['speed', 'trace', 'inspect', 'inspect-port', 'ui', 'ui-port']);
   const trace = values.trace ?? join('.exarch', 'demo', 'trace.jsonl');
   const speed = speedOf(values.speed);
   const port = uiPort(values.ui === true, values['ui-port']);

@@ -64,16 +64,23 @@ export function parseLoosely(argv: readonly string[]): string[] {
   return parseArgs({ args: [...argv], allowPositionals: true, strict: false }).positionals;
 }
 
-/** The flags as parsed; each command refuses those it has no use for (`refuseFlags`). */
+/** The flags as parsed; each command takes only its own (`acceptFlags`). */
 export type Values = ReturnType<typeof parse>['values'];
 
-/** A flag given to a command that has no use for it is a mistake worth one line, not silence. */
-export function refuseFlags(command: string, values: Values, flags: readonly (keyof Values)[]): void {
-  const given = flags.find((flag) => values[flag] !== undefined);
-  if (given !== undefined) throw new UsageError(`--${String(given)} is not an option of ${command}`);
+/**
+ * A flag given to a command that has no use for it is a mistake worth one line, not silence. Each
+ * command names the flags it takes (`--help` and `--version` go with every one): a flag added for
+ * one command is refused by the others without a word of theirs changing.
+ */
+export function acceptFlags(command: string, values: Values, accepted: readonly (keyof Values)[]): void {
+  // In the order they were typed: the first wrong one is named.
+  const given = Object.keys(values).find(
+    (flag) => flag !== 'help' && flag !== 'version' && values[flag as keyof Values] !== undefined && !accepted.includes(flag as keyof Values),
+  );
+  if (given !== undefined) throw new UsageError(`--${given} is not an option of ${command}`);
 }
 
-/** The flags that shape a run's sessions: refused by the commands that start none. */
+/** The flags that shape a run's sessions: taken by `run` alone (a resume reads them from the run's record). */
 export const RUN_FLAGS = [
   'model',
   'max-tokens',

@@ -5,7 +5,7 @@ import { RunError } from '../store/runError.js';
 import { writeViewer } from '../watch/viewer/index.js';
 import { writeViewerForRun } from '../watch/trace/fromJournal.js';
 import type { WrittenViewer } from '../watch/viewer/write.js';
-import { refuseFlags, RUN_FLAGS, type Values } from './flags.js';
+import { acceptFlags, type Values } from './flags.js';
 import { usableTarget } from './runChecks.js';
 import { EXIT } from './runIo.js';
 import { openExistingStore, storeName, storeTargetOf } from './storeTarget.js';
@@ -45,25 +45,7 @@ const RUN_ID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
 /** `exarch view TRACE|RUN_ID`: the turn-flow viewer of a trace file or of a recorded run, as one HTML file. */
 export async function view(positionals: readonly string[], values: Values): Promise<number> {
   if (positionals.length !== 1) throw new UsageError('view takes one trace file or run id: exarch view TRACE|RUN_ID [--out FILE.html]');
-  refuseFlags('view', values, [
-    ...RUN_FLAGS,
-    'trace',
-    'speed',
-    'inspect',
-    'inspect-port',
-    'ui',
-    'ui-port',
-    'no-store',
-    'detach',
-    'spread',
-    'concurrency',
-    'drain-timeout',
-    'job-expiry',
-    'approve',
-    'no-wait',
-    'steer',
-    'always',
-  ]);
+  acceptFlags('view', values, ['out', 'store', 'db']);
   const target = positionals[0] ?? '';
   const where = storeTargetOf(values, process.env);
   let written: WrittenViewer;

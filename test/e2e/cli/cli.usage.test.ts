@@ -33,6 +33,23 @@ describe('usage errors', () => {
     expect(run.stderr).toBe("exarch: --max-steps is not an option of runs\nrun 'exarch help runs' for the options\n");
   });
 
+  it('each command takes only its own flags, and names the first foreign one as it was typed', async () => {
+    const cases: [string[], string, string][] = [
+      [['worker', '--store', 'x.db'], 'store', 'worker'],
+      [['resume', '01JF3Q0000000000000000000X', '--max-steps', '3'], 'max-steps', 'resume'],
+      [['demo', '--db', 'postgres://localhost/x'], 'db', 'demo'],
+      [['view', 'trace.jsonl', '--speed', '2'], 'speed', 'view'],
+      [['deny', 'RUN', 'CALL', '--always'], 'always', 'deny'],
+      [['run', '--concurrency', '4', 'go'], 'concurrency', 'run'],
+      [['runs', '--out', 'x.html', '--model', 'm'], 'out', 'runs'],
+    ];
+    for (const [args, flag, command] of cases) {
+      const run = await exarch(args);
+      expect(run.code, args.join(' ')).toBe(2);
+      expect(run.stderr, args.join(' ')).toBe(`exarch: --${flag} is not an option of ${command}\nrun 'exarch help ${command}' for the options\n`);
+    }
+  });
+
   it('an unknown command, or none, points to the list of commands', async () => {
     for (const args of [['frob'], [], ['--modle', 'x'], ['help', 'frob']]) {
       const run = await exarch(args);
