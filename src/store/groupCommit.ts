@@ -1,5 +1,5 @@
 import type { JournalRow, RunStore } from './runStore.js';
-import { StoreError, type StoreErrorKind } from './storeError.js';
+import { concernsOneRun } from './storeError.js';
 
 /**
  * One journal's part of a group write: the rows it has buffered (taken when the group is written)
@@ -13,14 +13,6 @@ export interface GroupMember {
   /** The rows last taken could not be written; nothing more of this member will be. */
   failed(error: Error): void;
 }
-
-/**
- * Refusals that concern one run's rows, not the store: a group write that fails with one of them
- * is written again member by member, so one run's conflict (another process took its seq) fails
- * that run alone. Anything else (a full disk, a server gone for good) fails every member: each
- * would meet it again.
- */
-const ONE_RUN: ReadonlySet<StoreErrorKind> = new Set(['conflict', 'unknown-run', 'full', 'damaged']);
 
 /**
  * Group commit: the journals of every durable run on one store in this process write together,
@@ -127,7 +119,7 @@ export class GroupCommit {
   /** After a failed group write: each member alone when the failure may be one run's, all failed otherwise. */
   private settle(parts: readonly (readonly [GroupMember, readonly JournalRow[]])[], error: unknown): Promise<void> | undefined {
     const failure = asError(error);
-    if (parts.length > 1 && oneRunOnly(failure)) return this.alone(parts, 0);
+    if (parts.length > 1 && concernsOneRun(failure)) return this.alone(parts, 0);
     for (const [member] of parts) member.failed(failure);
     return undefined;
   }
@@ -159,10 +151,6 @@ export class GroupCommit {
 }
 
 const asError = (error: unknown): Error => (error instanceof Error ? error : new Error(String(error)));
-
-function oneRunOnly(error: Error): boolean {
-  return (error instanceof StoreError && ONE_RUN.has(error.kind)) || error instanceof TypeError || error instanceof RangeError;
-}
 
 /**
  * Records a group holds at most: past this, it is written at once, mid-turn. A wave of 10,000

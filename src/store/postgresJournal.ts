@@ -68,13 +68,15 @@ export async function journalAfter(conn: PostgresConnection, runId: string, afte
 
 /**
  * Appends rows of sessions that other processes append to as well (a run spread over workers):
- * the rows' own seq numbers are replaced by the next ones of the run, counted on the run's row
- * (whose lock is held to the commit), so seq order is commit order and a follower reading past its last seq misses nothing. One
- * transaction; a retry after a lost connection finds the rows it wrote (by a key per call)
- * rather than writing them twice. `also` writes in the same transaction (the jobs these rows
- * start, queued with pg-boss's `insert({ db })`): both are committed, or neither. `releasing`: a
- * session `owner` holds, let go of in the same transaction (before the jobs that wake it can be
- * taken).
+ * the rows' own seq numbers are replaced by the next ones of their run, counted on the run's row
+ * (whose lock is held to the commit), so seq order is commit order and a follower reading past its
+ * last seq misses nothing. The rows may be of several runs (a worker's sessions committing
+ * together, see src/workers/sharedCommits.ts): each run's rows keep their order. One statement,
+ * or one transaction with what is written with it; a retry after a lost connection finds the rows
+ * it wrote (by a key per call) rather than writing them twice. `also` writes in the same
+ * transaction (the jobs these rows start, queued with pg-boss's `insert({ db })`): both are
+ * committed, or neither. `releasing`: a session `owner` holds, let go of in the same transaction
+ * (before the jobs that wake it can be taken).
  */
 export async function appendShared(
   conn: PostgresConnection,
@@ -84,56 +86,70 @@ export async function appendShared(
 ): Promise<void> {
   const first = rows[0];
   if (!first) return;
-  const runId = first.runId;
-  if (rows.some((row) => row.runId !== runId)) throw new TypeError('exarch: appendShared takes the rows of one run');
+  if (releasing && rows.some((row) => row.runId !== first.runId)) throw new TypeError('exarch: appendShared releases a session of the one run it writes');
   const burst = randomUUID();
-  const columns = { session: [] as string[], ts: [] as number[], type: [] as string[], body: [] as string[] };
+  const columns = { runId: [] as string[], session: [] as string[], ts: [] as number[], type: [] as string[], body: [] as string[] };
   for (const row of rows) {
+    columns.runId.push(row.runId);
     columns.session.push(row.session);
     columns.ts.push(row.ts);
     columns.type.push(row.record.type);
     columns.body.push(conn.redactor.json(stringifyBounded(row.record)));
   }
+  const runs = [...new Set(columns.runId)].sort();
   let attempts = 0;
   await conn.call(async () => {
     attempts++;
     if (attempts > 1) {
       const { rows: found } = await conn.pool.query('SELECT 1 FROM exarch.journal WHERE run_id = $1 AND session = $2 AND burst = $3 LIMIT 1', [
-        runId,
+        first.runId,
         first.session,
         burst,
       ]);
       if (found.length > 0) return;
     }
-    const params = [runId, burst, columns.session, columns.ts, columns.type, columns.body, rows.length];
+    const params = [burst, columns.runId, columns.session, columns.ts, columns.type, columns.body];
     const insert = async (db: pg.Pool | pg.PoolClient): Promise<void> => {
-      // The run's row is the counter: its lock, held to the commit, orders the appends of one run.
+      // Each run's row is its counter: its lock, held to the commit, orders the appends of one
+      // run. The rows of each run are numbered in their order here (n), after its counter. A run
+      // that is not there writes nothing of any run: no counter moves without its rows.
       const { rowCount } = await db.query(
-        `WITH taken AS (UPDATE exarch.runs SET next_seq = next_seq + $7 WHERE id = $1 RETURNING next_seq - $7 AS base)
+        `WITH w AS (
+           SELECT * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[]) WITH ORDINALITY AS w(run_id, session, ts, type, body, n)
+         ), counts AS (
+           SELECT run_id, count(*) AS k FROM w GROUP BY run_id
+         ), taken AS (
+           UPDATE exarch.runs AS r SET next_seq = r.next_seq + counts.k FROM counts
+           WHERE r.id = counts.run_id AND (SELECT count(*) FROM exarch.runs WHERE id IN (SELECT run_id FROM counts)) = (SELECT count(*) FROM counts)
+           RETURNING r.id, r.next_seq - counts.k AS base
+         )
          INSERT INTO exarch.journal (run_id, seq, session, ts, type, body, burst)
-         SELECT $1, taken.base + w.n, w.session, w.ts, w.type, w.body, $2
-         FROM taken, unnest($3::text[], $4::bigint[], $5::text[], $6::text[]) WITH ORDINALITY AS w(session, ts, type, body, n)`,
+         SELECT w.run_id, taken.base + row_number() OVER (PARTITION BY w.run_id ORDER BY w.n), w.session, w.ts, w.type, w.body, $1
+         FROM w JOIN taken ON taken.id = w.run_id`,
         params,
       );
-      if (rowCount !== rows.length) throw new StoreError('unknown-run', conn.file, runId);
+      if (rowCount !== rows.length) throw new StoreError('unknown-run', conn.file, runs.length === 1 ? first.runId : `among ${runs.join(', ')}`);
     };
     // One statement, one round trip, unless something is to be written with it.
     const write = (): Promise<void> =>
       also || releasing
         ? conn.transaction(async (client) => {
             await insert(client);
-            if (releasing) await client.query(RELEASE_SESSION, [runId, releasing.session, releasing.owner.token]);
+            if (releasing) await client.query(RELEASE_SESSION, [first.runId, releasing.session, releasing.owner.token]);
             await also?.({ executeSql: (text, values) => client.query(text, values) });
           })
         : insert(conn.pool);
     try {
       await write();
     } catch (error) {
+      // Two writers locking the counters of the same runs in another order: one was rolled back, whole.
+      if (error instanceof pg.DatabaseError && error.code === '40P01') return write();
       if (!(error instanceof pg.DatabaseError && error.code === '23505')) throw error;
-      // The counter is behind the journal (a resume here appended with numbers of its own): caught up, then again.
+      // A counter is behind the journal (a resume here appended with numbers of its own): caught up, then again.
       await conn.pool.query(
-        'UPDATE exarch.runs SET next_seq = greatest(next_seq, (SELECT coalesce(max(seq), 0) FROM exarch.journal WHERE run_id = $1)) WHERE id = $1',
-        [runId],
+        `UPDATE exarch.runs AS r SET next_seq = greatest(r.next_seq, (SELECT coalesce(max(seq), 0) FROM exarch.journal WHERE run_id = r.id))
+         WHERE r.id = ANY($1::text[])`,
+        [runs],
       );
       await write();
     }

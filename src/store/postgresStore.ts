@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { JobStore, Look, Looked, Queued, SessionClaim, SessionRecords } from './jobStore.js';
 import { PostgresConnection, type PostgresStoreOptions } from './postgresConnection.js';
-import { append, commit, journalAfter } from './postgresJournal.js';
+import { append, appendShared, commit, journalAfter } from './postgresJournal.js';
 import { claimSession, releaseSession, renewSessions } from './postgresLeases.js';
 import { claim, createRun, endRun, getRun, listRuns, release, renew } from './postgresRuns.js';
 import { recordSpan, spansOf } from './postgresSpans.js';
@@ -29,6 +29,7 @@ import {
   spawnsOf,
   spreadWaiting,
 } from './postgresWorkerQueries.js';
+import { jobsByQueue, SharedCommits } from './sharedCommits.js';
 import type { ClaimResult, JournalRow, NewRun, RunListing, RunOwner, RunRow, RunStatus, RunStore } from './runStore.js';
 
 /**
@@ -53,11 +54,24 @@ export class PostgresRunStore implements RunStore, JobStore {
   readonly file: string;
   readonly pool: pg.Pool;
   private readonly conn: PostgresConnection;
+  private readonly commits: SharedCommits;
 
   constructor(url: string, options: PostgresStoreOptions = {}) {
-    this.conn = new PostgresConnection(url, options);
-    this.file = this.conn.file;
-    this.pool = this.conn.pool;
+    const conn = new PostgresConnection(url, options);
+    this.conn = conn;
+    this.file = conn.file;
+    this.pool = conn.pool;
+    this.commits = new SharedCommits((rows, queued) =>
+      appendShared(
+        conn,
+        rows,
+        queued.length === 0
+          ? undefined
+          : async (db) => {
+              for (const [queue, jobs] of jobsByQueue(queued)) await queue.insert(jobs, { db });
+            },
+      ),
+    );
   }
 
   /**
@@ -110,7 +124,8 @@ export class PostgresRunStore implements RunStore, JobStore {
 
   /** Appends a job's records with the jobs they start and the session they let go, in one transaction (`JobStore.commit`). */
   commit(rows: readonly JournalRow[], queued?: Queued, releasing?: { readonly session: string; readonly owner: RunOwner }): Promise<void> {
-    return commit(this.conn, rows, queued, releasing);
+    // A release is the caller's own transaction; every other commit of this turn goes in one (group commit).
+    return releasing ? commit(this.conn, rows, queued, releasing) : this.commits.commit(rows, queued);
   }
 
   journal(runId: string): Promise<JournalRow[]> {

@@ -68,3 +68,15 @@ function describe(kind: StoreErrorKind, where: string, detail: string | undefine
 function oneLine(text: string): string {
   return text.replace(/\s*[\r\n]+\s*/g, ' ');
 }
+
+/**
+ * Refusals that concern one run's rows rather than the store (the run's row gone, a seq taken, a
+ * run past what it can number, a record that cannot be written): a write that grouped several
+ * runs and failed with one of these is worth writing again run by run, so that one run alone
+ * fails. Anything else (a full disk, a server gone for good) every run would meet again.
+ */
+export function concernsOneRun(error: unknown): boolean {
+  return (error instanceof StoreError && ONE_RUN.has(error.kind)) || error instanceof TypeError || error instanceof RangeError;
+}
+
+const ONE_RUN: ReadonlySet<StoreErrorKind> = new Set(['conflict', 'unknown-run', 'full', 'damaged']);
