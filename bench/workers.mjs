@@ -12,6 +12,12 @@
 //
 //   npm run bench:workers        (builds exarch, runs this; not part of npm test)
 //   node bench/workers.mjs [--runs 60] [--concurrency 8] [--workers 1,2,4] [--modes whole,spread] [--sweep 16,32,64] [--steps 200] [--rounds 3]
+//                          [--latency 50-200] [--sessions 64]
+//
+// `--latency 0`: the model answers at once, so runs/s is what the workers and the store can do
+// (CPU and commits), not what the model's latency allows. `--sessions`: the store's cost per
+// step is measured with one loop alone and with this many loops at once on one store (their
+// commits grouped, see src/store/groupCommit.ts).
 //
 // `--modes`: each throughput row is measured with runs whole on one worker and with each
 // sub-agent a job of its own (`spread`); `--concurrency` is runs at once, or sessions at once.
@@ -38,6 +44,8 @@ const { values: args } = parseArgs({
     steps: { type: 'string', default: '200' },
     rounds: { type: 'string', default: '3' },
     modes: { type: 'string', default: 'whole,spread' },
+    latency: { type: 'string', default: '50-200' },
+    sessions: { type: 'string', default: '64' },
   },
 });
 const RUNS = Number(args.runs);
@@ -48,6 +56,8 @@ const STEPS = Number(args.steps);
 const ROUNDS = Number(args.rounds);
 /** `whole`: a run's tree on one worker; `spread`: each sub-agent a job of its own (`exarch run --db --spread`). */
 const MODES = args.modes.split(',').filter(Boolean);
+const LATENCY = args.latency;
+const SESSIONS = Number(args.sessions);
 if (POSTGRES_BIN === undefined) {
   console.error('bench/workers.mjs: PostgreSQL not found under /usr/lib/postgresql (apt-get install postgresql)');
   process.exit(2);
@@ -70,7 +80,10 @@ async function count(db, sql) {
 async function startWorkers(db, n, concurrency) {
   const workers = [];
   for (let i = 0; i < n; i++) {
-    const child = spawn(process.execPath, [workerScript, db, String(concurrency)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [workerScript, db, String(concurrency)], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...process.env, BENCH_LATENCY_MS: LATENCY },
+    });
     const closed = new Promise((resolve) => child.on('close', resolve));
     const ready = new Promise((resolve, reject) => {
       child.stdout.on('data', (d) => d.toString().includes('ready') && resolve());
@@ -137,6 +150,13 @@ function counted(store) {
   return { store: proxy, tally };
 }
 
+/** Milliseconds for `n` loops at once (each its own run): in memory, or journaled to `store`. */
+async function loops(store, n) {
+  const started = performance.now();
+  await Promise.all(Array.from({ length: n }, () => loop(store)));
+  return performance.now() - started;
+}
+
 /** Milliseconds for the loop: in memory, or journaled to `store`. */
 async function loop(store) {
   const session = { provider: loopProvider(), tools: [echo], maxSteps: STEPS + 10 };
@@ -172,6 +192,23 @@ async function storeCost(server) {
       samples.postgres.push(await loop(postgres.store));
     }
     const memory = median(samples.memory) / STEPS;
+    // The same loops, SESSIONS at once: per step of one session, amortised (wall ÷ every session's steps).
+    const wide = { memory: [], sqlite: [], postgres: [] };
+    const wideTally = { sqlite: { ...sqlite.tally }, postgres: { ...postgres.tally } };
+    for (let round = 0; round < ROUNDS; round++) {
+      wide.memory.push(await loops(undefined, SESSIONS));
+      wide.sqlite.push(await loops(sqlite.store, SESSIONS));
+      wide.postgres.push(await loops(postgres.store, SESSIONS));
+    }
+    const wideSteps = SESSIONS * STEPS;
+    const wideMemory = median(wide.memory) / wideSteps;
+    const wideRow = (name, ms, tally, before) => ({
+      name: `${name}, ${SESSIONS} sessions at once`,
+      perStep: ms / wideSteps,
+      overMemory: ms / wideSteps - wideMemory,
+      appends: (tally.appends - before.appends) / (ROUNDS * wideSteps),
+      rows: (tally.rows - before.rows) / (ROUNDS * wideSteps),
+    });
     const row = (name, ms, tally) => ({
       name,
       perStep: ms / STEPS,
@@ -181,8 +218,11 @@ async function storeCost(server) {
     });
     return [
       { name: 'in memory (no store)', perStep: memory, overMemory: 0, appends: 0, rows: 0 },
-      row('SQLite (WAL, synchronous=NORMAL)', median(samples.sqlite), sqlite.tally),
-      row('PostgreSQL (fsync on, loopback)', median(samples.postgres), postgres.tally),
+      row('SQLite (WAL, synchronous=NORMAL)', median(samples.sqlite), wideTally.sqlite),
+      row('PostgreSQL (fsync on, loopback)', median(samples.postgres), wideTally.postgres),
+      { name: `in memory (no store), ${SESSIONS} sessions at once`, perStep: wideMemory, overMemory: 0, appends: 0, rows: 0 },
+      wideRow('SQLite', median(wide.sqlite), sqlite.tally, wideTally.sqlite),
+      wideRow('PostgreSQL', median(wide.postgres), postgres.tally, wideTally.postgres),
     ];
   } finally {
     sqlite.store.close();
@@ -195,7 +235,7 @@ const server = await startPostgres({ durable: true });
 try {
   console.log(`# exarch workers on one machine: ${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? 'unknown'}), Node ${process.version}`);
   console.log(
-    `\n## Throughput: ${RUNS} runs queued at once, each a root and ${SUB_AGENTS} sub-agents (${2 + 2 * SUB_AGENTS} model requests of 50–200 ms), ${CONCURRENCY} runs per worker at once\n`,
+    `\n## Throughput: ${RUNS} runs queued at once, each a root and ${SUB_AGENTS} sub-agents (${2 + 2 * SUB_AGENTS} model requests of ${LATENCY === '0' ? 'no latency' : `${LATENCY} ms`}), ${CONCURRENCY} runs per worker at once\n`,
   );
   console.log('| workers | runs | slots per worker | runs/s | sub-agents/s | journal rows/s | seconds |');
   console.log('|---:|---|---:|---:|---:|---:|---:|');
@@ -220,7 +260,9 @@ try {
       );
     }
   }
-  console.log(`\n## The store's cost per durable step: a loop of ${STEPS} tool calls at no latency (median of ${ROUNDS})\n`);
+  console.log(
+    `\n## The store's cost per durable step: a loop of ${STEPS} tool calls at no latency, alone and ${SESSIONS} at once (per step of one session, amortised; median of ${ROUNDS})\n`,
+  );
   console.log('| store | ms per step | over memory | appends per step | rows per step |');
   console.log('|---|---:|---:|---:|---:|');
   for (const r of await storeCost(server)) {

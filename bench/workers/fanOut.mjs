@@ -11,8 +11,9 @@ export const TOOLS = ['echo'];
 
 const echo = defineTool({ name: 'echo', description: 'Echo the text back.', input: z.object({ text: z.string() }), run: ({ text }) => text });
 
-/** 50–200 ms. */
-const latency = () => 50 + Math.floor(Math.random() * 151);
+/** 50–200 ms, or the range in BENCH_LATENCY_MS (`0` for a model that answers at once: the worker's own cost). */
+const [low, high] = (process.env.BENCH_LATENCY_MS ?? '50-200').split('-').map(Number);
+const latency = () => (low ?? 0) + Math.floor(Math.random() * ((high ?? low ?? 0) - (low ?? 0) + 1));
 
 /** The agent's step: its responses so far (not the provider's count: with --spread, one agent's requests may come from several workers). */
 const stepOf = (request) => request.messages.filter((message) => message.role === 'assistant').length;
