@@ -225,26 +225,27 @@ export async function scaleOnWorkers({ quick, profile, parts, cells }) {
         `Each cell: R runs of a root and N sub-agents (each ${plan.capacity[0].steps} tool steps, then its reply) queued at once on one worker that takes them all; a ${plan.windowMs / 1000} s steady window once 90 % of the sub-agents wait on their model. Heap and RSS after a full GC, sessions held.\n`,
       );
       console.log(
-        '| mode | runs × sub-agents | live sessions | parked | in a model request | worker CPU (% of a core) | steps/s | statements/step | heap MB | RSS MB | journal rows/step | exarch bytes/step | pgboss bytes/step | ramp s |',
+        '| mode | runs × sub-agents | live sessions | parked | in a model request | worker CPU (% of a core) | steps/s | CPU ms/step | statements/step | heap MB | RSS MB | journal rows/step | exarch bytes/step | pgboss bytes/step | ramp s |',
       );
-      console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+      console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
       const cells = [];
       for (const cell of plan.capacity) {
         const r = await capacity(server, cell, plan, nodeFlags);
         cells.push(r);
         if (r.steps !== r.expectedSteps) console.error(`note: ${r.steps} model steps, ${r.expectedSteps} expected (retried requests or resumed sessions)`);
         console.log(
-          `| ${r.mode} | ${r.runs} × ${r.subAgents} | ${Math.round(r.live)} | ${r.parked} | ${Math.round(r.inFlight)} | ${(r.cpu * 100).toFixed(0)} | ${r.stepsPerSecond.toFixed(0)} | ${r.queriesPerStep.toFixed(2)} | ${mb(r.heap)} | ${mb(r.rss)} | ${(r.rows / r.steps).toFixed(2)} | ${(r.exarchBytes / r.steps).toFixed(0)} | ${(r.pgbossBytes / r.steps).toFixed(0)} | ${r.ramp.toFixed(1)} |`,
+          `| ${r.mode} | ${r.runs} × ${r.subAgents} | ${Math.round(r.live)} | ${r.parked} | ${Math.round(r.inFlight)} | ${(r.cpu * 100).toFixed(0)} | ${r.stepsPerSecond.toFixed(0)} | ${((r.cpu * 1000) / r.stepsPerSecond).toFixed(2)} | ${r.queriesPerStep.toFixed(2)} | ${mb(r.heap)} | ${mb(r.rss)} | ${(r.rows / r.steps).toFixed(2)} | ${(r.exarchBytes / r.steps).toFixed(0)} | ${(r.pgbossBytes / r.steps).toFixed(0)} | ${r.ramp.toFixed(1)} |`,
         );
       }
-      console.log('\n| per session (slope between the two sizes) | heap KB | RSS KB | CPU (% of a core per 1,000 live) |');
-      console.log('|---|---:|---:|---:|');
+      // CPU is per step above: a worker's CPU follows the steps it makes, not the sessions it holds.
+      console.log('\n| per session (slope between the two sizes) | heap KB | RSS KB |');
+      console.log('|---|---:|---:|');
       for (const mode of ['whole', 'spread']) {
         const [small, large] = cells.filter((c) => c.mode === mode).slice(0, 2);
         if (!small || !large) continue;
         const live = large.liveAtMemory - small.liveAtMemory;
         console.log(
-          `| live, ${mode} (${Math.round(small.liveAtMemory)} → ${Math.round(large.liveAtMemory)} live) | ${kb((large.heap - small.heap) / live)} | ${kb((large.rss - small.rss) / live)} | ${(((large.cpu - small.cpu) / (large.live - small.live)) * 100 * 1000).toFixed(1)} |`,
+          `| live, ${mode} (${Math.round(small.liveAtMemory)} → ${Math.round(large.liveAtMemory)} live) | ${kb((large.heap - small.heap) / live)} | ${kb((large.rss - small.rss) / live)} |`,
         );
       }
       const spread = cells.filter((c) => c.mode === 'spread');
@@ -254,14 +255,14 @@ export async function scaleOnWorkers({ quick, profile, parts, cells }) {
         const extra = many.parked - few.parked;
         const liveCost = (many.liveAtMemory - few.liveAtMemory) * ((spread[1].heap - few.heap) / (spread[1].liveAtMemory - few.liveAtMemory));
         console.log(
-          `| parked, spread (${few.parked} → ${many.parked} parked roots, live sessions held equal) | ${kb((many.heap - few.heap - liveCost) / extra)} | ${kb((many.rss - few.rss) / extra)} | – |`,
+          `| parked, spread (${few.parked} → ${many.parked} parked roots, live sessions held equal) | ${kb((many.heap - few.heap - liveCost) / extra)} | ${kb((many.rss - few.rss) / extra)} |`,
         );
       }
     }
     if (parts.includes('throughput')) {
       const { runs, concurrency, shape } = plan.throughput;
       console.log(
-        `\n## On the workers: throughput at ${minMs / 1000}–${maxMs / 1000} s per model request: ${runs} runs of a root and ${shape.subAgents} sub-agents (${shape.steps} tool steps each) queued at once, each worker ${concurrency} runs at once\n`,
+        `\n## On the workers: throughput at ${minMs / 1000}–${maxMs / 1000} s per model request: ${runs} runs of a root and ${shape.subAgents} sub-agents (${shape.steps} tool step${shape.steps === 1 ? '' : 's'} each) queued at once, each worker ${concurrency} runs at once\n`,
       );
       console.log('| workers | mode | slots per worker | sessions/s | steps/s | seconds |');
       console.log('|---:|---|---:|---:|---:|---:|');
