@@ -5,7 +5,8 @@ import type { JournalRow, RunOwner, RunStatus } from './runStore.js';
  * run is a job of its own, and its job talks to the store in a straight line.
  *
  * 1. **claim** the session for the job (`claimSession`), its lease kept while the job runs
- *    (`renewSessions`, the worker's leases together). A claim refused names its holder and the job it holds it for.
+ *    (`renewSessions`, all of a worker's leases in one statement). A claim refused names its
+ *    holder and the job it holds it for.
  * 2. **read** what the session is restored from (`readSession`): its records, or its subtree's,
  *    with the outcomes of its sub-agents that ended meanwhile; for a wake, what started it
  *    (`spawnsOf`, the `spawn` records of its lineage).
@@ -17,11 +18,11 @@ import type { JournalRow, RunOwner, RunStatus } from './runStore.js';
  *    that ended ends the run (`endRun`).
  *
  * The worker's watch, shared by the sessions a worker runs, asks for all of them, of every run, at
- * once (`outcomes`, `sessionSignals`): one statement each per poll, however many runs. The store answers and never calls the worker back: the jobs a
- * write queues are data, written through the queue's own `insert` with the write's connection
- * (`Queued`). The guarantees are the store's: a session is taken from its holder only once its
- * lease ran out or its process is gone, a commit is all or nothing, and a commit retried after a
- * lost connection is not written twice.
+ * once (`outcomes`, `sessionSignals`): one statement each per poll, however many runs. The store
+ * answers and never calls the worker back: the jobs a write queues are data, written through the
+ * queue's own `insert` with the write's connection (`Queued`). The guarantees are the store's: a
+ * session is taken from its holder only once its lease ran out or its process is gone, a commit is
+ * all or nothing, and a commit retried after a lost connection is not written twice.
  */
 export interface JobStore {
   /**

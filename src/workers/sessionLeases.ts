@@ -5,7 +5,7 @@ import type { JobStore, SessionLease } from '../store/jobStore.js';
  * one statement renews them all, of every run (a timer and a statement per session cost the
  * server more than the work once a worker holds thousands). A session held is renewed within a
  * third of its lease of its claim, as a timer of its own would; one let go is renewed no more.
- * A lease the store no longer finds held is left to its job (its commits and release find out).
+ * What the renewal answers (leases no longer held) is not acted on, as when each job renewed its own.
  */
 export class SessionLeases {
   private readonly held = new Map<string, SessionLease>();
