@@ -5,7 +5,8 @@ import type { JournalRow, RunOwner, RunStatus } from './runStore.js';
  * run is a job of its own, and its job talks to the store in a straight line.
  *
  * 1. **claim** the session for the job (`claimSession`), its lease kept while the job runs
- *    (`renewSessions`). A claim refused names its holder and the job it holds it for.
+ *    (`renewSessions`, all of a worker's leases in one statement). A claim refused names its
+ *    holder and the job it holds it for.
  * 2. **read** what the session is restored from (`readSession`): its records, or its subtree's,
  *    with the outcomes of its sub-agents that ended meanwhile; for a wake, what started it
  *    (`spawnsOf`, the `spawn` records of its lineage).
@@ -16,12 +17,12 @@ import type { JournalRow, RunOwner, RunStatus } from './runStore.js';
  * 4. **release** the session (`releaseSession`); a parked one looks once more, and the root's job
  *    that ended ends the run (`endRun`).
  *
- * The worker's watch, shared by the sessions a worker runs, asks for many sessions at once
- * (`outcomes`, `sessionSignals`). The store answers and never calls the worker back: the jobs a
- * write queues are data, written through the queue's own `insert` with the write's connection
- * (`Queued`). The guarantees are the store's: a session is taken from its holder only once its
- * lease ran out or its process is gone, a commit is all or nothing, and a commit retried after a
- * lost connection is not written twice.
+ * The worker's watch, shared by the sessions a worker runs, asks for all of them, of every run, at
+ * once (`outcomes`, `sessionSignals`): one statement each per poll, however many runs. The store
+ * answers and never calls the worker back: the jobs a write queues are data, written through the
+ * queue's own `insert` with the write's connection (`Queued`). The guarantees are the store's: a
+ * session is taken from its holder only once its lease ran out or its process is gone, a commit is
+ * all or nothing, and a commit retried after a lost connection is not written twice.
  */
 export interface JobStore {
   /**
@@ -29,8 +30,8 @@ export interface JobStore {
    * it; refused, the holder, its lease, and the job it took the session for.
    */
   claimSession(runId: string, session: string, owner: RunOwner, leaseMs: number, job?: string): Promise<SessionClaim>;
-  /** Extends `owner`'s leases on these sessions; returns those it no longer holds. */
-  renewSessions(runId: string, sessions: readonly string[], owner: RunOwner, leaseMs: number): Promise<string[]>;
+  /** Extends these leases, of any runs, in one statement; returns those no longer held by their token. */
+  renewSessions(leases: readonly SessionLease[], leaseMs: number): Promise<SessionLease[]>;
   /** What a session is restored from; with `subtree`, every session below it too (a budget keeps its subtree in one job). */
   readSession(runId: string, session: string, options: { readonly subtree: boolean }): Promise<SessionRecords>;
   /** The `spawn` records that started these sessions (each in its parent's journal), in order. */
@@ -53,14 +54,38 @@ export interface JobStore {
   releaseSession(runId: string, session: string, owner: RunOwner): Promise<void>;
   /** Ends a run whose sessions ran as jobs of their own: its status, and its totals written. A run already ended is left as it is. */
   endRun(runId: string, status: RunStatus): Promise<void>;
-  /** The `outcome` records of those of `sessions` that ended (the watch's look for the results its sessions wait on). */
-  outcomes(runId: string, sessions: readonly string[]): Promise<JournalRow[]>;
-  /** What was asked of these sessions from elsewhere (and of every session below those of `subtrees`): a cancel, the seq of the last message. */
-  sessionSignals(
-    runId: string,
-    sessions: readonly string[],
-    subtrees?: readonly string[],
-  ): Promise<Map<string, { readonly cancel?: string; readonly messageSeq?: number }>>;
+  /**
+   * The `outcome` records of those of `sessions` (of any runs) that ended, in one statement: the
+   * watch's look for the results its sessions wait on. In seq order within each run.
+   */
+  outcomes(sessions: readonly SessionRef[]): Promise<JournalRow[]>;
+  /**
+   * What was asked from elsewhere of these sessions (of any runs; with `subtree`, of every session
+   * below it too), in one statement: a cancel, the seq of the last message. Only sessions asked something.
+   */
+  sessionSignals(sessions: readonly WatchedSession[]): Promise<SessionSignal[]>;
+}
+
+/** One session of one run. */
+export interface SessionRef {
+  readonly runId: string;
+  readonly session: string;
+}
+
+/** A session's lease, as the job holding it knows it: by its claim's token. */
+export interface SessionLease extends SessionRef {
+  readonly token: string;
+}
+
+/** A session the worker's watch looks at; with `subtree`, every session below it too (a subtree kept in one job). */
+export interface WatchedSession extends SessionRef {
+  readonly subtree: boolean;
+}
+
+/** What was asked of a session from elsewhere: a cancel (its reason), the seq of the last message sent to it. */
+export interface SessionSignal extends SessionRef {
+  readonly cancel?: string;
+  readonly messageSeq?: number;
 }
 
 /** A claim of one session: when refused, the job its holder took it for, if it said. */

@@ -1,4 +1,4 @@
-import type { SessionClaim } from './jobStore.js';
+import type { SessionClaim, SessionLease } from './jobStore.js';
 import { mayClaim } from './memoryStore.js';
 import type { PostgresConnection } from './postgresConnection.js';
 import { ownerOf, type RunColumns } from './postgresSchema.js';
@@ -55,17 +55,25 @@ export async function claimSession(
   });
 }
 
-/** Extends `owner`'s leases on these sessions; returns those it no longer holds. */
-export async function renewSessions(conn: PostgresConnection, runId: string, sessions: readonly string[], owner: RunOwner, leaseMs: number): Promise<string[]> {
-  if (sessions.length === 0) return [];
+/**
+ * Extends these leases (of any runs, each held by its job's token) in one statement; returns those
+ * no longer held by their token. One statement however many: a worker renews every session it
+ * holds together.
+ */
+export async function renewSessions(conn: PostgresConnection, leases: readonly SessionLease[], leaseMs: number): Promise<SessionLease[]> {
+  if (leases.length === 0) return [];
   const { rows } = await conn.call(() =>
-    conn.pool.query<{ session: string }>(
-      'UPDATE exarch.sessions SET lease_until = $4 WHERE run_id = $1 AND session = ANY($2) AND owner_token = $3 RETURNING session',
-      [runId, sessions, owner.token, conn.now() + leaseMs],
+    conn.pool.query<{ run_id: string; session: string; token: string }>(
+      `UPDATE exarch.sessions AS s SET lease_until = $4
+       FROM unnest($1::text[], $2::text[], $3::text[]) AS w(run_id, session, token)
+       WHERE s.run_id = w.run_id AND s.session = w.session AND s.owner_token = w.token
+       RETURNING s.run_id, s.session, s.owner_token AS token`,
+      [leases.map((l) => l.runId), leases.map((l) => l.session), leases.map((l) => l.token), conn.now() + leaseMs],
     ),
   );
-  const held = new Set(rows.map((r) => r.session));
-  return sessions.filter((session) => !held.has(session));
+  const key = (runId: string, session: string, token: string): string => JSON.stringify([runId, session, token]);
+  const held = new Set(rows.map((r) => key(r.run_id, r.session, r.token)));
+  return leases.filter((lease) => !held.has(key(lease.runId, lease.session, lease.token)));
 }
 
 /** Lets go of a session `owner` holds. */

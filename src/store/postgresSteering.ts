@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Queued } from './jobStore.js';
+import type { Queued, SessionSignal, WatchedSession } from './jobStore.js';
 import type { PostgresConnection } from './postgresConnection.js';
 import { appendShared } from './postgresJournal.js';
 
@@ -108,27 +108,32 @@ export async function sendMessage(conn: PostgresConnection, runId: string, sessi
 }
 
 /**
- * What was asked of these sessions from elsewhere (and of every session below those of
- * `subtrees`): a cancel (its reason), the seq of the last message sent.
+ * What was asked from elsewhere of these sessions (of any runs; with `subtree`, of every session
+ * below it too): a cancel (its reason), the seq of the last message sent. One statement for all
+ * of them: the worker's watch asks it every fifth of a second for every session it runs.
  */
-export async function sessionSignals(
-  conn: PostgresConnection,
-  runId: string,
-  sessions: readonly string[],
-  subtrees: readonly string[] = [],
-): Promise<Map<string, { readonly cancel?: string; readonly messageSeq?: number }>> {
-  if (sessions.length === 0 && subtrees.length === 0) return new Map();
+export async function sessionSignals(conn: PostgresConnection, sessions: readonly WatchedSession[]): Promise<SessionSignal[]> {
+  if (sessions.length === 0) return [];
+  const subtrees = sessions.filter((s) => s.subtree);
   const { rows } = await conn.call(() =>
-    conn.pool.query<{ session: string; cancel: string | null; message_seq: number | null }>(
-      `SELECT session, cancel, message_seq FROM exarch.sessions WHERE run_id = $1
-         AND (session = ANY($2) OR EXISTS (SELECT 1 FROM unnest($3::text[]) AS p(top) WHERE left(session, length(p.top) + 1) = p.top || '/'))
-         AND (cancel IS NOT NULL OR message_seq IS NOT NULL)`,
-      [runId, sessions, subtrees],
+    conn.pool.query<{ run_id: string; session: string; cancel: string | null; message_seq: number | null }>(
+      // Each half looks sessions up by their key (run, id), or the run's sessions below a subtree's top.
+      `SELECT s.run_id, s.session, s.cancel, s.message_seq FROM exarch.sessions AS s
+         JOIN unnest($1::text[], $2::text[]) AS w(run_id, session) ON s.run_id = w.run_id AND s.session = w.session
+         WHERE s.cancel IS NOT NULL OR s.message_seq IS NOT NULL
+       UNION
+       SELECT s.run_id, s.session, s.cancel, s.message_seq FROM exarch.sessions AS s
+         JOIN unnest($3::text[], $4::text[]) AS t(run_id, top) ON s.run_id = t.run_id AND left(s.session, length(t.top) + 1) = t.top || '/'
+         WHERE s.cancel IS NOT NULL OR s.message_seq IS NOT NULL`,
+      [sessions.map((s) => s.runId), sessions.map((s) => s.session), subtrees.map((s) => s.runId), subtrees.map((s) => s.session)],
     ),
   );
-  return new Map(
-    rows.map((r) => [r.session, { ...(r.cancel === null ? {} : { cancel: r.cancel }), ...(r.message_seq === null ? {} : { messageSeq: r.message_seq }) }]),
-  );
+  return rows.map((r) => ({
+    runId: r.run_id,
+    session: r.session,
+    ...(r.cancel === null ? {} : { cancel: r.cancel }),
+    ...(r.message_seq === null ? {} : { messageSeq: r.message_seq }),
+  }));
 }
 
 /** The cancels asked of these sessions, by session. */

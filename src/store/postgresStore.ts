@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { JobStore, Look, Looked, Queued, SessionClaim, SessionRecords } from './jobStore.js';
+import type { JobStore, Look, Looked, Queued, SessionClaim, SessionLease, SessionRecords, SessionRef, SessionSignal, WatchedSession } from './jobStore.js';
 import { PostgresConnection, type PostgresStoreOptions } from './postgresConnection.js';
 import { append, appendShared, commit, journalAfter } from './postgresJournal.js';
 import { claimSession, releaseSession, renewSessions } from './postgresLeases.js';
@@ -142,9 +142,9 @@ export class PostgresRunStore implements RunStore, JobStore {
     return claimSession(this.conn, runId, session, owner, leaseMs, job);
   }
 
-  /** Extends `owner`'s leases on these sessions; returns those it no longer holds. */
-  renewSessions(runId: string, sessions: readonly string[], owner: RunOwner, leaseMs: number): Promise<string[]> {
-    return renewSessions(this.conn, runId, sessions, owner, leaseMs);
+  /** Extends these leases (of any runs) in one statement; returns those no longer held by their token. */
+  renewSessions(leases: readonly SessionLease[], leaseMs: number): Promise<SessionLease[]> {
+    return renewSessions(this.conn, leases, leaseMs);
   }
 
   /** Lets go of a session `owner` holds. */
@@ -192,13 +192,9 @@ export class PostgresRunStore implements RunStore, JobStore {
     return sendMessage(this.conn, runId, session, host, text, queued);
   }
 
-  /** What was asked of these sessions from elsewhere (and of every session below those of `subtrees`). */
-  sessionSignals(
-    runId: string,
-    sessions: readonly string[],
-    subtrees: readonly string[] = [],
-  ): Promise<Map<string, { readonly cancel?: string; readonly messageSeq?: number }>> {
-    return sessionSignals(this.conn, runId, sessions, subtrees);
+  /** What was asked of these sessions (of any runs) from elsewhere, in one statement; see postgresSteering.ts. */
+  sessionSignals(sessions: readonly WatchedSession[]): Promise<SessionSignal[]> {
+    return sessionSignals(this.conn, sessions);
   }
 
   /** The cancels asked of these sessions, by session. */
@@ -251,9 +247,9 @@ export class PostgresRunStore implements RunStore, JobStore {
     return spawnsOf(this.conn, runId, sessions);
   }
 
-  /** The `outcome` records of those of `sessions` that ended. */
-  outcomes(runId: string, sessions: readonly string[]): Promise<JournalRow[]> {
-    return outcomes(this.conn, runId, sessions);
+  /** The `outcome` records of those of `sessions` (of any runs) that ended, in one statement. */
+  outcomes(sessions: readonly SessionRef[]): Promise<JournalRow[]> {
+    return outcomes(this.conn, sessions);
   }
 
   /** Whether nothing in a spread run can move until a person answers; see postgresWorkerQueries.ts. */

@@ -1,4 +1,4 @@
-import type { Look, Looked, SessionRecords } from './jobStore.js';
+import type { Look, Looked, SessionRecords, SessionRef } from './jobStore.js';
 import type { PostgresConnection } from './postgresConnection.js';
 import { cancelRequests } from './postgresSteering.js';
 import { liveChildrenOf } from './restoreRun.js';
@@ -78,16 +78,30 @@ export async function spawnsOf(conn: PostgresConnection, runId: string, sessions
   return conn.journalRows(runId, rows);
 }
 
-/** The `outcome` records of those of `sessions` that ended. */
-export async function outcomes(conn: PostgresConnection, runId: string, sessions: readonly string[]): Promise<JournalRow[]> {
+/** Sessions of one run, as `outcomes` takes them. */
+const ofRun = (runId: string, sessions: readonly string[]): SessionRef[] => sessions.map((session) => ({ runId, session }));
+
+/**
+ * The `outcome` records of those of `sessions` (of any runs) that ended, in seq order within each
+ * run. One statement for all of them: the worker's watch asks it every fifth of a second.
+ */
+export async function outcomes(conn: PostgresConnection, sessions: readonly SessionRef[]): Promise<JournalRow[]> {
   if (sessions.length === 0) return [];
   const { rows } = await conn.call(() =>
-    conn.pool.query<{ seq: number; session: string; ts: string; body: string }>(
-      "SELECT seq, session, ts, body FROM exarch.journal WHERE run_id = $1 AND session = ANY($2) AND type = 'outcome' ORDER BY seq",
-      [runId, sessions],
+    conn.pool.query<{ run_id: string; seq: number; session: string; ts: string; body: string }>(
+      `SELECT j.run_id, j.seq, j.session, j.ts, j.body FROM exarch.journal AS j
+         JOIN unnest($1::text[], $2::text[]) AS w(run_id, session) ON j.run_id = w.run_id AND j.session = w.session
+         WHERE j.type = 'outcome' ORDER BY j.run_id, j.seq`,
+      [sessions.map((s) => s.runId), sessions.map((s) => s.session)],
     ),
   );
-  return conn.journalRows(runId, rows);
+  const byRun = new Map<string, typeof rows>();
+  for (const row of rows) {
+    const ofRun = byRun.get(row.run_id);
+    if (ofRun) ofRun.push(row);
+    else byRun.set(row.run_id, [row]);
+  }
+  return [...byRun].flatMap(([runId, ofRun]) => conn.journalRows(runId, ofRun));
 }
 
 /**
@@ -129,14 +143,14 @@ export async function approvedAlways(conn: PostgresConnection, runId: string): P
 export async function readSession(conn: PostgresConnection, runId: string, session: string, options: { readonly subtree: boolean }): Promise<SessionRecords> {
   const rows = await sessionJournal(conn, runId, session, { subtree: options.subtree });
   const own = rows.filter((r) => r.session === session).map((r) => r.record);
-  const delivered = options.subtree ? [] : await outcomes(conn, runId, liveChildrenOf(own));
+  const delivered = options.subtree ? [] : await outcomes(conn, ofRun(runId, liveChildrenOf(own)));
   return { rows: [...rows, ...delivered].sort((a, b) => a.seq - b.seq), lastSeq: rows.at(-1)?.seq ?? 0 };
 }
 
 /** What came to a session from elsewhere (`JobStore.look`): each part asked, in parallel; a part not asked is empty. */
 export async function look(conn: PostgresConnection, runId: string, session: string, asked: Look): Promise<Looked> {
   const [results, cancels, messages, approved] = await Promise.all([
-    outcomes(conn, runId, asked.results ?? []),
+    outcomes(conn, ofRun(runId, asked.results ?? [])),
     asked.cancel === true ? cancelRequests(conn, runId, [session]) : undefined,
     asked.messagesAfter === undefined ? [] : queuedAfter(conn, runId, session, asked.messagesAfter, { subtree: asked.subtree === true }),
     asked.approved === true ? approvedAlways(conn, runId) : new Set<string>(),

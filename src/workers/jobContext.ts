@@ -6,6 +6,7 @@ import type { JobStore } from '../store/jobStore.js';
 import type { RunEventListener } from '../watch/observe/events.js';
 import type PgBoss from 'pg-boss';
 import type { RemoteWatch } from './remoteWatch.js';
+import type { SessionLeases } from './sessionLeases.js';
 import type { StoredSpans } from './storedSpans.js';
 
 /** How a session job ended here. */
@@ -27,6 +28,8 @@ export interface SessionJobContext {
   readonly boss: PgBoss;
   readonly owner: RunOwner;
   readonly leaseMs: number;
+  /** The worker's sessions' leases, renewed together while their jobs hold them. */
+  readonly leases: SessionLeases;
   readonly watch: RemoteWatch;
   /** The run's sessions' live half; released once the session stops here. */
   acquire(row: RunRow): Promise<RunSessions>;

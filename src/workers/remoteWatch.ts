@@ -9,8 +9,9 @@ const WATCH_MS = 200;
 /**
  * The worker's eyes on the store for its sessions: the results of the sub-agents they wait on
  * (each `outcome` record of one), and the cancels asked of them. Polled: a fifth of a second is
- * soon enough next to a model's seconds, one query per run and kind covers every session, and a
- * server restart needs no re-subscribing.
+ * soon enough next to a model's seconds, one statement of each kind covers every session of every
+ * run (not one per run: a worker may hold hundreds of runs' sessions), and a server restart needs
+ * no re-subscribing.
  */
 export class RemoteWatch {
   private readonly children = new Map<string, Map<string, (outcome: Extract<JournalRecord, { type: 'outcome' }>) => void>>();
@@ -63,37 +64,33 @@ export class RemoteWatch {
 
   private async poll(): Promise<void> {
     try {
-      for (const [runId, waiting] of [...this.children]) {
-        if (waiting.size === 0) {
-          this.children.delete(runId);
-          continue;
-        }
-        for (const { session, record } of await this.store.outcomes(runId, [...waiting.keys()])) {
-          const resolve = waiting.get(session);
-          if (!resolve || record.type !== 'outcome') continue;
-          waiting.delete(session);
-          resolve(record);
-        }
+      for (const [runId, waiting] of this.children) if (waiting.size === 0) this.children.delete(runId);
+      for (const [runId, watched] of this.steered) if (watched.size === 0) this.steered.delete(runId);
+      // One statement of each kind for every run: a worker holds hundreds of runs' sessions.
+      const waited = [...this.children].flatMap(([runId, waiting]) => [...waiting.keys()].map((session) => ({ runId, session })));
+      const watched = [...this.steered].flatMap(([runId, ofRun]) => [...ofRun].map(([session, watch]) => ({ runId, session, subtree: watch.subtree })));
+      const [outcomes, signals] = await Promise.all([this.store.outcomes(waited), this.store.sessionSignals(watched)]);
+      for (const { runId, session, record } of outcomes) {
+        const waiting = this.children.get(runId);
+        const resolve = waiting?.get(session);
+        if (!resolve || record.type !== 'outcome') continue;
+        waiting?.delete(session);
+        resolve(record);
       }
-      for (const [runId, watched] of [...this.steered]) {
-        if (watched.size === 0) {
-          this.steered.delete(runId);
-          continue;
+      for (const { runId, session, cancel, messageSeq } of signals) {
+        const ofRun = this.steered.get(runId);
+        if (!ofRun) continue;
+        // The session's own watch, or that of the job that keeps its subtree.
+        const top = ofRun.has(session) ? session : [...ofRun].find(([root, watch]) => watch.subtree && session.startsWith(`${root}/`))?.[0];
+        const watch = top === undefined ? undefined : ofRun.get(top);
+        if (!watch) continue;
+        if (session === top && messageSeq !== undefined && messageSeq > watch.messageSeq) {
+          watch.messageSeq = messageSeq;
+          watch.onMessages(messageSeq);
         }
-        const subtrees = [...watched].filter(([, watch]) => watch.subtree).map(([session]) => session);
-        for (const [session, { cancel, messageSeq }] of await this.store.sessionSignals(runId, [...watched.keys()], subtrees)) {
-          // The session's own watch, or that of the job that keeps its subtree.
-          const top = watched.has(session) ? session : subtrees.find((root) => session.startsWith(`${root}/`));
-          const watch = top === undefined ? undefined : watched.get(top);
-          if (!watch) continue;
-          if (session === top && messageSeq !== undefined && messageSeq > watch.messageSeq) {
-            watch.messageSeq = messageSeq;
-            watch.onMessages(messageSeq);
-          }
-          if (cancel !== undefined && !watch.cancelled.has(session)) {
-            watch.cancelled.add(session);
-            watch.onCancel(cancel, session);
-          }
+        if (cancel !== undefined && !watch.cancelled.has(session)) {
+          watch.cancelled.add(session);
+          watch.onCancel(cancel, session);
         }
       }
     } catch {

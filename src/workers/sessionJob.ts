@@ -33,8 +33,7 @@ export async function runSessionJob(offered: RunJob, jobId: string, row: RunRow,
     if (claim.job === jobId) throw new SessionHeld(held, runId);
     throw new RunError(held, 'held', runId);
   }
-  const renew = setInterval(() => void store.renewSessions(runId, [id], owner, leaseMs).catch(() => undefined), Math.max(1, Math.floor(leaseMs / 3)));
-  renew.unref();
+  const letGo = ctx.leases.hold(runId, id, owner.token);
   try {
     // A wake carries no spawn: what started the session is in its ancestors' journals.
     const spawn = offered.spawn ?? (id === 'root' ? undefined : await spawnFromJournal(store, runId, id));
@@ -72,7 +71,7 @@ export async function runSessionJob(offered: RunJob, jobId: string, row: RunRow,
     }
     if (left.how === 'ended' && id === 'root') await store.endRun(runId, left.status ?? 'done');
     if (left.how === 'parked') {
-      clearInterval(renew);
+      letGo();
       await store.releaseSession(runId, id, owner);
       // A wake that came while this job held the session was dropped (see the worker): a result or
       // a cancel that arrived between the last look and the release is looked for once more, now
@@ -85,7 +84,7 @@ export async function runSessionJob(offered: RunJob, jobId: string, row: RunRow,
     }
     return left.how;
   } finally {
-    clearInterval(renew);
+    letGo();
     await store.releaseSession(runId, id, owner).catch(() => undefined);
   }
 }

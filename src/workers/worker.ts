@@ -8,6 +8,7 @@ import { failForGood, MalformedJobError, readRunJob, RUN_QUEUE, startBoss } from
 import { HandedBack, runJob, type InProgress } from './runJob.js';
 import { RunSetups } from './runSetups.js';
 import { RemoteWatch } from './remoteWatch.js';
+import { SessionLeases } from './sessionLeases.js';
 import type { SessionJobContext } from './jobContext.js';
 import type { Worker, WorkerEvent, WorkerOptions } from './workerOptions.js';
 
@@ -46,11 +47,13 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   const owner: RunOwner = { host: hostname(), pid: process.pid, token: randomUUID() };
   const watch = new RemoteWatch(store);
   const setups = new RunSetups(options.session, store);
+  const leaseMs = options.leaseMs ?? 30_000;
   const sessionJobs = {
     store,
     boss,
     owner,
-    leaseMs: options.leaseMs ?? 30_000,
+    leaseMs,
+    leases: new SessionLeases(store, leaseMs),
     watch,
     acquire: (row: RunRow) => setups.acquire(row),
     release: (row: RunRow) => setups.release(row.id),

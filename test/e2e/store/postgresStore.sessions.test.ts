@@ -115,23 +115,37 @@ describe.skipIf(!postgres.available)('postgres store: sessions as jobs', () => {
     });
   });
 
-  it("reads one session's records, or its whole subtree, and the outcomes of the sessions asked about", async () => {
+  it("reads one session's records, or its whole subtree, and the outcomes of the sessions asked about, of several runs in one statement", async () => {
     await withStores(1, async ([store]) => {
       if (!store) throw new Error('no store');
       await store.createRun(newRun('r'));
+      await store.createRun(newRun('q'));
+      await store.commit([
+        { ...row('root/a', outcome('q: a done')), runId: 'q' },
+        { ...row('root/b', note('q: b working')), runId: 'q' },
+      ]);
       await store.commit([row('root', note('r1')), row('root/a', note('a1')), row('root/ab', note('ab1')), row('root/a/x', note('ax1'))]);
       await store.commit([row('root/a', outcome('a done')), row('root/ab', outcome('ab done')), row('root', note('r2'))]);
       const texts = (rows: readonly JournalRow[]): string[] => rows.map((r) => `${r.session}:${r.record.type === 'queued' ? r.record.text : r.record.type}`);
       expect(texts(await store.sessionJournal('r', 'root'))).toEqual(['root:r1', 'root:r2']);
       // `root/ab` is not below `root/a`: a prefix of the id is not enough.
       expect(texts(await store.sessionJournal('r', 'root/a', { subtree: true }))).toEqual(['root/a:a1', 'root/a/x:ax1', 'root/a:outcome']);
-      expect(texts(await store.outcomes('r', ['root/a', 'root/a/x']))).toEqual(['root/a:outcome']);
-      expect(await store.outcomes('r', [])).toEqual([]);
+      const of = (runId: string, ...sessions: string[]) => sessions.map((session) => ({ runId, session }));
+      expect(texts(await store.outcomes(of('r', 'root/a', 'root/a/x')))).toEqual(['root/a:outcome']);
+      // Two runs at once: each outcome with its run; a session of one run is not the same-named one of another.
+      const both = await store.outcomes([...of('r', 'root/a', 'root/ab'), ...of('q', 'root/a', 'root/b')]);
+      expect(both.map((r) => `${r.runId}:${r.session}:${r.record.type === 'outcome' ? r.record.text : r.record.type}`).sort()).toEqual([
+        'q:root/a:q: a done',
+        'r:root/a:a done',
+        'r:root/ab:ab done',
+      ]);
+      expect(await store.outcomes(of('q', 'root/ab'))).toEqual([]);
+      expect(await store.outcomes([])).toEqual([]);
     });
   });
 
   it('lets exactly one of several claimants take a session; a live holder keeps it, a released or dead one lets it go', async () => {
-    await withStores(3, async (stores) => {
+    await withStores(3, async (stores, url) => {
       await stores[0]?.createRun(newRun('r'));
       const results = await Promise.all(stores.map((store, i) => store.claimSession('r', 'root/a', owner(`t${i}`), 60_000, `job-${i}`)));
       expect(results.filter((r) => r.ok)).toHaveLength(1);
@@ -147,8 +161,23 @@ describe.skipIf(!postgres.available)('postgres store: sessions as jobs', () => {
       // A holder whose process is gone (on this host) loses it at once, lease or not.
       await other.claimSession('r', 'root/c', owner('ghost', 2 ** 22 + 7), 60_000);
       expect(await other.claimSession('r', 'root/c', owner('next'), 60_000)).toEqual({ ok: true });
-      // Renewing reports the sessions no longer held.
-      expect(await other.renewSessions('r', ['root/a', 'root/c'], owner('late'), 60_000)).toEqual(['root/c']);
+      // Renewing, of any runs and tokens at once, reports the leases no longer held by their token.
+      await stores[0]?.createRun(newRun('q'));
+      await other.claimSession('q', 'root/a', owner('other-run'), 1_000);
+      const lease = (runId: string, session: string, token: string) => ({ runId, session, token });
+      expect(
+        await other.renewSessions(
+          [lease('r', 'root/a', 'late'), lease('r', 'root/c', 'late'), lease('q', 'root/a', 'other-run'), lease('q', 'root/a', 'late')],
+          60_000,
+        ),
+      ).toEqual([lease('r', 'root/c', 'late'), lease('q', 'root/a', 'late')]);
+      const leases = await query<{ run_id: string; lease_until: string }>(
+        url,
+        "SELECT run_id, lease_until FROM exarch.sessions WHERE owner_token IN ('late', 'other-run') AND session = 'root/a' ORDER BY run_id",
+      );
+      // Both renewed to a minute from now, the other run's 1 s lease included.
+      expect(leases.map((l) => l.run_id)).toEqual(['q', 'r']);
+      for (const l of leases) expect(Number(l.lease_until)).toBeGreaterThan(Date.now() + 30_000);
     });
   });
 
@@ -166,6 +195,26 @@ describe.skipIf(!postgres.available)('postgres store: sessions as jobs', () => {
           ['root/b', 'stop'],
         ]),
       );
+    });
+  });
+
+  it("tells the watch what was asked of sessions of several runs in one statement: a session's own, or any below a subtree it keeps", async () => {
+    await withStores(1, async ([store]) => {
+      if (!store) throw new Error('no store');
+      await store.createRun(newRun('r'));
+      await store.createRun(newRun('q'));
+      await store.requestCancel('r', 'root/a', 'stop a');
+      await store.requestCancel('r', 'root/b/deep', 'stop deep');
+      await store.requestCancel('r', 'root/bb', 'not below root/b');
+      await store.requestCancel('q', 'root/a', 'stop q a');
+      const signals = await store.sessionSignals([
+        { runId: 'r', session: 'root/a', subtree: false },
+        { runId: 'r', session: 'root/b', subtree: true },
+        { runId: 'q', session: 'root/a', subtree: false },
+        { runId: 'q', session: 'root/z', subtree: false },
+      ]);
+      expect(signals.map((s) => `${s.runId}:${s.session}:${s.cancel}`).sort()).toEqual(['q:root/a:stop q a', 'r:root/a:stop a', 'r:root/b/deep:stop deep']);
+      expect(await store.sessionSignals([])).toEqual([]);
     });
   });
 
