@@ -34,6 +34,7 @@ export async function runSessionJob(offered: RunJob, jobId: string, row: RunRow,
     throw new RunError(held, 'held', runId);
   }
   const letGo = ctx.leases.hold(runId, id, owner.token);
+  let released = false;
   try {
     // A wake carries no spawn: what started the session is in its ancestors' journals.
     const spawn = offered.spawn ?? (id === 'root' ? undefined : await spawnFromJournal(store, runId, id));
@@ -73,6 +74,7 @@ export async function runSessionJob(offered: RunJob, jobId: string, row: RunRow,
     if (left.how === 'parked') {
       letGo();
       await store.releaseSession(runId, id, owner);
+      released = true;
       // A wake that came while this job held the session was dropped (see the worker): a result or
       // a cancel that arrived between the last look and the release is looked for once more, now
       // that a new wake would find the session free.
@@ -85,6 +87,7 @@ export async function runSessionJob(offered: RunJob, jobId: string, row: RunRow,
     return left.how;
   } finally {
     letGo();
-    await store.releaseSession(runId, id, owner).catch(() => undefined);
+    // A parked session was let go of before its last look: once is enough (a statement per park).
+    if (!released) await store.releaseSession(runId, id, owner).catch(() => undefined);
   }
 }
