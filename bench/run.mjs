@@ -7,21 +7,35 @@
 //
 // The peers are dependencies of bench/package.json only, so the library's install stays lean;
 // they are installed (npm ci) the first time, and again whenever bench/package-lock.json changes.
-import { execFileSync, spawn } from 'node:child_process';
+//
+// The durable systems (those whose module says what they `checkpoints`) get a table of their own,
+// side by side; the PostgreSQL ones run on one server for the whole bench (bench/cellRunner.mjs).
+import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { CELL_LIMIT_MS, cellRunner } from './cellRunner.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = dirname(here);
 
-const ALL_SYSTEMS = ['exarch', 'exarch-inspected', 'exarch-durable', 'ai6', 'ai7', 'openai-agents', 'langgraph', 'handwritten'];
+const ALL_SYSTEMS = [
+  'exarch',
+  'exarch-inspected',
+  'ai6',
+  'ai7',
+  'openai-agents',
+  'langgraph',
+  'exarch-durable',
+  'langgraph-sqlite',
+  'exarch-durable-postgres',
+  'langgraph-postgres',
+  'handwritten',
+];
 const FLOOR = 'handwritten';
 const DURABLE = 'exarch-durable';
-const CELL_LIMIT_MS = 60_000;
-const WARM_UP_LIMIT_MS = 180_000;
 
 /** Installs bench/'s own dependencies when they are missing or older than its lockfile. */
 function ensurePeersInstalled() {
@@ -52,6 +66,10 @@ const systems = args.systems
 for (const s of systems) if (!ALL_SYSTEMS.includes(s)) throw new Error(`unknown system '${s}' (known: ${ALL_SYSTEMS.join(', ')})`);
 if (!systems.includes(FLOOR)) systems.push(FLOOR);
 
+const modules = {};
+for (const s of systems) modules[s] = await import(join(here, 'systems', `${s}.mjs`));
+const { runCell, postgres } = await cellRunner(systems, modules);
+
 /** The cells, in the order each round runs them. */
 const CELLS = [
   { workload: 'loop', size: 200 },
@@ -62,57 +80,6 @@ const CELLS = [
 ];
 const cellKey = (c) => `${c.workload}:${c.size}`;
 
-/**
- * Runs one cell in a fresh process; resolves with its result, `{ failed }`, or a result without
- * `retainedBytes` when only the memory run ran out of time. Each measured run gets CELL_LIMIT_MS
- * (the warm-up another WARM_UP_LIMIT_MS).
- */
-function runCell(system, cell) {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--expose-gc', join(here, 'cell.mjs'), system, cell.workload, String(cell.size)], {
-      cwd: here,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    let phase = 'warm-up';
-    let timed;
-    let timer;
-    const limit = (ms) => {
-      clearTimeout(timer);
-      timer = setTimeout(() => child.kill('SIGKILL'), ms);
-    };
-    limit(WARM_UP_LIMIT_MS);
-    child.stdout.on('data', (d) => {
-      out += d;
-      const lines = out.split('\n');
-      out = lines.pop() ?? '';
-      for (const line of lines) {
-        let message;
-        try {
-          message = JSON.parse(line);
-        } catch {
-          continue;
-        }
-        phase = message.phase;
-        if (message.phase === 'memory run') timed = message;
-        if (message.phase === 'done') timed = { ...timed, retainedBytes: message.retainedBytes };
-        if (message.phase !== 'done') limit(CELL_LIMIT_MS);
-      }
-    });
-    child.stderr.on('data', (d) => (err += d));
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      const why = `did not finish in ${(phase === 'warm-up' ? WARM_UP_LIMIT_MS : CELL_LIMIT_MS) / 1000} s${phase === 'warm-up' ? ' (warm-up)' : ''}`;
-      if (signal === 'SIGKILL' && phase === 'memory run' && timed) return resolve({ ...timed, retainedBytes: undefined, memoryFailed: why });
-      if (signal === 'SIGKILL') return resolve({ failed: why, timedOut: true });
-      if (code !== 0) return resolve({ failed: (err.trim().split('\n').at(-1) ?? '') || `exit ${code}` });
-      if (!timed || timed.retainedBytes === undefined) return resolve({ failed: `no result: ${out.slice(0, 200)}` });
-      resolve(timed);
-    });
-  });
-}
-
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
   const m = Math.floor(s.length / 2);
@@ -122,13 +89,13 @@ const median = (xs) => {
 // ---------------------------------------------------------------------------------------------
 // Run: rounds × cells × systems (rotated each round), one process each.
 
-const labels = {};
-for (const s of systems) labels[s] = (await import(join(here, 'systems', `${s}.mjs`))).label;
+const labels = Object.fromEntries(systems.map((s) => [s, modules[s].label]));
 
 /** results[system][cellKey] = array of per-round results; failures[system][cellKey] = reason. */
 const results = Object.fromEntries(systems.map((s) => [s, {}]));
 const failures = Object.fromEntries(systems.map((s) => [s, {}]));
 const started = Date.now();
+const loadAtStart = os.loadavg()[0];
 for (let round = 0; round < runs; round++) {
   for (const cell of CELLS) {
     const order = systems.map((_, i) => systems[(i + round) % systems.length]);
@@ -246,14 +213,14 @@ const mark = (b) => (b === undefined ? '' : `${b.text} ${b.ok ? '✓' : '✗ ove
 const du = summary[DURABLE];
 const duPerUnit = (key) => du?.[key]?.value;
 const duFlat = (small, large) => flatness(duPerUnit(small), duPerUnit(large));
-/** What the durable loop writes per step at `steps` steps, figure by figure. */
-const writtenPerStep = (steps) => {
-  const w = du?.[`loop:${steps}`]?.written;
+/** What a durable system's loop writes per step at `steps` steps, figure by figure. */
+const writtenPerStep = (system, steps) => {
+  const w = summary[system]?.[`loop:${steps}`]?.written;
   return w && Object.fromEntries(Object.entries(w).map(([figure, n]) => [figure, n / steps]));
 };
 const bytesFigures = ['journalBytes', 'fileBytes', 'diskBytes'];
 const bytesFlat = () => {
-  const [small, large] = [writtenPerStep(200), writtenPerStep(2_000)];
+  const [small, large] = [writtenPerStep(DURABLE, 200), writtenPerStep(DURABLE, 2_000)];
   return small !== undefined && large !== undefined && bytesFigures.every((f) => small[f] === undefined || flatness(small[f], large[f]));
 };
 const durableBudget = du && {
@@ -261,32 +228,42 @@ const durableBudget = du && {
   'loop:2000': { text: '≤ 100, flat', ok: duPerUnit('loop:2000') <= 100 && duFlat('loop:200', 'loop:2000') },
   'fanout:200': { text: '≤ 400', ok: duPerUnit('fanout:200') <= 400 },
   'fanout:10000': { text: '≤ 400, flat', ok: duPerUnit('fanout:10000') <= 400 && duFlat('fanout:200', 'fanout:10000') },
-  'bytes:200': { text: 'reported', ok: writtenPerStep(200)?.journalBytes > 0 },
+  'bytes:200': { text: 'reported', ok: writtenPerStep(DURABLE, 200)?.journalBytes > 0 },
   'bytes:2000': { text: 'flat', ok: bytesFlat() },
 };
 
 const fmtBytes = (n) => (n >= 1e4 ? `${(n / 1e3).toFixed(1)} KB` : `${Math.round(n).toLocaleString('en-US')} B`);
-/** Bytes per step the durable loop wrote: journal payload (rows), file growth, write(2) bytes. */
+/**
+ * Bytes per step a durable system's loop wrote: the payload it stored (rows), and what the store
+ * measures outside it: SQLite, the file's growth and the bytes handed to write(2); PostgreSQL, the
+ * bytes the server appended to its write-ahead log.
+ */
 function bytesCell(system, steps) {
-  if (system !== DURABLE) return 'n/a';
   const key = `loop:${steps}`;
   if (failures[system][key]) return `— ${failures[system][key]}`;
-  const w = writtenPerStep(steps);
+  const w = writtenPerStep(system, steps);
   if (!w) return '—';
+  const file = w.fileBytes === undefined ? '' : `; file +${fmtBytes(w.fileBytes)}`;
   const disk = w.diskBytes === undefined ? '' : `; ${fmtBytes(w.diskBytes)} written`;
-  return `${fmtBytes(w.journalBytes)} journal in ${w.journalRows.toFixed(1)} rows; file +${fmtBytes(w.fileBytes)}${disk}`;
+  const wal = w.walBytes === undefined ? '' : `; ${fmtBytes(w.walBytes)} WAL`;
+  return `${fmtBytes(w.journalBytes)} in ${w.journalRows.toFixed(1)} rows${file}${disk}${wal}`;
 }
 
-// What durability adds: exarch-durable against exarch, in the same rounds.
-const durableCost =
-  ex && du
-    ? ['loop:200', 'loop:2000', 'fanout:200', 'fanout:10000']
-        .filter((key) => ex[key] && du[key])
-        .map(
-          (key) =>
-            `${key.replace(':', ' ')}: ${fmt(du[key].value)} µs durable, ${fmt(ex[key].value)} without (${du[key].value >= ex[key].value ? '+' : '−'}${fmt(Math.abs(du[key].value - ex[key].value))} µs per ${key.startsWith('loop') ? 'step' : 'sub-agent'})`,
-        )
-    : [];
+/** The durable systems (their module says what they checkpoint), side by side in a table of their own. */
+const durableSystems = systems.filter((s) => modules[s].checkpoints);
+
+// What durability adds: each durable system against the same system in memory (`inMemory`), in the same rounds.
+const durableCost = durableSystems.flatMap((system) => {
+  const [on, off] = [summary[system], summary[modules[system].inMemory]];
+  if (!off) return [];
+  const lines = ['loop:200', 'loop:2000', 'fanout:200', 'fanout:10000']
+    .filter((key) => on[key] && off[key])
+    .map(
+      (key) =>
+        `${key.replace(':', ' ')}: ${fmt(on[key].value)} µs durable, ${fmt(off[key].value)} without (${on[key].value >= off[key].value ? '+' : '−'}${fmt(Math.abs(on[key].value - off[key].value))} µs per ${key.startsWith('loop') ? 'step' : 'sub-agent'})`,
+    );
+  return lines.length ? [`${labels[system]}, against ${labels[modules[system].inMemory]}: ${lines.join('; ')}`] : [];
+});
 
 // An idle inspector must cost nothing: exarch's loop with one attached, against exarch's own, in the same rounds.
 const inspected = summary['exarch-inspected'];
@@ -300,37 +277,46 @@ const idleInspector =
         )
     : [];
 
-/** [what, cell of a system, exarch's budget, the durable budget]. */
-const rows = [
-  ['loop: µs per model step, 200 steps with one tool call each', (s) => timeCell(s, 'loop:200'), budget?.['loop:200'], durableBudget?.['loop:200']],
-  ['loop: µs per step at 2,000 steps', (s) => timeCell(s, 'loop:2000'), budget?.['loop:2000'], durableBudget?.['loop:2000']],
-  ['fan-out: µs per sub-agent, 200 sub-agents × 3 steps', (s) => timeCell(s, 'fanout:200'), budget?.['fanout:200'], durableBudget?.['fanout:200']],
-  ['fan-out: µs per sub-agent, 10,000 sub-agents × 3 steps', (s) => timeCell(s, 'fanout:10000'), budget?.['fanout:10000'], durableBudget?.['fanout:10000']],
-  ['stream: text deltas per second to the consumer (100,000 deltas)', (s) => timeCell(s, 'stream:100000'), budget?.['stream:100000']],
-  ['memory: heap retained after 2,000 steps (session still held)', (s) => memoryCell(s, 'loop:2000', 'step'), budget?.['memory:loop']],
-  ['memory: heap retained after 10,000 finished sub-agents (root still held)', (s) => memoryCell(s, 'fanout:10000', 'sub-agent'), budget?.['memory:fanout']],
+/** [what, cell of a system, the budget of that row] for the workloads every system runs. */
+const workloadRows = (budgetOf) => [
+  ['loop: µs per model step, 200 steps with one tool call each', (s) => timeCell(s, 'loop:200'), budgetOf?.['loop:200']],
+  ['loop: µs per step at 2,000 steps', (s) => timeCell(s, 'loop:2000'), budgetOf?.['loop:2000']],
+  ['fan-out: µs per sub-agent, 200 sub-agents × 3 steps', (s) => timeCell(s, 'fanout:200'), budgetOf?.['fanout:200']],
+  ['fan-out: µs per sub-agent, 10,000 sub-agents × 3 steps', (s) => timeCell(s, 'fanout:10000'), budgetOf?.['fanout:10000']],
+  ['stream: text deltas per second to the consumer (100,000 deltas)', (s) => timeCell(s, 'stream:100000'), budgetOf?.['stream:100000']],
+  ['memory: heap retained after 2,000 steps (session still held)', (s) => memoryCell(s, 'loop:2000', 'step'), budgetOf?.['memory:loop']],
+  ['memory: heap retained after 10,000 finished sub-agents (root still held)', (s) => memoryCell(s, 'fanout:10000', 'sub-agent'), budgetOf?.['memory:fanout']],
 ];
-// The durable budget's column and the rows of bytes written, when the durable system ran.
-if (du) {
-  rows.push(
-    [
-      'durable: bytes written per loop step, 200 steps (journal payload in rows; file growth; write(2) bytes)',
-      (s) => bytesCell(s, 200),
-      undefined,
-      durableBudget['bytes:200'],
-    ],
-    ['durable: bytes written per loop step, 2,000 steps', (s) => bytesCell(s, 2_000), undefined, durableBudget['bytes:2000']],
-  );
+
+/** A markdown table: a row per workload, a column per system, then the budget's column (checked on one system). */
+function tableOf(columns, rows, budgetName) {
+  return [
+    `| workload | ${columns.map((s) => labels[s]).join(' | ')} | ${budgetName} |`,
+    `|---|${columns.map(() => '---:').join('|')}|---|`,
+    ...rows.map(([name, cell, b]) => `| ${name} | ${columns.map(cell).join(' | ')} | ${mark(b)} |`),
+  ].join('\n');
 }
 
-const columns = systems.filter((s) => s !== FLOOR).concat(FLOOR);
-const header = `| workload | ${columns.map((s) => labels[s]).join(' | ')} | exarch budget |${du ? ' durable budget |' : ''}`;
-const rule = `|---|${columns.map(() => '---:').join('|')}|---|${du ? '---|' : ''}`;
-const table = [
-  header,
-  rule,
-  ...rows.map(([name, cell, b, d]) => `| ${name} | ${columns.map(cell).join(' | ')} | ${mark(b)} |${du ? ` ${mark(d)} |` : ''}`),
-].join('\n');
+const table = tableOf(systems.filter((s) => s !== FLOOR && !durableSystems.includes(s)).concat(FLOOR), workloadRows(budget), 'exarch budget');
+// The durable systems side by side, with what a loop step writes; the durable budget is exarch's on SQLite.
+const durableTable =
+  durableSystems.length > 0
+    ? tableOf(
+        durableSystems,
+        [
+          ...workloadRows(durableBudget),
+          [
+            'bytes written per loop step, 200 steps (payload in rows; SQLite: file growth, write(2) bytes; PostgreSQL: WAL bytes)',
+            (s) => bytesCell(s, 200),
+            durableBudget?.['bytes:200'],
+          ],
+          ['bytes written per loop step, 2,000 steps', (s) => bytesCell(s, 2_000), durableBudget?.['bytes:2000']],
+        ],
+        'durable budget (exarch on SQLite)',
+      )
+    : undefined;
+/** What each durable system stores per step, a line each. */
+const checkpointLines = durableSystems.map((s) => `- ${labels[s]}: ${modules[s].checkpoints}`);
 
 // ---------------------------------------------------------------------------------------------
 // Report.
@@ -359,16 +345,15 @@ function versionOf(pkg) {
 }
 
 const versions = [];
-for (const s of systems) {
-  const mod = await import(join(here, 'systems', `${s}.mjs`));
-  for (const pkg of mod.packages) versions.push(`- ${labels[s]}: \`${pkg}\` ${versionOf(pkg)}`);
-}
+for (const s of systems) for (const pkg of modules[s].packages) versions.push(`- ${labels[s]}: \`${pkg}\` ${versionOf(pkg)}`);
+if (postgres) versions.push(`- PostgreSQL: ${postgres}`);
 const cpus = os.cpus();
 const machine = [
   `- CPU: ${cpus[0]?.model ?? 'unknown'} × ${cpus.length}`,
   `- Memory: ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB`,
   `- OS: ${os.type()} ${os.release()} (${os.arch()})`,
   `- Node.js ${process.version}`,
+  `- Load average (1 min): ${loadAtStart.toFixed(2)} at the start, ${os.loadavg()[0].toFixed(2)} at the end`,
 ];
 const notes = Object.entries(failures).flatMap(([s, byCell]) =>
   Object.entries(byCell).map(([key, why]) => `- ${labels[s]}, ${key.replace(':', ' ')}: ${why}.`),
@@ -382,7 +367,23 @@ ${table}
 
 Each number is the median of ${runs} runs; in parentheses, the median over rounds of the ratio to the hand-written
 loop's run in the same round (how many times its cost). Lower is better, except deltas per second.
+${
+  durableTable
+    ? `
+## Durable runs
 
+The same workloads with every run stored as it goes, each system in its own store (one file per cell on the
+machine's disk, or a database per cell on one local PostgreSQL server with fsync on). Ratios as above, to the
+hand-written loop in memory.
+
+${durableTable}
+
+What each stores per step:
+
+${checkpointLines.join('\n')}
+`
+    : ''
+}
 ## How it was measured
 
 - The same scripted model behaviour (\`bench/workloads.mjs\`) drives every system through its own model
@@ -403,7 +404,7 @@ loop's run in the same round (how many times its cost). Lower is better, except 
   within it, as a long run pays its own, instead of falling between samples.
   Systems are interleaved within each round, and rounds repeat the whole grid.
 - A measured run that does not finish in ${CELL_LIMIT_MS / 1000} s is stopped and reported, and its cell is not retried in later rounds.
-- **durable** (\`exarch, durable (SQLite)\`): exarch's own workloads, each run started with \`startRun\` on the SQLite
+- **durable, exarch** (\`exarch, durable (SQLite)\`): exarch's own workloads, each run started with \`startRun\` on the SQLite
   store (better-sqlite3, WAL, synchronous=NORMAL), journaling every session of the tree. The store is one new file per
   cell, on the machine's disk, opened by the warm-up's first run; each run is a new run in it, so opening the file is
   not counted, and everything a run writes is (its row, every journal burst, checkpoints as they fall due). The stream
@@ -412,7 +413,21 @@ loop's run in the same round (how many times its cost). Lower is better, except 
   store is closed (which checkpoints the write-ahead log into it: the log's size right after a run is its high-water
   mark, capped and reused, not growth), and the bytes handed to write(2) during the run (\`/proc/self/io\`: log frames
   of whole pages and any checkpoints, Linux only).
-${durableCost.length ? `\n## What durability costs\n\nexarch with every run journaled to SQLite (the \`exarch, durable (SQLite)\` column), against exarch alone:\n\n${durableCost.map((l) => `- ${l}`).join('\n')}\n` : ''}${idleInspector.length ? `\n## An idle live inspector\n\nexarch with \`startLiveInspector()\` attached and no viewer connected (the \`exarch, idle live inspector\` column), against exarch alone:\n\n${idleInspector.map((l) => `- ${l}`).join('\n')}\n` : ''}${notes.length ? `\n## Cells that did not finish\n\n${notes.join('\n')}\n` : ''}
+- **durable, exarch on PostgreSQL** (\`exarch, durable (PostgreSQL)\`): the same runs on \`openPostgresStore\`, in a
+  fresh database per cell on one server the bench starts (scripts/postgresCluster.mjs: loopback, fsync on, the
+  server's own settings otherwise); the warm-up's first run creates the schema. Its bytes per step: the journal
+  payload (rows and the octets of their bodies) and the bytes the server appended to its write-ahead log during the
+  run (\`pg_current_wal_insert_lsn\` before and after: rows, index entries, commit records).
+- **durable, LangGraph** (\`LangGraph, durable (SQLite)\`, \`LangGraph, durable (PostgreSQL)\`): the graphs of the
+  LangGraph column compiled with \`SqliteSaver\` (one file per cell, opened WAL with synchronous=NORMAL as exarch's
+  is) or \`PostgresSaver\` (a database per cell on the same server, \`setup()\` in the warm-up), each run a new
+  thread, with \`durability: 'sync'\`: each super-step's checkpoint is stored before the next super-step starts, as
+  exarch stores a response before the next request leaves (LangGraph's default, \`'async'\`, lets the write overlap
+  the next step). A sub-agent's graph is compiled with the same checkpointer and runs as a thread of its own (its
+  root's thread id, then its name), so every agent of the tree is stored, as exarch journals every session. Its
+  bytes per step: the thread's checkpoint, blob and pending-write rows and the bytes of their serialised values,
+  then the same outside figures as exarch's on the same store.
+${durableCost.length ? `\n## What durability costs\n\nEach durable system against the same system in memory, in the same rounds:\n\n${durableCost.map((l) => `- ${l}`).join('\n')}\n` : ''}${idleInspector.length ? `\n## An idle live inspector\n\nexarch with \`startLiveInspector()\` attached and no viewer connected (the \`exarch, idle live inspector\` column), against exarch alone:\n\n${idleInspector.map((l) => `- ${l}`).join('\n')}\n` : ''}${notes.length ? `\n## Cells that did not finish\n\n${notes.join('\n')}\n` : ''}
 ## Machine
 
 ${machine.join('\n')}
@@ -423,8 +438,10 @@ ${versions.join('\n')}
 `;
 
 console.log(`\n${table}\n`);
+if (durableTable) console.log(`${durableTable}\n\n${checkpointLines.join('\n')}\n`);
 if (idleInspector.length) console.log(`idle live inspector: ${idleInspector.join('; ')}\n`);
-if (durableCost.length) console.log(`durable (SQLite): ${durableCost.join('; ')}\n`);
+if (durableCost.length) console.log(`what durability costs:\n${durableCost.map((l) => `- ${l}`).join('\n')}\n`);
+console.log(`load average (1 min): ${loadAtStart.toFixed(2)} at the start, ${os.loadavg()[0].toFixed(2)} at the end`);
 if (notes.length) console.log(notes.join('\n'));
 if (!args['no-write']) {
   writeFileSync(join(here, 'RESULTS.md'), report);

@@ -8,18 +8,23 @@
 // every journal burst, the write-ahead log's checkpoints when they fall due, the final release).
 //
 // `written('loop', steps)` measures what one run writes, on a store of its own (not timed).
-import Database from 'better-sqlite3';
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+// The library's own better-sqlite3 (bench/node_modules holds another, LangGraph's), so the cell loads one copy.
+import Database from '../../node_modules/better-sqlite3/lib/index.js';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { startRun } from '../../dist/src/index.js';
+import { benchTmp, bytesWritten, sizeOf } from '../durableFigures.mjs';
 import { openSqliteStore } from '../../dist/src/store/sqliteStore.js';
 import { workloadsWith } from './exarch.mjs';
 
 export const label = 'exarch, durable (SQLite)';
 export const packages = ['better-sqlite3'];
+/** What a step stores (bench/run.mjs prints it under the durable table), and the system it adds durability to. */
+export const checkpoints =
+  "a journal burst per turn: the records the turn adds (the model's message and usage, each tool call and its result), appended in one commit; nothing written before is written again";
+export const inMemory = 'exarch';
 
-/** Temporary directories this process made, removed on exit (a killed cell leaves its own behind). */
+/** Temporary directories this process made, removed on exit (a killed cell's go with the directory bench/run.mjs gave it). */
 const made = [];
 process.on('exit', () => {
   for (const { dir, store } of made) {
@@ -29,7 +34,7 @@ process.on('exit', () => {
 });
 
 function freshStore() {
-  const dir = mkdtempSync(join(tmpdir(), 'exarch-bench-durable-'));
+  const dir = mkdtempSync(join(benchTmp(), 'exarch-bench-durable-'));
   const file = join(dir, 'exarch.db');
   const entry = { dir, file, store: openSqliteStore(file) };
   made.push(entry);
@@ -37,7 +42,7 @@ function freshStore() {
 }
 
 /** Runs a session's input as a durable run on `store`; resolves once the run has settled and its journal is written. */
-function durableOn(store, onRun) {
+export function durableOn(store, onRun) {
   return async ({ task, ...session }) => {
     const run = await startRun(task, session, { store });
     onRun?.(run.id);
@@ -56,26 +61,6 @@ const timed = workloadsWith((input) => (durable ??= durableOn(freshStore().store
 export const loop = timed.loop;
 export const fanout = timed.fanout;
 export const stream = timed.stream;
-
-/** Bytes this process has handed to write(2) so far (Linux); undefined where /proc/self/io is missing. */
-function bytesWritten() {
-  let io;
-  try {
-    io = readFileSync('/proc/self/io', 'utf8');
-  } catch {
-    return undefined;
-  }
-  const wchar = /^wchar:\s*(\d+)$/m.exec(io)?.[1];
-  return wchar === undefined ? undefined : Number(wchar);
-}
-
-const sizeOf = (file) => {
-  try {
-    return statSync(file).size;
-  } catch {
-    return 0;
-  }
-};
 
 /**
  * What one run of the loop writes, on a fresh store (other workloads: undefined): its counts, and

@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { postgresForFile } from '../../support/postgresServer.js';
 
 // The benchmark's cells for exarch, exarch with durable runs (SQLite) and the hand-written floor (the
 // peers live in bench/'s own dependencies, which `npm test` does not install): each runs, and
@@ -8,7 +9,11 @@ import { describe, expect, it } from 'vitest';
 const cell = fileURLToPath(new URL('../../../bench/cell.mjs', import.meta.url));
 
 function runCell(...args: string[]) {
-  const result = spawnSync(process.execPath, ['--expose-gc', cell, ...args], { encoding: 'utf8', timeout: 60_000 });
+  return runCellWith({}, ...args);
+}
+
+function runCellWith(env: Record<string, string>, ...args: string[]) {
+  const result = spawnSync(process.execPath, ['--expose-gc', cell, ...args], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, ...env } });
   const lines = result.stdout
     .trim()
     .split('\n')
@@ -85,6 +90,64 @@ describe('npm run bench: the exarch, durable exarch and hand-written cells', () 
     const { status, stderr } = runCell('exarch', 'juggle', '5');
     expect(status).toBe(2);
     expect(stderr).toMatch(/^usage: /);
+  });
+});
+
+// Durable exarch on PostgreSQL (issue 40), beside LangGraph's PostgresSaver in the durable table: each
+// cell on a database of its own (bench/run.mjs makes one per cell on the server it starts).
+describe('npm run bench: the durable exarch cells on PostgreSQL', () => {
+  const postgres = postgresForFile('test/e2e/package/bench.test.ts (its Postgres part)');
+
+  it.runIf(postgres.available)(
+    'exarch-durable-postgres: loop, fan-out and stream cells finish with the counts the workloads require',
+    async () => {
+      for (const [workload, size, counts] of [
+        ['fanout', '20', { childModelCalls: 60, toolExecutions: 40, reportsSeenByRoot: 20 }],
+        ['stream', '2000', { deltasReceived: 2000, charsReceived: 2000 }],
+      ] as const) {
+        const database = await postgres.server().createDatabase();
+        const { status, stderr, timed, done } = runCellWith({ EXARCH_BENCH_POSTGRES: database }, 'exarch-durable-postgres', workload, size);
+        expect(stderr).toBe('');
+        expect(status).toBe(0);
+        expect(timed?.['counts']).toMatchObject(counts);
+        expect(timed?.['ms']).toBeGreaterThan(0);
+        expect(timed?.['written']).toBeUndefined();
+        expect(typeof done?.['retainedBytes']).toBe('number');
+      }
+    },
+    120_000,
+  );
+
+  it.runIf(postgres.available)(
+    'exarch-durable-postgres: the loop reports the rows, payload and WAL bytes a step writes, flat between 50 and 500 steps',
+    async () => {
+      const perStep: Record<string, number>[] = [];
+      for (const steps of [50, 500]) {
+        const database = await postgres.server().createDatabase();
+        const { status, stderr, timed } = runCellWith({ EXARCH_BENCH_POSTGRES: database }, 'exarch-durable-postgres', 'loop', String(steps));
+        expect(stderr).toBe('');
+        expect(status).toBe(0);
+        expect(timed?.['counts']).toMatchObject({ modelCalls: steps + 1, toolExecutions: steps });
+        const written = timed?.['written'] as Record<string, number> | undefined;
+        expect(written?.['journalRows']).toBeGreaterThanOrEqual(steps);
+        expect(written?.['journalBytes']).toBeGreaterThan(0);
+        expect(written?.['walBytes']).toBeGreaterThan(written?.['journalBytes'] ?? 0);
+        perStep.push(Object.fromEntries(Object.entries(written ?? {}).map(([figure, n]) => [figure, n / steps])));
+      }
+      const [short, long] = perStep as [Record<string, number>, Record<string, number>];
+      for (const figure of Object.keys(short)) {
+        const ratio = (long[figure] ?? 0) / (short[figure] ?? 1);
+        expect(ratio, `${figure} per step, 500 steps against 50`).toBeGreaterThan(1 / 1.5);
+        expect(ratio, `${figure} per step, 500 steps against 50`).toBeLessThan(1.5);
+      }
+    },
+    120_000,
+  );
+
+  it('exarch-durable-postgres: without a database from bench/run.mjs, the cell fails with a line that says so', () => {
+    const { status, stderr } = runCellWith({ EXARCH_BENCH_POSTGRES: '' }, 'exarch-durable-postgres', 'loop', '5');
+    expect(status).toBe(1);
+    expect(stderr).toMatch(/no PostgreSQL database: run the Postgres systems through bench\/run\.mjs/);
   });
 });
 
