@@ -21,7 +21,7 @@ export const label = 'exarch, durable (SQLite)';
 export const packages = ['better-sqlite3'];
 /** What a step stores (bench/run.mjs prints it under the durable table), and the system it adds durability to. */
 export const checkpoints =
-  "a journal burst per turn: the records the turn adds (the model's message and usage, each tool call and its result), appended in one commit; nothing written before is written again";
+  "a journal burst per turn: the records the turn adds (the model's message and usage, each tool call and its result), appended in one commit shared by every session and run that stepped in that turn (group commit); nothing written before is written again";
 export const inMemory = 'exarch';
 
 /** Temporary directories this process made, removed on exit (a killed cell's go with the directory bench/run.mjs gave it). */
