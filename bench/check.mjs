@@ -1,0 +1,115 @@
+// The per-step cost's regression check (`npm run bench:check`, run in CI): no timing, so it cannot
+// flake on a loaded machine. It runs the bench's loop and fan-out workloads (bench/systems/exarch.mjs,
+// from dist/) in fresh processes (bench/check/measure.mjs) and compares what they do per unit (a
+// loop's step, a fan-out's sub-agent) against the committed baseline, bench/baseline.json:
+// heap bytes allocated, and operations counted (actor events processed, snapshots, microsteps,
+// actions, actors; promises, immediates, timers, microtasks created). It fails naming each figure
+// that grew past its tolerance, with both values.
+//
+//   npm run bench:check                 (builds dist/, then runs this)
+//   node bench/check.mjs [--update]     (--update writes the figures measured now as the baseline)
+//
+// Bytes depend on the V8 version: measured on another one than the baseline's, they are printed
+// but not compared (the operation counts still are).
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const baselineFile = join(here, 'baseline.json');
+
+/** The workloads measured, at sizes whose run fits in the young generation given below. */
+const WORKLOADS = [
+  { workload: 'loop', size: 2_000, unit: 'step' },
+  { workload: 'fanout', size: 200, unit: 'sub-agent' },
+];
+/** Larger than a measured run allocates (about 90 MB), so no collection falls inside it. */
+const SEMI_SPACE_MB = 256;
+/**
+ * How far a figure may grow before the check fails: bytes repeat to within about 1 % (ids and
+ * hash seeds differ between processes); the operation counts are exact, and their tolerance only
+ * absorbs the rounding to hundredths per unit.
+ */
+const TOLERANCE = { bytes: 0.03, counts: 0.005 };
+
+const { values: flags } = parseArgs({ options: { update: { type: 'boolean', default: false } } });
+
+function measure(workload, size) {
+  const args = [
+    '--expose-gc',
+    '--predictable',
+    `--min-semi-space-size=${SEMI_SPACE_MB}`,
+    `--max-semi-space-size=${SEMI_SPACE_MB}`,
+    join(here, 'check', 'measure.mjs'),
+    workload,
+    String(size),
+  ];
+  const child = spawnSync(process.execPath, args, { encoding: 'utf8' });
+  if (child.status !== 0) {
+    throw new Error(`bench:check: measuring ${workload} ${size} failed (exit ${child.status}): ${child.stderr.trim() || child.stdout.trim()}`);
+  }
+  const line = child.stdout.trim().split('\n').at(-1) ?? '';
+  return JSON.parse(line);
+}
+
+const measured = {};
+for (const { workload, size, unit } of WORKLOADS) {
+  const figures = measure(workload, size);
+  measured[workload] = { size, unit, figures };
+  const shown = Object.entries(figures)
+    .map(([key, value]) => `${key} ${value}`)
+    .join(', ');
+  console.log(`${workload} ${size}, per ${unit}: ${shown}`);
+}
+console.log(`(load average ${loadavg()[0]?.toFixed(2)}; no timing is compared)`);
+
+const v8 = process.versions.v8;
+if (flags.update) {
+  writeFileSync(baselineFile, `${JSON.stringify({ v8, node: process.version, workloads: measured }, null, 2)}\n`);
+  console.log(`bench:check: wrote ${baselineFile}`);
+  process.exit(0);
+}
+
+if (!existsSync(baselineFile)) {
+  console.error('bench:check: no bench/baseline.json; run node bench/check.mjs --update and commit it');
+  process.exit(1);
+}
+const baseline = JSON.parse(readFileSync(baselineFile, 'utf8'));
+const sameEngine = baseline.v8 === v8;
+if (!sameEngine) console.log(`bench:check: the baseline's bytes were measured on V8 ${baseline.v8}, this is ${v8}: bytes are not compared`);
+
+const grown = [];
+const shrunk = [];
+for (const { workload, unit } of WORKLOADS) {
+  const was = baseline.workloads?.[workload];
+  if (!was) {
+    grown.push(`${workload}: not in the baseline`);
+    continue;
+  }
+  const now = measured[workload];
+  if (was.size !== now.size) {
+    grown.push(`${workload}: the baseline measured size ${was.size}, this check ${now.size}`);
+    continue;
+  }
+  for (const [key, value] of Object.entries(now.figures)) {
+    if (key === 'bytes' && !sameEngine) continue;
+    const before = was.figures[key];
+    if (typeof before !== 'number') {
+      grown.push(`${workload} ${key} per ${unit}: not in the baseline (now ${value})`);
+      continue;
+    }
+    const tolerance = key === 'bytes' ? TOLERANCE.bytes : TOLERANCE.counts;
+    // A count that was zero may not become non-zero: the absolute floor is the rounding's.
+    if (value > before * (1 + tolerance) + (key === 'bytes' ? 0 : 0.01)) grown.push(`${workload} ${key} per ${unit}: ${before} -> ${value}`);
+    else if (value < before * (1 - tolerance)) shrunk.push(`${workload} ${key} per ${unit}: ${before} -> ${value}`);
+  }
+}
+if (shrunk.length > 0) console.log(`bench:check: fell (commit node bench/check.mjs --update to keep the gain):\n  ${shrunk.join('\n  ')}`);
+if (grown.length > 0) {
+  console.error(`bench:check: FAILED, per-unit cost grew past its tolerance (bytes ${TOLERANCE.bytes * 100} %, counts exact):\n  ${grown.join('\n  ')}`);
+  process.exit(1);
+}
+console.log('bench:check: ok, no figure grew past its tolerance');
