@@ -117,6 +117,8 @@ export const sessionGuards = {
   waitSatisfied: ({ context }: SessionArgs) => waitSatisfied(context),
   needsApproval: ({ context, event }: SessionArgs) => callsNeedingApproval(context, event).length > 0,
   approvalsAnswered: ({ context }: SessionArgs) => (context.batch?.awaiting.size ?? 0) === 0,
+  // The open batch has `cancel_agent` calls whose cancels have not gone out (see `sendCancels`).
+  cancelsUnsent: ({ context }: SessionArgs) => context.batch !== null && !context.batch.cancelsSent && context.batch.cancels.length > 0,
   resumesAt: ({ context }: SessionArgs, params: { state: ResumeState }) => context.resumeAt === params.state,
   beforeFirstTurn: ({ context }: SessionArgs) => beforeFirstTurn(context),
 };
