@@ -68,10 +68,14 @@ export function waitSatisfied(context: SessionContext): boolean {
  * count. Keyed by the event, made once per delivery, not by the response: a provider may hand the
  * same response object to two sessions, whose agents the predicate may tell apart.
  */
-const gatedCallsOf = new WeakMap<SessionEvent, ToolUseBlock[]>();
+const gatedCallsOf = new WeakMap<SessionEvent, readonly ToolUseBlock[]>();
+const NONE_GATED: readonly ToolUseBlock[] = Object.freeze([]);
 
 /** Host tool calls of the response in `event` that must wait for a person (the approval policy; see src/engine/approvals.ts). */
-export function callsNeedingApproval(context: SessionContext, event: SessionEvent): ToolUseBlock[] {
+export function callsNeedingApproval(context: SessionContext, event: SessionEvent): readonly ToolUseBlock[] {
+  // Without a policy nothing is asked: no list and no entry in the WeakMap per step (an entry
+  // there is work for every garbage collection while the event lives).
+  if (!context.options.approvals.asks) return NONE_GATED;
   const known = gatedCallsOf.get(event);
   if (known) return known;
   const response = responseOf(event);
@@ -117,6 +121,8 @@ export const sessionGuards = {
   waitSatisfied: ({ context }: SessionArgs) => waitSatisfied(context),
   needsApproval: ({ context, event }: SessionArgs) => callsNeedingApproval(context, event).length > 0,
   approvalsAnswered: ({ context }: SessionArgs) => (context.batch?.awaiting.size ?? 0) === 0,
+  // The open batch has `cancel_agent` calls whose cancels have not gone out (see `sendCancels`).
+  cancelsUnsent: ({ context }: SessionArgs) => context.batch !== null && !context.batch.cancelsSent && context.batch.cancels.length > 0,
   resumesAt: ({ context }: SessionArgs, params: { state: ResumeState }) => context.resumeAt === params.state,
   beforeFirstTurn: ({ context }: SessionArgs) => beforeFirstTurn(context),
 };

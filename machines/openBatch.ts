@@ -26,9 +26,11 @@ export function openBatch({ context, event, spawn }: SessionArgs & { readonly sp
   let wait: Batch['wait'] = null;
   const children = context.children;
   let spawned = context.spawned;
-  const crews = new Map<string, CrewMember<SessionInput>[]>();
+  // Made when a call needs them: a step's batch usually spawns no one and asks no person.
+  let crews: Map<string, CrewMember<SessionInput>[]> | undefined;
   const cancels: LiveChild[] = [];
-  const gated = new Map(callsNeedingApproval(context, event).map((block) => [block.id, block]));
+  const gatedCalls = callsNeedingApproval(context, event);
+  const gated = gatedCalls.length > 0 ? new Map(gatedCalls.map((block) => [block.id, block])) : undefined;
   const awaiting: Batch['awaiting'] = new Map();
   for (const call of plan) {
     switch (call.kind) {
@@ -36,7 +38,7 @@ export function openBatch({ context, event, spawn }: SessionArgs & { readonly sp
         results.set(call.id, call.result);
         break;
       case 'run': {
-        const block = gated.get(call.id);
+        const block = gated?.get(call.id);
         if (block) awaiting.set(call.id, { tool: block.name, input: block.input });
         break;
       }
@@ -59,6 +61,7 @@ export function openBatch({ context, event, spawn }: SessionArgs & { readonly sp
         // small local id and renames its events to this one (see machines/crew.ts).
         const actorId = String(spawned);
         const child = children.add(actorId, agent);
+        crews ??= new Map();
         let members = crews.get(child.crewId);
         if (!members) crews.set(child.crewId, (members = []));
         const remote = remoteMember(context.options, context.fixed.budgetScope, {
@@ -130,7 +133,7 @@ export function openBatch({ context, event, spawn }: SessionArgs & { readonly sp
   if (context.fixed.recorder.durable) for (const result of results.values()) context.fixed.recorder.note({ type: 'tool', result });
   // Sub-agents live in crews (machines/crew.ts), each spawned with its share of this batch.
   children.closeCrew();
-  for (const [crewId, members] of crews) spawn('crew', { id: crewId, input: { members } });
+  if (crews) for (const [crewId, members] of crews) spawn('crew', { id: crewId, input: { members } });
   return {
     requests,
     usage,

@@ -3,7 +3,7 @@ import { appendAssistantBlocks, nonEmptyBlocks } from '../src/engine/history.js'
 import { effectsOf, type SessionEffects } from '../src/session/sessionEffects.js';
 import type { RequestSpend, StreamModelInput } from '../src/engine/model/streamModel.js';
 import { addUsage, ZERO_USAGE } from '../src/engine/usage.js';
-import type { ActorArgs, SessionEvent, SessionContext } from './sessionTypes.js';
+import type { ActorArgs, SessionEvent, SessionContext, SessionFixed } from './sessionTypes.js';
 import { isQuiet, responseOf } from './guards.js';
 
 // The model step of the session chart: the request as the history stands, its start, and the commit
@@ -32,8 +32,27 @@ export function commitResponseTo(context: SessionContext, event: SessionEvent): 
   return { requests: context.requests + (retried?.requests ?? 1), usage };
 }
 
+/**
+ * The input of a session's model steps, made on its first step and used by every later one:
+ * nothing in it changes over a session's life (its options, identity and `fixed` are never
+ * replaced, and `messages` is the one append-only history), so a step need not build it, its
+ * request and its two callbacks again. Checked against the context all the same: a context made
+ * with other parts (a resumed session's) gets its own.
+ */
+const stepInputs = new WeakMap<SessionFixed, StreamModelInput>();
+
 /** The model step of `streaming`: the request as the history stands, and how its usage is counted. */
 export function modelStepInput(context: SessionContext): StreamModelInput {
+  const known = stepInputs.get(context.fixed);
+  if (known && known.request.messages === context.messages && known.request.agent === context.agent && known.provider === context.options.provider) {
+    return known;
+  }
+  const input = newModelStepInput(context);
+  stepInputs.set(context.fixed, input);
+  return input;
+}
+
+function newModelStepInput(context: SessionContext): StreamModelInput {
   const meter = context.options.budget;
   const { agent } = context;
   const { budgetScope } = context.fixed;

@@ -291,7 +291,11 @@ export const sessionMachine = machineSetup.createMachine({
     },
     dispatchingBatch: {
       // As in `streaming`: `cancel` abandons the batch (every call is answered), a stop does too.
-      entry: ['sendCancels', 'runBatch'],
+      entry: 'runBatch',
+      // Its `cancel_agent` calls go out. An eventless transition rather than an entry action: the
+      // batch of almost every step has none, and an action that enqueues costs each step it runs in
+      // its enqueue object and closures.
+      always: { guard: 'cancelsUnsent', actions: 'sendCancels' },
       on: {
         'tool.settled': { actions: 'settleCall' },
         'batch.drained': [

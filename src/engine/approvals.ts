@@ -66,6 +66,11 @@ export class ApprovalDesk {
     private readonly onRequest: ((request: ApprovalRequest) => void) | undefined,
   ) {}
 
+  /** Whether any call may need a person: false without a policy (then `needs` is false for every call). */
+  get asks(): boolean {
+    return this.policy !== undefined;
+  }
+
   /** Whether this call must wait for a person (never for a tool approved with `always`). */
   needs(call: ApprovalCall): boolean {
     const { policy } = this;

@@ -55,15 +55,17 @@ export function startToolBatch(input: RunToolsInput, send: (event: ToolBatchEven
     });
   }
   const batch = { controllers, isAbandoned: () => abandoned };
-  for (const call of input.calls) {
-    void runOne(call, input, batch).then((result) => {
-      if (abandoned) return;
-      pending.delete(call.id);
-      if (pending.size > 0) return send({ type: 'tool.settled', result });
-      drained = true;
-      send({ type: 'batch.drained', result });
-    });
-  }
+  const settled = (result: ToolResultBlock): void => {
+    if (abandoned) return;
+    pending.delete(result.tool_use_id);
+    if (pending.size > 0) {
+      send({ type: 'tool.settled', result });
+      return;
+    }
+    drained = true;
+    send({ type: 'batch.drained', result });
+  };
+  for (const call of input.calls) runOne(call, input, batch, settled);
   return {
     abandon(reason) {
       if (abandoned) return;
@@ -82,51 +84,52 @@ interface BatchHandle {
 }
 
 /**
- * Runs one call with its time limit. The call's `AbortSignal` is made on first use: most tools
- * never read it, and a controller per call is a measurable share of a short step.
+ * Runs one call with its time limit and hands its result to `settled`, once, never synchronously
+ * (the tool's own promise, or its time limit, settles it). The call's `AbortSignal` is made on
+ * first use: most tools never read it, and a controller per call is a measurable share of a short
+ * step. A callback rather than a promise of the result: that promise and its reaction were two of
+ * a step's ten promises.
  */
-function runOne(call: RunnableCall, input: Pick<RunToolsInput, 'agent' | 'outputCap'>, batch: BatchHandle): Promise<ToolResultBlock> {
-  return new Promise((resolve) => {
-    let controller: AbortController | undefined;
-    let settled = false;
-    const context: ToolContext = {
-      agent: input.agent,
-      toolUseId: call.id,
-      get signal() {
-        if (!controller) {
-          controller = new AbortController();
-          if (batch.isAbandoned()) controller.abort(new Error('tool batch cancelled'));
-          batch.controllers.push(controller);
-        }
-        return controller.signal;
-      },
-    };
-    const finish = (result: ToolResultBlock): void => {
-      if (settled) return;
-      settled = true;
-      deadline.cancel();
-      resolve(result);
-    };
-    const fail = (error: unknown): void => {
-      if (error instanceof ToolErrorResult) {
-        finish({ type: 'tool_result', tool_use_id: call.id, content: clip(error.content, input.outputCap) || '(no output)', is_error: true });
-        return;
+function runOne(call: RunnableCall, input: Pick<RunToolsInput, 'agent' | 'outputCap'>, batch: BatchHandle, settled: (result: ToolResultBlock) => void): void {
+  let controller: AbortController | undefined;
+  let done = false;
+  const context: ToolContext = {
+    agent: input.agent,
+    toolUseId: call.id,
+    get signal() {
+      if (!controller) {
+        controller = new AbortController();
+        if (batch.isAbandoned()) controller.abort(new Error('tool batch cancelled'));
+        batch.controllers.push(controller);
       }
-      const message = describeError(error);
-      const content = message.startsWith(`tool '${call.name}'`) ? message : `tool '${call.name}' failed: ${message}`;
-      finish({ type: 'tool_result', tool_use_id: call.id, content: clip(content, input.outputCap), is_error: true });
-    };
-    const deadline = deadlines.add(call.timeoutMs, () => {
-      const error = new Error(`tool '${call.name}' timed out after ${call.timeoutMs} ms`);
-      controller?.abort(error);
-      fail(error);
-    });
-    let running: Promise<unknown>;
-    try {
-      running = call.run(context);
-    } catch (error) {
-      running = Promise.reject(error);
+      return controller.signal;
+    },
+  };
+  const finish = (result: ToolResultBlock): void => {
+    if (done) return;
+    done = true;
+    deadline.cancel();
+    settled(result);
+  };
+  const fail = (error: unknown): void => {
+    if (error instanceof ToolErrorResult) {
+      finish({ type: 'tool_result', tool_use_id: call.id, content: clip(error.content, input.outputCap) || '(no output)', is_error: true });
+      return;
     }
-    running.then((value) => finish({ type: 'tool_result', tool_use_id: call.id, content: clip(renderValue(value), input.outputCap) || '(no output)' }), fail);
+    const message = describeError(error);
+    const content = message.startsWith(`tool '${call.name}'`) ? message : `tool '${call.name}' failed: ${message}`;
+    finish({ type: 'tool_result', tool_use_id: call.id, content: clip(content, input.outputCap), is_error: true });
+  };
+  const deadline = deadlines.add(call.timeoutMs, () => {
+    const error = new Error(`tool '${call.name}' timed out after ${call.timeoutMs} ms`);
+    controller?.abort(error);
+    fail(error);
   });
+  let running: Promise<unknown>;
+  try {
+    running = call.run(context);
+  } catch (error) {
+    running = Promise.reject(error);
+  }
+  running.then((value) => finish({ type: 'tool_result', tool_use_id: call.id, content: clip(renderValue(value), input.outputCap) || '(no output)' }), fail);
 }
