@@ -74,8 +74,11 @@ export function defineTool<S extends z.ZodType>(definition: ToolDefinition<S>): 
 
 export function toolSpec(name: string, description: string, schema: z.ZodType): ToolSpec {
   if (!TOOL_NAME.test(name)) throw new Error(`tool name ${JSON.stringify(name)} must be 1–64 characters of A-Za-z0-9_-`);
-  // The schema's own method, not `z.toJSONSchema`: exarch's main entry does not load zod (some
-  // 90 ms of a cold start, most of it zod's 60-odd locale modules), a host with a schema has.
+  // The schema's own method (zod ≥ 4.2), not `z.toJSONSchema`: exarch's main entry does not load
+  // zod (some 90 ms of a cold start, most of it zod's 60-odd locale modules), a host with a schema has.
+  if (typeof (schema as { toJSONSchema?: unknown }).toJSONSchema !== 'function') {
+    throw new TypeError(`tool '${name}': its input schema has no toJSONSchema(): exarch needs zod 4.2 or later (see its peer dependency)`);
+  }
   const { $schema: _ignored, ...inputSchema } = schema.toJSONSchema({ io: 'input' }) as Record<string, unknown>;
   if (inputSchema['type'] !== 'object') throw new Error(`tool '${name}': the input schema must be a zod object`);
   return { name, description, input_schema: inputSchema };
