@@ -8,6 +8,7 @@ export default defineConfig({
       { find: /^exarch\/testing$/, replacement: fileURLToPath(new URL('./src/testing/index.ts', import.meta.url)) },
       { find: /^exarch\/otel$/, replacement: fileURLToPath(new URL('./src/watch/otel/otelExporter.ts', import.meta.url)) },
       { find: /^exarch\/postgres$/, replacement: fileURLToPath(new URL('./src/postgres.ts', import.meta.url)) },
+      { find: /^exarch\/workspace$/, replacement: fileURLToPath(new URL('./src/workspace.ts', import.meta.url)) },
       { find: /^exarch\/sqlite$/, replacement: fileURLToPath(new URL('./src/store/sqliteStore.ts', import.meta.url)) },
       { find: /^exarch$/, replacement: fileURLToPath(new URL('./src/index.ts', import.meta.url)) },
     ],

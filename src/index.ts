@@ -53,16 +53,12 @@ export { Redactor, REDACTED, MIN_SECRET_CHARS, secretsIn } from './engine/redact
 export { finalAssistantText } from './engine/history.js';
 export { addUsage, ZERO_USAGE } from './engine/usage.js';
 export * from './engine/types.js';
-export {
-  DEFAULT_SHELL_LIMITS,
-  ShellSandboxError,
-  type ShellLimit,
-  type ShellLimits,
-  workspaceTools,
-  WorkspaceError,
-  type WorkspaceErrorKind,
-  type WorkspaceToolsOptions,
-} from './tools/workspace/index.js';
+// The workspace tools are their own entry point (`exarch/workspace`); their errors and limits stay
+// here, light modules a host may match against without loading the tools.
+export { WorkspaceError, type WorkspaceErrorKind } from './tools/workspace/paths.js';
+export { ShellSandboxError } from './tools/workspace/shellSandboxError.js';
+export { DEFAULT_SHELL_LIMITS, type ShellLimit, type ShellLimits } from './tools/workspace/shellLimits.js';
+export type { WorkspaceToolsOptions } from './tools/workspace/index.js';
 export { AnthropicProvider, DEFAULT_MODEL, type AnthropicProviderOptions } from './providers/anthropic.js';
 export {
   listRuns,

@@ -3,7 +3,7 @@ import { writeViewer } from '../watch/viewer/index.js';
 import { runDemo } from './demo.js';
 import { acceptFlags, type Values } from './flags.js';
 import { liveInspector } from './inspectFlag.js';
-import { CliUi } from './liveUi.js';
+import type { CliUi } from './liveUi.js';
 import { uiPort } from './runChecks.js';
 import { EXIT } from './runIo.js';
 import { UsageError } from './usageError.js';
@@ -22,7 +22,7 @@ export async function demo(positionals: readonly string[], values: Values): Prom
   const live = await liveInspector(values);
   let ui: CliUi | undefined;
   try {
-    if (values.ui) ui = await CliUi.start({ title: 'exarch demo', ...(port === undefined ? {} : { port }) }, process.stderr);
+    if (values.ui) ui = await (await import('./liveUi.js')).CliUi.start({ title: 'exarch demo', ...(port === undefined ? {} : { port }) }, process.stderr);
     // Like `run`: the narration on stderr, the root's answer on stdout (so `exarch demo > answer.txt` keeps just the answer).
     const result = await runDemo({
       out: process.stderr,

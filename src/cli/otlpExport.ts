@@ -1,5 +1,6 @@
 import type { Tracer } from '@opentelemetry/api';
 import { PlannedIds } from '../watch/otel/plannedIds.js';
+import { OtelRunExporter } from '../watch/otel/otelExporter.js';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { ExarchError } from '../engine/exarchError.js';
 import { describeError } from '../engine/model/errors.js';
@@ -38,6 +39,8 @@ export interface OtlpExport {
   readonly url: string;
   /** `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`: message content is exported too. */
   readonly captureContent: boolean;
+  /** The spans of one run here, sent through this export (made here: the CLI loads OTel only with --otel). */
+  runSpans(): OtelRunExporter;
   /** Flushes and shuts down; says how it went in one line (for stderr). */
   finish(): Promise<string>;
 }
@@ -91,11 +94,14 @@ export async function startOtlpExport(env: NodeJS.ProcessEnv): Promise<OtlpExpor
     idGenerator: ids,
     spanProcessors: [new BatchSpanProcessor(exporter)],
   });
+  const tracer = provider.getTracer('exarch');
+  const captureContent = env['OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT']?.toLowerCase() === 'true';
   return {
-    tracer: provider.getTracer('exarch'),
+    tracer,
     ids,
     url: shown,
-    captureContent: env['OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT']?.toLowerCase() === 'true',
+    captureContent,
+    runSpans: () => new OtelRunExporter({ tracer, captureContent }),
     async finish() {
       // The exporter gives up by its own timeout; this bound is for anything that would not.
       let timer: NodeJS.Timeout | undefined;

@@ -2,7 +2,7 @@ import { resumeRun, RunError, type DurableSessionInput } from '../run/durableRun
 import { restoreRun } from '../store/restoreRun.js';
 import type { JournalRow } from '../store/runStore.js';
 import { followStored } from './followStored.js';
-import { CliUi } from './liveUi.js';
+import type { CliUi } from './liveUi.js';
 import { checkSeal, sealRefusal } from './recordSeal.js';
 import { ownFiles, storeApart, targetFlags, uiPort, UNSANDBOXED_WARNING, usableTarget, type PostgresTarget } from './runChecks.js';
 import { EXIT, type RunIo } from './runIo.js';
@@ -86,7 +86,7 @@ export async function resumeCommand(runId: string, flags: ResumeFlags, io: RunIo
     );
     const { model, logDir, maxSteps } = built;
     const title = `exarch resume ${runId}: ${row.task.slice(0, 80)}`;
-    if (flags.ui) ui = await CliUi.start({ title, model, ...(port === undefined ? {} : { port }) }, io.stderr);
+    if (flags.ui) ui = await (await import('./liveUi.js')).CliUi.start({ title, model, ...(port === undefined ? {} : { port }) }, io.stderr);
     const output = new RunOutput(io, flags.trace, title, model, logDir, maxSteps, {
       noWait: flags.noWait === true,
       target: targetFlags(flags),
@@ -135,7 +135,7 @@ async function requeueAndFollow(target: PostgresTarget, id: string, record: CliR
   const { startBoss } = await import('../workers/runQueue.js');
   const { requeueSpreadRun } = await import('../workers/spreadResume.js');
   const port = uiPort(flags.ui === true, flags.uiPort);
-  const ui = flags.ui ? await CliUi.startFed(port === undefined ? {} : { port }, io.stderr) : undefined;
+  const ui = flags.ui ? await (await import('./liveUi.js')).CliUi.startFed(port === undefined ? {} : { port }, io.stderr) : undefined;
   const store = openPostgresStore(db);
   try {
     const boss = await startBoss(db);

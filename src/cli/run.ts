@@ -4,7 +4,7 @@ import type { RunStore } from '../store/runStore.js';
 import { openStore } from './storeTarget.js';
 import { agentsSource } from './agentsConfig.js';
 import type { InspectionEvent } from 'xstate';
-import { CliUi } from './liveUi.js';
+import type { CliUi } from './liveUi.js';
 import { checkApproveNames, recordFromFlags, storedRecord, type CliRunRecord } from './runRecord.js';
 import { buildRunSession } from './runSession.js';
 import { UsageError } from './usageError.js';
@@ -107,7 +107,8 @@ async function runHere(task: string, flags: RunFlags, record: CliRunRecord, agen
     store = flags.noStore ? undefined : await openStore(io.cwd, flags);
     const { model, logDir, maxSteps } = built;
     const title = `exarch run: ${task.slice(0, 80)}`;
-    if (flags.ui) ui = await CliUi.start({ title, model, ...(port === undefined ? {} : { port }) }, io.stderr);
+    // The viewer's server (and what it serves) is loaded with --ui only.
+    if (flags.ui) ui = await (await import('./liveUi.js')).CliUi.start({ title, model, ...(port === undefined ? {} : { port }) }, io.stderr);
     const output = new RunOutput(io, flags.trace, title, model, logDir, maxSteps, {
       noWait: flags.noWait === true,
       target: targetFlags(flags),

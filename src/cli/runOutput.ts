@@ -8,7 +8,7 @@ import { isSettled, type RunResult, type SessionActor } from '../run/runtime.js'
 import { DEFAULTS } from '../session/options.js';
 import type { RunStore } from '../store/runStore.js';
 import { RunObserver } from '../watch/observe/runObserver.js';
-import { OtelRunExporter } from '../watch/otel/otelExporter.js';
+import type { OtelRunExporter } from '../watch/otel/otelExporter.js';
 import { TraceRecorder } from '../watch/trace/recorder.js';
 import { agentSpendLines } from './agentSpend.js';
 import { ApprovalPrompt } from './approvalPrompt.js';
@@ -74,7 +74,7 @@ export class RunOutput {
     this.observer.subscribe(this.board.onEvent);
     if (this.recorder) this.observer.subscribe(this.recorder.onEvent);
     const otel = options.otel;
-    this.spans = otel ? new OtelRunExporter({ tracer: otel.tracer, captureContent: otel.captureContent }) : undefined;
+    this.spans = otel?.runSpans();
     if (this.spans) this.observer.subscribe(this.spans.onEvent);
     if (options.ui) this.observer.subscribe(options.ui.onEvent);
   }

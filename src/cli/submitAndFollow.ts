@@ -1,6 +1,5 @@
 import type { Submission } from '../workers/runQueue.js';
 import { followStored } from './followStored.js';
-import { CliUi } from './liveUi.js';
 import type { PostgresTarget } from './runChecks.js';
 import { EXIT, type RunIo } from './runIo.js';
 import { checkApproveNames, storedRecord, type CliRunRecord } from './runRecord.js';
@@ -53,7 +52,7 @@ export async function submitAndFollow(
   const { startBoss, submitRun } = await import('../workers/runQueue.js');
   // `--ui`: the page, fed the trace records the follower makes of the journal. Started before the
   // run is queued, as a run here starts it: a port in use stops the command with nothing queued.
-  const ui = uiOptions ? await CliUi.startFed(uiOptions, io.stderr) : undefined;
+  const ui = uiOptions ? await (await import('./liveUi.js')).CliUi.startFed(uiOptions, io.stderr) : undefined;
   const store = openPostgresStore(db);
   try {
     // The store's line (a server that cannot be reached, a password not given) before pg-boss's words.

@@ -1,4 +1,4 @@
-import Anthropic, { AnthropicError, APIConnectionError, APIError, APIUserAbortError } from '@anthropic-ai/sdk';
+import type Anthropic from '@anthropic-ai/sdk';
 import type {
   MessageParam,
   MessageCreateParamsStreaming,
@@ -7,6 +7,7 @@ import type {
   Tool as SdkTool,
 } from '@anthropic-ai/sdk/resources/messages/messages';
 import { ProviderError, describeError } from '../engine/model/errors.js';
+import { type AnthropicSdk, cappedRetryFetch, DEFAULT_MAX_RETRY_WAIT_MS, translateError } from './anthropicFaults.js';
 import { MAX_TOOL_INPUT_DEPTH, depthExceeds } from '../engine/nesting.js';
 import { ZERO_USAGE } from '../engine/usage.js';
 import type { AssistantBlock, Message, ModelRequest, ModelResponse, Provider, StopReason, StreamSink, Usage } from '../engine/types.js';
@@ -71,7 +72,9 @@ export class AnthropicProvider implements Provider {
   readonly model: string;
   /** Output tokens per request. */
   readonly maxTokens: number;
-  private readonly client: Anthropic;
+  /** Made at the first request, when the SDK is loaded (see `loadSdk`), unless the host gave one. */
+  private client: Anthropic | undefined;
+  private readonly clientOptions: ClientOptions;
   private readonly promptCaching: boolean;
   private readonly recorder: ExchangeRecorder | undefined;
 
@@ -89,27 +92,29 @@ export class AnthropicProvider implements Provider {
         redactor: record.redactor ?? Redactor.fromEnv(process.env, options.apiKey === undefined ? [] : [options.apiKey]),
         ...('onFault' in record && record.onFault ? { onFault: record.onFault } : {}),
       });
-    this.client =
-      options.client ??
-      new Anthropic({
-        ...(options.apiKey === undefined ? {} : { apiKey: options.apiKey }),
-        ...(options.baseURL === undefined ? {} : { baseURL: options.baseURL }),
-        maxRetries: options.sdkMaxRetries ?? 4,
-        ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),
-        fetch: cappedRetryFetch(options.maxRetryWaitMs ?? DEFAULT_MAX_RETRY_WAIT_MS),
-      });
+    this.client = options.client;
+    this.clientOptions = {
+      ...(options.apiKey === undefined ? {} : { apiKey: options.apiKey }),
+      ...(options.baseURL === undefined ? {} : { baseURL: options.baseURL }),
+      maxRetries: options.sdkMaxRetries ?? 4,
+      ...(options.timeoutMs === undefined ? {} : { timeout: options.timeoutMs }),
+      fetch: cappedRetryFetch(options.maxRetryWaitMs ?? DEFAULT_MAX_RETRY_WAIT_MS),
+    };
   }
 
   async stream(request: ModelRequest, sink: StreamSink): Promise<ModelResponse> {
     const assembler = new MessageAssembler(sink);
     const body = this.params(request);
     const log = this.recorder?.begin(request, body);
+    let sdk: AnthropicSdk | undefined;
     try {
+      sdk = await loadSdk();
+      const client = (this.client ??= new sdk.default(this.clientOptions));
       // The raw event stream, not `messages.stream()`: that helper also accumulates its own
       // snapshot and partial-parses every input delta, and its errors on events out of protocol
       // (a delta for a block that never started) came out as a lost connection. The assembler
       // sees every event first and says what is wrong with it.
-      const stream = await this.client.messages.create(body, { signal: request.signal });
+      const stream = await client.messages.create(body, { signal: request.signal });
       for await (const event of stream) {
         log?.event(event);
         assembler.apply(event);
@@ -118,7 +123,7 @@ export class AnthropicProvider implements Provider {
       log?.end();
       return response;
     } catch (error) {
-      const translated = translateError(error, assembler.started, request.signal);
+      const translated = sdk === undefined ? sdkUnavailable(error) : translateError(sdk, error, assembler.started, request.signal);
       log?.end(translated);
       throw translated;
     }
@@ -128,6 +133,25 @@ export class AnthropicProvider implements Provider {
   params(request: ModelRequest): MessageCreateParamsStreaming {
     return messagesBody(request, { model: this.model, maxTokens: this.maxTokens, promptCaching: this.promptCaching });
   }
+}
+
+type ClientOptions = NonNullable<ConstructorParameters<AnthropicSdk['default']>[0]>;
+
+let sdkLoading: Promise<AnthropicSdk> | undefined;
+
+/**
+ * The SDK is some 1,000 modules and most of a cold `import('exarch')` when loaded statically:
+ * it is loaded by the first request of the first provider, once per process, so a host that
+ * passes another provider (scripted, replay) never pays for it.
+ */
+function loadSdk(): Promise<AnthropicSdk> {
+  sdkLoading ??= import('@anthropic-ai/sdk');
+  return sdkLoading;
+}
+
+/** The SDK could not be loaded (not installed, broken): no request can be made, so not retryable. */
+function sdkUnavailable(error: unknown): ProviderError {
+  return new ProviderError(`cannot load @anthropic-ai/sdk: ${describeError(error)}`, { retryable: false, kind: 'fatal', cause: error });
 }
 
 /** The body of a streaming Messages request for `request` (also what a replay compares: see src/replay/). */
@@ -365,98 +389,4 @@ function parseInput(json: string): { ok: true; input: Record<string, unknown> } 
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return { ok: false, reason: 'its input was not a JSON object' };
   if (depthExceeds(value, MAX_TOOL_INPUT_DEPTH)) return { ok: false, reason: `its input is nested more than ${MAX_TOOL_INPUT_DEPTH} levels deep` };
   return { ok: true, input: value as Record<string, unknown> };
-}
-
-/** One line from an API error body: `overloaded_error: Overloaded`. */
-function apiErrorText(error: APIError): string {
-  const body = error.error as { error?: { type?: unknown; message?: unknown } } | undefined;
-  const type = typeof body?.error?.type === 'string' ? body.error.type : undefined;
-  const message = typeof body?.error?.message === 'string' ? body.error.message : undefined;
-  if (type || message) return [type, message].filter(Boolean).join(': ');
-  return describeError(error);
-}
-
-const DEFAULT_MAX_RETRY_WAIT_MS = 60_000;
-/** Set on a response whose retry-after was over the cap (see `cappedRetryFetch`): the wait asked for, in ms. */
-const ASKED_WAIT_HEADER = 'x-exarch-retry-after-ms';
-
-/**
- * The SDK's fetch, but a retryable answer (429, 5xx) whose `retry-after` asks for more than
- * `maxWaitMs` is marked `x-should-retry: false`, which the SDK obeys, so the request ends now with
- * that error rather than sleeping for as long as the server says.
- */
-function cappedRetryFetch(maxWaitMs: number, base: typeof fetch = globalThis.fetch): typeof fetch {
-  return async (input, init) => {
-    const response = await base(input, init);
-    if (response.status !== 429 && response.status < 500) return response;
-    const askedMs = retryAfterMs(response.headers);
-    if (askedMs === undefined || askedMs <= maxWaitMs) return response;
-    const headers = new Headers(response.headers);
-    headers.set('x-should-retry', 'false');
-    headers.set(ASKED_WAIT_HEADER, String(askedMs));
-    return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
-  };
-}
-
-/** The wait a response asks for, read as the SDK reads it (`retry-after-ms`, then `retry-after` in seconds or as a date). */
-function retryAfterMs(headers: Headers): number | undefined {
-  const ms = Number.parseFloat(headers.get('retry-after-ms') ?? '');
-  if (Number.isFinite(ms) && ms > 0) return ms;
-  const raw = headers.get('retry-after');
-  if (raw === null) return undefined;
-  const seconds = Number.parseFloat(raw);
-  if (Number.isFinite(seconds)) return seconds > 0 ? seconds * 1000 : undefined;
-  const at = Date.parse(raw);
-  return Number.isFinite(at) && at > Date.now() ? at - Date.now() : undefined;
-}
-
-/** Socket errors by which undici says the connection went away under a response. */
-const SOCKET_GONE = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']);
-
-/** Whether `error` (or what caused it, a few levels down) is undici's word for a connection dropped under a response. */
-function droppedSocket(error: unknown): boolean {
-  let current: unknown = error;
-  for (let depth = 0; depth < 4 && current instanceof Error; depth++) {
-    if (current instanceof TypeError && current.message === 'terminated') return true;
-    const code = (current as { code?: unknown }).code;
-    if (typeof code === 'string' && SOCKET_GONE.has(code)) return true;
-    current = current.cause;
-  }
-  return false;
-}
-
-function translateError(error: unknown, started: boolean, signal: AbortSignal): unknown {
-  if (signal.aborted || error instanceof APIUserAbortError) return error;
-  if (error instanceof ProviderError) return error;
-  const askedMs = error instanceof APIError ? Number(error.headers?.get(ASKED_WAIT_HEADER) ?? Number.NaN) : Number.NaN;
-  if (error instanceof APIError && Number.isFinite(askedMs)) {
-    return new ProviderError(
-      `rate limited: the server asked to wait ${Math.round(askedMs / 1000)} s (HTTP ${error.status ?? '?'}), longer than this run waits`,
-      {
-        retryable: false,
-        ...(error.status === undefined ? {} : { status: error.status }),
-        kind: 'http',
-        cause: error,
-      },
-    );
-  }
-  if (error instanceof APIError && error.status !== undefined) {
-    // The SDK already retried what it retries; what reaches us is final.
-    return new ProviderError(`${apiErrorText(error)} (HTTP ${error.status})`, { retryable: false, status: error.status, kind: 'http', cause: error });
-  }
-  if (error instanceof APIError && !(error instanceof APIConnectionError)) {
-    // An SSE `error` event: the request was accepted, then the stream failed.
-    return new ProviderError(apiErrorText(error), { retryable: true, kind: 'stream', cause: error });
-  }
-  // The SDK reports a connection dropped after the response began as a plain AnthropicError
-  // ('terminated'), or, closed after the headers but before the first event, passes undici's own
-  // TypeError('terminated') on unwrapped: a dropped connection either way (CONTRACT §5: retried).
-  // (A connection that failed before any response is the SDK's APIConnectionError, retried by it.)
-  if (started || (!(error instanceof APIError) && (error instanceof AnthropicError || droppedSocket(error)))) {
-    return new ProviderError(`connection lost mid-stream: ${describeError(error)}`, { retryable: true, kind: 'stream', cause: error });
-  }
-  if (error instanceof APIConnectionError) {
-    return new ProviderError(`cannot reach the Anthropic API: ${describeError(error.cause ?? error)}`, { retryable: false, kind: 'connection', cause: error });
-  }
-  return new ProviderError(describeError(error), { retryable: false, cause: error });
 }

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import type { z } from 'zod';
 import type { AgentIdentity, ToolSpec } from '../engine/types.js';
 
 const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
@@ -74,7 +74,12 @@ export function defineTool<S extends z.ZodType>(definition: ToolDefinition<S>): 
 
 export function toolSpec(name: string, description: string, schema: z.ZodType): ToolSpec {
   if (!TOOL_NAME.test(name)) throw new Error(`tool name ${JSON.stringify(name)} must be 1–64 characters of A-Za-z0-9_-`);
-  const { $schema: _ignored, ...inputSchema } = z.toJSONSchema(schema, { io: 'input' }) as Record<string, unknown>;
+  // The schema's own method (zod ≥ 4.2), not `z.toJSONSchema`: exarch's main entry does not load
+  // zod (some 90 ms of a cold start, most of it zod's 60-odd locale modules), a host with a schema has.
+  if (typeof (schema as { toJSONSchema?: unknown }).toJSONSchema !== 'function') {
+    throw new TypeError(`tool '${name}': its input schema has no toJSONSchema(): exarch needs zod 4.2 or later (see its peer dependency)`);
+  }
+  const { $schema: _ignored, ...inputSchema } = schema.toJSONSchema({ io: 'input' }) as Record<string, unknown>;
   if (inputSchema['type'] !== 'object') throw new Error(`tool '${name}': the input schema must be a zod object`);
   return { name, description, input_schema: inputSchema };
 }
@@ -84,10 +89,21 @@ export function inputValidator<S extends z.ZodType>(toolName: string, schema: S)
   return (input) => {
     const parsed = schema.safeParse(input);
     if (parsed.success) return { ok: true, value: parsed.data };
-    const fields = parsed.error.issues.map((issue) => {
-      const field = issue.path.length > 0 ? issue.path.map(String).join('.') : '(input)';
-      return `${field}: ${issue.message}`;
-    });
-    return { ok: false, error: `invalid input for tool '${toolName}': ${fields.join('; ')}` };
+    return { ok: false, error: invalidInput(toolName, parsed.error.issues) };
   };
+}
+
+/** Where in a tool's input something is wrong, and what. */
+export interface InputIssue {
+  readonly path: readonly PropertyKey[];
+  readonly message: string;
+}
+
+/** The error a tool's invalid input is answered with: each offending field and what is wrong with it. */
+export function invalidInput(toolName: string, issues: readonly InputIssue[]): string {
+  const fields = issues.map((issue) => {
+    const field = issue.path.length > 0 ? issue.path.map(String).join('.') : '(input)';
+    return `${field}: ${issue.message}`;
+  });
+  return `invalid input for tool '${toolName}': ${fields.join('; ')}`;
 }

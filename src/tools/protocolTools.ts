@@ -1,81 +1,126 @@
-import { z } from 'zod';
 import type { ToolSpec } from '../engine/types.js';
-import { inputValidator, toolSpec, type Validation } from './defineTool.js';
+import { invalidInput, inputValidator, toolSpec, type Validation } from './defineTool.js';
+import { AGENT_NAME, type BudgetInput, checkBudget, checkName, checkOption, checkTask, type Issues, isRecord, objectIssue } from './protocolInputs.js';
+import type { z } from 'zod';
 
 /**
  * The agent-protocol tools (CONTRACT §2). The session machine handles them itself, since they
- * spawn, cancel and end sessions; they are validated and advertised like every other tool.
+ * spawn, cancel and end sessions; they are validated and advertised like every other tool. Their
+ * JSON Schemas are written out and their inputs checked by hand (see `protocolInputs.ts`: zod
+ * is not loaded by `import('exarch')`); a host's reply schema is its own zod schema.
  */
 
-export const AGENT_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+export { AGENT_NAME };
 
-const agentName = z.string().regex(AGENT_NAME, 'must be 1–64 characters of A-Za-z0-9_-');
+const AGENT_NAME_PROPERTY = { type: 'string', pattern: AGENT_NAME.source } as const;
 
-/** The `budget` of an `agent` call (CONTRACT-level: docs/protocol.md §2). */
-const agentBudgetInput = z
-  .strictObject({
-    tokens: z.number().int().positive().optional().describe('Tokens of every kind (input, output, cache) it and the sub-agents it starts may spend together.'),
-    cost: z.number().positive().optional().describe('US$, at list prices, it and the sub-agents it starts may spend together.'),
-  })
-  .refine((budget) => budget.tokens !== undefined || budget.cost !== undefined, { message: 'give tokens, cost or both' })
-  .describe(
-    "Optional: the most this sub-agent and every agent it starts may spend together. Once it is reached the sub-agent stops at once (its sub-agents are cancelled) and its result arrives as [agent 'NAME' hit the step cap].",
-  );
+const AGENT_PROPERTIES = {
+  name: { ...AGENT_NAME_PROPERTY, description: "The sub-agent's name, unique among your running sub-agents." },
+  task: { type: 'string', minLength: 1, description: 'Everything the sub-agent needs to know: it sees nothing else of your conversation.' },
+  budget: {
+    type: 'object',
+    properties: {
+      tokens: {
+        description: 'Tokens of every kind (input, output, cache) it and the sub-agents it starts may spend together.',
+        type: 'integer',
+        exclusiveMinimum: 0,
+        maximum: Number.MAX_SAFE_INTEGER,
+      },
+      cost: { description: 'US$, at list prices, it and the sub-agents it starts may spend together.', type: 'number', exclusiveMinimum: 0 },
+    },
+    additionalProperties: false,
+    description:
+      "Optional: the most this sub-agent and every agent it starts may spend together. Once it is reached the sub-agent stops at once (its sub-agents are cancelled) and its result arrives as [agent 'NAME' hit the step cap].",
+  },
+};
 
-const agentInput = z.object({
-  name: agentName.describe("The sub-agent's name, unique among your running sub-agents."),
-  task: z.string().min(1).describe('Everything the sub-agent needs to know: it sees nothing else of your conversation.'),
-  budget: agentBudgetInput.optional(),
-});
-
-const cancelAgentInput = z.object({
-  name: agentName.describe('The name of a running sub-agent.'),
-});
-
-const replyInput = z.object({
-  result: z
-    .unknown()
-    .optional()
-    .describe('Your complete result: a markdown report as a string, or a JSON object/array. Only this reaches the agent that started you.'),
-});
-
-const waitForAgentsInput = z.object({
-  until: z.enum(['all', 'any']).optional().describe("'all' (default): wait until every running sub-agent has finished; 'any': until at least one has."),
-});
-
-const agentSpec: ToolSpec = toolSpec(
-  'agent',
-  'Start a sub-agent that works on `task` asynchronously. It returns at once; the sub-agent’s result arrives later as a ' +
+const agentSpec: ToolSpec = {
+  name: 'agent',
+  description:
+    'Start a sub-agent that works on `task` asynchronously. It returns at once; the sub-agent’s result arrives later as a ' +
     "message that begins with [agent 'NAME' …]. Start several in one response to run them in parallel. When you have " +
     'nothing else to do until they finish, call wait_for_agents in the same response.',
-  agentInput,
-);
+  input_schema: { type: 'object', properties: AGENT_PROPERTIES, required: ['name', 'task'] },
+};
 
-const waitForAgentsSpec: ToolSpec = toolSpec(
-  'wait_for_agents',
-  'Wait for your running sub-agents without another turn: call it in the same response as your `agent` calls (or later) when ' +
+const waitForAgentsSpec: ToolSpec = {
+  name: 'wait_for_agents',
+  description:
+    'Wait for your running sub-agents without another turn: call it in the same response as your `agent` calls (or later) when ' +
     'you have nothing else to do until they finish. You are woken once the condition holds, with this call’s result and every ' +
     'sub-agent result that arrived, in one message. With no sub-agent running it returns at once.',
-  waitForAgentsInput,
-);
+  input_schema: {
+    type: 'object',
+    properties: {
+      until: {
+        description: "'all' (default): wait until every running sub-agent has finished; 'any': until at least one has.",
+        type: 'string',
+        enum: ['all', 'any'],
+      },
+    },
+  },
+};
 
-const cancelAgentSpec: ToolSpec = toolSpec(
-  'cancel_agent',
-  "Cancel a running sub-agent and everything it started. Its result arrives as [agent 'NAME' was cancelled].",
-  cancelAgentInput,
-);
+const cancelAgentSpec: ToolSpec = {
+  name: 'cancel_agent',
+  description: "Cancel a running sub-agent and everything it started. Its result arrives as [agent 'NAME' was cancelled].",
+  input_schema: { type: 'object', properties: { name: { ...AGENT_NAME_PROPERTY, description: 'The name of a running sub-agent.' } }, required: ['name'] },
+};
 
-const replySpec: ToolSpec = toolSpec(
-  'reply',
-  'Finish and hand your result to the agent that started you. `result` is the only thing it receives: none of your ' +
+const replySpec: ToolSpec = {
+  name: 'reply',
+  description:
+    'Finish and hand your result to the agent that started you. `result` is the only thing it receives: none of your ' +
     'other messages reach it. Calling reply ends your session once the other calls of this response have run.',
-  replyInput,
-);
+  input_schema: {
+    type: 'object',
+    properties: {
+      result: {
+        description: 'Your complete result: a markdown report as a string, or a JSON object/array. Only this reaches the agent that started you.',
+      },
+    },
+  },
+};
 
-const validateAgent = inputValidator('agent', agentInput);
-export const validateCancelAgent = inputValidator('cancel_agent', cancelAgentInput);
-const validateReply = inputValidator('reply', replyInput);
-export const validateWaitForAgents = inputValidator('wait_for_agents', waitForAgentsInput);
+/** The checked input, or the error naming what is wrong with it. */
+function verdict<T>(toolName: string, issues: Issues, value: () => T): Validation<T> {
+  return issues.length === 0 ? { ok: true, value: value() } : { ok: false, error: invalidInput(toolName, issues) };
+}
+
+/** The `agent` call's fields; `types`, when given, are the declared agent types `type` may name. */
+function checkAgent(input: unknown, types?: { readonly names: readonly string[]; readonly unknown: (value: unknown) => string }): Validation<AgentCall> {
+  const notObject = objectIssue(input);
+  if (notObject !== undefined || !isRecord(input)) return { ok: false, error: invalidInput('agent', notObject === undefined ? [] : [notObject]) };
+  const issues: Issues = [];
+  checkName(input['name'], ['name'], issues);
+  checkTask(input['task'], ['task'], issues);
+  const budget = input['budget'] === undefined ? undefined : checkBudget(input['budget'], issues);
+  if (types !== undefined) checkOption(input['type'], types.names, ['type'], issues, types.unknown);
+  return verdict('agent', issues, () => ({
+    name: input['name'] as string,
+    task: input['task'] as string,
+    ...('budget' in input ? { budget } : {}),
+    ...(types !== undefined && 'type' in input ? { type: input['type'] as string | undefined } : {}),
+  }));
+}
+
+const validateAgent = (input: unknown): Validation<AgentCall> => checkAgent(input);
+
+export function validateCancelAgent(input: unknown): Validation<{ readonly name: string }> {
+  const notObject = objectIssue(input);
+  if (notObject !== undefined || !isRecord(input)) return { ok: false, error: invalidInput('cancel_agent', notObject === undefined ? [] : [notObject]) };
+  const issues: Issues = [];
+  checkName(input['name'], ['name'], issues);
+  return verdict('cancel_agent', issues, () => ({ name: input['name'] as string }));
+}
+
+export function validateWaitForAgents(input: unknown): Validation<{ readonly until?: 'all' | 'any' | undefined }> {
+  const notObject = objectIssue(input);
+  if (notObject !== undefined || !isRecord(input)) return { ok: false, error: invalidInput('wait_for_agents', notObject === undefined ? [] : [notObject]) };
+  const issues: Issues = [];
+  checkOption(input['until'], ['all', 'any'], ['until'], issues);
+  return verdict('wait_for_agents', issues, () => ('until' in input ? { until: input['until'] as 'all' | 'any' | undefined } : {}));
+}
 
 const SPAWN_TOOLS: readonly ToolSpec[] = [agentSpec, cancelAgentSpec, waitForAgentsSpec];
 const REPLY_TOOLS: readonly ToolSpec[] = [replySpec];
@@ -86,7 +131,7 @@ interface AgentCall {
   readonly name: string;
   readonly task: string;
   readonly type?: string;
-  readonly budget?: { readonly tokens?: number | undefined; readonly cost?: number | undefined };
+  readonly budget?: BudgetInput | undefined;
 }
 
 /**
@@ -109,8 +154,9 @@ export const DEFAULT_PROTOCOL: ProtocolTools = {
   reply: REPLY_TOOLS,
   validateAgent,
   validateReply: (input) => {
-    const parsed = validateReply(input);
-    return parsed.ok ? { ok: true, value: parsed.value.result } : parsed;
+    const notObject = objectIssue(input);
+    if (notObject !== undefined || !isRecord(input)) return { ok: false, error: invalidInput('reply', notObject === undefined ? [] : [notObject]) };
+    return { ok: true, value: input['result'] };
   },
 };
 
@@ -126,24 +172,24 @@ export interface AgentTypeEntry {
  */
 export function typedAgentTool(types: readonly AgentTypeEntry[]): Pick<ProtocolTools, 'spawn' | 'validateAgent'> {
   const names = types.map((t) => t.name);
-  const [first, ...others] = names;
-  if (first === undefined) return { spawn: SPAWN_TOOLS, validateAgent };
+  if (names.length === 0) return { spawn: SPAWN_TOOLS, validateAgent };
   const described = types.map((t) => ({ name: t.name, description: withoutClosingStop(t.description) }));
   const listed = described.map((t) => `'${t.name}': ${t.description}`).join('; ');
-  const input = agentInput.extend({
-    type: z
-      .enum([first, ...others], {
-        error: (issue) => `unknown agent type ${JSON.stringify(issue.input)}; the declared types are ${names.map((n) => `'${n}'`).join(', ')}`,
-      })
-      .optional()
-      .describe(`The kind of sub-agent to start, with its own tools, model and instructions: ${listed}. Leave it out for a general sub-agent.`),
-  });
-  const spec = toolSpec(
-    'agent',
-    `${agentSpec.description} Declared agent types (pass one as \`type\`): ${described.map((t) => `${t.name} — ${t.description}`).join('; ')}.`,
-    input,
-  );
-  return { spawn: [spec, cancelAgentSpec, waitForAgentsSpec], validateAgent: inputValidator('agent', input) };
+  const typeProperty = {
+    description: `The kind of sub-agent to start, with its own tools, model and instructions: ${listed}. Leave it out for a general sub-agent.`,
+    type: 'string',
+    enum: names,
+  };
+  const spec: ToolSpec = {
+    name: 'agent',
+    description: `${agentSpec.description} Declared agent types (pass one as \`type\`): ${described.map((t) => `${t.name} — ${t.description}`).join('; ')}.`,
+    input_schema: { type: 'object', properties: { ...AGENT_PROPERTIES, type: typeProperty }, required: ['name', 'task'] },
+  };
+  const typeCheck = {
+    names,
+    unknown: (value: unknown) => `unknown agent type ${JSON.stringify(value)}; the declared types are ${names.map((n) => `'${n}'`).join(', ')}`,
+  };
+  return { spawn: [spec, cancelAgentSpec, waitForAgentsSpec], validateAgent: (input) => checkAgent(input, typeCheck) };
 }
 
 /**

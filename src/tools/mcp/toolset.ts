@@ -1,7 +1,7 @@
 import type { Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
 import { clip } from '../../engine/render.js';
 import type { PreparedRun, Tool, Validation } from '../defineTool.js';
-import { McpConnection } from './connection.js';
+import type { McpConnection } from './connection.js';
 import { ToolErrorResult } from '../toolErrorResult.js';
 import { boundedInputSchema } from './inputSchema.js';
 import { renderCallResult } from './renderResult.js';
@@ -62,6 +62,8 @@ export async function connectMcpServers(specs: readonly McpServerSpec[], options
   const startTimeoutMs = options.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS;
   if (!Number.isSafeInteger(startTimeoutMs) || startTimeoutMs < 1 || startTimeoutMs > MAX_TIMER_MS)
     throw new McpSpecError(`startTimeoutMs must be an integer from 1 to ${MAX_TIMER_MS} (the longest a timer can wait), got ${String(startTimeoutMs)}`);
+  // The connection code (and zod, with which it checks what servers send) is loaded with the first server.
+  const { McpConnection } = await import('./connection.js');
   const opened = await Promise.allSettled(checked.map((spec) => McpConnection.open(spec, startTimeoutMs)));
   const connections = opened.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
   const closeAll = async (): Promise<void> => {

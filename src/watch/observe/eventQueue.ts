@@ -13,8 +13,15 @@ const COMPACT_AT = 1024;
  * own steps.
  */
 export class EventQueue implements AsyncIterableIterator<RunEvent> {
-  private items: RunEvent[] = [];
+  /**
+   * Waiting events are `items[head]` to `items[tail - 1]`. The ends are counted rather than read
+   * from the array's length so that a drained queue is reset in place: a consumer that keeps up
+   * takes each delta right after it is pushed (measured: every one, when the model yields after
+   * each), and a fresh array per drain was an allocation per delta.
+   */
+  private items: (RunEvent | undefined)[] = [];
   private head = 0;
+  private tail = 0;
   /** The last waiting item is a delta this queue made by merging (its own object, safe to extend). */
   private ownTail = false;
   private waiting: ((result: IteratorResult<RunEvent>) => void) | undefined;
@@ -31,8 +38,8 @@ export class EventQueue implements AsyncIterableIterator<RunEvent> {
       waiting({ value: event, done: false });
       return;
     }
-    if (event.type === 'text.delta' && this.items.length > this.head) {
-      const last = this.items.length - 1;
+    if (event.type === 'text.delta' && this.tail > this.head) {
+      const last = this.tail - 1;
       const tail = this.items[last];
       if (tail?.type === 'text.delta' && tail.agent === event.agent) {
         if (this.ownTail) (tail as { text: string }).text += event.text;
@@ -44,7 +51,7 @@ export class EventQueue implements AsyncIterableIterator<RunEvent> {
         return;
       }
     }
-    this.items.push(event);
+    this.items[this.tail++] = event;
     this.ownTail = false;
   }
 
@@ -60,19 +67,20 @@ export class EventQueue implements AsyncIterableIterator<RunEvent> {
 
   /** Events waiting for the consumer. */
   get size(): number {
-    return this.items.length - this.head;
+    return this.tail - this.head;
   }
 
   next(): Promise<IteratorResult<RunEvent>> {
-    if (this.head < this.items.length) {
+    if (this.head < this.tail) {
       const value = this.items[this.head] as RunEvent;
-      this.items[this.head++] = undefined as unknown as RunEvent;
-      if (this.head === this.items.length) {
-        this.items = [];
+      this.items[this.head++] = undefined;
+      if (this.head === this.tail) {
         this.head = 0;
+        this.tail = 0;
         this.ownTail = false;
-      } else if (this.head >= COMPACT_AT && this.head * 2 >= this.items.length) {
-        this.items = this.items.slice(this.head);
+      } else if (this.head >= COMPACT_AT && this.head * 2 >= this.tail) {
+        this.items = this.items.slice(this.head, this.tail);
+        this.tail -= this.head;
         this.head = 0;
       }
       return Promise.resolve({ value, done: false });
@@ -84,6 +92,7 @@ export class EventQueue implements AsyncIterableIterator<RunEvent> {
   return(): Promise<IteratorResult<RunEvent>> {
     this.items = [];
     this.head = 0;
+    this.tail = 0;
     this.end();
     return Promise.resolve({ value: undefined, done: true });
   }

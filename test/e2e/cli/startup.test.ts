@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_STORE_PATH, openSqliteStore } from '../../../src/store/sqliteStore.js';
-import { MAIN, workdir } from '../../support/cliHarness.js';
+import { exarch, MAIN, serve, stream, workdir } from '../../support/cliHarness.js';
 
 /*
  * What `exarch --help`, `--version` and a usage error load: none of the libraries the commands
@@ -41,9 +41,8 @@ interface Loaded {
   readonly modules: readonly string[];
 }
 
-/** `exarch ARGS` in a new directory that holds an empty run store, with what it loaded. */
-function loadedBy(args: readonly string[]): Loaded {
-  const cwd = workdir();
+/** `exarch ARGS` in `cwd` (by default a new directory that holds an empty run store), with what it loaded. */
+function loadedBy(args: readonly string[], cwd = workdir()): Loaded {
   openSqliteStore(join(cwd, DEFAULT_STORE_PATH)).close();
   const file = join(cwd, 'loaded.txt');
   const run = spawnSync(process.execPath, ['--import', `data:text/javascript,${encodeURIComponent(RECORDER)}`, MAIN, ...args], {
@@ -84,6 +83,25 @@ describe('what the command line loads to start', () => {
     const run = loadedBy(line.split(' ').filter(Boolean));
     expect(run.status).toBe(2);
     expect(heavyIn(run.modules)).toEqual([]);
+  });
+
+  it('exarch run --replay loads neither the SDK, nor OpenTelemetry without --otel, nor the viewer without --ui (issue 40.1)', async () => {
+    const cwd = workdir();
+    const server = await serve({ root: [stream({ text: 'The cookie is not renewed.' })] });
+    const recorded = await exarch(['run', '--record', 'run.recording.jsonl', 'Why do logins fail?'], {
+      server,
+      cwd,
+      env: { ANTHROPIC_API_KEY: 'sk-ant-test-key-0123456789' },
+    });
+    await server.close();
+    expect(recorded.code).toBe(0);
+    const replayed = loadedBy(['run', '--replay', 'run.recording.jsonl', 'Why do logins fail?'], cwd);
+    expect(replayed.status, replayed.stderr).toBe(0);
+    expect(replayed.stdout).toContain('The cookie is not renewed.');
+    // The run's own libraries load (the machines, the store); the model's SDK, OTel and the viewer's server do not.
+    expect(heavyIn(replayed.modules)).toEqual(expect.arrayContaining(['better-sqlite3', 'xstate']));
+    expect(heavyIn(replayed.modules).filter((name) => ['@anthropic-ai/sdk', '@opentelemetry/'].includes(name))).toEqual([]);
+    expect(replayed.modules.filter((m) => /\/node_modules\/ws\/|\/dist\/src\/watch\/viewer\/liveServer\.js$/.test(m))).toEqual([]);
   });
 
   it('exarch runs loads the store, not the SDK, the session machines or OpenTelemetry', () => {

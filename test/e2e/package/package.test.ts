@@ -27,6 +27,16 @@ describe('the published package', () => {
     expect(out.trim()).toBe('object function hi from dist');
   });
 
+  it('plain Node imports the workspace tools as exarch/workspace (their own entry: issue 40.1)', () => {
+    const script = `
+      const { workspaceTools, WorkspaceError } = await import('exarch/workspace');
+      const exarch = await import('exarch');
+      const names = workspaceTools({ root: '.' }).map((tool) => tool.name);
+      console.log(names.join(','), WorkspaceError === exarch.WorkspaceError, 'workspaceTools' in exarch);`;
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: root, encoding: 'utf8' });
+    expect(out.trim()).toBe('read_file,list_dir,search_files true false');
+  });
+
   it('plain Node imports the live inspector and the trace recorder as exarch/inspect and exarch/trace', () => {
     const script = `
       const { startLiveInspector } = await import('exarch/inspect');

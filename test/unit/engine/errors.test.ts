@@ -23,7 +23,6 @@ import {
   StoreError,
   ToolErrorResult,
   WorkspaceError,
-  workspaceTools,
   type ModelRequest,
   type FileErrorKind,
   type ProviderErrorKind,
@@ -32,6 +31,7 @@ import {
   type WorkspaceErrorKind,
 } from 'exarch';
 import { openSqliteStore } from 'exarch/sqlite';
+import { workspaceTools } from 'exarch/workspace';
 import { RecordingError, ReplayMismatchError, replayProvider, scriptedProvider } from 'exarch/testing';
 import { AgentsConfigError, readAgentsConfig } from '../../../src/cli/agentsConfig.js';
 import { runCommand } from '../../../src/cli/run.js';

@@ -23,7 +23,7 @@ const LAYERS: readonly string[] = [
   'src/watch', // what watches a run: observe, trace, viewer, OTel, inspector, statecharts
   'src/workers', // runs spread over Postgres workers
   'src/cli', // the exarch command
-  'src', // the package's entry points (index.ts, postgres.ts)
+  'src', // the package's entry points (index.ts, postgres.ts, workspace.ts)
 ];
 
 const root = fileURLToPath(new URL('../../..', import.meta.url));

@@ -48,6 +48,15 @@ describe('defineTool', () => {
     );
   });
 
+  it('refuses a schema of a zod older than 4.2 (no toJSONSchema of its own: exarch does not load zod itself), naming the tool and the version', () => {
+    // A zod 4.0/4.1 object schema parses, but has no toJSONSchema method; the main entry does not import zod to make one.
+    const schema = z.object({ a: z.string() });
+    const older = new Proxy(schema, { get: (target, key) => (key === 'toJSONSchema' ? undefined : Reflect.get(target, key)) });
+    expect(() => defineTool({ name: 'old', description: 'd', input: older, run: () => 1 })).toThrow(
+      new TypeError("tool 'old': its input schema has no toJSONSchema(): exarch needs zod 4.2 or later (see its peer dependency)"),
+    );
+  });
+
   it('shows the model the input side of the schema: a field with a default is not required', () => {
     const tool = defineTool({ name: 'list', description: '', input: z.object({ dir: z.string(), depth: z.number().default(1) }), run: () => 1 });
     expect(tool.spec.input_schema).toEqual({
