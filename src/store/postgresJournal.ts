@@ -111,16 +111,20 @@ export async function appendShared(
     const params = [burst, columns.runId, columns.session, columns.ts, columns.type, columns.body];
     const insert = async (db: pg.Pool | pg.PoolClient): Promise<void> => {
       // Each run's row is its counter: its lock, held to the commit, orders the appends of one
-      // run. The rows of each run are numbered in their order here (n), after its counter. A run
-      // that is not there writes nothing of any run: no counter moves without its rows.
+      // run. The rows of each run are numbered in their order here (n), after its counter. The
+      // runs' rows are locked in id order first: two workers writing groups of the same runs
+      // took them in their plans' orders and deadlocked (four spread workers, bench:workers). A
+      // run that is not there writes nothing of any run: no counter moves without its rows.
       const { rowCount } = await db.query(
         `WITH w AS (
            SELECT * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[]) WITH ORDINALITY AS w(run_id, session, ts, type, body, n)
          ), counts AS (
            SELECT run_id, count(*) AS k FROM w GROUP BY run_id
+         ), locked AS (
+           SELECT id FROM exarch.runs WHERE id IN (SELECT run_id FROM counts) ORDER BY id FOR UPDATE
          ), taken AS (
-           UPDATE exarch.runs AS r SET next_seq = r.next_seq + counts.k FROM counts
-           WHERE r.id = counts.run_id AND (SELECT count(*) FROM exarch.runs WHERE id IN (SELECT run_id FROM counts)) = (SELECT count(*) FROM counts)
+           UPDATE exarch.runs AS r SET next_seq = r.next_seq + counts.k FROM counts, locked
+           WHERE r.id = counts.run_id AND locked.id = r.id AND (SELECT count(*) FROM locked) = (SELECT count(*) FROM counts)
            RETURNING r.id, r.next_seq - counts.k AS base
          )
          INSERT INTO exarch.journal (run_id, seq, session, ts, type, body, burst)
@@ -140,10 +144,8 @@ export async function appendShared(
           })
         : insert(conn.pool);
     try {
-      await write();
+      await writeThroughDeadlocks(write);
     } catch (error) {
-      // Two writers locking the counters of the same runs in another order: one was rolled back, whole.
-      if (error instanceof pg.DatabaseError && error.code === '40P01') return write();
       if (!(error instanceof pg.DatabaseError && error.code === '23505')) throw error;
       // A counter is behind the journal (a resume here appended with numbers of its own): caught up, then again.
       await conn.pool.query(
@@ -151,10 +153,28 @@ export async function appendShared(
          WHERE r.id = ANY($1::text[])`,
         [runs],
       );
-      await write();
+      await writeThroughDeadlocks(write);
     }
   });
 }
+
+/**
+ * Runs `write` again when the server broke a deadlock by rolling it back (whole: nothing of it was
+ * written). The counters are locked in one order, but a commit's transaction also takes the
+ * queue's and the sessions' rows, which other writers may hold in another order.
+ */
+async function writeThroughDeadlocks(write: () => Promise<void>): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await write();
+      return;
+    } catch (error) {
+      if (!(error instanceof pg.DatabaseError && error.code === '40P01') || attempt >= DEADLOCK_ATTEMPTS) throw error;
+    }
+  }
+}
+
+const DEADLOCK_ATTEMPTS = 5;
 
 /** `appendShared` with the jobs `queued` written through their queue's own `insert` in its transaction (`JobStore.commit`). */
 export function commit(

@@ -104,6 +104,54 @@ describe.skipIf(!postgres.available)('shared commits: the sessions of a worker c
     expect((await journal(client)).map((row) => `${row.run_id}#${row.seq}`)).toEqual(['run-a#1', 'run-b#1']);
   });
 
+  it('four workers committing groups of the same runs at once, in every order: no deadlock, each run numbered without a gap', async () => {
+    const { store: first, client } = await fresh();
+    const url = client.connectionParameters;
+    const runs = ['run-a', 'run-b', 'run-c', 'run-d', 'run-e', 'run-f'];
+    for (const id of runs.slice(2)) {
+      await first.createRun({
+        id,
+        task: id,
+        cwd: '/work',
+        options: { tools: [], spread: true },
+        startedAt: 1,
+        owner: { host: hostname(), pid: process.pid, token: 't' },
+        leaseMs: 60_000,
+      });
+    }
+    const workers = [first];
+    for (let i = 1; i < 4; i++) {
+      const other = openPostgresStore(`postgres://${url.user}@${url.host}:${url.port}/${url.database}`);
+      opened.push({ store: other, client: { end: async () => undefined } as unknown as pg.Client });
+      workers.push(other);
+    }
+    // Each worker, each round, a group of a few of the runs (a different few, from a seeded
+    // shuffle), with a job each that its queue takes a moment to insert: the runs' counters stay
+    // locked to the commit while the other workers' groups ask for them.
+    const slow: JobQueue = {
+      insert: async (jobs, { db }) => {
+        await db.executeSql('SELECT pg_sleep(0.002)', []);
+        for (const job of jobs) await db.executeSql('INSERT INTO test_jobs (name, run) VALUES ($1, $2)', [job.name, 'x']);
+      },
+    };
+    let seed = 7;
+    const next = (): number => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31);
+    const rounds = 40;
+    const asked: Promise<void>[] = [];
+    for (let round = 0; round < rounds; round++) {
+      workers.forEach((worker, w) => {
+        const few = [...runs].sort(() => next() - 2 ** 30).slice(0, 2 + (next() % 3));
+        for (const run of few) asked.push(worker.commit(rows(run, `w${w}`, `${round}`), { queue: slow, jobs: [{ name: 'wake', data: {} }] }));
+      });
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+    const settled = await Promise.allSettled(asked);
+    expect(settled.filter((result) => result.status === 'rejected').map((result) => String((result as PromiseRejectedResult).reason))).toEqual([]);
+    const seqs = (await client.query('SELECT run_id, array_agg(seq ORDER BY seq) AS seqs FROM exarch.journal GROUP BY run_id ORDER BY run_id')).rows;
+    for (const { seqs: own } of seqs) expect(own).toEqual(Array.from({ length: own.length }, (_, i) => i + 1));
+    expect(seqs.reduce((n, { seqs: own }) => n + own.length, 0)).toBe(asked.length);
+  });
+
   it('a job the queue refuses: nothing of the group is committed, rows or jobs, and every commit of it is refused', async () => {
     const { store, client } = await fresh();
     const results = await Promise.allSettled([
