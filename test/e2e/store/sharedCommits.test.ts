@@ -23,7 +23,7 @@ afterEach(async () => {
   }
 });
 
-async function fresh(): Promise<{ store: PostgresRunStore; client: pg.Client }> {
+async function fresh(): Promise<{ store: PostgresRunStore; client: pg.Client; url: string }> {
   const url = await postgres.server().createDatabase();
   const store = openPostgresStore(url);
   const client = new pg.Client({ connectionString: url });
@@ -41,7 +41,7 @@ async function fresh(): Promise<{ store: PostgresRunStore; client: pg.Client }> 
     });
   }
   await client.query('CREATE TABLE test_jobs (name text, run text)');
-  return { store, client };
+  return { store, client, url };
 }
 
 const note = (text: string): JournalRecord => ({ type: 'queued', text });
@@ -105,8 +105,7 @@ describe.skipIf(!postgres.available)('shared commits: the sessions of a worker c
   });
 
   it('four workers committing groups of the same runs at once, in every order: no deadlock, each run numbered without a gap', async () => {
-    const { store: first, client } = await fresh();
-    const url = client.connectionParameters;
+    const { store: first, client, url } = await fresh();
     const runs = ['run-a', 'run-b', 'run-c', 'run-d', 'run-e', 'run-f'];
     for (const id of runs.slice(2)) {
       await first.createRun({
@@ -121,7 +120,7 @@ describe.skipIf(!postgres.available)('shared commits: the sessions of a worker c
     }
     const workers = [first];
     for (let i = 1; i < 4; i++) {
-      const other = openPostgresStore(`postgres://${url.user}@${url.host}:${url.port}/${url.database}`);
+      const other = openPostgresStore(url);
       opened.push({ store: other, client: { end: async () => undefined } as unknown as pg.Client });
       workers.push(other);
     }
