@@ -3,8 +3,8 @@
 // Prints "ready" once it takes jobs. Reads commands on stdin, one a line, and answers each with one
 // JSON line: `stats` (CPU used so far, requests in flight and made, jobs in progress, statements
 // sent to Postgres, memory as it is) and `memory` (the same after a full GC: what the sessions held retain). SIGTERM drains and exits.
+import { createRequire } from 'node:module';
 import { createInterface } from 'node:readline';
-import pg from 'pg';
 import { startWorker } from '../../dist/src/postgres.js';
 import { counts, scaleSession } from './workload.mjs';
 
@@ -17,6 +17,9 @@ if (!db || ![concurrency, subAgents, steps, minMs, maxMs].every((n) => Number.is
 const shape = { subAgents, steps, minMs, maxMs };
 // Statements sent to Postgres (each one round trip; the store's and pg-boss's alike): a count that,
 // unlike time, does not move with the machine's load.
+// The library's own copy of pg: bench/node_modules holds another (the LangGraph Postgres peer's),
+// whose Client the worker never uses.
+const pg = createRequire(new URL('../../dist/src/postgres.js', import.meta.url))('pg');
 let queries = 0;
 const query = pg.Client.prototype.query;
 pg.Client.prototype.query = function (...args) {
