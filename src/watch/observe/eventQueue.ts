@@ -75,6 +75,9 @@ export class EventQueue implements AsyncIterableIterator<RunEvent> {
       const value = this.items[this.head] as RunEvent;
       this.items[this.head++] = undefined;
       if (this.head === this.tail) {
+        // Reset in place, unless a burst grew the array past the compaction size: then let it go
+        // rather than keep its empty slots for the queue's life.
+        if (this.items.length > COMPACT_AT) this.items = [];
         this.head = 0;
         this.tail = 0;
         this.ownTail = false;
